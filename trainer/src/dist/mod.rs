@@ -1,0 +1,40 @@
+//! Process groups: rendezvous through a TCP store hosted by rank 0, and collectives between replicas.
+//!
+//! Layout:
+//! - `store`: the key-value store (server on rank 0, client everywhere), HMAC challenge with DDP_TOKEN.
+//! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
+//! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
+
+pub mod ring;
+pub mod store;
+
+use crate::Result;
+
+/// How `all_reduce` combines the replicas' buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    /// Sum divided by the world size.
+    Avg,
+}
+
+/// Collective operations between the replicas of one process group.
+///
+/// Every rank must call the same operations in the same order with buffers of the same length.
+/// Each call waits at most the group's timeout; a failure names the op, its sequence number and
+/// the rank that was missing. A dead peer is noticed from its closed socket immediately.
+pub trait Collective: Send {
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
+    fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;
+    /// Copies `buf` of rank `root` into `buf` of every other rank.
+    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()>;
+    /// `output` (length `input.len() * world_size`) receives every rank's `input`, in rank order.
+    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()>;
+    /// Gathers a variable-length byte message from every rank (for small metadata: parameter
+    /// names and shapes, configuration digests). Returns one message per rank, in rank order.
+    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// Returns once every rank has entered the barrier.
+    fn barrier(&mut self) -> Result<()>;
+}
