@@ -1,0 +1,207 @@
+//! BatchNorm2d with PyTorch semantics (biased variance to normalise, unbiased for the running
+//! estimate, momentum 0.1, eps 1e-5, `num_batches_tracked`) and its synchronised variant.
+//!
+//! SyncBatchNorm computes the batch statistics over the global batch: the per-channel sums
+//! `[Σx, Σx²]` go through a differentiable all-reduce ([`AllReduceSum`]: forward sums over ranks,
+//! backward sums the incoming gradients over ranks), so the gradient of every replica's input is
+//! exactly the gradient of the combined batch, as in PyTorch's SyncBatchNorm.
+
+use std::sync::Arc;
+
+use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
+use candle_nn::Init;
+
+use super::{BufferStore, ParamBuilder};
+
+/// Sums small host vectors across replicas (implemented by the DDP layer over a collective).
+pub trait StatsReducer: Send + Sync {
+    fn all_reduce_sum(&self, buf: &mut [f32]) -> candle_core::Result<()>;
+}
+
+/// How BatchNorm layers compute their batch statistics in training mode.
+#[derive(Clone, Default)]
+pub enum BnMode {
+    /// Each replica normalises with its own batch (DDP default; buffers broadcast from rank 0).
+    #[default]
+    Local,
+    /// SyncBatchNorm: statistics over all replicas' batches.
+    Sync(Arc<dyn StatsReducer>),
+}
+
+/// `Config: Default` for [`batch_norm2d`], PyTorch's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchNormConfig {
+    pub eps: f64,
+    pub momentum: f64,
+}
+
+impl Default for BatchNormConfig {
+    fn default() -> Self {
+        Self { eps: 1e-5, momentum: 0.1 }
+    }
+}
+
+pub struct BatchNorm2d {
+    weight: Tensor,
+    bias: Tensor,
+    prefix: String,
+    buffers: Arc<BufferStore>,
+    cfg: BatchNormConfig,
+    mode: BnMode,
+}
+
+/// Creates `PREFIX.weight` (ones), `PREFIX.bias` (zeros) and the buffers `PREFIX.running_mean`,
+/// `PREFIX.running_var`, `PREFIX.num_batches_tracked`, PREFIX being the builder's prefix.
+pub fn batch_norm2d(channels: usize, cfg: BatchNormConfig, pb: ParamBuilder) -> candle_core::Result<BatchNorm2d> {
+    let weight = pb.vb.get_with_hints(channels, "weight", Init::Const(1.0))?;
+    let bias = pb.vb.get_with_hints(channels, "bias", Init::Const(0.0))?;
+    let prefix = pb.vb.prefix();
+    let dev = pb.vb.device();
+    let buffers = pb.buffers.clone();
+    buffers.insert(format!("{prefix}.running_mean"), Tensor::zeros(channels, DType::F32, dev)?);
+    buffers.insert(format!("{prefix}.running_var"), Tensor::ones(channels, DType::F32, dev)?);
+    buffers.insert(format!("{prefix}.num_batches_tracked"), Tensor::zeros((), DType::I64, dev)?);
+    Ok(BatchNorm2d { weight, bias, prefix, buffers, cfg, mode: pb.bn })
+}
+
+impl BatchNorm2d {
+    pub fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        let c = x.dim(1)?;
+        let (mean, var) = if train {
+            let (mean, var, count) = self.batch_stats(x)?;
+            self.update_running(&mean, &var, count)?;
+            (mean, var)
+        } else {
+            (self.buffer("running_mean")?, self.buffer("running_var")?)
+        };
+        let shape = (1, c, 1, 1);
+        let inv_std = (var + self.cfg.eps)?.sqrt()?.recip()?;
+        let scale = (inv_std * &self.weight)?.reshape(shape)?;
+        let shift = self.bias.reshape(shape)?;
+        x.broadcast_sub(&mean.reshape(shape)?)?.broadcast_mul(&scale)?.broadcast_add(&shift)
+    }
+
+    /// Per-channel (mean, biased variance, element count) of the (local or global) batch.
+    fn batch_stats(&self, x: &Tensor) -> candle_core::Result<(Tensor, Tensor, usize)> {
+        let (n, c, h, w) = x.dims4()?;
+        match &self.mode {
+            BnMode::Local => {
+                let count = n * h * w;
+                let mean = (x.sum((0, 2, 3))? / count as f64)?;
+                let centered = x.broadcast_sub(&mean.reshape((1, c, 1, 1))?)?;
+                let var = (centered.sqr()?.sum((0, 2, 3))? / count as f64)?;
+                Ok((mean, var, count))
+            }
+            BnMode::Sync(reducer) => {
+                let mut count = [(n * h * w) as f32];
+                reducer.all_reduce_sum(&mut count)?;
+                let count = count[0] as usize;
+                let sums = Tensor::cat(&[x.sum((0, 2, 3))?, x.sqr()?.sum((0, 2, 3))?], 0)?;
+                let sums = sums.apply_op1(AllReduceSum(reducer.clone()))?;
+                let mean = (sums.narrow(0, 0, c)? / count as f64)?;
+                let var = ((sums.narrow(0, c, c)? / count as f64)? - mean.sqr()?)?;
+                Ok((mean, var, count))
+            }
+        }
+    }
+
+    fn update_running(&self, mean: &Tensor, var: &Tensor, count: usize) -> candle_core::Result<()> {
+        let m = self.cfg.momentum;
+        let unbiased = (var.detach() * (count as f64 / (count.max(2) - 1) as f64))?;
+        let rm = ((self.buffer("running_mean")? * (1.0 - m))? + (mean.detach() * m)?)?;
+        let rv = ((self.buffer("running_var")? * (1.0 - m))? + (unbiased * m)?)?;
+        let nb = (self.buffer("num_batches_tracked")? + 1.0)?;
+        self.buffers.insert(format!("{}.running_mean", self.prefix), rm);
+        self.buffers.insert(format!("{}.running_var", self.prefix), rv);
+        self.buffers.insert(format!("{}.num_batches_tracked", self.prefix), nb);
+        Ok(())
+    }
+
+    fn buffer(&self, name: &str) -> candle_core::Result<Tensor> {
+        let key = format!("{}.{name}", self.prefix);
+        self.buffers.get(&key).ok_or_else(|| candle_core::Error::Msg(format!("missing buffer {key}")))
+    }
+}
+
+/// Differentiable all-reduce (sum) of a small f32 vector: gradients are summed over ranks too.
+#[derive(Clone)]
+struct AllReduceSum(Arc<dyn StatsReducer>);
+
+impl candle_core::CustomOp1 for AllReduceSum {
+    fn name(&self) -> &'static str {
+        "all-reduce-sum"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let src = storage.as_slice::<f32>()?;
+        let mut buf: Vec<f32> = match layout.contiguous_offsets() {
+            Some((a, b)) => src[a..b].to_vec(),
+            None => candle_core::bail!("all-reduce-sum needs a contiguous tensor"),
+        };
+        self.0.all_reduce_sum(&mut buf)?;
+        Ok((CpuStorage::F32(buf), layout.shape().clone()))
+    }
+
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let grad = grad_res.contiguous()?;
+        let device = grad.device().clone();
+        let mut host = grad.to_device(&candle_core::Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
+        self.0.all_reduce_sum(&mut host)?;
+        Ok(Some(Tensor::from_vec(host, grad.shape(), &device)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+        use candle_core::Device;
+
+    fn bn(mode: BnMode) -> (BatchNorm2d, Arc<BufferStore>) {
+        let varmap = candle_nn::VarMap::new();
+        let pb = ParamBuilder::new(&varmap, &Device::Cpu, mode);
+        let buffers = pb.buffers.clone();
+        (batch_norm2d(2, BatchNormConfig::default(), pb.pp("bn")).unwrap(), buffers)
+    }
+
+    #[test]
+    fn normalises_and_tracks_running_stats_like_pytorch() {
+        let (bn, buffers) = bn(BnMode::Local);
+        // channel 0: values 1..4, channel 1: constant 5.
+        let x = Tensor::new(&[[[[1f32, 2.]], [[5., 5.]]], [[[3., 4.]], [[5., 5.]]]], &Device::Cpu).unwrap();
+        let y = bn.forward(&x, true).unwrap();
+        let y0: Vec<f32> = y.narrow(1, 0, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        // mean 2.5, biased var 1.25
+        let s = (1.25f32 + 1e-5).sqrt();
+        let want = [-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s];
+        for (a, b) in y0.iter().zip(want) {
+            assert!((a - b).abs() < 1e-5, "{y0:?}");
+        }
+        let rm: Vec<f32> = buffers.get("bn.running_mean").unwrap().to_vec1().unwrap();
+        let rv: Vec<f32> = buffers.get("bn.running_var").unwrap().to_vec1().unwrap();
+        assert!((rm[0] - 0.25).abs() < 1e-6 && (rm[1] - 0.5).abs() < 1e-6, "{rm:?}");
+        // unbiased var of 1..4 = 5/3 → 0.9 * 1 + 0.1 * 5/3
+        assert!((rv[0] - (0.9 + 0.1 * 5.0 / 3.0)).abs() < 1e-6, "{rv:?}");
+        assert!((rv[1] - 0.9).abs() < 1e-6, "{rv:?}");
+        let nb: i64 = buffers.get("bn.num_batches_tracked").unwrap().to_scalar().unwrap();
+        assert_eq!(nb, 1);
+    }
+
+    struct Identity;
+    impl StatsReducer for Identity {
+        fn all_reduce_sum(&self, _buf: &mut [f32]) -> candle_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn sync_mode_with_one_replica_matches_local() {
+        let x = Tensor::new(&[[[[1f32, 7.]], [[0.5, 2.]]], [[[3., 4.]], [[5., -1.]]]], &Device::Cpu).unwrap();
+        let (local, _) = bn(BnMode::Local);
+        let (sync, _) = bn(BnMode::Sync(Arc::new(Identity)));
+        let a: Vec<f32> = local.forward(&x, true).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let b: Vec<f32> = sync.forward(&x, true).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-5, "{a:?} vs {b:?}");
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The reference models, with PyTorch's parameter names and layouts so that a checkpoint written
+//! here loads with `model.load_state_dict(safetensors.torch.load_file(...))` in PyTorch.
+//!
+//! Layout:
+//! - `small`: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
+//! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
+//! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
+//! - `init`: PyTorch's default initialisation, seeded.
+//!
+//! Parameters live in a candle `VarMap` (trainable), buffers (BatchNorm running statistics) in a
+//! [`BufferStore`]. Both are listed in name order, the order every rank uses for buckets,
+//! broadcasts and checkpoints.
+
+mod batchnorm;
+mod init;
+mod resnet;
+mod small;
+
+pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
+
+use crate::spec::ModelName;
+use crate::{Error, Result};
+
+/// Non-trainable state (BatchNorm running statistics), by full name.
+#[derive(Default)]
+pub struct BufferStore(Mutex<BTreeMap<String, Tensor>>);
+
+impl BufferStore {
+    pub fn insert(&self, name: String, t: Tensor) {
+        self.0.lock().expect("buffer store poisoned").insert(name, t);
+    }
+    pub fn get(&self, name: &str) -> Option<Tensor> {
+        self.0.lock().expect("buffer store poisoned").get(name).cloned()
+    }
+    /// All buffers in name order.
+    pub fn snapshot(&self) -> Vec<(String, Tensor)> {
+        self.0.lock().expect("buffer store poisoned").iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().expect("buffer store poisoned").is_empty()
+    }
+}
+
+/// A candle `VarBuilder` plus where buffers go and how BatchNorm computes statistics.
+#[derive(Clone)]
+pub struct ParamBuilder {
+    pub vb: VarBuilder<'static>,
+    pub buffers: Arc<BufferStore>,
+    pub bn: BnMode,
+}
+
+impl ParamBuilder {
+    pub fn new(varmap: &VarMap, device: &Device, bn: BnMode) -> Self {
+        Self {
+            vb: VarBuilder::from_varmap(varmap, DType::F32, device),
+            buffers: Arc::new(BufferStore::default()),
+            bn,
+        }
+    }
+    pub fn pp(&self, name: impl ToString) -> Self {
+        Self { vb: self.vb.pp(name), buffers: self.buffers.clone(), bn: self.bn.clone() }
+    }
+}
+
+/// A model's forward pass. `train` selects batch statistics (and running-stat updates) in BatchNorm.
+pub trait Forward: Send + Sync {
+    fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor>;
+}
+
+/// A model ready to train: forward pass, named parameters and buffers.
+pub struct Network {
+    pub name: ModelName,
+    forward: Box<dyn Forward>,
+    _varmap: VarMap,
+    /// Trainable parameters in name order.
+    pub params: Vec<(String, Var)>,
+    pub buffers: Arc<BufferStore>,
+    pub device: Device,
+}
+
+/// The input shape (C, H, W) a model expects, for error messages and synthetic data.
+pub fn expected_input(name: ModelName) -> [usize; 3] {
+    match name {
+        ModelName::MnistCnn | ModelName::Mlp | ModelName::ConvnetBn => [1, 28, 28],
+        ModelName::Resnet18 | ModelName::Resnet50 => [3, 32, 32],
+        ModelName::Linear => [1, 1, 10],
+    }
+}
+
+/// Whether the model is trained with MSE on one output (regression) rather than cross-entropy.
+pub fn is_regression(name: ModelName) -> bool {
+    name == ModelName::Linear
+}
+
+impl Network {
+    /// Builds `name` for inputs of `input` shape and `classes` outputs, initialised like PyTorch
+    /// from `seed` (every rank builds the same weights; rank 0's are broadcast anyway).
+    pub fn new(name: ModelName, input: [usize; 3], classes: usize, device: &Device, bn: BnMode, seed: u64) -> Result<Network> {
+        let want = expected_input(name);
+        let fits = match name {
+            ModelName::Linear => input.iter().product::<usize>() == 10,
+            _ => input == want,
+        };
+        if !fits {
+            return Err(Error::Model(format!(
+                "model `{}` expects inputs of shape {}x{}x{} but the data gives {}x{}x{}; pick a model that fits the data (see docs/spec.md)",
+                model_label(name), want[0], want[1], want[2], input[0], input[1], input[2]
+            )));
+        }
+        let varmap = VarMap::new();
+        let pb = ParamBuilder::new(&varmap, device, bn);
+        let buffers = pb.buffers.clone();
+        let forward: Box<dyn Forward> = match name {
+            ModelName::MnistCnn => Box::new(small::mnist_cnn(classes, pb)?),
+            ModelName::Mlp => Box::new(small::mlp(classes, pb)?),
+            ModelName::ConvnetBn => Box::new(small::convnet_bn(classes, pb)?),
+            ModelName::Linear => Box::new(small::linear_model(pb)?),
+            ModelName::Resnet18 => Box::new(resnet::resnet(resnet::ResNetConfig::resnet18(classes), pb)?),
+            ModelName::Resnet50 => Box::new(resnet::resnet(resnet::ResNetConfig::resnet50(classes), pb)?),
+        };
+        let mut params: Vec<(String, Var)> =
+            varmap.data().lock().expect("varmap poisoned").iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        init::pytorch_default(&params, seed)?;
+        Ok(Network { name, forward, _varmap: varmap, params, buffers, device: device.clone() })
+    }
+
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        Ok(self.forward.forward(x, train)?)
+    }
+
+    /// Number of trainable scalars.
+    pub fn num_params(&self) -> usize {
+        self.params.iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// Parameters then buffers, each in name order: the model's state dict.
+    pub fn state(&self) -> Vec<(String, Tensor)> {
+        let mut all: Vec<(String, Tensor)> = self.params.iter().map(|(k, v)| (k.clone(), v.as_tensor().clone())).collect();
+        all.extend(self.buffers.snapshot());
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Loads a state dict strictly: every parameter and buffer must be present with its shape.
+    pub fn load_state(&self, tensors: &HashMap<String, Tensor>, source: &str) -> Result<()> {
+        let expected: Vec<(String, Tensor)> = self.state();
+        for (name, current) in &expected {
+            let t = tensors
+                .get(name)
+                .ok_or_else(|| Error::Model(format!("{source}: missing tensor `{name}`")))?;
+            if t.dims() != current.dims() {
+                return Err(Error::Model(format!(
+                    "{source}: tensor `{name}` has shape {:?}, the model needs {:?}",
+                    t.dims(),
+                    current.dims()
+                )));
+            }
+            let t = t.to_device(&self.device)?.to_dtype(current.dtype())?;
+            match self.params.iter().find(|(k, _)| k == name) {
+                Some((_, var)) => var.set(&t)?,
+                None => self.buffers.insert(name.clone(), t),
+            }
+        }
+        if let Some(extra) = tensors.keys().find(|k| !expected.iter().any(|(n, _)| n == *k)) {
+            return Err(Error::Model(format!("{source}: unexpected tensor `{extra}` (not in model {})", model_label(self.name))));
+        }
+        Ok(())
+    }
+}
+
+pub fn model_label(name: ModelName) -> &'static str {
+    match name {
+        ModelName::MnistCnn => "mnist-cnn",
+        ModelName::Mlp => "mlp",
+        ModelName::ConvnetBn => "convnet-bn",
+        ModelName::Resnet18 => "resnet18",
+        ModelName::Resnet50 => "resnet50",
+        ModelName::Linear => "linear",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(name: ModelName) -> Vec<(String, Vec<usize>)> {
+        let net = Network::new(name, expected_input(name), if is_regression(name) { 1 } else { 10 }, &Device::Cpu, BnMode::Local, 1).unwrap();
+        net.state().into_iter().map(|(k, t)| (k, t.dims().to_vec())).collect()
+    }
+
+    #[test]
+    fn mnist_cnn_has_pytorch_names_and_shapes() {
+        let got = names(ModelName::MnistCnn);
+        let want: Vec<(String, Vec<usize>)> = [
+            ("conv1.bias", vec![32]),
+            ("conv1.weight", vec![32, 1, 3, 3]),
+            ("conv2.bias", vec![64]),
+            ("conv2.weight", vec![64, 32, 3, 3]),
+            ("conv3.bias", vec![64]),
+            ("conv3.weight", vec![64, 64, 3, 3]),
+            ("dense1.bias", vec![64]),
+            ("dense1.weight", vec![64, 576]),
+            ("dense2.bias", vec![10]),
+            ("dense2.weight", vec![10, 64]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn mlp_and_convnet_bn_names() {
+        let mlp: Vec<String> = names(ModelName::Mlp).into_iter().map(|x| x.0).collect();
+        assert_eq!(mlp, [
+            "linear_relu_stack.0.bias", "linear_relu_stack.0.weight", "linear_relu_stack.2.bias",
+            "linear_relu_stack.2.weight", "linear_relu_stack.4.bias", "linear_relu_stack.4.weight"
+        ]);
+        let bn = names(ModelName::ConvnetBn);
+        let keys: Vec<&str> = bn.iter().map(|x| x.0.as_str()).collect();
+        assert!(keys.contains(&"layer1.1.running_var") && keys.contains(&"layer2.1.num_batches_tracked"));
+        assert!(bn.contains(&("fc.weight".to_string(), vec![10, 7 * 7 * 32])));
+        assert!(bn.contains(&("layer1.0.weight".to_string(), vec![16, 1, 5, 5])));
+    }
+
+    #[test]
+    fn resnet_parameter_counts_match_torchvision_cifar_variant() {
+        // torchvision resnet18(num_classes=10) with a 3x3 stem: 11,173,962 params; resnet50: 23,520,842.
+        let r18 = Network::new(ModelName::Resnet18, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
+        assert_eq!(r18.num_params(), 11_173_962);
+        let r50 = Network::new(ModelName::Resnet50, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
+        assert_eq!(r50.num_params(), 23_520_842);
+        let keys: Vec<String> = r18.state().into_iter().map(|x| x.0).collect();
+        assert!(keys.contains(&"layer2.0.downsample.0.weight".to_string()));
+        assert!(keys.contains(&"fc.weight".to_string()));
+    }
+
+    #[test]
+    fn forward_shapes() {
+        for name in [ModelName::MnistCnn, ModelName::Mlp, ModelName::ConvnetBn, ModelName::Resnet18, ModelName::Linear] {
+            let [c, h, w] = expected_input(name);
+            let out = if is_regression(name) { 1 } else { 10 };
+            let net = Network::new(name, [c, h, w], out, &Device::Cpu, BnMode::Local, 0).unwrap();
+            let x = Tensor::zeros((2, c, h, w), DType::F32, &Device::Cpu).unwrap();
+            assert_eq!(net.forward(&x, true).unwrap().dims(), &[2, out], "{name:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_input_shape_is_a_clear_error() {
+        let e = Network::new(ModelName::MnistCnn, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).err().unwrap();
+        assert!(e.to_string().contains("mnist-cnn` expects inputs of shape 1x28x28 but the data gives 3x32x32"), "{e}");
+    }
+
+    #[test]
+    fn load_state_is_strict() {
+        let net = Network::new(ModelName::Mlp, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
+        let mut state: HashMap<String, Tensor> = net.state().into_iter().map(|(k, t)| (k, t.copy().unwrap())).collect();
+        net.load_state(&state, "ckpt").unwrap();
+        state.remove("linear_relu_stack.0.bias");
+        let e = net.load_state(&state, "ckpt").unwrap_err();
+        assert_eq!(e.to_string(), "model: ckpt: missing tensor `linear_relu_stack.0.bias`");
+    }
+}

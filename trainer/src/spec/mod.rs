@@ -1,0 +1,450 @@
+//! The experiment spec: a TOML file describing model, data, training recipe and DDP settings.
+//!
+//! Layout:
+//! - this module: the typed [`Spec`] and its defaults, semantic validation, [`Spec::hash`].
+//! - `load`: reading a file, `--set key=value` overrides, unknown keys rejected with the line and a
+//!   suggestion, type errors with the line and the expected type.
+//!
+//! Every key is documented in `docs/spec.md`.
+
+mod load;
+
+pub use load::{KEYS, parse_override};
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub name: String,
+    pub model: ModelSpec,
+    pub data: DataSpec,
+    #[serde(default)]
+    pub train: TrainSpec,
+    #[serde(default)]
+    pub ddp: DdpSpec,
+    #[serde(default)]
+    pub checkpoint: CheckpointSpec,
+    #[serde(default)]
+    pub restart: RestartSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelName {
+    MnistCnn,
+    Mlp,
+    ConvnetBn,
+    Resnet18,
+    Resnet50,
+    Linear,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    pub name: ModelName,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataName {
+    Mnist,
+    FashionMnist,
+    Cifar10,
+    Synthetic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyntheticTask {
+    #[default]
+    Classification,
+    Regression,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    pub name: DataName,
+    /// Folder with the data files (relative paths are resolved against the spec's folder first,
+    /// then the current directory). Not used by `synthetic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    #[serde(default = "defaults::val_fraction")]
+    pub val_fraction: f64,
+    /// CIFAR augmentation (random crop with 4-pixel padding + horizontal flip); default: on for cifar10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub augment: Option<bool>,
+    /// Use only the first N training samples (before the validation split); for quick tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_train: Option<usize>,
+    /// Use only the first N test samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_test: Option<usize>,
+    /// Synthetic data: classification (per-class templates + noise) or regression (linear + noise).
+    #[serde(default)]
+    pub task: SyntheticTask,
+    /// Synthetic sample shape [C, H, W]; default: what the model expects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<[usize; 3]>,
+    #[serde(default = "defaults::classes")]
+    pub classes: usize,
+    #[serde(default = "defaults::train_size")]
+    pub train_size: usize,
+    #[serde(default = "defaults::test_size")]
+    pub test_size: usize,
+    #[serde(default = "defaults::noise")]
+    pub noise: f32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerName {
+    Sgd,
+    Adam,
+    Adamw,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LrScaling {
+    #[default]
+    None,
+    /// lr × world size (Goyal et al.), as the reference recipes do.
+    Linear,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerKind {
+    #[default]
+    Constant,
+    /// lr × gamma every `step_size` epochs (PyTorch StepLR, stepped per epoch).
+    Step,
+    /// Cosine annealing from lr to `min_lr` over the run's epochs (stepped per epoch).
+    Cosine,
+    /// Constant after a linear warm-up of `warmup_epochs`.
+    LinearWarmup,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    #[serde(default)]
+    pub kind: SchedulerKind,
+    #[serde(default = "defaults::one_usize")]
+    pub step_size: usize,
+    #[serde(default = "defaults::gamma")]
+    pub gamma: f64,
+    #[serde(default)]
+    pub min_lr: f64,
+    /// Linear warm-up (per step, from lr/steps to lr) over this many epochs; any kind.
+    #[serde(default)]
+    pub warmup_epochs: f64,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        Self {
+            kind: SchedulerKind::Constant,
+            step_size: 1,
+            gamma: defaults::gamma(),
+            min_lr: 0.0,
+            warmup_epochs: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    #[serde(default = "defaults::one_usize")]
+    pub epochs: usize,
+    /// Per replica.
+    #[serde(default = "defaults::batch_size")]
+    pub batch_size: usize,
+    #[serde(default = "defaults::optimizer")]
+    pub optimizer: OptimizerName,
+    #[serde(default = "defaults::lr")]
+    pub lr: f64,
+    #[serde(default)]
+    pub lr_scaling: LrScaling,
+    #[serde(default)]
+    pub momentum: f64,
+    #[serde(default)]
+    pub nesterov: bool,
+    /// L2 penalty (SGD, Adam) or decoupled decay (AdamW; default 0.01 there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_decay: Option<f64>,
+    #[serde(default = "defaults::betas")]
+    pub betas: [f64; 2],
+    #[serde(default = "defaults::eps")]
+    pub eps: f64,
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    #[serde(default = "defaults::seed")]
+    pub seed: u64,
+    /// Micro-batches per optimizer step; gradients are synchronised only on the last (no_sync).
+    #[serde(default = "defaults::one_usize")]
+    pub grad_accum: usize,
+    /// Stop after this many optimizer steps in total (for tests and smoke runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// Progress line + train metric every N optimizer steps (0: about 10 per epoch).
+    #[serde(default)]
+    pub log_every: usize,
+}
+
+impl Default for TrainSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("train defaults")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// nccl on CUDA devices, tcp on CPU.
+    #[default]
+    Auto,
+    Tcp,
+    Nccl,
+}
+
+/// `ddp.devices`: "auto", "cpu", or a list of CUDA ordinals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Devices {
+    Named(DeviceKeyword),
+    Cuda(Vec<usize>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKeyword {
+    Auto,
+    Cpu,
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Devices::Named(DeviceKeyword::Auto)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DdpSpec {
+    #[serde(default = "defaults::one_usize")]
+    pub replicas: usize,
+    #[serde(default)]
+    pub backend: Backend,
+    #[serde(default)]
+    pub devices: Devices,
+    #[serde(default = "defaults::bucket_mb")]
+    pub bucket_mb: f64,
+    #[serde(default = "defaults::timeout_s")]
+    pub timeout_s: u64,
+    /// SyncBatchNorm: batch statistics over the global batch.
+    #[serde(default)]
+    pub sync_batchnorm: bool,
+    /// Broadcast BatchNorm buffers from rank 0 before every forward (PyTorch DDP default).
+    #[serde(default = "defaults::yes")]
+    pub broadcast_buffers: bool,
+    /// CPU threads per replica (default: cores / local world size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl Default for DdpSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("ddp defaults")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// Write a checkpoint every N epochs (0: only the final model).
+    #[serde(default = "defaults::one_usize")]
+    pub every_epochs: usize,
+    #[serde(default = "defaults::keep_last")]
+    pub keep_last: usize,
+}
+
+impl Default for CheckpointSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("checkpoint defaults")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSpec {
+    #[serde(default)]
+    pub max_restarts: u32,
+    #[serde(default = "defaults::backoff_s")]
+    pub backoff_s: f64,
+}
+
+impl Default for RestartSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("restart defaults")
+    }
+}
+
+mod defaults {
+    use super::OptimizerName;
+    pub fn val_fraction() -> f64 {
+        0.1
+    }
+    pub fn classes() -> usize {
+        10
+    }
+    pub fn train_size() -> usize {
+        2048
+    }
+    pub fn test_size() -> usize {
+        512
+    }
+    pub fn noise() -> f32 {
+        0.5
+    }
+    pub fn one_usize() -> usize {
+        1
+    }
+    pub fn gamma() -> f64 {
+        0.1
+    }
+    pub fn batch_size() -> usize {
+        32
+    }
+    pub fn optimizer() -> OptimizerName {
+        OptimizerName::Sgd
+    }
+    pub fn lr() -> f64 {
+        0.01
+    }
+    pub fn betas() -> [f64; 2] {
+        [0.9, 0.999]
+    }
+    pub fn eps() -> f64 {
+        1e-8
+    }
+    pub fn seed() -> u64 {
+        1
+    }
+    pub fn bucket_mb() -> f64 {
+        25.0
+    }
+    pub fn timeout_s() -> u64 {
+        300
+    }
+    pub fn yes() -> bool {
+        true
+    }
+    pub fn keep_last() -> usize {
+        3
+    }
+    pub fn backoff_s() -> f64 {
+        1.0
+    }
+}
+
+impl Spec {
+    /// Reads, overrides and validates a spec file.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
+        load::load(path, overrides)
+    }
+
+    /// Parses and validates spec text; `file` is only used in messages.
+    pub fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
+        load::parse(text, file, overrides)
+    }
+
+    /// The resolved spec as TOML (what a run folder freezes as spec.toml).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a Spec always serialises")
+    }
+
+    /// SHA-256 of the resolved spec's training-relevant content, hex. Settings that do not change
+    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `train.max_steps`,
+    /// `train.log_every`) are excluded, so a resumed run may change them.
+    pub fn hash(&self) -> String {
+        use sha2::Digest;
+        let mut s = self.clone();
+        s.ddp.timeout_s = 0;
+        s.ddp.threads = None;
+        s.restart = RestartSpec::default();
+        s.train.max_steps = None;
+        s.train.log_every = 0;
+        let digest = sha2::Sha256::digest(s.to_toml().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The effective weight decay (AdamW defaults to 0.01 like PyTorch, the others to 0).
+    pub fn weight_decay(&self) -> f64 {
+        self.train.weight_decay.unwrap_or(match self.train.optimizer {
+            OptimizerName::Adamw => 0.01,
+            _ => 0.0,
+        })
+    }
+
+    /// Whether CIFAR-style augmentation is on.
+    pub fn augment(&self) -> bool {
+        self.data.augment.unwrap_or(self.data.name == DataName::Cifar10)
+    }
+
+    fn check(&self, file: &Path) -> Result<()> {
+        let bad = |key: &str, msg: String| {
+            Err(Error::Spec { file: file.to_path_buf(), line: None, key: key.into(), msg: format!("{key}: {msg}") })
+        };
+        if self.train.batch_size == 0 {
+            return bad("train.batch_size", "must be at least 1 (it is per replica)".into());
+        }
+        if self.train.epochs == 0 {
+            return bad("train.epochs", "must be at least 1".into());
+        }
+        if self.train.grad_accum == 0 {
+            return bad("train.grad_accum", "must be at least 1 (1 = sync every step)".into());
+        }
+        if !(self.train.lr > 0.0 && self.train.lr.is_finite()) {
+            return bad("train.lr", format!("must be a positive number, got {}", self.train.lr));
+        }
+        if !(0.0..1.0).contains(&self.data.val_fraction) {
+            return bad("data.val_fraction", format!("must be in [0, 1), got {}", self.data.val_fraction));
+        }
+        if self.ddp.replicas == 0 {
+            return bad("ddp.replicas", "must be at least 1".into());
+        }
+        if !(self.ddp.bucket_mb > 0.0) {
+            return bad("ddp.bucket_mb", format!("must be positive, got {}", self.ddp.bucket_mb));
+        }
+        if self.ddp.timeout_s == 0 {
+            return bad("ddp.timeout_s", "must be at least 1 second".into());
+        }
+        if self.ddp.threads == Some(0) {
+            return bad("ddp.threads", "must be at least 1".into());
+        }
+        if self.train.scheduler.kind == SchedulerKind::Step && self.train.scheduler.step_size == 0 {
+            return bad("train.scheduler.step_size", "must be at least 1 epoch".into());
+        }
+        if self.data.name != DataName::Synthetic && self.data.path.is_none() {
+            return bad("data.path", format!("is required for data.name = {:?}", self.data.name));
+        }
+        if self.data.name == DataName::Synthetic && self.data.train_size == 0 {
+            return bad("data.train_size", "must be at least 1".into());
+        }
+        if self.data.limit_train == Some(0) || self.data.limit_test == Some(0) {
+            return bad("data.limit_train", "limits must be at least 1".into());
+        }
+        if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
+            return bad("model.name", "\"linear\" is a regression model: use data.name = \"synthetic\" with data.task = \"regression\"".into());
+        }
+        Ok(())
+    }
+}
