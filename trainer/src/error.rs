@@ -62,6 +62,11 @@ pub enum Error {
     #[error("launcher: {0}")]
     Launch(String),
 
+    /// A replica of the standalone launcher failed: `status` says how ("exited with code 2",
+    /// "was killed by signal 9 (SIGKILL)"), `code` is its exit code when it exited, `log` its log.
+    #[error("rank {rank} (pid {pid}) {status}; see {}", log.display())]
+    Replica { rank: usize, pid: u32, status: String, code: Option<i32>, log: PathBuf },
+
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -84,6 +89,7 @@ impl Error {
         match self {
             Error::Spec { .. } | Error::Env { .. } | Error::Data { .. } | Error::Model(_) => EXIT_CONFIG,
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_CONFIG,
+            Error::Replica { code: Some(EXIT_CONFIG), .. } => EXIT_CONFIG,
             _ => EXIT_FAILURE,
         }
     }

@@ -1,5 +1,33 @@
-//! placeholder
+//! `ddp-trainer`: data-parallel training of candle models across processes, with PyTorch DDP
+//! semantics (one process per replica, parameters broadcast from rank 0, gradients averaged by
+//! all-reduce), started by torchrun-style launchers or by itself (`--standalone`).
+//!
+//! Layout:
+//! - `spec`: the experiment spec (TOML) and `--set` overrides.
+//! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI).
+//! - `launcher`: `--standalone --nproc N`, the local launcher.
+//! - `dist`: rendezvous store and collectives (`tcp` ring; `nccl` behind the `cuda` feature).
+//! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler.
+//! - `models`: the reference models with PyTorch names, BatchNorm/SyncBatchNorm.
+//! - `ddp`: the DDP step (flat gradient buckets, broadcast of parameters and buffers).
+//! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
+//! - `checkpoint`: atomic checkpoints, resume, retention.
+//! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files.
+//! - `train`: one replica's training loop.
+
+pub mod checkpoint;
+pub mod data;
+pub mod ddp;
+pub mod dist;
+pub mod env;
 pub mod error;
+pub mod launcher;
+pub mod metrics;
 pub mod models;
+pub mod optim;
+pub mod schedule;
 pub mod spec;
+pub mod tensorboard;
+pub mod train;
+
 pub use error::{Error, Result};

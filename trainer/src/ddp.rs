@@ -1,0 +1,337 @@
+//! The DDP step: parameters broadcast from rank 0 at start (after checking every rank has the same
+//! names and shapes), gradients copied into one flat buffer, all-reduced (averaged) bucket by
+//! bucket, and the updated flat parameters written back into the model.
+//!
+//! The flat buffers are allocated once; a training step allocates nothing on the collective path.
+//! The gradient buffer carries one extra element, a control flag summed across ranks, so that a
+//! stop request seen by any replica (SIGTERM) stops every replica at the same step.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use candle_core::backprop::GradStore;
+use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
+
+use crate::dist::{Collective, ReduceOp};
+use crate::models::{Network, StatsReducer};
+use crate::{Error, Result};
+
+/// The process group's collective, shared by the DDP step and SyncBatchNorm.
+pub type SharedCollective = Arc<Mutex<Box<dyn Collective>>>;
+
+/// Runs `f` with the locked collective.
+pub fn with_comm<T>(comm: &SharedCollective, f: impl FnOnce(&mut dyn Collective) -> Result<T>) -> Result<T> {
+    let mut guard = comm.lock().map_err(|_| Error::Model("collective lock poisoned by a panic".into()))?;
+    f(guard.as_mut())
+}
+
+/// SyncBatchNorm's reducer over the shared collective.
+pub struct CollectiveStats(pub SharedCollective);
+
+impl StatsReducer for CollectiveStats {
+    fn all_reduce_sum(&self, buf: &mut [f32]) -> candle_core::Result<()> {
+        with_comm(&self.0, |c| c.all_reduce(buf, ReduceOp::Sum)).map_err(|e| candle_core::Error::Msg(e.to_string()))
+    }
+}
+
+struct Slot {
+    name: String,
+    range: Range<usize>,
+}
+
+pub struct Ddp {
+    comm: SharedCollective,
+    slots: Vec<Slot>,
+    /// Master copy of all parameters, in name order; the optimizer updates it in place.
+    pub params: Vec<f32>,
+    /// Gradients of the current step (+1 control element at the end).
+    grads: Vec<f32>,
+    buckets: Vec<Range<usize>>,
+    buffer_scratch: Vec<f32>,
+    micro_batches: usize,
+}
+
+impl Ddp {
+    /// Checks that all ranks built the same model, then makes every rank start from rank 0's
+    /// parameters and buffers. `bucket_bytes` caps one all-reduce message.
+    pub fn new(net: &Network, comm: SharedCollective, bucket_bytes: usize) -> Result<Ddp> {
+        check_same_model(net, &comm)?;
+        let mut slots = Vec::with_capacity(net.params.len());
+        let mut offset = 0;
+        for (name, var) in &net.params {
+            let n = var.elem_count();
+            slots.push(Slot { name: name.clone(), range: offset..offset + n });
+            offset += n;
+        }
+        let mut params = vec![0.0; offset];
+        for (slot, (_, var)) in slots.iter().zip(&net.params) {
+            read_tensor(var.as_tensor(), &mut params[slot.range.clone()], false)?;
+        }
+        let per_bucket = (bucket_bytes / 4).max(1);
+        let total = offset + 1;
+        let buckets = (0..total).step_by(per_bucket).map(|s| s..(s + per_bucket).min(total)).collect();
+        let mut ddp = Ddp {
+            comm,
+            slots,
+            params,
+            grads: vec![0.0; total],
+            buckets,
+            buffer_scratch: Vec::new(),
+            micro_batches: 0,
+        };
+        with_comm(&ddp.comm, |c| c.broadcast(&mut ddp.params, 0))?;
+        ddp.write_params(net)?;
+        ddp.broadcast_buffers(net)?;
+        Ok(ddp)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.comm.lock().map(|c| c.rank()).unwrap_or(0)
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.params.len()
+    }
+
+    /// Averaged gradients of the last [`Ddp::sync`] (without the control element).
+    pub fn grads(&self) -> &[f32] {
+        &self.grads[..self.params.len()]
+    }
+
+    /// The flat parameters (to update) and the averaged gradients, for the optimizer.
+    pub fn params_and_grads(&mut self) -> (&mut [f32], &[f32]) {
+        let n = self.params.len();
+        (&mut self.params, &self.grads[..n])
+    }
+
+    /// Adds one micro-batch's gradients (scaled by `scale`) into the local gradient buffer.
+    /// Parameters that got no gradient count as zero.
+    pub fn accumulate(&mut self, net: &Network, grads: &GradStore, scale: f32) -> Result<()> {
+        let first = self.micro_batches == 0;
+        for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
+            let dst = &mut self.grads[slot.range.clone()];
+            match grads.get(var.as_tensor()) {
+                Some(g) if scale == 1.0 => read_tensor(g, dst, !first)?,
+                Some(g) => read_tensor(&(g * scale as f64)?, dst, !first)?,
+                None if first => dst.fill(0.0),
+                None => {}
+            }
+        }
+        self.micro_batches += 1;
+        Ok(())
+    }
+
+    /// All-reduces (averages) the accumulated gradients across replicas, bucket by bucket. `stop`
+    /// is this replica's stop request; the result says whether any replica asked to stop.
+    pub fn sync(&mut self, stop: bool) -> Result<bool> {
+        let n = self.params.len();
+        self.grads[n] = if stop { 1.0 } else { 0.0 };
+        let grads = &mut self.grads;
+        with_comm(&self.comm, |c| {
+            for b in &self.buckets {
+                c.all_reduce(&mut grads[b.clone()], ReduceOp::Avg)?;
+            }
+            Ok(())
+        })?;
+        self.micro_batches = 0;
+        Ok(self.grads[n] > 0.0)
+    }
+
+    /// Writes the flat parameters back into the model's variables.
+    pub fn write_params(&self, net: &Network) -> Result<()> {
+        for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
+            write_var(var, &self.params[slot.range.clone()])?;
+        }
+        Ok(())
+    }
+
+    /// Reads the model's variables into the flat parameters (after loading a checkpoint).
+    pub fn read_params(&mut self, net: &Network) -> Result<()> {
+        for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
+            read_tensor(var.as_tensor(), &mut self.params[slot.range.clone()], false)?;
+        }
+        Ok(())
+    }
+
+    /// Copies rank 0's buffers (BatchNorm running statistics) to every rank, as PyTorch DDP does
+    /// before each forward pass with `broadcast_buffers=True`.
+    pub fn broadcast_buffers(&mut self, net: &Network) -> Result<()> {
+        let buffers = net.buffers.snapshot();
+        if buffers.is_empty() {
+            return Ok(());
+        }
+        let total: usize = buffers.iter().map(|(_, t)| t.elem_count()).sum();
+        self.buffer_scratch.resize(total, 0.0);
+        let mut off = 0;
+        for (_, t) in &buffers {
+            let n = t.elem_count();
+            let as_f32 = t.to_dtype(candle_core::DType::F32)?;
+            read_tensor(&as_f32, &mut self.buffer_scratch[off..off + n], false)?;
+            off += n;
+        }
+        let scratch = &mut self.buffer_scratch;
+        with_comm(&self.comm, |c| c.broadcast(scratch, 0))?;
+        let mut off = 0;
+        for (name, t) in buffers {
+            let n = t.elem_count();
+            let v = Tensor::from_slice(&self.buffer_scratch[off..off + n], t.shape(), t.device())?.to_dtype(t.dtype())?;
+            net.buffers.insert(name, v);
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// The name of the parameter holding flat index `i` (for diagnostics).
+    pub fn param_at(&self, i: usize) -> Option<&str> {
+        self.slots.iter().find(|s| s.range.contains(&i)).map(|s| s.name.as_str())
+    }
+}
+
+/// Every rank must have the same parameter and buffer names and shapes.
+fn check_same_model(net: &Network, comm: &SharedCollective) -> Result<()> {
+    let desc: String = net.state().iter().map(|(n, t)| format!("{n}:{:?}\n", t.dims())).collect();
+    let all = with_comm(comm, |c| c.all_gather_bytes(desc.as_bytes()))?;
+    let reference = String::from_utf8_lossy(&all[0]).into_owned();
+    for (rank, other) in all.iter().enumerate().skip(1) {
+        let other = String::from_utf8_lossy(other);
+        if other != reference {
+            let diff = first_difference(&reference, &other);
+            return Err(Error::Model(format!("rank {rank} built a different model than rank 0: {diff}")));
+        }
+    }
+    Ok(())
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    let (mut la, mut lb) = (a.lines(), b.lines());
+    loop {
+        match (la.next(), lb.next()) {
+            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) => return format!("rank 0 has `{x}` where it has `{y}`"),
+            (Some(x), None) => return format!("it lacks `{x}`"),
+            (None, Some(y)) => return format!("it has an extra `{y}`"),
+            (None, None) => return "same entries in a different order".into(),
+        }
+    }
+}
+
+/// Copies (or adds, with `add`) a tensor's f32 values into `dst` without allocating on CPU.
+pub fn read_tensor(t: &Tensor, dst: &mut [f32], add: bool) -> Result<()> {
+    if t.elem_count() != dst.len() {
+        return Err(Error::Model(format!("tensor of {} elements read into a slot of {}", t.elem_count(), dst.len())));
+    }
+    let (storage, layout) = t.storage_and_layout();
+    if let (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) = (&*storage, layout.contiguous_offsets()) {
+        copy_or_add(&data[a..b], dst, add);
+        return Ok(());
+    }
+    drop(storage);
+    let host: Vec<f32> = t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1()?;
+    copy_or_add(&host, dst, add);
+    Ok(())
+}
+
+fn copy_or_add(src: &[f32], dst: &mut [f32], add: bool) {
+    if add {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Overwrites a variable's values in place (CPU) or through a host copy (other devices).
+fn write_var(var: &Var, src: &[f32]) -> Result<()> {
+    if var.device().is_cpu() {
+        var.as_tensor().inplace_op1(&WriteF32(src))?;
+    } else {
+        var.set(&Tensor::from_slice(src, var.shape(), var.device())?)?;
+    }
+    Ok(())
+}
+
+struct WriteF32<'a>(&'a [f32]);
+
+impl candle_core::InplaceOp1 for WriteF32<'_> {
+    fn name(&self) -> &'static str {
+        "write-f32"
+    }
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
+        match (storage, layout.contiguous_offsets()) {
+            (CpuStorage::F32(data), Some((a, b))) if b - a == self.0.len() => {
+                data[a..b].copy_from_slice(self.0);
+                Ok(())
+            }
+            _ => candle_core::bail!("write-f32: variable is not a contiguous f32 tensor of {} elements", self.0.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::BnMode;
+    use crate::spec::ModelName;
+    use candle_core::Device;
+
+    /// A world of one: every collective is the identity.
+    struct Solo;
+    impl Collective for Solo {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn world_size(&self) -> usize {
+            1
+        }
+        fn all_reduce(&mut self, _buf: &mut [f32], _op: ReduceOp) -> Result<()> {
+            Ok(())
+        }
+        fn broadcast(&mut self, _buf: &mut [f32], _root: usize) -> Result<()> {
+            Ok(())
+        }
+        fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
+            output.copy_from_slice(input);
+            Ok(())
+        }
+        fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
+            Ok(vec![input.to_vec()])
+        }
+        fn barrier(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn solo() -> SharedCollective {
+        Arc::new(Mutex::new(Box::new(Solo)))
+    }
+
+    #[test]
+    fn flat_params_round_trip_and_buckets_cover_everything() {
+        let net = Network::new(ModelName::Mlp, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, 3).unwrap();
+        let mut ddp = Ddp::new(&net, solo(), 1 << 20).unwrap();
+        assert_eq!(ddp.num_params(), 784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10);
+        let covered: usize = ddp.buckets.iter().map(|b| b.len()).sum();
+        assert_eq!(covered, ddp.num_params() + 1);
+        assert!(ddp.buckets.len() >= 3);
+        ddp.params.iter_mut().for_each(|p| *p = 0.5);
+        ddp.write_params(&net).unwrap();
+        let w: Vec<f32> = net.params[0].1.flatten_all().unwrap().to_vec1().unwrap();
+        assert!(w.iter().all(|v| *v == 0.5));
+        assert_eq!(ddp.param_at(0), Some("linear_relu_stack.0.bias"));
+    }
+
+    #[test]
+    fn accumulate_adds_micro_batches_and_sync_reports_stop() {
+        let net = Network::new(ModelName::Linear, [1, 1, 10], 1, &Device::Cpu, BnMode::Local, 3).unwrap();
+        let mut ddp = Ddp::new(&net, solo(), 25 << 20).unwrap();
+        let x = Tensor::ones((4, 1, 1, 10), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let loss = net.forward(&x, true).unwrap().sum_all().unwrap();
+        let g = loss.backward().unwrap();
+        ddp.accumulate(&net, &g, 0.5).unwrap();
+        ddp.accumulate(&net, &g, 0.5).unwrap();
+        assert!(!ddp.sync(false).unwrap());
+        // d(sum of 4 outputs)/d bias = 4; two halves → 4.
+        assert_eq!(ddp.grads()[0], 4.0);
+        assert!(ddp.grads()[1..].iter().all(|v| *v == 4.0));
+        assert!(ddp.sync(true).unwrap());
+    }
+}

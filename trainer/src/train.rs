@@ -1,0 +1,497 @@
+//! One replica's training run: join the group, load data, build the model, train with DDP,
+//! evaluate, checkpoint, and write progress, metrics and TensorBoard events.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::checkpoint::{self, TrainState};
+use crate::data::{Augment, Batch, Dataset, DistributedSampler, Split, Targets};
+use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
+use crate::dist::group::{GroupConfig, ProcessGroup};
+use crate::dist::{Collective, ReduceOp};
+use crate::env::DistEnv;
+use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, unix_time};
+use crate::models::{BnMode, Network, is_regression};
+use crate::optim::{Optimizer, OptimizerConfig};
+use crate::schedule::Schedule;
+use crate::spec::{DataName, Spec};
+use crate::tensorboard::EventWriter;
+use crate::{Error, Result, data};
+
+/// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
+pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+pub struct RunOptions {
+    pub spec: Spec,
+    pub out: PathBuf,
+    pub resume: bool,
+    pub env: DistEnv,
+    pub token: Option<String>,
+}
+
+/// What a finished run reports (the test figures are global, identical on every rank).
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub epochs: usize,
+    pub global_step: u64,
+    pub test_loss: f64,
+    pub test_accuracy: Option<f64>,
+    pub train_samples_per_sec: f64,
+    /// True when the run ended early because a stop was requested.
+    pub stopped: bool,
+}
+
+/// The train, validation and test sets of a spec.
+pub struct Splits {
+    pub train: Dataset,
+    pub val: Dataset,
+    pub test: Dataset,
+}
+
+pub fn load_data(spec: &Spec) -> Result<Splits> {
+    let d = &spec.data;
+    let load = |split: Split| -> Result<Dataset> {
+        let dir = || d.path.clone().unwrap_or_default();
+        match d.name {
+            DataName::Mnist => data::load_mnist(&dir(), split),
+            DataName::FashionMnist => data::load_fashion_mnist(&dir(), split),
+            DataName::Cifar10 => data::load_cifar10(&dir(), split),
+            DataName::Synthetic => Ok(data::synthetic(&synthetic_config(spec), split)),
+        }
+    };
+    let limit = |ds: Dataset, n: Option<usize>| match n {
+        Some(n) if n < ds.len() => ds.subset(&(0..n).collect::<Vec<_>>()),
+        _ => ds,
+    };
+    let full = limit(load(Split::Train)?, d.limit_train);
+    let test = limit(load(Split::Test)?, d.limit_test);
+    let (train, val) = data::train_val_split(&full, d.val_fraction, spec.train.seed)?;
+    Ok(Splits { train, val, test })
+}
+
+fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
+    let d = &spec.data;
+    data::SyntheticConfig {
+        task: match d.task {
+            crate::spec::SyntheticTask::Classification => data::Task::Classification,
+            crate::spec::SyntheticTask::Regression => data::Task::Regression,
+        },
+        shape: d.shape.unwrap_or_else(|| crate::models::expected_input(spec.model.name)),
+        classes: d.classes,
+        train_size: d.train_size,
+        test_size: d.test_size,
+        noise: d.noise,
+        seed: spec.train.seed,
+    }
+}
+
+fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
+    use crate::spec::{DeviceKeyword, Devices};
+    match &spec.ddp.devices {
+        Devices::Named(DeviceKeyword::Cpu) => Ok(Device::Cpu),
+        Devices::Named(DeviceKeyword::Auto) => {
+            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
+                Ok(Device::new_cuda(env.local_rank)?)
+            } else {
+                Ok(Device::Cpu)
+            }
+        }
+        Devices::Cuda(list) => {
+            let Some(&ordinal) = list.get(env.local_rank) else {
+                return Err(Error::Spec {
+                    file: PathBuf::from("spec"),
+                    line: None,
+                    key: "ddp.devices".into(),
+                    msg: format!(
+                        "ddp.devices lists {} device(s) but this is local rank {}; list one device per local replica",
+                        list.len(),
+                        env.local_rank
+                    ),
+                });
+            };
+            if !cfg!(feature = "cuda") {
+                return Err(Error::Spec {
+                    file: PathBuf::from("spec"),
+                    line: None,
+                    key: "ddp.devices".into(),
+                    msg: "ddp.devices names CUDA devices but this ddp-trainer was built without the `cuda` feature; use devices = \"cpu\" or rebuild with --features cuda".into(),
+                });
+            }
+            Ok(Device::new_cuda(ordinal)?)
+        }
+    }
+}
+
+/// The training loop of one replica.
+pub fn run(opts: RunOptions) -> Result<RunSummary> {
+    let RunOptions { spec, out, resume, env, token } = opts;
+    let (rank, world) = (env.rank, env.world_size);
+    let device = device_for(&spec, &env)?;
+    let splits = load_data(&spec)?;
+    if splits.train.is_empty() {
+        return Err(Error::data(spec.data.path.clone().unwrap_or_default(), "the training split is empty"));
+    }
+    let group = ProcessGroup::init(&GroupConfig {
+        rank,
+        world_size: world,
+        master_addr: env.master_addr.clone(),
+        master_port: env.master_port,
+        timeout: Duration::from_secs(spec.ddp.timeout_s),
+        token,
+    })?;
+    let comm: SharedCollective = Arc::new(Mutex::new(Box::new(GroupCollective(group))));
+    let bn = if spec.ddp.sync_batchnorm { BnMode::Sync(Arc::new(CollectiveStats(comm.clone()))) } else { BnMode::Local };
+    let classes = if is_regression(spec.model.name) { 1 } else { splits.train.classes };
+    let net = Network::new(spec.model.name, splits.train.shape, classes, &device, bn, spec.train.seed)?;
+    let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
+    let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes)?;
+    let mut opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
+
+    let sampler = DistributedSampler::new(splits.train.len(), world, rank, true, spec.train.seed, false)?;
+    let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
+    let steps_per_epoch = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
+    let schedule = Schedule::new(&spec, world, steps_per_epoch);
+
+    let mut start_epoch = 0;
+    let mut global_step = 0u64;
+    if resume {
+        (start_epoch, global_step) = restore(&spec, &out, &net, &mut ddp, &mut opt, &comm, rank)?;
+    }
+
+    let mut metrics = MetricsWriter::create(&out, rank)?;
+    let mut tb = if rank == 0 { Some(EventWriter::create(&out.join("tb"))?) } else { None };
+    let log_every = if spec.train.log_every > 0 { spec.train.log_every as u64 } else { (steps_per_epoch / 10).max(1) };
+    let mut loop_state = Loop {
+        train: &splits.train,
+        net: &net,
+        rank,
+        batch: Batch::new(),
+        indices: Vec::new(),
+        augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
+    };
+    let mut train_time = 0.0f64;
+    let mut train_samples = 0u64;
+    let mut stopped = false;
+    let epochs = spec.train.epochs;
+    let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
+    let mut epoch = start_epoch;
+    while epoch < epochs && global_step < max_steps && !stopped {
+        sampler.indices_into(epoch as u64, &mut loop_state.indices);
+        let mut window = Window::start();
+        let mut step_in_epoch = 0u64;
+        let indices = std::mem::take(&mut loop_state.indices);
+        for group in indices.chunks(spec.train.batch_size * spec.train.grad_accum) {
+            if global_step >= max_steps {
+                break;
+            }
+            let lr = schedule.lr(epoch, global_step);
+            if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && world > 1 {
+                ddp.broadcast_buffers(&net)?;
+            }
+            let scale = 1.0 / group.len().div_ceil(spec.train.batch_size) as f32;
+            for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
+                let loss = loop_state.forward_backward(mb, epoch, global_step * spec.train.grad_accum as u64 + k as u64)?;
+                ddp.accumulate(&net, &loss.1, scale)?;
+                window.add(loss.0 as f64, mb.len());
+            }
+            stopped = ddp.sync(STOP_REQUESTED.load(Ordering::Relaxed))?;
+            let (params, grads) = ddp.params_and_grads();
+            opt.step(params, grads, lr);
+            ddp.write_params(&net)?;
+            global_step += 1;
+            step_in_epoch += 1;
+            if step_in_epoch % log_every == 0 || step_in_epoch == steps_per_epoch || stopped {
+                let (loss, sps, n) = window.take();
+                train_time += n as f64 / sps.max(1e-9);
+                train_samples += n as u64;
+                let rec = record(rank, world, MetricKind::Train, epoch + 1, global_step, loss, None, lr, sps, Some(n as u64));
+                metrics.write(&rec)?;
+                if let Some(tb) = tb.as_mut() {
+                    tb.add_scalar("train/loss", loss as f32, global_step as i64, rec.time)?;
+                    tb.add_scalar("train/lr", lr as f32, global_step as i64, rec.time)?;
+                    tb.add_scalar("train/samples_per_sec", (sps * world as f64) as f32, global_step as i64, rec.time)?;
+                }
+                if rank == 0 {
+                    println!(
+                        "epoch {}/{epochs} step {step_in_epoch}/{steps_per_epoch} loss {loss:.4} lr {} {:.0} samples/s",
+                        epoch + 1,
+                        fmt_lr(lr),
+                        sps * world as f64
+                    );
+                }
+            }
+            if stopped {
+                break;
+            }
+        }
+        loop_state.indices = indices;
+        if stopped {
+            if rank == 0 {
+                println!("stop requested: stopping after step {global_step} (epoch {} incomplete)", epoch + 1);
+            }
+            break;
+        }
+        epoch += 1;
+        let lr = schedule.lr(epoch - 1, global_step.saturating_sub(1));
+        if !splits.val.is_empty() {
+            let t0 = Instant::now();
+            let (loss, acc, n) = evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
+            let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+            if rank == 0 {
+                let rec = record(rank, world, MetricKind::Val, epoch, global_step, loss, acc, lr, sps, Some(n as u64));
+                metrics.write(&rec)?;
+                if let Some(tb) = tb.as_mut() {
+                    tb.add_scalar("val/loss", loss as f32, global_step as i64, rec.time)?;
+                    if let Some(a) = acc {
+                        tb.add_scalar("val/accuracy", a as f32, global_step as i64, rec.time)?;
+                    }
+                }
+                println!("epoch {epoch}/{epochs} val loss {loss:.4}{} ({n} samples)", fmt_acc(acc));
+            }
+        }
+        let every = spec.checkpoint.every_epochs;
+        if rank == 0 && every > 0 && (epoch % every == 0 || epoch == epochs) {
+            let state = TrainState { epoch, global_step, spec_hash: spec.hash(), world_size: world };
+            let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
+            println!("checkpoint {}", p.display());
+        }
+        metrics.sync()?;
+        if let Some(tb) = tb.as_mut() {
+            tb.flush()?;
+        }
+    }
+
+    let t0 = Instant::now();
+    let (test_loss, test_acc, n) = evaluate(&net, &splits.test, rank, world, spec.train.batch_size, &comm)?;
+    let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+    let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
+    if rank == 0 {
+        let rec = record(rank, world, MetricKind::Test, epoch.max(1), global_step, test_loss, test_acc, lr, sps, Some(n as u64));
+        metrics.write(&rec)?;
+        if let Some(tb) = tb.as_mut() {
+            tb.add_scalar("test/loss", test_loss as f32, global_step as i64, rec.time)?;
+            if let Some(a) = test_acc {
+                tb.add_scalar("test/accuracy", a as f32, global_step as i64, rec.time)?;
+            }
+            tb.flush()?;
+        }
+        let p = checkpoint::save_final(&out, &net)?;
+        println!("test loss {test_loss:.4}{} ({n} samples)", fmt_acc(test_acc));
+        println!("model {}", p.display());
+    }
+    metrics.sync()?;
+    with_comm(&comm, |c| c.barrier())?;
+    let train_sps = if train_time > 0.0 { train_samples as f64 / train_time * world as f64 } else { 0.0 };
+    Ok(RunSummary { epochs: epoch, global_step, test_loss, test_accuracy: test_acc, train_samples_per_sec: train_sps, stopped })
+}
+
+/// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
+/// optimizer state and position. Returns (completed epochs, global step).
+fn restore(
+    spec: &Spec,
+    out: &std::path::Path,
+    net: &Network,
+    ddp: &mut Ddp,
+    opt: &mut Optimizer,
+    comm: &SharedCollective,
+    rank: usize,
+) -> Result<(usize, u64)> {
+    let mut header = String::new();
+    if rank == 0 {
+        match checkpoint::latest_complete(out, |w| eprintln!("{w}"))? {
+            Some(l) if l.state.spec_hash != spec.hash() => {
+                return Err(Error::Checkpoint {
+                    path: l.path.clone(),
+                    msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
+                });
+            }
+            Some(l) => {
+                net.load_state(&l.tensors, &l.path.display().to_string())?;
+                ddp.read_params(net)?;
+                opt.restore(l.optimizer_steps, l.slots, &l.path)?;
+                header = format!("{} {} {}", l.state.epoch, l.state.global_step, l.optimizer_steps);
+                println!("resuming from {} (epoch {} done, step {})", l.path.display(), l.state.epoch, l.state.global_step);
+            }
+            None => println!("no checkpoint in {}: starting from scratch", checkpoint::checkpoint_dir(out).display()),
+        }
+    }
+    let all = with_comm(comm, |c| c.all_gather_bytes(header.as_bytes()))?;
+    let header = String::from_utf8_lossy(&all[0]).into_owned();
+    if header.is_empty() {
+        return Ok((0, 0));
+    }
+    let nums: Vec<u64> = header.split(' ').filter_map(|s| s.parse().ok()).collect();
+    let [epoch, step, opt_steps] = nums[..] else {
+        return Err(Error::Model(format!("resume header from rank 0 is malformed: {header:?}")));
+    };
+    with_comm(comm, |c| {
+        c.broadcast(&mut ddp.params, 0)?;
+        for slot in opt.slots.iter_mut() {
+            c.broadcast(slot, 0)?;
+        }
+        Ok(())
+    })?;
+    opt.steps = opt_steps;
+    ddp.write_params(net)?;
+    ddp.broadcast_buffers(net)?;
+    Ok((epoch as usize, step))
+}
+
+/// The per-step working set: reused batch buffers and the sampler's indices.
+struct Loop<'a> {
+    train: &'a Dataset,
+    net: &'a Network,
+    rank: usize,
+    batch: Batch,
+    indices: Vec<usize>,
+    augment: Option<Augment>,
+}
+
+impl Loop<'_> {
+    /// Forward + backward of one micro-batch; returns (loss, gradients).
+    fn forward_backward(
+        &mut self,
+        idx: &[usize],
+        epoch: usize,
+        micro_step: u64,
+    ) -> Result<(f32, candle_core::backprop::GradStore)> {
+        if let Some(a) = self.augment.as_mut() {
+            a.set_position(epoch as u64, self.rank, micro_step);
+        }
+        self.train.gather(idx, &mut self.batch, self.augment.as_mut());
+        let (loss, _) = batch_loss(self.net, &self.batch, true)?;
+        let grads = loss.backward()?;
+        Ok((loss.to_scalar::<f32>()?, grads))
+    }
+}
+
+/// Loss and (sum-reduced) correct count of one batch in evaluation or training mode.
+fn batch_loss(net: &Network, batch: &Batch, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+    let [c, h, w] = batch.shape;
+    let x = Tensor::from_slice(&batch.x, (batch.len, c, h, w), &net.device)?;
+    let out = net.forward(&x, train)?;
+    if batch.values.is_empty() {
+        let y = Tensor::from_slice(&batch.classes, batch.len, &net.device)?;
+        let loss = candle_nn::loss::cross_entropy(&out, &y)?;
+        let correct = if train {
+            None
+        } else {
+            Some(out.argmax(1)?.eq(&y)?.to_dtype(DType::F32)?.sum_all()?)
+        };
+        Ok((loss, correct))
+    } else {
+        let y = Tensor::from_slice(&batch.values, (batch.len, 1), &net.device)?;
+        Ok((candle_nn::loss::mse(&out, &y)?, None))
+    }
+}
+
+/// Evaluates this rank's shard (every world-th sample from `rank`) and all-reduces
+/// (loss sum, correct, count), so the figures do not depend on the world size.
+fn evaluate(
+    net: &Network,
+    ds: &Dataset,
+    rank: usize,
+    world: usize,
+    batch_size: usize,
+    comm: &SharedCollective,
+) -> Result<(f64, Option<f64>, usize)> {
+    let shard: Vec<usize> = (rank..ds.len()).step_by(world).collect();
+    let mut batch = Batch::new();
+    let (mut loss_sum, mut correct) = (0f64, 0f64);
+    for idx in shard.chunks(batch_size.max(256)) {
+        ds.gather(idx, &mut batch, None);
+        let (loss, c) = batch_loss(net, &batch, false)?;
+        loss_sum += loss.to_scalar::<f32>()? as f64 * idx.len() as f64;
+        if let Some(c) = c {
+            correct += c.to_scalar::<f32>()? as f64;
+        }
+    }
+    let mut totals = [loss_sum as f32, correct as f32, shard.len() as f32];
+    with_comm(comm, |c| c.all_reduce(&mut totals, ReduceOp::Sum))?;
+    let n = totals[2] as usize;
+    let loss = totals[0] as f64 / n.max(1) as f64;
+    let acc = matches!(ds.targets, Targets::Classes(_)).then(|| totals[1] as f64 / n.max(1) as f64);
+    Ok((loss, acc, n))
+}
+
+/// Loss and throughput over a logging window.
+struct Window {
+    start: Instant,
+    loss_sum: f64,
+    samples: usize,
+    batches: usize,
+}
+
+impl Window {
+    fn start() -> Self {
+        Window { start: Instant::now(), loss_sum: 0.0, samples: 0, batches: 0 }
+    }
+    fn add(&mut self, loss: f64, n: usize) {
+        self.loss_sum += loss;
+        self.batches += 1;
+        self.samples += n;
+    }
+    /// (mean loss, local samples/s, samples) since the last take.
+    fn take(&mut self) -> (f64, f64, usize) {
+        let dt = self.start.elapsed().as_secs_f64();
+        let out = (self.loss_sum / self.batches.max(1) as f64, self.samples as f64 / dt.max(1e-9), self.samples);
+        *self = Window::start();
+        out
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    rank: usize,
+    world: usize,
+    kind: MetricKind,
+    epoch: usize,
+    step: u64,
+    loss: f64,
+    accuracy: Option<f64>,
+    lr: f64,
+    samples_per_sec: f64,
+    samples: Option<u64>,
+) -> MetricRecord {
+    MetricRecord { time: unix_time(), rank, kind, epoch, step, loss, accuracy, lr, samples_per_sec, samples, world_size: world }
+}
+
+fn fmt_lr(lr: f64) -> String {
+    let s = format!("{lr:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn fmt_acc(acc: Option<f64>) -> String {
+    acc.map(|a| format!(" accuracy {:.2}%", a * 100.0)).unwrap_or_default()
+}
+
+/// Adapts the process group to the shared [`Collective`] handle.
+struct GroupCollective(ProcessGroup);
+
+impl Collective for GroupCollective {
+    fn rank(&self) -> usize {
+        self.0.rank()
+    }
+    fn world_size(&self) -> usize {
+        self.0.world_size()
+    }
+    fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        self.0.collective().all_reduce(buf, op)
+    }
+    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
+        self.0.collective().broadcast(buf, root)
+    }
+    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
+        self.0.collective().all_gather(input, output)
+    }
+    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.0.collective().all_gather_bytes(input)
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.0.collective().barrier()
+    }
+}
