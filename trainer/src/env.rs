@@ -24,7 +24,8 @@ const HINT_TORCHRUN: &str = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_W
                              MASTER_ADDR and MASTER_PORT; set both RANK and WORLD_SIZE, or neither \
                              to run a single process";
 const HINT_SLURM: &str = "srun sets SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and \
-                          SLURM_TASKS_PER_NODE; start the replicas with `srun ddp-trainer ...`";
+                          SLURM_TASKS_PER_NODE; start the replicas with srun \
+                          (srun ddp-trainer SPEC --out DIR)";
 const HINT_MPI: &str = "mpirun sets OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, \
                         OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE";
 
@@ -765,7 +766,8 @@ mod tests {
         let err = from(&with(TORCHRUN, &[("RANK", "one")])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "environment variable RANK: \"one\" is not a non-negative integer; set RANK to a number like 0"
+            "environment variable RANK: \"one\" is not a non-negative integer; \
+             set RANK to a number like 0"
         );
         assert_eq!(err.exit_code(), crate::error::EXIT_CONFIG);
     }

@@ -742,7 +742,8 @@ mod tests {
         let mut opts = sh(
             2,
             dir.path(),
-            r#"echo "$LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT $DDP_THREADS $RAYON_NUM_THREADS ${TORCHELASTIC_RESTART_COUNT:-unset} $EXTRA""#,
+            r#"echo "$LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT" \
+                "$DDP_THREADS $RAYON_NUM_THREADS ${TORCHELASTIC_RESTART_COUNT:-unset} $EXTRA""#,
         );
         opts.master_port = Some(23456);
         opts.threads_per_replica = Some(3);
@@ -863,7 +864,9 @@ mod tests {
     #[test]
     fn stderr_and_stdout_lines_stay_whole_in_the_log() {
         let dir = tempfile::tempdir().unwrap();
-        let script = r#"i=0; while [ $i -lt 100 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; printf tail"#;
+        let script = r#"i=0; while [ $i -lt 100 ]; do
+            echo "out $i"; echo "err $i" >&2; i=$((i+1))
+        done; printf tail"#;
         launch(&sh(1, dir.path(), script)).unwrap();
         let text = log(dir.path(), 0);
         let lines: Vec<&str> = text.lines().collect();

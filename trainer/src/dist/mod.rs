@@ -5,6 +5,8 @@
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
 
+pub mod bench;
+pub mod group;
 pub mod ring;
 pub mod store;
 

@@ -30,16 +30,16 @@ use crate::{Error, Result};
 // ---------------------------------------------------------------------------------------------
 
 /// Largest frame accepted before the handshake completed (a Hello or an Auth is a few bytes).
-pub(crate) const MAX_HANDSHAKE_FRAME: usize = 4 << 10;
+const MAX_HANDSHAKE_FRAME: usize = 4 << 10;
 /// Largest frame accepted from an authenticated peer (store values are small metadata).
 const MAX_FRAME: usize = 256 << 20;
 /// Length of the server's challenge nonce and of the HMAC-SHA256 answer.
-pub(crate) const NONCE_LEN: usize = 32;
+const NONCE_LEN: usize = 32;
 /// Domain separation for the HMAC answers, so an answer for one purpose is useless for another.
-pub(crate) const STORE_PURPOSE: &[u8] = b"ddp-store-v1";
+const STORE_PURPOSE: &[u8] = b"ddp-store-v1";
 
 /// Writes one frame: a little-endian `u32` length, then the payload.
-pub(crate) fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
+fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
     let len = u32::try_from(payload.len())
         .map_err(|_| io::Error::new(ErrorKind::InvalidInput, "store message over 4 GiB"))?;
     let mut frame = Vec::with_capacity(4 + payload.len());
@@ -50,7 +50,7 @@ pub(crate) fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> 
 }
 
 /// Reads one frame of at most `max` bytes. A clean end of stream is `UnexpectedEof`.
-pub(crate) fn read_frame(r: &mut impl Read, max: usize) -> io::Result<Vec<u8>> {
+fn read_frame(r: &mut impl Read, max: usize) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
@@ -82,7 +82,7 @@ pub(crate) enum Refusal {
 
 /// A message from a client to the store (or from a ring rank to its successor, handshake only).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request {
+enum Request {
     Hello { rank: u32, world_size: u32 },
     Auth { tag: Vec<u8> },
     Set { key: String, value: Vec<u8> },
@@ -94,7 +94,9 @@ pub(crate) enum Request {
 /// A message from the store to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Response {
-    Challenge { nonce: [u8; NONCE_LEN] },
+    Challenge {
+        nonce: [u8; NONCE_LEN],
+    },
     Welcome,
     Refused(Refusal),
     Done,
@@ -103,7 +105,9 @@ pub(crate) enum Response {
     Missing,
     Counter(i64),
     /// Answer to `WaitJoined`: the ranks that never completed the handshake (empty: all joined).
-    Joined { missing: Vec<u32> },
+    Joined {
+        missing: Vec<u32>,
+    },
     /// The request was understood but cannot be served (e.g. `add` on a non-counter value).
     Failed(String),
 }
@@ -149,10 +153,14 @@ impl<'a> Dec<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn bytes(&mut self) -> Result<Vec<u8>, String> {
         let n = self.u32()? as usize;
@@ -171,7 +179,7 @@ impl<'a> Dec<'a> {
 }
 
 impl Request {
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    fn encode(&self) -> Vec<u8> {
         match self {
             Request::Hello { rank, world_size } => Enc::new(1).u32(*rank).u32(*world_size),
             Request::Auth { tag } => Enc::new(2).bytes(tag),
@@ -183,19 +191,43 @@ impl Request {
         .0
     }
 
-    pub(crate) fn decode(buf: &[u8]) -> Result<Request, String> {
+    fn decode(buf: &[u8]) -> Result<Request, String> {
         let mut d = Dec { buf };
         let req = match d.u8()? {
-            1 => Request::Hello { rank: d.u32()?, world_size: d.u32()? },
+            1 => Request::Hello {
+                rank: d.u32()?,
+                world_size: d.u32()?,
+            },
             2 => Request::Auth { tag: d.bytes()? },
-            3 => Request::Set { key: d.string()?, value: d.bytes()? },
-            4 => Request::Get { key: d.string()?, wait_ms: d.u64()? },
-            5 => Request::Add { key: d.string()?, delta: d.u64()? as i64 },
+            3 => Request::Set {
+                key: d.string()?,
+                value: d.bytes()?,
+            },
+            4 => Request::Get {
+                key: d.string()?,
+                wait_ms: d.u64()?,
+            },
+            5 => Request::Add {
+                key: d.string()?,
+                delta: d.u64()? as i64,
+            },
             6 => Request::WaitJoined { wait_ms: d.u64()? },
             tag => return Err(format!("unknown request type {tag}")),
         };
         d.end()?;
         Ok(req)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::BadToken => write!(f, "wrong or missing DDP_TOKEN"),
+            Refusal::WorldSize { server_world } => write!(f, "its WORLD_SIZE is {server_world}"),
+            Refusal::RankOutOfRange => write!(f, "rank out of range"),
+            Refusal::DuplicateRank => write!(f, "rank already connected"),
+            Refusal::UnexpectedRank { expected } => write!(f, "it expected rank {expected}"),
+        }
     }
 }
 
@@ -215,26 +247,30 @@ impl Response {
             Response::Value(v) => Enc::new(5).bytes(v),
             Response::Missing => Enc::new(6),
             Response::Counter(v) => Enc::new(7).u64(*v as u64),
-            Response::Joined { missing } => {
-                missing.iter().fold(Enc::new(8).u32(missing.len() as u32), |e, r| e.u32(*r))
-            }
+            Response::Joined { missing } => missing
+                .iter()
+                .fold(Enc::new(8).u32(missing.len() as u32), |e, r| e.u32(*r)),
             Response::Failed(msg) => Enc::new(9).bytes(msg.as_bytes()),
         }
         .0
     }
 
-    pub(crate) fn decode(buf: &[u8]) -> Result<Response, String> {
+    fn decode(buf: &[u8]) -> Result<Response, String> {
         let mut d = Dec { buf };
         let resp = match d.u8()? {
             1 => {
                 let nonce = d.bytes()?;
-                let nonce = nonce.try_into().map_err(|_| "challenge nonce has the wrong length")?;
+                let nonce = nonce
+                    .try_into()
+                    .map_err(|_| "challenge nonce has the wrong length")?;
                 Response::Challenge { nonce }
             }
             2 => Response::Welcome,
             3 => Response::Refused(match d.u32()? {
                 1 => Refusal::BadToken,
-                2 => Refusal::WorldSize { server_world: d.u32()? },
+                2 => Refusal::WorldSize {
+                    server_world: d.u32()?,
+                },
                 3 => Refusal::RankOutOfRange,
                 4 => Refusal::DuplicateRank,
                 5 => Refusal::UnexpectedRank { expected: d.u32()? },
@@ -265,7 +301,7 @@ fn bad_data(msg: String) -> io::Error {
     io::Error::new(ErrorKind::InvalidData, msg)
 }
 
-pub(crate) fn recv_request(stream: &mut TcpStream, max: usize) -> io::Result<Request> {
+fn recv_request(stream: &mut TcpStream, max: usize) -> io::Result<Request> {
     Request::decode(&read_frame(stream, max)?).map_err(bad_data)
 }
 
@@ -278,7 +314,7 @@ pub(crate) fn recv_response(stream: &mut TcpStream, max: usize) -> io::Result<Re
 // ---------------------------------------------------------------------------------------------
 
 /// A fresh random challenge.
-pub(crate) fn new_nonce() -> io::Result<[u8; NONCE_LEN]> {
+fn new_nonce() -> io::Result<[u8; NONCE_LEN]> {
     let mut nonce = [0u8; NONCE_LEN];
     getrandom::fill(&mut nonce).map_err(|e| io::Error::other(format!("getrandom: {e}")))?;
     Ok(nonce)
@@ -286,7 +322,8 @@ pub(crate) fn new_nonce() -> io::Result<[u8; NONCE_LEN]> {
 
 fn mac(token: &str, purpose: &[u8], nonce: &[u8], rank: u32) -> Hmac<Sha256> {
     // HMAC accepts keys of any length, so this never fails.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(token.as_bytes()).expect("HMAC takes any key");
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(token.as_bytes()).expect("HMAC takes any key");
     mac.update(purpose);
     mac.update(nonce);
     mac.update(&rank.to_le_bytes());
@@ -294,12 +331,15 @@ fn mac(token: &str, purpose: &[u8], nonce: &[u8], rank: u32) -> Hmac<Sha256> {
 }
 
 /// The answer to a challenge: HMAC-SHA256(token, purpose ‖ nonce ‖ rank).
-pub(crate) fn auth_tag(token: &str, purpose: &[u8], nonce: &[u8], rank: u32) -> Vec<u8> {
-    mac(token, purpose, nonce, rank).finalize().into_bytes().to_vec()
+fn auth_tag(token: &str, purpose: &[u8], nonce: &[u8], rank: u32) -> Vec<u8> {
+    mac(token, purpose, nonce, rank)
+        .finalize()
+        .into_bytes()
+        .to_vec()
 }
 
 /// Constant-time check of a challenge answer.
-pub(crate) fn auth_ok(token: &str, purpose: &[u8], nonce: &[u8], rank: u32, tag: &[u8]) -> bool {
+fn auth_ok(token: &str, purpose: &[u8], nonce: &[u8], rank: u32, tag: &[u8]) -> bool {
     mac(token, purpose, nonce, rank).verify_slice(tag).is_ok()
 }
 
@@ -313,7 +353,11 @@ pub(crate) struct Greeting {
 
 /// Accepting side of the handshake: reads Hello and, when `token` is set, challenges the peer.
 /// The caller then answers `Welcome` or `Refused`.
-pub(crate) fn greet(stream: &mut TcpStream, token: Option<&str>, purpose: &[u8]) -> io::Result<Greeting> {
+pub(crate) fn greet(
+    stream: &mut TcpStream,
+    token: Option<&str>,
+    purpose: &[u8],
+) -> io::Result<Greeting> {
     let Request::Hello { rank, world_size } = recv_request(stream, MAX_HANDSHAKE_FRAME)? else {
         return Err(bad_data("expected a Hello message".into()));
     };
@@ -326,7 +370,11 @@ pub(crate) fn greet(stream: &mut TcpStream, token: Option<&str>, purpose: &[u8])
         };
         authenticated = auth_ok(token, purpose, &nonce, rank, &tag);
     }
-    Ok(Greeting { rank, world_size, authenticated })
+    Ok(Greeting {
+        rank,
+        world_size,
+        authenticated,
+    })
 }
 
 /// Connecting side of the handshake: Hello, the answer to a challenge, then Welcome or a refusal.
@@ -338,11 +386,20 @@ pub(crate) fn hello(
     purpose: &[u8],
 ) -> io::Result<Result<(), Refusal>> {
     let rank = rank as u32;
-    send_msg(stream, Request::Hello { rank, world_size: world_size as u32 }.encode())?;
+    send_msg(
+        stream,
+        Request::Hello {
+            rank,
+            world_size: world_size as u32,
+        }
+        .encode(),
+    )?;
     let mut resp = recv_response(stream, MAX_HANDSHAKE_FRAME)?;
     if let Response::Challenge { nonce } = resp {
         // Without a token the answer is empty, which the server refuses as a missing token.
-        let tag = token.map(|t| auth_tag(t, purpose, &nonce, rank)).unwrap_or_default();
+        let tag = token
+            .map(|t| auth_tag(t, purpose, &nonce, rank))
+            .unwrap_or_default();
         send_msg(stream, Request::Auth { tag }.encode())?;
         resp = recv_response(stream, MAX_HANDSHAKE_FRAME)?;
     }
@@ -355,7 +412,11 @@ pub(crate) fn hello(
 
 /// Seconds for messages: "30" for whole seconds, "1.5" otherwise.
 pub(crate) fn secs(d: Duration) -> String {
-    if d.subsec_nanos() == 0 { d.as_secs().to_string() } else { format!("{:.1}", d.as_secs_f64()) }
+    if d.subsec_nanos() == 0 {
+        d.as_secs().to_string()
+    } else {
+        format!("{:.1}", d.as_secs_f64())
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -415,7 +476,11 @@ impl Shared {
             }
             // Short slices so a stop request is noticed even without a notification.
             let slice = (deadline - now).min(Duration::from_millis(200));
-            state = self.changed.wait_timeout(state, slice).unwrap_or_else(|p| p.into_inner()).0;
+            state = self
+                .changed
+                .wait_timeout(state, slice)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         state
     }
@@ -427,7 +492,12 @@ impl StoreServer {
     /// A loopback `addr` is bound as is; any other address binds every interface of its family
     /// (like torch's TCPStore), so ranks on other hosts reach it whatever name resolves to.
     /// Port 0 picks a free port ([`StoreServer::port`]).
-    pub fn bind(addr: &str, port: u16, world_size: usize, token: Option<String>) -> Result<StoreServer> {
+    pub fn bind(
+        addr: &str,
+        port: u16,
+        world_size: usize,
+        token: Option<String>,
+    ) -> Result<StoreServer> {
         let shown = format!("{addr}:{port}");
         let fail = |msg: String| Error::Rendezvous { rank: 0, msg };
         let resolved = (addr, port)
@@ -453,8 +523,12 @@ impl StoreServer {
                 _ => format!("cannot listen on MASTER_ADDR:MASTER_PORT {shown}: {e}"),
             })
         })?;
-        let local = listener.local_addr().map_err(|e| fail(format!("store socket {shown}: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| fail(format!("store socket {shown}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| fail(format!("store socket {shown}: {e}")))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| fail(format!("store socket {shown}: {e}")))?;
         let shared = Arc::new(Shared {
             shown,
             world_size,
@@ -472,7 +546,11 @@ impl StoreServer {
             .name("ddp-store".into())
             .spawn(move || accept_loop(listener, thread_shared))
             .map_err(|e| fail(format!("cannot start the store thread: {e}")))?;
-        Ok(StoreServer { local, shared, accept_thread: Some(accept_thread) })
+        Ok(StoreServer {
+            local,
+            shared,
+            accept_thread: Some(accept_thread),
+        })
     }
 
     /// The port actually bound (useful with port 0).
@@ -518,7 +596,11 @@ impl Drop for StoreServer {
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !shared.stop.load(Ordering::SeqCst) {
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd, the listener outlives the call.
         unsafe { libc::poll(&mut pfd, 1, 100) };
         match listener.accept() {
@@ -550,74 +632,125 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 fn serve_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let log = |msg: &str| eprintln!("ddp store {}: connection from {peer}: {msg}", shared.shown);
+    // Registered before the handshake so that a stopping server can unblock every read. The
+    // stop flag is checked under the lock that the final drain takes too.
+    let conn_id = {
+        let mut state = shared.lock();
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(clone) = stream.try_clone() else {
+            return;
+        };
+        let id = state.next_conn;
+        state.next_conn += 1;
+        state.conns.push((id, clone));
+        id
+    };
+    if let Some(rank) = admit(&mut stream, peer, shared) {
+        serve_requests(&mut stream, peer, rank, shared);
+        shared.lock().live[rank] = false;
+    }
+    shared.lock().conns.retain(|(id, _)| *id != conn_id);
+}
+
+fn log_conn(shared: &Shared, peer: SocketAddr, msg: &str) {
+    eprintln!("ddp store {}: connection from {peer}: {msg}", shared.shown);
+}
+
+/// The server side of the handshake. Returns the rank once it was welcomed; refusals are logged
+/// and answered, never fatal to the server.
+fn admit(stream: &mut TcpStream, peer: SocketAddr, shared: &Shared) -> Option<usize> {
     let _ = stream.set_nodelay(true);
     // A silent or slow peer must not hold a half-open handshake forever.
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let greeting = match greet(&mut stream, shared.token.as_deref(), STORE_PURPOSE) {
+    let greeting = match greet(stream, shared.token.as_deref(), STORE_PURPOSE) {
         Ok(g) => g,
-        Err(e) => return log(&format!("handshake failed: {e}")),
+        Err(e) => {
+            log_conn(shared, peer, &format!("handshake failed: {e}"));
+            return None;
+        }
     };
-    let rank = greeting.rank as usize;
+    let (rank, world) = (greeting.rank as usize, shared.world_size);
+    let mut state = shared.lock();
     let refusal = if !greeting.authenticated {
         Some(Refusal::BadToken)
-    } else if greeting.world_size as usize != shared.world_size {
-        Some(Refusal::WorldSize { server_world: shared.world_size as u32 })
-    } else if rank >= shared.world_size {
+    } else if greeting.world_size as usize != world {
+        Some(Refusal::WorldSize {
+            server_world: world as u32,
+        })
+    } else if rank >= world {
         Some(Refusal::RankOutOfRange)
+    } else if state.live[rank] {
+        Some(Refusal::DuplicateRank)
     } else {
         None
     };
-    let conn_id;
+    if let Some(refusal) = refusal {
+        drop(state);
+        let why = match refusal {
+            Refusal::BadToken => "wrong or missing DDP_TOKEN".to_string(),
+            Refusal::WorldSize { .. } => {
+                format!(
+                    "it says WORLD_SIZE={} but this store has WORLD_SIZE={world}",
+                    greeting.world_size
+                )
+            }
+            Refusal::RankOutOfRange => {
+                format!("rank {rank} is out of range for WORLD_SIZE={world}")
+            }
+            Refusal::DuplicateRank => format!("rank {rank} is already connected"),
+            Refusal::UnexpectedRank { .. } => "unexpected rank".to_string(),
+        };
+        log_conn(
+            shared,
+            peer,
+            &format!("refused (claims rank {rank}): {why}"),
+        );
+        let _ = send_msg(stream, Response::Refused(refusal).encode());
+        return None;
+    }
+    state.live[rank] = true;
+    state.joined[rank] = true;
+    drop(state);
+    shared.changed.notify_all();
+    if send_msg(stream, Response::Welcome.encode()).is_err()
+        || stream.set_read_timeout(None).is_err()
     {
-        let mut state = shared.lock();
-        let refusal = refusal.or(state.live[..].get(rank).filter(|&&l| l).map(|_| Refusal::DuplicateRank));
-        if let Some(refusal) = refusal {
-            drop(state);
-            let why = match refusal {
-                Refusal::BadToken => "wrong or missing DDP_TOKEN".to_string(),
-                Refusal::WorldSize { .. } => {
-                    format!("it says WORLD_SIZE={} but this store has {}", greeting.world_size, shared.world_size)
+        shared.lock().live[rank] = false;
+        return None;
+    }
+    Some(rank)
+}
+
+/// Answers requests until the client disconnects or the server stops.
+fn serve_requests(stream: &mut TcpStream, peer: SocketAddr, rank: usize, shared: &Shared) {
+    loop {
+        let request = match recv_request(stream, MAX_FRAME) {
+            Ok(req) => req,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
+                ) =>
+            {
+                return;
+            }
+            Err(e) => {
+                if !shared.stop.load(Ordering::SeqCst) {
+                    log_conn(
+                        shared,
+                        peer,
+                        &format!("rank {rank}: bad request, closing: {e}"),
+                    );
                 }
-                Refusal::RankOutOfRange => format!("rank {rank} is out of range for WORLD_SIZE={}", shared.world_size),
-                Refusal::DuplicateRank => format!("rank {rank} is already connected"),
-                Refusal::UnexpectedRank { .. } => "unexpected rank".to_string(),
-            };
-            log(&format!("refused (claims rank {rank}): {why}"));
-            let _ = send_msg(&mut stream, Response::Refused(refusal).encode());
+                return;
+            }
+        };
+        if send_msg(stream, handle(shared, request).encode()).is_err() {
             return;
         }
-        state.live[rank] = true;
-        state.joined[rank] = true;
-        conn_id = state.next_conn;
-        state.next_conn += 1;
-        if let Ok(clone) = stream.try_clone() {
-            state.conns.push((conn_id, clone));
-        }
     }
-    shared.changed.notify_all();
-    if send_msg(&mut stream, Response::Welcome.encode()).is_ok() {
-        let _ = stream.set_read_timeout(None);
-        loop {
-            let request = match recv_request(&mut stream, MAX_FRAME) {
-                Ok(req) => req,
-                Err(e) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset) => break,
-                Err(e) => {
-                    if !shared.stop.load(Ordering::SeqCst) {
-                        log(&format!("rank {rank}: bad request, closing: {e}"));
-                    }
-                    break;
-                }
-            };
-            let response = handle(shared, request);
-            if send_msg(&mut stream, response.encode()).is_err() {
-                break;
-            }
-        }
-    }
-    let mut state = shared.lock();
-    state.live[rank] = false;
-    state.conns.retain(|(id, _)| *id != conn_id);
 }
 
 fn handle(shared: &Shared, request: Request) -> Response {
@@ -641,7 +774,12 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 None => 0,
                 Some(v) => match <[u8; 8]>::try_from(v.as_slice()) {
                     Ok(bytes) => i64::from_le_bytes(bytes),
-                    Err(_) => return Response::Failed(format!("key '{key}' holds {} bytes, not a counter", v.len())),
+                    Err(_) => {
+                        return Response::Failed(format!(
+                            "key '{key}' holds {} bytes, not a counter",
+                            v.len()
+                        ));
+                    }
                 },
             };
             let value = current.wrapping_add(delta);
@@ -653,10 +791,15 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::WaitJoined { wait_ms } => {
             let deadline = Instant::now() + Duration::from_millis(wait_ms);
             let state = shared.wait_until(shared.lock(), deadline, |s| s.joined.iter().all(|&j| j));
-            let missing = (0..shared.world_size).filter(|&r| !state.joined[r]).map(|r| r as u32).collect();
+            let missing = (0..shared.world_size)
+                .filter(|&r| !state.joined[r])
+                .map(|r| r as u32)
+                .collect();
             Response::Joined { missing }
         }
-        Request::Hello { .. } | Request::Auth { .. } => Response::Failed("already connected".into()),
+        Request::Hello { .. } | Request::Auth { .. } => {
+            Response::Failed("already connected".into())
+        }
     }
 }
 
@@ -690,7 +833,9 @@ impl StoreClient {
         let shown = format!("{addr}:{port}");
         let fail = |msg: String| Error::Rendezvous { rank, msg };
         if rank >= world_size {
-            return Err(fail(format!("RANK={rank} is out of range for WORLD_SIZE={world_size}")));
+            return Err(fail(format!(
+                "RANK={rank} is out of range for WORLD_SIZE={world_size}"
+            )));
         }
         let token = token.filter(|t| !t.is_empty());
         let deadline = Instant::now() + timeout;
@@ -698,17 +843,31 @@ impl StoreClient {
         let mut last_error;
         loop {
             match Self::try_connect(addr, port, rank, world_size, token, deadline) {
-                Ok(Ok(stream)) => return Ok(StoreClient { stream, shown, rank, world_size, timeout }),
+                Ok(Ok(stream)) => {
+                    return Ok(StoreClient {
+                        stream,
+                        shown,
+                        rank,
+                        world_size,
+                        timeout,
+                    });
+                }
                 Ok(Err(refusal)) => {
                     return Err(fail(match refusal {
                         Refusal::BadToken => {
-                            format!("rank {rank} was refused by the store at {shown}: wrong or missing DDP_TOKEN")
+                            format!(
+                                "rank {rank} was refused by the store at {shown}: wrong or missing DDP_TOKEN"
+                            )
                         }
                         Refusal::WorldSize { server_world } => {
-                            format!("rank {rank} says WORLD_SIZE={world_size} but rank 0 has WORLD_SIZE={server_world}")
+                            format!(
+                                "rank {rank} says WORLD_SIZE={world_size} but rank 0 has WORLD_SIZE={server_world}"
+                            )
                         }
                         Refusal::RankOutOfRange => {
-                            format!("rank {rank} is out of range for the WORLD_SIZE of the store at {shown}")
+                            format!(
+                                "rank {rank} is out of range for the WORLD_SIZE of the store at {shown}"
+                            )
                         }
                         Refusal::DuplicateRank => format!(
                             "rank {rank} is already connected to the store at {shown} \
@@ -743,10 +902,16 @@ impl StoreClient {
         token: Option<&str>,
         deadline: Instant,
     ) -> io::Result<Result<TcpStream, Refusal>> {
-        let mut last = io::Error::new(ErrorKind::NotFound, format!("'{addr}' resolves to no address"));
+        let mut last = io::Error::new(
+            ErrorKind::NotFound,
+            format!("'{addr}' resolves to no address"),
+        );
         for sa in (addr, port).to_socket_addrs()? {
-            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-            let mut stream = match TcpStream::connect_timeout(&sa, left.min(Duration::from_secs(5))) {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(100));
+            let mut stream = match TcpStream::connect_timeout(&sa, left.min(Duration::from_secs(5)))
+            {
                 Ok(s) => s,
                 Err(e) => {
                     last = e;
@@ -770,22 +935,33 @@ impl StoreClient {
 
     /// The local address of the connection: the IP this rank uses to reach `MASTER_ADDR`.
     pub fn local_ip(&self) -> Result<IpAddr> {
-        self.stream.local_addr().map(|a| a.ip()).map_err(|e| self.fail(format!("store socket: {e}")))
+        self.stream
+            .local_addr()
+            .map(|a| a.ip())
+            .map_err(|e| self.fail(format!("store socket: {e}")))
     }
 
     fn fail(&self, msg: String) -> Error {
-        Error::Rendezvous { rank: self.rank, msg }
+        Error::Rendezvous {
+            rank: self.rank,
+            msg,
+        }
     }
 
     /// One round trip; `wait` is how long the server may take before answering.
     fn call(&mut self, request: Request, wait: Duration, what: &str) -> Result<Response> {
         let patience = wait + self.timeout;
         let io_fail = |e: io::Error, shown: &str| match e.kind() {
-            ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => format!(
-                "{what}: the store at {shown} closed the connection (rank 0 exited or crashed; see its log)"
-            ),
+            ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
+                format!(
+                    "{what}: the store at {shown} closed the connection (rank 0 exited or crashed; see its log)"
+                )
+            }
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-                format!("{what}: the store at {shown} did not answer within {} s", secs(patience))
+                format!(
+                    "{what}: the store at {shown} did not answer within {} s",
+                    secs(patience)
+                )
             }
             _ => format!("{what}: store at {shown}: {e}"),
         };
@@ -795,19 +971,32 @@ impl StoreClient {
             .and_then(|()| recv_response(&mut self.stream, MAX_FRAME))
             .map_err(|e| self.fail(io_fail(e, &self.shown)))
             .and_then(|resp| match resp {
-                Response::Failed(msg) => Err(self.fail(format!("{what}: the store at {} refused: {msg}", self.shown))),
+                Response::Failed(msg) => Err(self.fail(format!(
+                    "{what}: the store at {} refused: {msg}",
+                    self.shown
+                ))),
                 other => Ok(other),
             })
     }
 
     fn unexpected(&self, what: &str, resp: Response) -> Error {
-        self.fail(format!("{what}: unexpected answer from the store at {}: {resp:?}", self.shown))
+        self.fail(format!(
+            "{what}: unexpected answer from the store at {}: {resp:?}",
+            self.shown
+        ))
     }
 
     /// Stores `value` under `key`, replacing any previous value.
     pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
         let what = format!("set '{key}'");
-        match self.call(Request::Set { key: key.into(), value: value.to_vec() }, Duration::ZERO, &what)? {
+        match self.call(
+            Request::Set {
+                key: key.into(),
+                value: value.to_vec(),
+            },
+            Duration::ZERO,
+            &what,
+        )? {
             Response::Done => Ok(()),
             other => Err(self.unexpected(&what, other)),
         }
@@ -816,7 +1005,14 @@ impl StoreClient {
     /// The value of `key`, waiting up to `timeout` for another rank to set it.
     pub fn get(&mut self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
         let what = format!("get '{key}'");
-        match self.call(Request::Get { key: key.into(), wait_ms: millis(timeout) }, timeout, &what)? {
+        match self.call(
+            Request::Get {
+                key: key.into(),
+                wait_ms: millis(timeout),
+            },
+            timeout,
+            &what,
+        )? {
             Response::Value(v) => Ok(v),
             Response::Missing => Err(self.fail(format!(
                 "key '{key}' did not appear in the store at {} within {} s (ddp.timeout_s)",
@@ -831,7 +1027,14 @@ impl StoreClient {
     /// Counters are stored as 8 little-endian bytes.
     pub fn add(&mut self, key: &str, delta: i64) -> Result<i64> {
         let what = format!("add '{key}'");
-        match self.call(Request::Add { key: key.into(), delta }, Duration::ZERO, &what)? {
+        match self.call(
+            Request::Add {
+                key: key.into(),
+                delta,
+            },
+            Duration::ZERO,
+            &what,
+        )? {
             Response::Counter(v) => Ok(v),
             other => Err(self.unexpected(&what, other)),
         }
@@ -841,7 +1044,13 @@ impl StoreClient {
     /// ranks that never came.
     pub fn wait_all_joined(&mut self, timeout: Duration) -> Result<()> {
         let what = "wait for all ranks";
-        match self.call(Request::WaitJoined { wait_ms: millis(timeout) }, timeout, what)? {
+        match self.call(
+            Request::WaitJoined {
+                wait_ms: millis(timeout),
+            },
+            timeout,
+            what,
+        )? {
             Response::Joined { missing } if missing.is_empty() => Ok(()),
             Response::Joined { missing } => {
                 let who = match missing.as_slice() {
@@ -871,7 +1080,12 @@ mod tests {
         StoreServer::bind("127.0.0.1", 0, world, token.map(String::from)).unwrap()
     }
 
-    fn client(s: &StoreServer, rank: usize, world: usize, token: Option<&str>) -> Result<StoreClient> {
+    fn client(
+        s: &StoreServer,
+        rank: usize,
+        world: usize,
+        token: Option<&str>,
+    ) -> Result<StoreClient> {
         StoreClient::connect("127.0.0.1", s.port(), rank, world, token, T)
     }
 
@@ -885,18 +1099,32 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         let requests = [
-            Request::Hello { rank: 3, world_size: 8 },
+            Request::Hello {
+                rank: 3,
+                world_size: 8,
+            },
             Request::Auth { tag: vec![1, 2, 3] },
-            Request::Set { key: "k".into(), value: vec![0, 255] },
-            Request::Get { key: "ring/1".into(), wait_ms: 1234 },
-            Request::Add { key: "c".into(), delta: -5 },
+            Request::Set {
+                key: "k".into(),
+                value: vec![0, 255],
+            },
+            Request::Get {
+                key: "ring/1".into(),
+                wait_ms: 1234,
+            },
+            Request::Add {
+                key: "c".into(),
+                delta: -5,
+            },
             Request::WaitJoined { wait_ms: 7 },
         ];
         for r in requests {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
         }
         let responses = [
-            Response::Challenge { nonce: [7; NONCE_LEN] },
+            Response::Challenge {
+                nonce: [7; NONCE_LEN],
+            },
             Response::Welcome,
             Response::Refused(Refusal::BadToken),
             Response::Refused(Refusal::WorldSize { server_world: 2 }),
@@ -907,15 +1135,23 @@ mod tests {
             Response::Value(vec![9; 10]),
             Response::Missing,
             Response::Counter(-42),
-            Response::Joined { missing: vec![1, 3] },
+            Response::Joined {
+                missing: vec![1, 3],
+            },
             Response::Failed("nope".into()),
         ];
         for r in responses {
             assert_eq!(Response::decode(&r.encode()).unwrap(), r);
         }
-        assert_eq!(Request::decode(&[99]), Err("unknown request type 99".into()));
+        assert_eq!(
+            Request::decode(&[99]),
+            Err("unknown request type 99".into())
+        );
         assert_eq!(Request::decode(&[4, 1, 0]), Err("truncated message".into()));
-        assert_eq!(Response::decode(&[2, 0]), Err("1 unexpected trailing bytes".into()));
+        assert_eq!(
+            Response::decode(&[2, 0]),
+            Err("1 unexpected trailing bytes".into())
+        );
     }
 
     #[test]
@@ -924,7 +1160,10 @@ mod tests {
         write_frame(&mut buf, &[0u8; 100]).unwrap();
         assert_eq!(read_frame(&mut buf.as_slice(), 100).unwrap().len(), 100);
         let err = read_frame(&mut buf.as_slice(), 99).unwrap_err();
-        assert_eq!(err.to_string(), "message of 100 bytes exceeds the limit of 99 bytes");
+        assert_eq!(
+            err.to_string(),
+            "message of 100 bytes exceeds the limit of 99 bytes"
+        );
     }
 
     #[test]
@@ -955,7 +1194,10 @@ mod tests {
         assert_eq!(c0.get("n", T).unwrap(), (-2i64).to_le_bytes());
         let (rank, msg) = rendezvous_msg(c1.add("a", 1));
         assert_eq!(rank, 1);
-        assert!(msg.contains("key 'a' holds 0 bytes, not a counter"), "{msg}");
+        assert!(
+            msg.contains("key 'a' holds 0 bytes, not a counter"),
+            "{msg}"
+        );
         c0.wait_all_joined(T).unwrap();
         c1.wait_all_joined(T).unwrap();
         assert_eq!(c0.local_ip().unwrap(), IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -986,7 +1228,10 @@ mod tests {
         assert_eq!(rank, 0);
         assert_eq!(
             msg,
-            format!("key 'ring/3/addr' did not appear in the store at 127.0.0.1:{} within 0.3 s (ddp.timeout_s)", s.port())
+            format!(
+                "key 'ring/3/addr' did not appear in the store at 127.0.0.1:{} within 0.3 s (ddp.timeout_s)",
+                s.port()
+            )
         );
     }
 
@@ -996,7 +1241,10 @@ mod tests {
         let mut c0 = client(&s, 0, 4, None).unwrap();
         let _c2 = client(&s, 2, 4, None).unwrap();
         let (_, msg) = rendezvous_msg(c0.wait_all_joined(Duration::from_millis(300)));
-        assert!(msg.starts_with("ranks [1, 3] never joined within 0.3 s"), "{msg}");
+        assert!(
+            msg.starts_with("ranks [1, 3] never joined within 0.3 s"),
+            "{msg}"
+        );
         let _c1 = client(&s, 1, 4, None).unwrap();
         let (_, msg) = rendezvous_msg(c0.wait_all_joined(Duration::from_millis(300)));
         assert!(msg.starts_with("rank 3 never joined within 0.3 s"), "{msg}");
@@ -1010,7 +1258,10 @@ mod tests {
         assert_eq!(rank, 1);
         assert_eq!(
             msg,
-            format!("rank 1 was refused by the store at 127.0.0.1:{}: wrong or missing DDP_TOKEN", s.port())
+            format!(
+                "rank 1 was refused by the store at 127.0.0.1:{}: wrong or missing DDP_TOKEN",
+                s.port()
+            )
         );
         let (rank, msg) = rendezvous_msg(client(&s, 2, 3, None));
         assert_eq!(rank, 2);
@@ -1043,7 +1294,10 @@ mod tests {
         assert_eq!(msg, "RANK=3 is out of range for WORLD_SIZE=2");
         let first = client(&s, 1, 2, None).unwrap();
         let (_, msg) = rendezvous_msg(client(&s, 1, 2, None));
-        assert!(msg.starts_with("rank 1 is already connected to the store at"), "{msg}");
+        assert!(
+            msg.starts_with("rank 1 is already connected to the store at"),
+            "{msg}"
+        );
         // Once the first connection is gone the rank may connect again.
         drop(first);
         let deadline = Instant::now() + T;
@@ -1070,7 +1324,11 @@ mod tests {
 
     #[test]
     fn unreachable_store_times_out_with_a_hint() {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let t0 = Instant::now();
         let r = StoreClient::connect("127.0.0.1", port, 1, 2, None, Duration::from_millis(400));
         let (rank, msg) = rendezvous_msg(r);
@@ -1088,7 +1346,11 @@ mod tests {
 
     #[test]
     fn client_waits_for_a_late_server() {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             let s = StoreServer::bind("127.0.0.1", port, 1, None).unwrap();
@@ -1106,6 +1368,9 @@ mod tests {
         let mut c = client(&s, 0, 1, None).unwrap();
         s.shutdown();
         let (_, msg) = rendezvous_msg(c.set("k", b"v"));
-        assert!(msg.contains("closed the connection (rank 0 exited or crashed; see its log)"), "{msg}");
+        assert!(
+            msg.contains("closed the connection (rank 0 exited or crashed; see its log)"),
+            "{msg}"
+        );
     }
 }

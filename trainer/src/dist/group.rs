@@ -1,0 +1,356 @@
+//! The process group: rendezvous at `MASTER_ADDR:MASTER_PORT`, then a ring of sockets.
+//!
+//! [`ProcessGroup::init`] runs the same steps on every rank: rank 0 binds the store server
+//! first, every rank connects a store client, waits until all ranks have joined, then builds the
+//! `tcp` ring. A world of one opens no socket at all.
+
+use std::time::Duration;
+
+use super::Collective;
+use super::ring::TcpRing;
+use super::store::{StoreClient, StoreServer};
+use crate::{Error, Result};
+
+/// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
+/// MASTER_PORT, plus `ddp.timeout_s` and DDP_TOKEN).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    pub rank: usize,
+    pub world_size: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// Bound on every wait: rendezvous steps and each collective's progress.
+    pub timeout: Duration,
+    /// Shared secret; when set, every connection answers an HMAC challenge. Empty means none.
+    pub token: Option<String>,
+}
+
+/// A joined process group. Drop order matters: the ring, then the store client, then (rank 0)
+/// the store server.
+pub struct ProcessGroup {
+    rank: usize,
+    world_size: usize,
+    ring: TcpRing,
+    store: Option<StoreClient>,
+    server: Option<StoreServer>,
+}
+
+impl ProcessGroup {
+    /// Joins the group described by `cfg`; returns once the ring is connected on every rank.
+    pub fn init(cfg: &GroupConfig) -> Result<ProcessGroup> {
+        if cfg.world_size == 0 {
+            return Err(Error::Env {
+                var: "WORLD_SIZE".into(),
+                msg: "must be at least 1".into(),
+            });
+        }
+        if cfg.rank >= cfg.world_size {
+            return Err(Error::Env {
+                var: "RANK".into(),
+                msg: format!(
+                    "RANK={} is out of range for WORLD_SIZE={}",
+                    cfg.rank, cfg.world_size
+                ),
+            });
+        }
+        if cfg.world_size == 1 {
+            return Ok(ProcessGroup {
+                rank: 0,
+                world_size: 1,
+                ring: TcpRing::single(cfg.timeout),
+                store: None,
+                server: None,
+            });
+        }
+        let server = if cfg.rank == 0 {
+            Some(StoreServer::bind(
+                &cfg.master_addr,
+                cfg.master_port,
+                cfg.world_size,
+                token(cfg).map(String::from),
+            )?)
+        } else {
+            None
+        };
+        Self::join(cfg, server)
+    }
+
+    /// The steps after rank 0 bound its server (tests pass a server bound on port 0).
+    fn join(cfg: &GroupConfig, server: Option<StoreServer>) -> Result<ProcessGroup> {
+        let (rank, world_size, timeout) = (cfg.rank, cfg.world_size, cfg.timeout);
+        let port = server.as_ref().map_or(cfg.master_port, StoreServer::port);
+        let mut store = StoreClient::connect(
+            &cfg.master_addr,
+            port,
+            rank,
+            world_size,
+            token(cfg),
+            timeout,
+        )?;
+        store.wait_all_joined(timeout)?;
+        // The ring listens on the address this rank uses to reach MASTER_ADDR: loopback for a
+        // loopback master, the right interface on a multi-homed host.
+        let bind_ip = store.local_ip()?;
+        let ring = TcpRing::connect(&mut store, rank, world_size, bind_ip, token(cfg), timeout)?;
+        Ok(ProcessGroup {
+            rank,
+            world_size,
+            ring,
+            store: Some(store),
+            server,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The collectives of this group.
+    pub fn collective(&mut self) -> &mut dyn Collective {
+        &mut self.ring
+    }
+
+    /// The rendezvous store (None in a world of one).
+    pub fn store(&mut self) -> Option<&mut StoreClient> {
+        self.store.as_mut()
+    }
+
+    /// Leaves the group: a final barrier, so rank 0's store outlives every other rank's use of
+    /// it, then closes the ring, the client and the server.
+    pub fn shutdown(self) -> Result<()> {
+        let ProcessGroup {
+            mut ring,
+            store,
+            server,
+            ..
+        } = self;
+        let result = ring.barrier();
+        drop(ring);
+        drop(store);
+        drop(server);
+        result
+    }
+}
+
+fn token(cfg: &GroupConfig) -> Option<&str> {
+    cfg.token.as_deref().filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::ReduceOp;
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    fn config(
+        rank: usize,
+        world_size: usize,
+        port: u16,
+        timeout: Duration,
+        token: Option<&str>,
+    ) -> GroupConfig {
+        GroupConfig {
+            rank,
+            world_size,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            timeout,
+            token: token.map(String::from),
+        }
+    }
+
+    /// Runs `f` on every rank of a group whose rank 0 serves the store on a free port.
+    fn with_group<R: Send>(
+        world: usize,
+        ranks: &[usize],
+        timeout: Duration,
+        token: Option<&str>,
+        f: impl Fn(Result<ProcessGroup>) -> R + Sync,
+    ) -> Vec<R> {
+        let server = StoreServer::bind("127.0.0.1", 0, world, token.map(String::from)).unwrap();
+        let port = server.port();
+        let mut server = Some(server);
+        let f = &f;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ranks
+                .iter()
+                .map(|&rank| {
+                    let server = if rank == 0 { server.take() } else { None };
+                    let cfg = config(rank, world, port, timeout, token);
+                    s.spawn(move || f(ProcessGroup::join(&cfg, server)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn rendezvous_msg<T>(r: &Result<T>) -> (usize, String) {
+        match r {
+            Err(Error::Rendezvous { rank, msg }) => (*rank, msg.clone()),
+            Err(e) => panic!("expected a rendezvous error, got {e}"),
+            Ok(_) => panic!("expected a rendezvous error, got success"),
+        }
+    }
+
+    #[test]
+    fn group_of_three_with_token_reduces_and_shuts_down() {
+        let results = with_group(3, &[0, 1, 2], Duration::from_secs(5), Some("tok"), |pg| {
+            let mut pg = pg.unwrap();
+            let rank = pg.rank() as f32;
+            assert_eq!(pg.world_size(), 3);
+            let mut buf = vec![rank; 7];
+            pg.collective().all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+            let store = pg.store().unwrap();
+            store.add("done", 1).unwrap();
+            pg.shutdown().unwrap();
+            buf
+        });
+        assert!(results.iter().all(|b| *b == [3.0; 7]));
+    }
+
+    #[test]
+    fn init_binds_the_store_on_rank_0() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|rank| {
+                    s.spawn(move || {
+                        let mut pg = ProcessGroup::init(&config(
+                            rank,
+                            2,
+                            port,
+                            Duration::from_secs(5),
+                            None,
+                        ))?;
+                        let mut buf = [rank as f32 + 1.0];
+                        pg.collective().all_reduce(&mut buf, ReduceOp::Avg)?;
+                        pg.shutdown()?;
+                        Ok::<_, Error>(buf[0])
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for r in results {
+            assert_eq!(r.unwrap(), 1.5);
+        }
+    }
+
+    #[test]
+    fn world_of_one_opens_no_socket() {
+        // The port is taken: a world of one must not even try to bind it.
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = holder.local_addr().unwrap().port();
+        let mut pg = ProcessGroup::init(&config(0, 1, port, Duration::from_secs(1), None)).unwrap();
+        assert!(pg.store().is_none());
+        let mut buf = [2.0, 4.0];
+        pg.collective().all_reduce(&mut buf, ReduceOp::Avg).unwrap();
+        assert_eq!(buf, [2.0, 4.0]);
+        pg.shutdown().unwrap();
+    }
+
+    #[test]
+    fn bad_rank_and_world_size_are_configuration_errors() {
+        let err = ProcessGroup::init(&config(2, 2, 1, Duration::from_secs(1), None))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "environment variable RANK: RANK=2 is out of range for WORLD_SIZE=2"
+        );
+        assert_eq!(err.exit_code(), crate::error::EXIT_CONFIG);
+        let err = ProcessGroup::init(&config(0, 0, 1, Duration::from_secs(1), None))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "environment variable WORLD_SIZE: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn rank_that_never_comes_is_named() {
+        let t0 = Instant::now();
+        let results = with_group(3, &[0, 1], Duration::from_secs(1), None, |pg| {
+            rendezvous_msg(&pg)
+        });
+        assert!(t0.elapsed() < Duration::from_secs(4));
+        for (rank, (err_rank, msg)) in results.into_iter().enumerate() {
+            assert_eq!(err_rank, rank);
+            assert!(msg.starts_with("rank 2 never joined within 1 s"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn world_size_mismatch_is_reported_on_both_sides() {
+        let server = StoreServer::bind("127.0.0.1", 0, 2, None).unwrap();
+        let port = server.port();
+        let (r0, r1) = std::thread::scope(|s| {
+            let r0 = s.spawn(move || {
+                ProcessGroup::join(
+                    &config(0, 2, port, Duration::from_secs(1), None),
+                    Some(server),
+                )
+            });
+            let r1 = s.spawn(move || {
+                ProcessGroup::join(&config(1, 3, port, Duration::from_secs(1), None), None)
+            });
+            (r0.join().unwrap(), r1.join().unwrap())
+        });
+        assert_eq!(
+            rendezvous_msg(&r1),
+            (
+                1,
+                "rank 1 says WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2".into()
+            )
+        );
+        let (rank, msg) = rendezvous_msg(&r0);
+        assert_eq!(rank, 0);
+        assert!(msg.starts_with("rank 1 never joined within 1 s"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_token_is_refused() {
+        let server = StoreServer::bind("127.0.0.1", 0, 2, Some("right".into())).unwrap();
+        let port = server.port();
+        let r1 = ProcessGroup::join(
+            &config(1, 2, port, Duration::from_secs(1), Some("wrong")),
+            None,
+        );
+        let (rank, msg) = rendezvous_msg(&r1);
+        assert_eq!(rank, 1);
+        assert_eq!(
+            msg,
+            format!(
+                "rank 1 was refused by the store at 127.0.0.1:{port}: wrong or missing DDP_TOKEN"
+            )
+        );
+    }
+
+    #[test]
+    fn port_in_use_on_rank_0() {
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = holder.local_addr().unwrap().port();
+        let r0 = ProcessGroup::init(&config(0, 2, port, Duration::from_secs(1), None));
+        let (rank, msg) = rendezvous_msg(&r0);
+        assert_eq!(rank, 0);
+        assert!(
+            msg.starts_with(&format!(
+                "MASTER_ADDR:MASTER_PORT 127.0.0.1:{port} is already in use"
+            )),
+            "{msg}"
+        );
+    }
+}
