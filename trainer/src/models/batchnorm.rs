@@ -95,12 +95,15 @@ impl BatchNorm2d {
             BnMode::Sync(reducer) => {
                 let mut count = [(n * h * w) as f32];
                 reducer.all_reduce_sum(&mut count)?;
-                let count = count[0] as usize;
-                let sums = Tensor::cat(&[x.sum((0, 2, 3))?, x.sqr()?.sum((0, 2, 3))?], 0)?;
-                let sums = sums.apply_op1(AllReduceSum(reducer.clone()))?;
-                let mean = (sums.narrow(0, 0, c)? / count as f64)?;
-                let var = ((sums.narrow(0, c, c)? / count as f64)? - mean.sqr()?)?;
-                Ok((mean, var, count))
+                let count = count[0] as f64;
+                // Sums in f64: the statistics must not depend on how the global batch is split
+                // across replicas (f32 accumulation over N·H·W values drifts by ~1e-5).
+                let x64 = x.to_dtype(DType::F64)?;
+                let sums = Tensor::cat(&[x64.sum((0, 2, 3))?, x64.sqr()?.sum((0, 2, 3))?], 0)?.to_dtype(DType::F32)?;
+                let sums = sums.apply_op1(AllReduceSum(reducer.clone()))?.to_dtype(DType::F64)?;
+                let mean = (sums.narrow(0, 0, c)? / count)?;
+                let var = ((sums.narrow(0, c, c)? / count)? - mean.sqr()?)?;
+                Ok((mean.to_dtype(DType::F32)?, var.to_dtype(DType::F32)?, count as usize))
             }
         }
     }

@@ -1,0 +1,150 @@
+//! Helpers shared by the integration tests: run the real `ddp-trainer` binary, write specs, read
+//! checkpoints and metrics.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ddp-trainer");
+
+pub fn mnist_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/mnist-sample").canonicalize().unwrap()
+}
+
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").canonicalize().unwrap()
+}
+
+/// A small MNIST spec (absolute data path) written into `dir`; `body` is appended verbatim.
+pub fn write_spec(dir: &Path, model: &str, body: &str) -> PathBuf {
+    let text = format!(
+        "name = \"t\"\n[model]\nname = \"{model}\"\n[data]\nname = \"mnist\"\npath = \"{}\"\n{body}",
+        mnist_dir().display()
+    );
+    let p = dir.join("spec.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A command for the trainer with a clean distributed environment and 1 CPU thread.
+pub fn trainer() -> Command {
+    let mut c = Command::new(BIN);
+    for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+        "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "DDP_TOKEN", "TORCHELASTIC_RESTART_COUNT"]
+    {
+        c.env_remove(v);
+    }
+    c.env("RAYON_NUM_THREADS", "1");
+    c
+}
+
+/// Runs to completion with a deadline; panics (with the output) if it hangs.
+pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ddp-trainer");
+    wait_output(child, limit)
+}
+
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "ddp-trainer did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+pub fn assert_success(o: &Output) {
+    assert!(o.status.success(), "ddp-trainer failed ({:?})\n{}", o.status, text(o));
+}
+
+/// `ddp-trainer SPEC --standalone --nproc N --out OUT [--set ...]`, asserted successful.
+pub fn train_standalone(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) -> Output {
+    let mut c = trainer();
+    c.arg(spec).arg("--standalone").arg("--nproc").arg(nproc.to_string()).arg("--out").arg(out);
+    for s in sets {
+        c.arg("--set").arg(s);
+    }
+    let o = run_with_timeout(c, Duration::from_secs(120));
+    assert_success(&o);
+    o
+}
+
+pub fn load_model(path: &Path) -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(path, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Largest absolute difference over all tensors (same names required).
+pub fn max_abs_diff(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> f32 {
+    worst_tensor(a, b).0
+}
+
+/// (largest absolute difference, the tensor where it is).
+pub fn worst_tensor(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> (f32, String) {
+    let mut names: Vec<&String> = a.keys().collect();
+    names.sort();
+    let bnames: std::collections::BTreeSet<&String> = b.keys().collect();
+    assert_eq!(names.iter().copied().collect::<std::collections::BTreeSet<_>>(), bnames, "different tensor names");
+    let mut worst = (0f32, String::new());
+    for n in names {
+        let x = a[n].to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let y = b[n].to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(x.len(), y.len(), "{n}");
+        for (p, q) in x.iter().zip(&y) {
+            if (p - q).abs() > worst.0 {
+                worst = ((p - q).abs(), n.clone());
+            }
+        }
+    }
+    worst
+}
+
+pub fn metrics(out: &Path, rank: usize) -> Vec<MetricRecord> {
+    read_metrics(out.join(format!("metrics/rank-{rank}.jsonl"))).unwrap()
+}
+
+pub fn test_record(out: &Path) -> MetricRecord {
+    metrics(out, 0).into_iter().rev().find(|r| r.kind == MetricKind::Test).expect("a test record in rank-0.jsonl")
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts rank `rank` of `world` the way torchrun would.
+pub fn spawn_rank(spec: &Path, out: &Path, rank: usize, world: usize, port: u16, extra_env: &[(&str, &str)], sets: &[&str]) -> Child {
+    let mut c = trainer();
+    c.arg(spec).arg("--out").arg(out);
+    for s in sets {
+        c.arg("--set").arg(s);
+    }
+    c.env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("LOCAL_WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string());
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}

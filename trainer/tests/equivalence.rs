@@ -1,0 +1,82 @@
+//! DDP correctness by equivalence: 2 replicas × batch B end with the same weights as 1 replica ×
+//! batch 2B (gradients averaged over the global batch), for SGD and Adam, for the plain CNN and for
+//! the BatchNorm ConvNet with SyncBatchNorm.
+
+mod common;
+use common::*;
+
+/// Tensors that only carry float noise under Adam: a conv bias directly followed by BatchNorm has
+/// an exactly zero true gradient (normalisation removes any per-channel shift), so its computed
+/// gradient is noise (~1e-9) whose sign differs between any two summation orders, and Adam turns
+/// noise into ±lr steps (in PyTorch as here). The BatchNorm running mean right after it carries
+/// the same shift. Everything downstream is unaffected (BatchNorm cancels the shift), so these are
+/// checked against Adam's step bound instead, and everything else within 1e-5.
+fn adam_noise_only(model: &str, optimizer: &str, name: &str) -> bool {
+    model == "convnet-bn"
+        && optimizer == "adam"
+        && ["layer1.0.bias", "layer2.0.bias", "layer1.1.running_mean", "layer2.1.running_mean"].contains(&name)
+}
+
+fn equivalent(model: &str, optimizer: &str, extra: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    // The recipes' learning rates: SGD 0.01 with momentum 0.9, Adam 0.001.
+    let lr = if optimizer == "adam" { 0.001 } else { 0.01 };
+    let body = format!(
+        "val_fraction = 0.0\nlimit_train = 512\nlimit_test = 64\n[train]\nepochs = 1\nmax_steps = 6\noptimizer = \"{optimizer}\"\nlr = {lr}\nmomentum = 0.9\nseed = 7\n[checkpoint]\nevery_epochs = 0\n{extra}"
+    );
+    let spec = write_spec(dir.path(), model, &body);
+    let (two, one) = (dir.path().join("two"), dir.path().join("one"));
+    train_standalone(&spec, 2, &two, &["train.batch_size=8"]);
+    train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
+    let mut a = load_model(&two.join("model.safetensors"));
+    let mut b = load_model(&one.join("model.safetensors"));
+    let initial_gap = {
+        // The weights must actually have moved, or equality would prove nothing.
+        let dir0 = dir.path().join("zero");
+        train_standalone(&spec, 1, &dir0, &["train.batch_size=16", "train.lr=1e-12"]);
+        max_abs_diff(&b, &load_model(&dir0.join("model.safetensors")))
+    };
+    let noise: Vec<String> = a.keys().filter(|k| adam_noise_only(model, optimizer, k)).cloned().collect();
+    for k in noise {
+        // Adam moves a parameter by at most lr per step: 6 steps × 0.001 in each run.
+        let (x, y) = (a.remove(&k).unwrap(), b.remove(&k).unwrap());
+        let gap = (x - y).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(gap <= 2.0 * 6.0 * 0.001 + 1e-6, "{k}: {gap}");
+    }
+    assert!(initial_gap > 1e-3, "training did not move the weights ({initial_gap})");
+    let (diff, at) = worst_tensor(&a, &b);
+    assert!(diff < 1e-5, "{model}/{optimizer}: 2×8 and 1×16 differ by {diff} (in {at})");
+}
+
+#[test]
+fn mnist_cnn_sgd() {
+    equivalent("mnist-cnn", "sgd", "");
+}
+
+#[test]
+fn mnist_cnn_adam() {
+    equivalent("mnist-cnn", "adam", "");
+}
+
+#[test]
+fn convnet_bn_sync_batchnorm_sgd() {
+    equivalent("convnet-bn", "sgd", "[ddp]\nsync_batchnorm = true\n");
+}
+
+#[test]
+fn convnet_bn_sync_batchnorm_adam() {
+    equivalent("convnet-bn", "adam", "[ddp]\nsync_batchnorm = true\n");
+}
+
+/// Gradient accumulation: 2 replicas × 2 micro-batches of 4 == 1 replica × 16.
+#[test]
+fn grad_accum_matches_the_combined_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "val_fraction = 0.0\nlimit_train = 256\nlimit_test = 32\n[train]\nepochs = 1\nmax_steps = 4\noptimizer = \"sgd\"\nlr = 0.05\nseed = 3\n[checkpoint]\nevery_epochs = 0\n";
+    let spec = write_spec(dir.path(), "mlp", body);
+    let (two, one) = (dir.path().join("two"), dir.path().join("one"));
+    train_standalone(&spec, 2, &two, &["train.batch_size=4", "train.grad_accum=2"]);
+    train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
+    let diff = max_abs_diff(&load_model(&two.join("model.safetensors")), &load_model(&one.join("model.safetensors")));
+    assert!(diff < 1e-5, "grad_accum: differ by {diff}");
+}
