@@ -29,13 +29,17 @@ pub fn split_indices(len: usize, val_fraction: f64, seed: u64) -> (Vec<usize>, V
     (perm, val)
 }
 
-/// Splits `ds` into (train, validation). `val_fraction` must lie in `[0, 1)`.
+/// Splits `ds` into (train, validation). `val_fraction` must lie in `[0, 1)`. A fraction of 0
+/// keeps the training set whole and in its original order (no split is made).
 pub fn train_val_split(ds: &Dataset, val_fraction: f64, seed: u64) -> Result<(Dataset, Dataset)> {
     if !(0.0..1.0).contains(&val_fraction) {
         return Err(Error::data(
             &ds.name,
             format!("validation fraction {val_fraction} is outside [0, 1)"),
         ));
+    }
+    if val_fraction == 0.0 {
+        return Ok((ds.clone(), ds.subset(&[])));
     }
     let (train, val) = split_indices(ds.len(), val_fraction, seed);
     Ok((ds.subset(&train), ds.subset(&val)))

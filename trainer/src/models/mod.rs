@@ -6,6 +6,7 @@
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
 //! - `init`: PyTorch's default initialisation, seeded.
+//! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
 //!
 //! Parameters live in a candle `VarMap` (trainable), buffers (BatchNorm running statistics) in a
 //! [`BufferStore`]. Both are listed in name order, the order every rank uses for buckets,
@@ -13,10 +14,12 @@
 
 mod batchnorm;
 mod init;
+mod pool;
 mod resnet;
 mod small;
 
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
+pub use pool::max_pool2d;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

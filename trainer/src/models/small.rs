@@ -3,7 +3,7 @@
 use candle_core::Tensor;
 use candle_nn::{Conv2d, Conv2dConfig, Linear, Module, conv2d, linear};
 
-use super::{BatchNorm2d, BatchNormConfig, Forward, ParamBuilder, batch_norm2d};
+use super::{BatchNorm2d, BatchNormConfig, Forward, ParamBuilder, batch_norm2d, max_pool2d};
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
 /// first two, dense 576→64→classes, ReLUs.
@@ -28,8 +28,8 @@ pub fn mnist_cnn(classes: usize, pb: ParamBuilder) -> candle_core::Result<MnistC
 
 impl Forward for MnistCnn {
     fn forward(&self, x: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-        let x = self.conv1.forward(x)?.relu()?.max_pool2d(2)?;
-        let x = self.conv2.forward(&x)?.relu()?.max_pool2d(2)?;
+        let x = max_pool2d(&self.conv1.forward(x)?.relu()?, 2)?;
+        let x = max_pool2d(&self.conv2.forward(&x)?.relu()?, 2)?;
         let x = self.conv3.forward(&x)?.relu()?.flatten_from(1)?;
         self.dense2.forward(&self.dense1.forward(&x)?.relu()?)
     }
@@ -74,7 +74,7 @@ impl Forward for ConvNetBn {
     fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
         let mut x = x.clone();
         for (conv, bn) in &self.layers {
-            x = bn.forward(&conv.forward(&x)?, train)?.relu()?.max_pool2d(2)?;
+            x = max_pool2d(&bn.forward(&conv.forward(&x)?, train)?.relu()?, 2)?;
         }
         self.fc.forward(&x.flatten_from(1)?)
     }

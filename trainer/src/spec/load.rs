@@ -106,10 +106,20 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
     let spec: Spec = if overrides.is_empty() {
         toml::from_str(text).map_err(|e| spec_err(e.span().map(|s| line_of(text, s.start)), "", clean(&e)))?
     } else {
-        // Re-render so type errors still point at a line (of the overridden document, shown in full).
+        // Re-render so a type error can be traced to its key: an override's is reported as
+        // `--set KEY=VALUE: ...`, one of the file's own keys at its line in the file.
         let rendered = toml::to_string(&table).expect("a toml Table always renders");
         toml::from_str(&rendered).map_err(|e| {
-            spec_err(None, "", format!("after --set overrides: {}", clean(&e)))
+            let key = e.span().and_then(|s| key_at(&rendered, s.start)).unwrap_or_default();
+            let culprit = overrides.iter().rev().find(|o| {
+                let k = o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim();
+                !key.is_empty() && (k == key || k.starts_with(&format!("{key}.")))
+            });
+            match (culprit, toml::from_str::<Spec>(text)) {
+                (Some(o), _) => spec_err(None, &key, format!("--set {o}: {}", clean(&e))),
+                (None, Err(fe)) => spec_err(fe.span().map(|s| line_of(text, s.start)), &key, clean(&fe)),
+                (None, Ok(_)) => spec_err(None, &key, format!("after --set overrides: {}", clean(&e))),
+            }
         })?
     };
     spec.check(file)?;
@@ -205,6 +215,20 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The dotted key (`train.epochs`) on the line holding byte `offset` of a rendered document
+/// (`key = value` lines under `[section]` headers); None when that line holds no `=`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let before = &text[..offset.min(text.len())];
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = text[start..].lines().next()?.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    let section = before[..start].lines().rev().map(str::trim).find(|l| l.starts_with('[') && l.ends_with(']'));
+    Some(match section.map(|s| s.trim_matches(|c| c == '[' || c == ']').trim()) {
+        Some(s) if !s.is_empty() => format!("{s}.{key}"),
+        _ => key.to_string(),
+    })
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -298,8 +322,16 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
 
     #[test]
     fn override_with_wrong_type_is_reported() {
-        let e = parse_err(BASE, &["train.epochs=many"]);
-        assert!(e.contains("after --set overrides") && e.contains("invalid type"), "{e}");
+        let e = parse_err(BASE, &["train.lr=0.1", "train.epochs=many", "ddp.timeout_s=5"]);
+        assert!(e.starts_with("x.toml: --set train.epochs=many: invalid type"), "{e}");
+        let e = parse_err(BASE, &["model.name=vgg"]);
+        assert!(e.starts_with("x.toml: --set model.name=vgg: unknown variant `vgg`"), "{e}");
+        assert!(e.contains("mnist-cnn") && e.contains("resnet18"), "{e}");
+        let e = parse_err(BASE, &["train.scheduler.kind=fast"]);
+        assert!(e.starts_with("x.toml: --set train.scheduler.kind=fast: unknown variant `fast`"), "{e}");
+        // An error in the file itself keeps its line when overrides are given too.
+        let e = parse_err(&BASE.replace("batch_size = 32", "batch_size = \"big\""), &["train.lr=0.1"]);
+        assert!(e.starts_with("x.toml:10: invalid type"), "{e}");
     }
 
     #[test]

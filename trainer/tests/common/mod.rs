@@ -148,3 +148,88 @@ pub fn spawn_rank(spec: &Path, out: &Path, rank: usize, world: usize, port: u16,
     }
     c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
+
+/// Owns a spawned process and kills (SIGKILL) and reaps it when dropped, so a test that fails
+/// half-way leaves nothing running. `take()` hands the child back (e.g. to `wait_output`).
+pub struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    pub fn new(child: Child) -> Self {
+        ChildGuard(Some(child))
+    }
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child already taken")
+    }
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("child already taken").id()
+    }
+    pub fn take(&mut self) -> Child {
+        self.0.take().expect("child already taken")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Fields of `/proc/PID/stat` after the command name: [state, ppid, ...]; None once it is gone.
+fn proc_stat(pid: u32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself hold spaces or parentheses.
+    let rest = &s[s.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Pids of the live direct children of `pid` (scans `/proc/*/stat` for the parent pid).
+pub fn child_pids(pid: u32) -> Vec<u32> {
+    let mut kids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| proc_stat(p).is_some_and(|f| f.get(1).and_then(|pp| pp.parse::<u32>().ok()) == Some(pid)))
+        .collect();
+    kids.sort();
+    kids
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    proc_stat(pid).is_some_and(|f| f.first().map(String::as_str) != Some("Z"))
+}
+
+/// The value of `var` in the environment a running process was started with.
+pub fn proc_env(pid: u32, var: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{var}=");
+    env.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()).map(|v| String::from_utf8_lossy(v).into_owned()))
+}
+
+/// Waits until `OUT/metrics/rank-R.jsonl` holds a train record, i.e. training steps are running.
+/// Panics (with the process's output) when `child` exits first or `limit` passes.
+pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, limit: Duration) {
+    let start = Instant::now();
+    let file = out.join(format!("metrics/rank-{rank}.jsonl"));
+    loop {
+        if let Ok(recs) = read_metrics(&file) {
+            if recs.iter().any(|r| r.kind == MetricKind::Train) {
+                return;
+            }
+        }
+        if child.child().try_wait().unwrap().is_some() {
+            let o = child.take().wait_with_output().unwrap();
+            panic!("the process exited ({:?}) before {} showed a train record\n{}", o.status, file.display(), text(&o));
+        }
+        if start.elapsed() > limit {
+            let mut c = child.take();
+            let _ = c.kill();
+            let o = c.wait_with_output().unwrap();
+            panic!("no train record in {} within {limit:?}\n{}", file.display(), text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
