@@ -229,9 +229,12 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             }
         }
         loop_state.indices = indices;
-        if stopped {
+        if step_in_epoch < steps_per_epoch {
+            // Stopped (request or train.max_steps) mid-epoch: the epoch is not complete, so it is
+            // neither evaluated nor checkpointed; a resume repeats it from its start.
             if rank == 0 {
-                println!("stop requested: stopping after step {global_step} (epoch {} incomplete)", epoch + 1);
+                let why = if stopped { "stop requested" } else { "train.max_steps reached" };
+                println!("{why}: stopping after step {global_step} (epoch {} incomplete)", epoch + 1);
             }
             break;
         }

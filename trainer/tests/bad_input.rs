@@ -8,7 +8,7 @@ mod common;
 use common::*;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Deadline for a process that should fail at once (spec or data errors).
@@ -578,7 +578,7 @@ fn standalone_replica_killed_stops_the_others() {
     let out = dir.path().join("out");
     let mut c = trainer();
     c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&out);
-    let mut launcher = ChildGuard::new(c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap());
+    let mut launcher = ChildGuard::new(c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     wait_for_train_record(&out, 0, &mut launcher, Duration::from_secs(120));
     let replicas = child_pids(launcher.id());
     assert_eq!(replicas.len(), 2, "expected 2 replicas under the launcher, found {replicas:?}");

@@ -211,11 +211,24 @@ fn main() -> ExitCode {
 
 fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if !args.json {
-        println!(
-            "ddp-bench {} | {cores} CPU cores | load average {}",
-            env!("CARGO_PKG_VERSION"),
-            load_average()
+    let load = load_average();
+    let header = format!(
+        "ddp-bench {} | {cores} CPU cores | load average {load}",
+        env!("CARGO_PKG_VERSION")
+    );
+    if args.json {
+        eprintln!("{header}");
+    } else {
+        println!("{header}");
+    }
+    let busy = load
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse::<f64>().ok());
+    if let Some(l) = busy.filter(|l| *l > 0.5) {
+        eprintln!(
+            "ddp-bench: warning: the machine is not idle (1-minute load average {l}); every figure \
+             depends on the CPU the replicas get"
         );
     }
     if matches!(args.what, What::Train | What::All) {
@@ -587,7 +600,7 @@ fn bench_allreduce(args: &Args, tmp: &Path) -> Result<Vec<ArFigure>, String> {
 }
 
 /// Waits for every worker; one failure or the deadline stops the others.
-fn wait_workers(children: &mut Vec<(Child, PathBuf)>, limit: Duration) -> Result<(), String> {
+fn wait_workers(children: &mut [(Child, PathBuf)], limit: Duration) -> Result<(), String> {
     let start = Instant::now();
     let mut done = vec![false; children.len()];
     loop {

@@ -117,8 +117,11 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
             });
             match (culprit, toml::from_str::<Spec>(text)) {
                 (Some(o), _) => spec_err(None, &key, format!("--set {o}: {}", clean(&e))),
-                (None, Err(fe)) => spec_err(fe.span().map(|s| line_of(text, s.start)), &key, clean(&fe)),
-                (None, Ok(_)) => spec_err(None, &key, format!("after --set overrides: {}", clean(&e))),
+                // The file alone fails the same way: the problem is the file's, at its line.
+                (None, Err(fe)) if clean(&fe) == clean(&e) => {
+                    spec_err(fe.span().map(|s| line_of(text, s.start)), &key, clean(&fe))
+                }
+                _ => spec_err(None, &key, format!("after --set overrides: {}", clean(&e))),
             }
         })?
     };
