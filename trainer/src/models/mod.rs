@@ -5,6 +5,7 @@
 //! - `small`: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
+//! - `conv`: Conv2d as im2col + GEMM (forward and backward).
 //! - `init`: PyTorch's default initialisation, seeded.
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
 //!
@@ -13,12 +14,14 @@
 //! broadcasts and checkpoints.
 
 mod batchnorm;
+mod conv;
 mod init;
 mod pool;
 mod resnet;
 mod small;
 
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
+pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
 pub use pool::max_pool2d;
 
 use std::collections::{BTreeMap, HashMap};

@@ -5,9 +5,9 @@
 //! bias=False); model.maxpool = nn.Identity()`.
 
 use candle_core::Tensor;
-use candle_nn::{Conv2d, Conv2dConfig, Linear, Module, conv2d_no_bias, linear};
+use candle_nn::{Linear, Module, linear};
 
-use super::{BatchNorm2d, BatchNormConfig, Forward, ParamBuilder, batch_norm2d};
+use super::{BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, ParamBuilder, batch_norm2d, conv2d_no_bias};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {
@@ -62,7 +62,7 @@ fn conv_bn(
     conv: ParamBuilder,
     bn: ParamBuilder,
 ) -> candle_core::Result<ConvBn> {
-    let cfg = Conv2dConfig { padding: k / 2, stride, ..Default::default() };
+    let cfg = ConvConfig { padding: k / 2, stride };
     Ok(ConvBn { conv: conv2d_no_bias(cin, cout, k, cfg, conv.vb)?, bn: batch_norm2d(cout, BatchNormConfig::default(), bn)? })
 }
 

@@ -1,9 +1,9 @@
 //! The small reference models: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
 
 use candle_core::Tensor;
-use candle_nn::{Conv2d, Conv2dConfig, Linear, Module, conv2d, linear};
+use candle_nn::{Linear, Module, linear};
 
-use super::{BatchNorm2d, BatchNormConfig, Forward, ParamBuilder, batch_norm2d, max_pool2d};
+use super::{BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, ParamBuilder, batch_norm2d, conv2d, max_pool2d};
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
 /// first two, dense 576→64→classes, ReLUs.
@@ -16,7 +16,7 @@ pub struct MnistCnn {
 }
 
 pub fn mnist_cnn(classes: usize, pb: ParamBuilder) -> candle_core::Result<MnistCnn> {
-    let cfg = Conv2dConfig::default();
+    let cfg = ConvConfig::default();
     Ok(MnistCnn {
         conv1: conv2d(1, 32, 3, cfg, pb.vb.pp("conv1"))?,
         conv2: conv2d(32, 64, 3, cfg, pb.vb.pp("conv2"))?,
@@ -62,7 +62,7 @@ pub struct ConvNetBn {
 }
 
 pub fn convnet_bn(classes: usize, pb: ParamBuilder) -> candle_core::Result<ConvNetBn> {
-    let cfg = Conv2dConfig { padding: 2, ..Default::default() };
+    let cfg = ConvConfig { padding: 2, ..Default::default() };
     let layer = |i: usize, cin: usize, cout: usize| -> candle_core::Result<(Conv2d, BatchNorm2d)> {
         let p = pb.pp(format!("layer{i}"));
         Ok((conv2d(cin, cout, 5, cfg, p.vb.pp(0))?, batch_norm2d(cout, BatchNormConfig::default(), p.pp(1))?))

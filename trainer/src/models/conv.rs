@@ -1,0 +1,192 @@
+//! 2-D convolution as im2col + matrix multiply, forward and backward, on CPU.
+//!
+//! candle's CPU conv2d backward runs a direct (non-GEMM) transposed convolution for the input
+//! gradient and a convolution with a batch-sized kernel for the weight gradient, which dominated
+//! the CNN's step time. Here the whole batch is unfolded once into `[C·k·k (+1), N·L]` (L output
+//! positions; the extra row of ones carries the bias), so the forward pass is one GEMM with the
+//! `[O, C·k·k (+1)]` weight matrix, and the backward passes are two GEMMs (candle's matmul
+//! backward) plus a fold (`col2im`) for the input gradient — no broadcast reductions, which are
+//! slow on candle's CPU backend. Other devices use candle's own conv2d.
+//!
+//! The layer is a plain struct with a free constructor taking a `VarBuilder`, as in candle-nn,
+//! with PyTorch's parameter names (`weight` [O, C, k, k], `bias` [O]).
+
+use candle_core::{CpuStorage, Layout, Shape, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+/// `Config: Default` for [`conv2d`] / [`conv2d_no_bias`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvConfig {
+    pub padding: usize,
+    pub stride: usize,
+}
+
+impl Default for ConvConfig {
+    fn default() -> Self {
+        Self { padding: 0, stride: 1 }
+    }
+}
+
+pub struct Conv2d {
+    weight: Tensor,
+    bias: Option<Tensor>,
+    cfg: ConvConfig,
+}
+
+/// The init hints are placeholders: [`super::init`] sets PyTorch's initialisation afterwards.
+pub fn conv2d(cin: usize, cout: usize, k: usize, cfg: ConvConfig, vb: VarBuilder) -> candle_core::Result<Conv2d> {
+    let mut c = conv2d_no_bias(cin, cout, k, cfg, vb.clone())?;
+    c.bias = Some(vb.get_with_hints(cout, "bias", Init::Const(0.0))?);
+    Ok(c)
+}
+
+pub fn conv2d_no_bias(cin: usize, cout: usize, k: usize, cfg: ConvConfig, vb: VarBuilder) -> candle_core::Result<Conv2d> {
+    let weight = vb.get_with_hints((cout, cin, k, k), "weight", Init::Const(0.0))?;
+    Ok(Conv2d { weight, bias: None, cfg })
+}
+
+impl candle_core::Module for Conv2d {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (o, c, k, _) = self.weight.dims4()?;
+        let (n, _, h, w) = x.dims4()?;
+        let ConvConfig { padding, stride } = self.cfg;
+        if !x.device().is_cpu() {
+            let y = x.conv2d(&self.weight, padding, stride, 1, 1)?;
+            return match &self.bias {
+                Some(b) => y.broadcast_add(&b.reshape((1, o, 1, 1))?),
+                None => Ok(y),
+            };
+        }
+        let unfold = Im2Col { k, stride, padding, ones_row: self.bias.is_some() };
+        let (oh, ow) = unfold.out_hw(h, w)?;
+        let cols = x.contiguous()?.apply_op1(unfold)?; // [C·k·k (+1), N·L]
+        let wmat = self.weight.reshape((o, c * k * k))?;
+        let wmat = match &self.bias {
+            Some(b) => Tensor::cat(&[wmat, b.reshape((o, 1))?], 1)?,
+            None => wmat,
+        };
+        wmat.matmul(&cols)?.reshape((o, n, oh, ow))?.transpose(0, 1)?.contiguous()
+    }
+}
+
+/// Unfolds `[N, C, H, W]` into `[C·k·k, N·OH·OW]` (zero padding), plus a row of ones when
+/// `ones_row`; its backward folds the gradient back (the ones row has none).
+#[derive(Clone, Copy)]
+struct Im2Col {
+    k: usize,
+    stride: usize,
+    padding: usize,
+    ones_row: bool,
+}
+
+impl Im2Col {
+    fn out_hw(&self, h: usize, w: usize) -> candle_core::Result<(usize, usize)> {
+        let (hp, wp) = (h + 2 * self.padding, w + 2 * self.padding);
+        if hp < self.k || wp < self.k {
+            candle_core::bail!("conv2d: input {h}x{w} (padding {}) is smaller than the {k}x{k} kernel", self.padding, k = self.k);
+        }
+        Ok(((hp - self.k) / self.stride + 1, (wp - self.k) / self.stride + 1))
+    }
+
+    /// Calls `f(col_row, out_pos, input_index)` for every in-bounds (row, position) pair of one
+    /// sample; rows are (c, ky, kx) in PyTorch's weight order.
+    fn for_each(&self, c: usize, h: usize, w: usize, mut f: impl FnMut(usize, usize, usize)) {
+        let (oh, ow) = self.out_hw(h, w).expect("checked by the caller");
+        let k = self.k;
+        for ci in 0..c {
+            for ky in 0..k {
+                for kx in 0..k {
+                    let row = (ci * k + ky) * k + kx;
+                    for oy in 0..oh {
+                        let iy = (oy * self.stride + ky) as isize - self.padding as isize;
+                        if iy < 0 || iy >= h as isize {
+                            continue;
+                        }
+                        for ox in 0..ow {
+                            let ix = (ox * self.stride + kx) as isize - self.padding as isize;
+                            if ix >= 0 && ix < w as isize {
+                                f(row, oy * ow + ox, (ci * h + iy as usize) * w + ix as usize);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl candle_core::CustomOp1 for Im2Col {
+    fn name(&self) -> &'static str {
+        "im2col"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, c, h, w) = layout.shape().dims4()?;
+        let src = match (storage, layout.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((a, b))) => &v[a..b],
+            _ => candle_core::bail!("im2col: expected a contiguous f32 tensor"),
+        };
+        let (oh, ow) = self.out_hw(h, w)?;
+        let (rows, l) = (c * self.k * self.k, oh * ow);
+        let width = n * l;
+        let mut out = vec![0f32; (rows + usize::from(self.ones_row)) * width];
+        for s in 0..n {
+            let x = &src[s * c * h * w..(s + 1) * c * h * w];
+            self.for_each(c, h, w, |row, pos, i| out[row * width + s * l + pos] = x[i]);
+        }
+        if self.ones_row {
+            out[rows * width..].fill(1.0);
+        }
+        Ok((CpuStorage::F32(out), Shape::from((rows + usize::from(self.ones_row), width))))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let (n, c, h, w) = arg.dims4()?;
+        let (oh, ow) = self.out_hw(h, w)?;
+        let l = oh * ow;
+        let width = n * l;
+        let g = grad_res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let mut dx = vec![0f32; n * c * h * w];
+        for s in 0..n {
+            let d = &mut dx[s * c * h * w..(s + 1) * c * h * w];
+            self.for_each(c, h, w, |row, pos, i| d[i] += g[row * width + s * l + pos]);
+        }
+        Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Module, Var};
+
+    /// Forward and both gradients agree with candle's reference conv2d (stride, padding, bias).
+    #[test]
+    fn matches_candle_conv2d_forward_and_backward() {
+        let dev = Device::Cpu;
+        for (padding, stride) in [(0, 1), (2, 1), (1, 2)] {
+            let x = Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap()).unwrap();
+            let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, 3, 3), &dev).unwrap()).unwrap();
+            let b = Var::from_tensor(&Tensor::randn(0f32, 1., 4, &dev).unwrap()).unwrap();
+            let conv = Conv2d { weight: w.as_tensor().clone(), bias: Some(b.as_tensor().clone()), cfg: ConvConfig { padding, stride } };
+            let ours = conv.forward(x.as_tensor()).unwrap();
+            let reference = x
+                .conv2d(w.as_tensor(), padding, stride, 1, 1)
+                .unwrap()
+                .broadcast_add(&b.reshape((1, 4, 1, 1)).unwrap())
+                .unwrap();
+            assert_eq!(ours.dims(), reference.dims());
+            let weights = Tensor::randn(0f32, 1., ours.shape(), &dev).unwrap();
+            let g1 = (&ours * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+            let g2 = (&reference * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+            let close = |a: &Tensor, b: &Tensor| {
+                let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(d < 1e-4, "padding {padding} stride {stride}: {d}");
+            };
+            close(&ours, &reference);
+            for v in [x.as_tensor(), w.as_tensor(), b.as_tensor()] {
+                close(g1.get(v).unwrap(), g2.get(v).unwrap());
+            }
+        }
+    }
+}
