@@ -89,6 +89,19 @@ fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
     }
 }
 
+/// `ddp.backend = "nccl"` needs CUDA devices and an NCCL build; say so before anyone waits on peers.
+fn check_backend(spec: &Spec, device: &Device) -> Result<()> {
+    if spec.ddp.backend != crate::spec::Backend::Nccl {
+        return Ok(());
+    }
+    let msg = if device.is_cpu() {
+        "\"nccl\" needs CUDA devices, but this replica runs on the CPU; use backend = \"tcp\" or \"auto\""
+    } else {
+        "\"nccl\" is not available in this build yet; use backend = \"tcp\" or \"auto\" (all-reduce through host memory)"
+    };
+    Err(spec.error("ddp.backend", msg))
+}
+
 fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
     use crate::spec::{DeviceKeyword, Devices};
     match &spec.ddp.devices {
@@ -102,24 +115,16 @@ fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
         }
         Devices::Cuda(list) => {
             let Some(&ordinal) = list.get(env.local_rank) else {
-                return Err(Error::Spec {
-                    file: PathBuf::from("spec"),
-                    line: None,
-                    key: "ddp.devices".into(),
-                    msg: format!(
-                        "ddp.devices lists {} device(s) but this is local rank {}; list one device per local replica",
-                        list.len(),
-                        env.local_rank
-                    ),
-                });
+                return Err(spec.error(
+                    "ddp.devices",
+                    format!("lists {} device(s) but this is local rank {}; list one device per local replica", list.len(), env.local_rank),
+                ));
             };
             if !cfg!(feature = "cuda") {
-                return Err(Error::Spec {
-                    file: PathBuf::from("spec"),
-                    line: None,
-                    key: "ddp.devices".into(),
-                    msg: "ddp.devices names CUDA devices but this ddp-trainer was built without the `cuda` feature; use devices = \"cpu\" or rebuild with --features cuda".into(),
-                });
+                return Err(spec.error(
+                    "ddp.devices",
+                    "names CUDA devices but this ddp-trainer was built without the `cuda` feature; use devices = \"cpu\" or rebuild with --features cuda",
+                ));
             }
             Ok(Device::new_cuda(ordinal)?)
         }
@@ -131,6 +136,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     let RunOptions { spec, out, resume, env, token } = opts;
     let (rank, world) = (env.rank, env.world_size);
     let device = device_for(&spec, &env)?;
+    check_backend(&spec, &device)?;
     let splits = load_data(&spec)?;
     if splits.train.is_empty() {
         return Err(Error::data(spec.data.path.clone().unwrap_or_default(), "the training split is empty"));

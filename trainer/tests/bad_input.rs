@@ -357,6 +357,16 @@ fn batch_size_zero_names_the_key() {
 }
 
 #[test]
+fn nccl_backend_on_cpu_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path(), "mnist-cnn", "[ddp]\nbackend = \"nccl\"\ndevices = \"cpu\"\n");
+    let out = dir.path().join("out");
+    let (o, took) = run_single(&spec, &out, &[]);
+    assert_config_error(&o, took, &out);
+    assert_says(&o, &stderr(&o), &format!("{}: ddp.backend: \"nccl\" needs CUDA devices", spec.display()));
+}
+
+#[test]
 fn set_of_a_missing_key_suggests_the_closest() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(dir.path(), "mnist-cnn", "");

@@ -125,6 +125,8 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
             }
         })?
     };
+    let mut spec = spec;
+    spec.source = file.to_path_buf();
     spec.check(file)?;
     Ok(spec)
 }

@@ -19,6 +19,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The file this spec was read from (for messages); not part of the spec itself.
+    #[serde(skip)]
+    pub source: PathBuf,
     pub name: String,
     pub model: ModelSpec,
     pub data: DataSpec,
@@ -384,6 +387,12 @@ impl Spec {
         s.train.log_every = 0;
         let digest = sha2::Sha256::digest(s.to_toml().as_bytes());
         digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// An error about `key` of this spec, naming its file.
+    pub fn error(&self, key: &str, msg: impl Into<String>) -> Error {
+        let msg = msg.into();
+        Error::Spec { file: self.source.clone(), line: None, key: key.into(), msg: format!("{key}: {msg}") }
     }
 
     /// The effective weight decay (AdamW defaults to 0.01 like PyTorch, the others to 0).
