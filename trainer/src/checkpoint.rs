@@ -50,7 +50,13 @@ fn state_path(out: &Path, epoch: usize) -> PathBuf {
 }
 
 /// Writes the checkpoint of `state.epoch` and applies the retention policy. Returns the model path.
-pub fn save(out: &Path, net: &Network, opt: &Optimizer, state: &TrainState, keep_last: usize) -> Result<PathBuf> {
+pub fn save(
+    out: &Path,
+    net: &Network,
+    opt: &Optimizer,
+    state: &TrainState,
+    keep_last: usize,
+) -> Result<PathBuf> {
     let dir = checkpoint_dir(out);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let meta: HashMap<String, String> = [
@@ -71,7 +77,12 @@ pub fn save(out: &Path, net: &Network, opt: &Optimizer, state: &TrainState, keep
         .slot_names()
         .iter()
         .zip(&opt.slots)
-        .map(|(name, v)| Ok((format!("optimizer.{name}"), Tensor::from_slice(v, v.len(), &Device::Cpu)?)))
+        .map(|(name, v)| {
+            Ok((
+                format!("optimizer.{name}"),
+                Tensor::from_slice(v, v.len(), &Device::Cpu)?,
+            ))
+        })
         .collect::<Result<_>>()?;
     let state_file = state_path(out, state.epoch);
     write_safetensors(&state_file, slots, Some(meta))?;
@@ -119,7 +130,10 @@ pub fn list_epochs(out: &Path) -> Result<Vec<usize>> {
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_prefix("epoch-")?.strip_suffix(".safetensors")?.parse().ok()
+            name.strip_prefix("epoch-")?
+                .strip_suffix(".safetensors")?
+                .parse()
+                .ok()
         })
         .collect();
     epochs.sort_unstable();
@@ -144,10 +158,16 @@ fn load(out: &Path, epoch: usize) -> Result<Loaded> {
     let tensors = read_safetensors(&model_file)?.0;
     let (slot_tensors, meta) = read_safetensors(&state_file)?;
     let get = |k: &str| -> Result<String> {
-        meta.get(k).cloned().ok_or_else(|| Error::Checkpoint { path: state_file.clone(), msg: format!("metadata lacks `{k}`") })
+        meta.get(k).cloned().ok_or_else(|| Error::Checkpoint {
+            path: state_file.clone(),
+            msg: format!("metadata lacks `{k}`"),
+        })
     };
     let num = |k: &str| -> Result<u64> {
-        get(k)?.parse().map_err(|_| Error::Checkpoint { path: state_file.clone(), msg: format!("metadata `{k}` is not a number") })
+        get(k)?.parse().map_err(|_| Error::Checkpoint {
+            path: state_file.clone(),
+            msg: format!("metadata `{k}` is not a number"),
+        })
     };
     let state = TrainState {
         epoch: num("epoch")? as usize,
@@ -160,21 +180,33 @@ fn load(out: &Path, epoch: usize) -> Result<Loaded> {
         .split(',')
         .filter(|s| !s.is_empty())
         .map(|n| {
-            let t = slot_tensors.get(&format!("optimizer.{n}")).ok_or_else(|| Error::Checkpoint {
-                path: state_file.clone(),
-                msg: format!("missing optimizer slot `{n}`"),
-            })?;
+            let t =
+                slot_tensors
+                    .get(&format!("optimizer.{n}"))
+                    .ok_or_else(|| Error::Checkpoint {
+                        path: state_file.clone(),
+                        msg: format!("missing optimizer slot `{n}`"),
+                    })?;
             Ok(t.to_vec1::<f32>()?)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Loaded { path: model_file, tensors, state, optimizer_steps: num("optimizer_steps")?, slots })
+    Ok(Loaded {
+        path: model_file,
+        tensors,
+        state,
+        optimizer_steps: num("optimizer_steps")?,
+        slots,
+    })
 }
 
 type Metadata = HashMap<String, String>;
 
 fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, Metadata)> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let corrupt = |msg: String| Error::Checkpoint { path: path.to_path_buf(), msg };
+    let corrupt = |msg: String| Error::Checkpoint {
+        path: path.to_path_buf(),
+        msg,
+    };
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| corrupt(format!("not a complete safetensors file ({e})")))?;
     let meta = header.metadata().clone().unwrap_or_default();
@@ -183,20 +215,29 @@ fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, Metadata)> 
     Ok((tensors, meta))
 }
 
-fn write_safetensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: Option<Metadata>) -> Result<()> {
+fn write_safetensors(
+    path: &Path,
+    tensors: Vec<(String, Tensor)>,
+    meta: Option<Metadata>,
+) -> Result<()> {
     let host: Vec<(String, Tensor)> = tensors
         .into_iter()
         .map(|(k, t)| Ok((k, t.to_device(&Device::Cpu)?.contiguous()?)))
         .collect::<Result<_>>()?;
-    let bytes = safetensors::serialize(host, meta)
-        .map_err(|e| Error::Checkpoint { path: path.to_path_buf(), msg: format!("cannot serialise: {e}") })?;
+    let bytes = safetensors::serialize(host, meta).map_err(|e| Error::Checkpoint {
+        path: path.to_path_buf(),
+        msg: format!("cannot serialise: {e}"),
+    })?;
     write_atomic(path, &bytes)
 }
 
 /// Temp file in the same folder, fsync, rename over `path`, fsync the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -228,15 +269,36 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, Network, Optimizer) {
         let dir = tempfile::tempdir().unwrap();
-        let net = Network::new(ModelName::ConvnetBn, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, 1).unwrap();
-        let mut opt = Optimizer::new(OptimizerConfig::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }, 4);
+        let net = Network::new(
+            ModelName::ConvnetBn,
+            [1, 28, 28],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            1,
+        )
+        .unwrap();
+        let mut opt = Optimizer::new(
+            OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            4,
+        );
         opt.steps = 7;
         opt.slots[0][2] = 1.5;
         (dir, net, opt)
     }
 
     fn state(epoch: usize) -> TrainState {
-        TrainState { epoch, global_step: 10 * epoch as u64, spec_hash: "abc".into(), world_size: 2 }
+        TrainState {
+            epoch,
+            global_step: 10 * epoch as u64,
+            spec_hash: "abc".into(),
+            world_size: 2,
+        }
     }
 
     #[test]
@@ -246,7 +308,9 @@ mod tests {
             save(dir.path(), &net, &opt, &state(e), 2).unwrap();
         }
         assert_eq!(list_epochs(dir.path()).unwrap(), vec![3, 4]);
-        let l = latest_complete(dir.path(), |w| panic!("{w}")).unwrap().unwrap();
+        let l = latest_complete(dir.path(), |w| panic!("{w}"))
+            .unwrap()
+            .unwrap();
         assert_eq!(l.state, state(4));
         assert_eq!(l.optimizer_steps, 7);
         assert_eq!(l.slots[0][2], 1.5);
@@ -266,11 +330,21 @@ mod tests {
         save(dir.path(), &net, &opt, &state(1), 3).unwrap();
         let p = save(dir.path(), &net, &opt, &state(2), 3).unwrap();
         let len = std::fs::metadata(&p).unwrap().len();
-        std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(len / 2).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
         let mut warnings = vec![];
-        let l = latest_complete(dir.path(), |w| warnings.push(w)).unwrap().unwrap();
+        let l = latest_complete(dir.path(), |w| warnings.push(w))
+            .unwrap()
+            .unwrap();
         assert_eq!(l.state.epoch, 1);
         assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("epoch 2") && warnings[0].contains("epoch-0002.safetensors"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("epoch 2") && warnings[0].contains("epoch-0002.safetensors"),
+            "{warnings:?}"
+        );
     }
 }

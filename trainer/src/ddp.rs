@@ -20,8 +20,13 @@ use crate::{Error, Result};
 pub type SharedCollective = Arc<Mutex<Box<dyn Collective>>>;
 
 /// Runs `f` with the locked collective.
-pub fn with_comm<T>(comm: &SharedCollective, f: impl FnOnce(&mut dyn Collective) -> Result<T>) -> Result<T> {
-    let mut guard = comm.lock().map_err(|_| Error::Model("collective lock poisoned by a panic".into()))?;
+pub fn with_comm<T>(
+    comm: &SharedCollective,
+    f: impl FnOnce(&mut dyn Collective) -> Result<T>,
+) -> Result<T> {
+    let mut guard = comm
+        .lock()
+        .map_err(|_| Error::Model("collective lock poisoned by a panic".into()))?;
     f(guard.as_mut())
 }
 
@@ -30,7 +35,8 @@ pub struct CollectiveStats(pub SharedCollective);
 
 impl StatsReducer for CollectiveStats {
     fn all_reduce_sum(&self, buf: &mut [f32]) -> candle_core::Result<()> {
-        with_comm(&self.0, |c| c.all_reduce(buf, ReduceOp::Sum)).map_err(|e| candle_core::Error::Msg(e.to_string()))
+        with_comm(&self.0, |c| c.all_reduce(buf, ReduceOp::Sum))
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))
     }
 }
 
@@ -60,7 +66,10 @@ impl Ddp {
         let mut offset = 0;
         for (name, var) in &net.params {
             let n = var.elem_count();
-            slots.push(Slot { name: name.clone(), range: offset..offset + n });
+            slots.push(Slot {
+                name: name.clone(),
+                range: offset..offset + n,
+            });
             offset += n;
         }
         let mut params = vec![0.0; offset];
@@ -69,7 +78,10 @@ impl Ddp {
         }
         let per_bucket = (bucket_bytes / 4).max(1);
         let total = offset + 1;
-        let buckets = (0..total).step_by(per_bucket).map(|s| s..(s + per_bucket).min(total)).collect();
+        let buckets = (0..total)
+            .step_by(per_bucket)
+            .map(|s| s..(s + per_bucket).min(total))
+            .collect();
         let mut ddp = Ddp {
             comm,
             slots,
@@ -174,7 +186,8 @@ impl Ddp {
         let mut off = 0;
         for (name, t) in buffers {
             let n = t.elem_count();
-            let v = Tensor::from_slice(&self.buffer_scratch[off..off + n], t.shape(), t.device())?.to_dtype(t.dtype())?;
+            let v = Tensor::from_slice(&self.buffer_scratch[off..off + n], t.shape(), t.device())?
+                .to_dtype(t.dtype())?;
             net.buffers.insert(name, v);
             off += n;
         }
@@ -183,20 +196,29 @@ impl Ddp {
 
     /// The name of the parameter holding flat index `i` (for diagnostics).
     pub fn param_at(&self, i: usize) -> Option<&str> {
-        self.slots.iter().find(|s| s.range.contains(&i)).map(|s| s.name.as_str())
+        self.slots
+            .iter()
+            .find(|s| s.range.contains(&i))
+            .map(|s| s.name.as_str())
     }
 }
 
 /// Every rank must have the same parameter and buffer names and shapes.
 fn check_same_model(net: &Network, comm: &SharedCollective) -> Result<()> {
-    let desc: String = net.state().iter().map(|(n, t)| format!("{n}:{:?}\n", t.dims())).collect();
+    let desc: String = net
+        .state()
+        .iter()
+        .map(|(n, t)| format!("{n}:{:?}\n", t.dims()))
+        .collect();
     let all = with_comm(comm, |c| c.all_gather_bytes(desc.as_bytes()))?;
     let reference = String::from_utf8_lossy(&all[0]).into_owned();
     for (rank, other) in all.iter().enumerate().skip(1) {
         let other = String::from_utf8_lossy(other);
         if other != reference {
             let diff = first_difference(&reference, &other);
-            return Err(Error::Model(format!("rank {rank} built a different model than rank 0: {diff}")));
+            return Err(Error::Model(format!(
+                "rank {rank} built a different model than rank 0: {diff}"
+            )));
         }
     }
     Ok(())
@@ -218,15 +240,24 @@ fn first_difference(a: &str, b: &str) -> String {
 /// Copies (or adds, with `add`) a tensor's f32 values into `dst` without allocating on CPU.
 pub fn read_tensor(t: &Tensor, dst: &mut [f32], add: bool) -> Result<()> {
     if t.elem_count() != dst.len() {
-        return Err(Error::Model(format!("tensor of {} elements read into a slot of {}", t.elem_count(), dst.len())));
+        return Err(Error::Model(format!(
+            "tensor of {} elements read into a slot of {}",
+            t.elem_count(),
+            dst.len()
+        )));
     }
     let (storage, layout) = t.storage_and_layout();
-    if let (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) = (&*storage, layout.contiguous_offsets()) {
+    if let (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) =
+        (&*storage, layout.contiguous_offsets())
+    {
         copy_or_add(&data[a..b], dst, add);
         return Ok(());
     }
     drop(storage);
-    let host: Vec<f32> = t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1()?;
+    let host: Vec<f32> = t
+        .to_dtype(candle_core::DType::F32)?
+        .flatten_all()?
+        .to_vec1()?;
     copy_or_add(&host, dst, add);
     Ok(())
 }
@@ -261,7 +292,10 @@ impl candle_core::InplaceOp1 for WriteF32<'_> {
                 data[a..b].copy_from_slice(self.0);
                 Ok(())
             }
-            _ => candle_core::bail!("write-f32: variable is not a contiguous f32 tensor of {} elements", self.0.len()),
+            _ => candle_core::bail!(
+                "write-f32: variable is not a contiguous f32 tensor of {} elements",
+                self.0.len()
+            ),
         }
     }
 }
@@ -306,9 +340,20 @@ mod tests {
 
     #[test]
     fn flat_params_round_trip_and_buckets_cover_everything() {
-        let net = Network::new(ModelName::Mlp, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, 3).unwrap();
+        let net = Network::new(
+            ModelName::Mlp,
+            [1, 28, 28],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            3,
+        )
+        .unwrap();
         let mut ddp = Ddp::new(&net, solo(), 1 << 20).unwrap();
-        assert_eq!(ddp.num_params(), 784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10);
+        assert_eq!(
+            ddp.num_params(),
+            784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10
+        );
         let covered: usize = ddp.buckets.iter().map(|b| b.len()).sum();
         assert_eq!(covered, ddp.num_params() + 1);
         assert!(ddp.buckets.len() >= 3);
@@ -321,7 +366,15 @@ mod tests {
 
     #[test]
     fn accumulate_adds_micro_batches_and_sync_reports_stop() {
-        let net = Network::new(ModelName::Linear, [1, 1, 10], 1, &Device::Cpu, BnMode::Local, 3).unwrap();
+        let net = Network::new(
+            ModelName::Linear,
+            [1, 1, 10],
+            1,
+            &Device::Cpu,
+            BnMode::Local,
+            3,
+        )
+        .unwrap();
         let mut ddp = Ddp::new(&net, solo(), 25 << 20).unwrap();
         let x = Tensor::ones((4, 1, 1, 10), candle_core::DType::F32, &Device::Cpu).unwrap();
         let loss = net.forward(&x, true).unwrap().sum_all().unwrap();

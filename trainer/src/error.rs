@@ -65,7 +65,13 @@ pub enum Error {
     /// A replica of the standalone launcher failed: `status` says how ("exited with code 2",
     /// "was killed by signal 9 (SIGKILL)"), `code` is its exit code when it exited, `log` its log.
     #[error("rank {rank} (pid {pid}) {status}; see {}", log.display())]
-    Replica { rank: usize, pid: u32, status: String, code: Option<i32>, log: PathBuf },
+    Replica {
+        rank: usize,
+        pid: u32,
+        status: String,
+        code: Option<i32>,
+        log: PathBuf,
+    },
 
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
@@ -76,20 +82,33 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// Wraps a data-format problem with the file it was found in.
     pub fn data(path: impl Into<PathBuf>, msg: impl Into<String>) -> Self {
-        Error::Data { path: path.into(), msg: msg.into() }
+        Error::Data {
+            path: path.into(),
+            msg: msg.into(),
+        }
     }
 
     /// The process exit code for this error: [`EXIT_CONFIG`] when retrying cannot help.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Spec { .. } | Error::Env { .. } | Error::Data { .. } | Error::Model(_) => EXIT_CONFIG,
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_CONFIG,
-            Error::Replica { code: Some(EXIT_CONFIG), .. } => EXIT_CONFIG,
+            Error::Spec { .. } | Error::Env { .. } | Error::Data { .. } | Error::Model(_) => {
+                EXIT_CONFIG
+            }
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                EXIT_CONFIG
+            }
+            Error::Replica {
+                code: Some(EXIT_CONFIG),
+                ..
+            } => EXIT_CONFIG,
             _ => EXIT_FAILURE,
         }
     }

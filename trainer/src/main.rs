@@ -18,7 +18,11 @@ use ddp_trainer::train::{self, RunOptions, STOP_REQUESTED};
 const EXIT_STOPPED: u8 = 143;
 
 #[derive(Parser, Debug)]
-#[command(name = "ddp-trainer", version, about = "Train a candle model data-parallel (one process per replica)")]
+#[command(
+    name = "ddp-trainer",
+    version,
+    about = "Train a candle model data-parallel (one process per replica)"
+)]
 struct Args {
     /// Experiment spec (TOML), e.g. examples/mnist.toml.
     spec: PathBuf,
@@ -56,10 +60,21 @@ fn main() -> ExitCode {
     install_stop_handler();
     let rank = env.rank;
     if rank == 0 {
-        println!("{} | {} | out {}", spec.name, env.describe(), args.out.display());
+        println!(
+            "{} | {} | out {}",
+            spec.name,
+            env.describe(),
+            args.out.display()
+        );
     }
     let token = std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty());
-    let result = train::run(RunOptions { spec, out: args.out.clone(), resume: args.resume, env, token });
+    let result = train::run(RunOptions {
+        spec,
+        out: args.out.clone(),
+        resume: args.resume,
+        env,
+        token,
+    });
     match result {
         Ok(s) if s.stopped => ExitCode::from(EXIT_STOPPED),
         Ok(_) => ExitCode::SUCCESS,
@@ -74,9 +89,18 @@ fn standalone(args: &Args, spec: &Spec) -> ExitCode {
     }
     let program = match std::env::current_exe() {
         Ok(p) => p,
-        Err(e) => return fail(&format!("ddp-trainer: cannot find my own executable: {e}"), EXIT_FAILURE),
+        Err(e) => {
+            return fail(
+                &format!("ddp-trainer: cannot find my own executable: {e}"),
+                EXIT_FAILURE,
+            );
+        }
     };
-    let mut child_args: Vec<OsString> = vec![args.spec.clone().into(), "--out".into(), args.out.clone().into()];
+    let mut child_args: Vec<OsString> = vec![
+        args.spec.clone().into(),
+        "--out".into(),
+        args.out.clone().into(),
+    ];
     for o in &args.overrides {
         child_args.push("--set".into());
         child_args.push(o.into());
@@ -99,11 +123,17 @@ fn set_threads(spec: &Spec, env: &DistEnv) {
     if std::env::var_os("RAYON_NUM_THREADS").is_some() {
         return;
     }
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let threads = spec
         .ddp
         .threads
-        .or_else(|| std::env::var("DDP_THREADS").ok().and_then(|v| v.parse().ok()))
+        .or_else(|| {
+            std::env::var("DDP_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        })
         .unwrap_or((cores / env.local_world_size.max(1)).max(1));
     // SAFETY: called at start-up, before any thread of ours or candle's exists.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };

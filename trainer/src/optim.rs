@@ -8,9 +8,23 @@ use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OptimizerConfig {
-    Sgd { momentum: f64, nesterov: bool, weight_decay: f64 },
-    Adam { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
-    AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    Sgd {
+        momentum: f64,
+        nesterov: bool,
+        weight_decay: f64,
+    },
+    Adam {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
+    AdamW {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
 }
 
 impl OptimizerConfig {
@@ -19,9 +33,23 @@ impl OptimizerConfig {
         let wd = spec.weight_decay();
         let [beta1, beta2] = t.betas;
         match t.optimizer {
-            OptimizerName::Sgd => OptimizerConfig::Sgd { momentum: t.momentum, nesterov: t.nesterov, weight_decay: wd },
-            OptimizerName::Adam => OptimizerConfig::Adam { beta1, beta2, eps: t.eps, weight_decay: wd },
-            OptimizerName::Adamw => OptimizerConfig::AdamW { beta1, beta2, eps: t.eps, weight_decay: wd },
+            OptimizerName::Sgd => OptimizerConfig::Sgd {
+                momentum: t.momentum,
+                nesterov: t.nesterov,
+                weight_decay: wd,
+            },
+            OptimizerName::Adam => OptimizerConfig::Adam {
+                beta1,
+                beta2,
+                eps: t.eps,
+                weight_decay: wd,
+            },
+            OptimizerName::Adamw => OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps: t.eps,
+                weight_decay: wd,
+            },
         }
     }
 
@@ -30,7 +58,9 @@ impl OptimizerConfig {
         match self {
             OptimizerConfig::Sgd { momentum, .. } if *momentum != 0.0 => &["momentum_buffer"],
             OptimizerConfig::Sgd { .. } => &[],
-            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => &["exp_avg", "exp_avg_sq"],
+            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {
+                &["exp_avg", "exp_avg_sq"]
+            }
         }
     }
 }
@@ -46,15 +76,27 @@ pub struct Optimizer {
 impl Optimizer {
     pub fn new(config: OptimizerConfig, len: usize) -> Optimizer {
         let slots = config.slot_names().iter().map(|_| vec![0.0; len]).collect();
-        Optimizer { config, steps: 0, slots }
+        Optimizer {
+            config,
+            steps: 0,
+            slots,
+        }
     }
 
     /// One update of `params` with (already averaged) `grads` at learning rate `lr`.
     pub fn step(&mut self, params: &mut [f32], grads: &[f32], lr: f64) {
-        assert_eq!(params.len(), grads.len(), "optimizer: params and grads differ in length");
+        assert_eq!(
+            params.len(),
+            grads.len(),
+            "optimizer: params and grads differ in length"
+        );
         self.steps += 1;
         match self.config {
-            OptimizerConfig::Sgd { momentum, nesterov, weight_decay } => {
+            OptimizerConfig::Sgd {
+                momentum,
+                nesterov,
+                weight_decay,
+            } => {
                 let (lr, mom, wd) = (lr as f32, momentum as f32, weight_decay as f32);
                 if self.slots.is_empty() {
                     for (p, g) in params.iter_mut().zip(grads) {
@@ -71,17 +113,33 @@ impl Optimizer {
                     *p -= lr * upd;
                 }
             }
-            OptimizerConfig::Adam { beta1, beta2, eps, weight_decay } => {
-                self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, false)
-            }
-            OptimizerConfig::AdamW { beta1, beta2, eps, weight_decay } => {
-                self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, true)
-            }
+            OptimizerConfig::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, false),
+            OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, true),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn adam(&mut self, params: &mut [f32], grads: &[f32], lr: f64, b1: f64, b2: f64, eps: f64, wd: f64, decoupled: bool) {
+    fn adam(
+        &mut self,
+        params: &mut [f32],
+        grads: &[f32],
+        lr: f64,
+        b1: f64,
+        b2: f64,
+        eps: f64,
+        wd: f64,
+        decoupled: bool,
+    ) {
         let t = self.steps as i32;
         let bc1 = 1.0 - b1.powi(t);
         let bc2 = 1.0 - b2.powi(t);
@@ -91,7 +149,12 @@ impl Optimizer {
         let decay = if decoupled { 1.0 - lr as f32 * wd } else { 1.0 };
         let l2 = if decoupled { 0.0 } else { wd };
         let (m, v) = self.slots.split_at_mut(1);
-        for (((p, g), m), v) in params.iter_mut().zip(grads).zip(m[0].iter_mut()).zip(v[0].iter_mut()) {
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(m[0].iter_mut())
+            .zip(v[0].iter_mut())
+        {
             let g = g + l2 * *p;
             *p *= decay;
             *m = b1 * *m + (1.0 - b1) * g;
@@ -102,7 +165,12 @@ impl Optimizer {
     }
 
     /// Restores state saved from an optimizer of the same configuration and size.
-    pub fn restore(&mut self, steps: u64, slots: Vec<Vec<f32>>, source: &std::path::Path) -> Result<()> {
+    pub fn restore(
+        &mut self,
+        steps: u64,
+        slots: Vec<Vec<f32>>,
+        source: &std::path::Path,
+    ) -> Result<()> {
         let want = self.config.slot_names().len();
         let len = self.slots.first().map(Vec::len);
         if slots.len() != want || slots.iter().any(|s| Some(s.len()) != len) {
@@ -147,19 +215,52 @@ mod tests {
 
     #[test]
     fn sgd_plain_and_momentum_and_nesterov() {
-        close(&run(OptimizerConfig::Sgd { momentum: 0.0, nesterov: false, weight_decay: 0.0 }), &[0.95, 0.975]);
+        close(
+            &run(OptimizerConfig::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.0,
+            }),
+            &[0.95, 0.975],
+        );
         // buf1 = 0.5, p = 0.95; buf2 = 0.9*0.5 - 0.25 = 0.2, p = 0.93
-        close(&run(OptimizerConfig::Sgd { momentum: 0.9, nesterov: false, weight_decay: 0.0 }), &[0.95, 0.93]);
+        close(
+            &run(OptimizerConfig::Sgd {
+                momentum: 0.9,
+                nesterov: false,
+                weight_decay: 0.0,
+            }),
+            &[0.95, 0.93],
+        );
         // nesterov: upd1 = 0.5 + 0.9*0.5 = 0.95 → 0.905; buf2 = 0.2, upd2 = -0.25 + 0.18 = -0.07 → 0.912
-        close(&run(OptimizerConfig::Sgd { momentum: 0.9, nesterov: true, weight_decay: 0.0 }), &[0.905, 0.912]);
+        close(
+            &run(OptimizerConfig::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 0.0,
+            }),
+            &[0.905, 0.912],
+        );
         // weight decay 0.1: d1 = 0.6 → 0.94; d2 = -0.25 + 0.094 = -0.156 → 0.9556
-        close(&run(OptimizerConfig::Sgd { momentum: 0.0, nesterov: false, weight_decay: 0.1 }), &[0.94, 0.9556]);
+        close(
+            &run(OptimizerConfig::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.1,
+            }),
+            &[0.94, 0.9556],
+        );
     }
 
     #[test]
     fn adam_matches_pytorch() {
         // torch.optim.Adam([p], lr=0.1): [0.9000000357627869, 0.8566...]
-        let got = run(OptimizerConfig::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 });
+        let got = run(OptimizerConfig::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        });
         // step 1: m̂ = g, v̂ = g² → p -= 0.1 * sign(g)
         assert!((got[0] - 0.9).abs() < 1e-6, "{got:?}");
         // step 2 by hand: m = 0.045 - 0.025 = 0.02; v = 0.999*0.00025 + 0.001*0.0625 = 0.00031225
@@ -171,17 +272,37 @@ mod tests {
 
     #[test]
     fn adamw_decays_decoupled() {
-        let got = run(OptimizerConfig::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.5 });
+        let got = run(OptimizerConfig::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.5,
+        });
         // step 1: p = 1 * (1 - 0.1*0.5) - 0.1 = 0.85
         assert!((got[0] - 0.85).abs() < 1e-6, "{got:?}");
     }
 
     #[test]
     fn restore_checks_shape() {
-        let mut o = Optimizer::new(OptimizerConfig::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }, 3);
-        let e = o.restore(5, vec![vec![0.0; 3]], std::path::Path::new("s")).unwrap_err();
+        let mut o = Optimizer::new(
+            OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            3,
+        );
+        let e = o
+            .restore(5, vec![vec![0.0; 3]], std::path::Path::new("s"))
+            .unwrap_err();
         assert!(e.to_string().contains("1 slot(s)"), "{e}");
-        o.restore(5, vec![vec![1.0; 3], vec![2.0; 3]], std::path::Path::new("s")).unwrap();
+        o.restore(
+            5,
+            vec![vec![1.0; 3], vec![2.0; 3]],
+            std::path::Path::new("s"),
+        )
+        .unwrap();
         assert_eq!(o.steps, 5);
     }
 }

@@ -40,7 +40,8 @@ impl Schedule {
             SchedulerKind::Step => self.base_lr * self.gamma.powi((epoch / self.step_size) as i32),
             SchedulerKind::Cosine => {
                 let t = epoch.min(self.epochs) as f64 / self.epochs.max(1) as f64;
-                self.min_lr + (self.base_lr - self.min_lr) * (1.0 + (std::f64::consts::PI * t).cos()) / 2.0
+                self.min_lr
+                    + (self.base_lr - self.min_lr) * (1.0 + (std::f64::consts::PI * t).cos()) / 2.0
             }
         };
         if global_step < self.warmup_steps {
@@ -57,14 +58,23 @@ mod tests {
     use std::path::Path;
 
     fn spec(extra: &[&str]) -> Spec {
-        let text = "name='t'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n[train]\nepochs=4\nlr=0.1\n";
+        let text =
+            "name='t'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n[train]\nepochs=4\nlr=0.1\n";
         let o: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         Spec::parse(text, Path::new("t.toml"), &o).unwrap()
     }
 
     #[test]
     fn step_lr_per_epoch_with_linear_scaling() {
-        let s = Schedule::new(&spec(&["train.scheduler.kind=\"step\"", "train.scheduler.gamma=0.7", "train.lr_scaling=\"linear\""]), 2, 10);
+        let s = Schedule::new(
+            &spec(&[
+                "train.scheduler.kind=\"step\"",
+                "train.scheduler.gamma=0.7",
+                "train.lr_scaling=\"linear\"",
+            ]),
+            2,
+            10,
+        );
         let lrs: Vec<f64> = (0..3).map(|e| s.lr(e, 100)).collect();
         for (a, b) in lrs.iter().zip([0.2, 0.14, 0.098]) {
             assert!((a - b).abs() < 1e-12, "{lrs:?}");
@@ -73,7 +83,14 @@ mod tests {
 
     #[test]
     fn cosine_and_warmup() {
-        let s = Schedule::new(&spec(&["train.scheduler.kind=\"cosine\"", "train.scheduler.warmup_epochs=0.5"]), 1, 10);
+        let s = Schedule::new(
+            &spec(&[
+                "train.scheduler.kind=\"cosine\"",
+                "train.scheduler.warmup_epochs=0.5",
+            ]),
+            1,
+            10,
+        );
         assert!((s.lr(0, 0) - 0.1 / 5.0).abs() < 1e-12);
         assert!((s.lr(0, 4) - 0.1).abs() < 1e-12);
         assert!((s.lr(2, 50) - 0.05).abs() < 1e-12);

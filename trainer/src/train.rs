@@ -80,7 +80,9 @@ fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
             crate::spec::SyntheticTask::Classification => data::Task::Classification,
             crate::spec::SyntheticTask::Regression => data::Task::Regression,
         },
-        shape: d.shape.unwrap_or_else(|| crate::models::expected_input(spec.model.name)),
+        shape: d
+            .shape
+            .unwrap_or_else(|| crate::models::expected_input(spec.model.name)),
         classes: d.classes,
         train_size: d.train_size,
         test_size: d.test_size,
@@ -133,13 +135,22 @@ fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
 
 /// The training loop of one replica.
 pub fn run(opts: RunOptions) -> Result<RunSummary> {
-    let RunOptions { spec, out, resume, env, token } = opts;
+    let RunOptions {
+        spec,
+        out,
+        resume,
+        env,
+        token,
+    } = opts;
     let (rank, world) = (env.rank, env.world_size);
     let device = device_for(&spec, &env)?;
     check_backend(&spec, &device)?;
     let splits = load_data(&spec)?;
     if splits.train.is_empty() {
-        return Err(Error::data(spec.data.path.clone().unwrap_or_default(), "the training split is empty"));
+        return Err(Error::data(
+            spec.data.path.clone().unwrap_or_default(),
+            "the training split is empty",
+        ));
     }
     let group = ProcessGroup::init(&GroupConfig {
         rank,
@@ -150,14 +161,36 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         token,
     })?;
     let comm: SharedCollective = Arc::new(Mutex::new(Box::new(GroupCollective(group))));
-    let bn = if spec.ddp.sync_batchnorm { BnMode::Sync(Arc::new(CollectiveStats(comm.clone()))) } else { BnMode::Local };
-    let classes = if is_regression(spec.model.name) { 1 } else { splits.train.classes };
-    let net = Network::new(spec.model.name, splits.train.shape, classes, &device, bn, spec.train.seed)?;
+    let bn = if spec.ddp.sync_batchnorm {
+        BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
+    } else {
+        BnMode::Local
+    };
+    let classes = if is_regression(spec.model.name) {
+        1
+    } else {
+        splits.train.classes
+    };
+    let net = Network::new(
+        spec.model.name,
+        splits.train.shape,
+        classes,
+        &device,
+        bn,
+        spec.train.seed,
+    )?;
     let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
     let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes)?;
     let mut opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
 
-    let sampler = DistributedSampler::new(splits.train.len(), world, rank, true, spec.train.seed, false)?;
+    let sampler = DistributedSampler::new(
+        splits.train.len(),
+        world,
+        rank,
+        true,
+        spec.train.seed,
+        false,
+    )?;
     let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
     let steps_per_epoch = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
     let schedule = Schedule::new(&spec, world, steps_per_epoch);
@@ -169,8 +202,16 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     }
 
     let mut metrics = MetricsWriter::create(&out, rank)?;
-    let mut tb = if rank == 0 { Some(EventWriter::create(&out.join("tb"))?) } else { None };
-    let log_every = if spec.train.log_every > 0 { spec.train.log_every as u64 } else { (steps_per_epoch / 10).max(1) };
+    let mut tb = if rank == 0 {
+        Some(EventWriter::create(&out.join("tb"))?)
+    } else {
+        None
+    };
+    let log_every = if spec.train.log_every > 0 {
+        spec.train.log_every as u64
+    } else {
+        (steps_per_epoch / 10).max(1)
+    };
     let mut loop_state = Loop {
         train: &splits.train,
         net: &net,
@@ -200,7 +241,11 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             }
             let scale = 1.0 / group.len().div_ceil(spec.train.batch_size) as f32;
             for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
-                let loss = loop_state.forward_backward(mb, epoch, global_step * spec.train.grad_accum as u64 + k as u64)?;
+                let loss = loop_state.forward_backward(
+                    mb,
+                    epoch,
+                    global_step * spec.train.grad_accum as u64 + k as u64,
+                )?;
                 ddp.accumulate(&net, &loss.1, scale)?;
                 window.add(loss.0 as f64, mb.len());
             }
@@ -214,12 +259,28 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
                 let (loss, sps, n) = window.take();
                 train_time += n as f64 / sps.max(1e-9);
                 train_samples += n as u64;
-                let rec = record(rank, world, MetricKind::Train, epoch + 1, global_step, loss, None, lr, sps, Some(n as u64));
+                let rec = record(
+                    rank,
+                    world,
+                    MetricKind::Train,
+                    epoch + 1,
+                    global_step,
+                    loss,
+                    None,
+                    lr,
+                    sps,
+                    Some(n as u64),
+                );
                 metrics.write(&rec)?;
                 if let Some(tb) = tb.as_mut() {
                     tb.add_scalar("train/loss", loss as f32, global_step as i64, rec.time)?;
                     tb.add_scalar("train/lr", lr as f32, global_step as i64, rec.time)?;
-                    tb.add_scalar("train/samples_per_sec", (sps * world as f64) as f32, global_step as i64, rec.time)?;
+                    tb.add_scalar(
+                        "train/samples_per_sec",
+                        (sps * world as f64) as f32,
+                        global_step as i64,
+                        rec.time,
+                    )?;
                 }
                 if rank == 0 {
                     println!(
@@ -239,8 +300,15 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             // Stopped (request or train.max_steps) mid-epoch: the epoch is not complete, so it is
             // neither evaluated nor checkpointed; a resume repeats it from its start.
             if rank == 0 {
-                let why = if stopped { "stop requested" } else { "train.max_steps reached" };
-                println!("{why}: stopping after step {global_step} (epoch {} incomplete)", epoch + 1);
+                let why = if stopped {
+                    "stop requested"
+                } else {
+                    "train.max_steps reached"
+                };
+                println!(
+                    "{why}: stopping after step {global_step} (epoch {} incomplete)",
+                    epoch + 1
+                );
             }
             break;
         }
@@ -248,10 +316,22 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         let lr = schedule.lr(epoch - 1, global_step.saturating_sub(1));
         if !splits.val.is_empty() {
             let t0 = Instant::now();
-            let (loss, acc, n) = evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
+            let (loss, acc, n) =
+                evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
             let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
             if rank == 0 {
-                let rec = record(rank, world, MetricKind::Val, epoch, global_step, loss, acc, lr, sps, Some(n as u64));
+                let rec = record(
+                    rank,
+                    world,
+                    MetricKind::Val,
+                    epoch,
+                    global_step,
+                    loss,
+                    acc,
+                    lr,
+                    sps,
+                    Some(n as u64),
+                );
                 metrics.write(&rec)?;
                 if let Some(tb) = tb.as_mut() {
                     tb.add_scalar("val/loss", loss as f32, global_step as i64, rec.time)?;
@@ -259,12 +339,20 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
                         tb.add_scalar("val/accuracy", a as f32, global_step as i64, rec.time)?;
                     }
                 }
-                println!("epoch {epoch}/{epochs} val loss {loss:.4}{} ({n} samples)", fmt_acc(acc));
+                println!(
+                    "epoch {epoch}/{epochs} val loss {loss:.4}{} ({n} samples)",
+                    fmt_acc(acc)
+                );
             }
         }
         let every = spec.checkpoint.every_epochs;
         if rank == 0 && every > 0 && (epoch % every == 0 || epoch == epochs) {
-            let state = TrainState { epoch, global_step, spec_hash: spec.hash(), world_size: world };
+            let state = TrainState {
+                epoch,
+                global_step,
+                spec_hash: spec.hash(),
+                world_size: world,
+            };
             let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
             println!("checkpoint {}", p.display());
         }
@@ -275,11 +363,29 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     }
 
     let t0 = Instant::now();
-    let (test_loss, test_acc, n) = evaluate(&net, &splits.test, rank, world, spec.train.batch_size, &comm)?;
+    let (test_loss, test_acc, n) = evaluate(
+        &net,
+        &splits.test,
+        rank,
+        world,
+        spec.train.batch_size,
+        &comm,
+    )?;
     let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
     let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
     if rank == 0 {
-        let rec = record(rank, world, MetricKind::Test, epoch.max(1), global_step, test_loss, test_acc, lr, sps, Some(n as u64));
+        let rec = record(
+            rank,
+            world,
+            MetricKind::Test,
+            epoch.max(1),
+            global_step,
+            test_loss,
+            test_acc,
+            lr,
+            sps,
+            Some(n as u64),
+        );
         metrics.write(&rec)?;
         if let Some(tb) = tb.as_mut() {
             tb.add_scalar("test/loss", test_loss as f32, global_step as i64, rec.time)?;
@@ -289,13 +395,27 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             tb.flush()?;
         }
         let p = checkpoint::save_final(&out, &net)?;
-        println!("test loss {test_loss:.4}{} ({n} samples)", fmt_acc(test_acc));
+        println!(
+            "test loss {test_loss:.4}{} ({n} samples)",
+            fmt_acc(test_acc)
+        );
         println!("model {}", p.display());
     }
     metrics.sync()?;
     with_comm(&comm, |c| c.barrier())?;
-    let train_sps = if train_time > 0.0 { train_samples as f64 / train_time * world as f64 } else { 0.0 };
-    Ok(RunSummary { epochs: epoch, global_step, test_loss, test_accuracy: test_acc, train_samples_per_sec: train_sps, stopped })
+    let train_sps = if train_time > 0.0 {
+        train_samples as f64 / train_time * world as f64
+    } else {
+        0.0
+    };
+    Ok(RunSummary {
+        epochs: epoch,
+        global_step,
+        test_loss,
+        test_accuracy: test_acc,
+        train_samples_per_sec: train_sps,
+        stopped,
+    })
 }
 
 /// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
@@ -322,10 +442,21 @@ fn restore(
                 net.load_state(&l.tensors, &l.path.display().to_string())?;
                 ddp.read_params(net)?;
                 opt.restore(l.optimizer_steps, l.slots, &l.path)?;
-                header = format!("{} {} {}", l.state.epoch, l.state.global_step, l.optimizer_steps);
-                println!("resuming from {} (epoch {} done, step {})", l.path.display(), l.state.epoch, l.state.global_step);
+                header = format!(
+                    "{} {} {}",
+                    l.state.epoch, l.state.global_step, l.optimizer_steps
+                );
+                println!(
+                    "resuming from {} (epoch {} done, step {})",
+                    l.path.display(),
+                    l.state.epoch,
+                    l.state.global_step
+                );
             }
-            None => println!("no checkpoint in {}: starting from scratch", checkpoint::checkpoint_dir(out).display()),
+            None => println!(
+                "no checkpoint in {}: starting from scratch",
+                checkpoint::checkpoint_dir(out).display()
+            ),
         }
     }
     let all = with_comm(comm, |c| c.all_gather_bytes(header.as_bytes()))?;
@@ -335,7 +466,9 @@ fn restore(
     }
     let nums: Vec<u64> = header.split(' ').filter_map(|s| s.parse().ok()).collect();
     let [epoch, step, opt_steps] = nums[..] else {
-        return Err(Error::Model(format!("resume header from rank 0 is malformed: {header:?}")));
+        return Err(Error::Model(format!(
+            "resume header from rank 0 is malformed: {header:?}"
+        )));
     };
     with_comm(comm, |c| {
         c.broadcast(&mut ddp.params, 0)?;
@@ -371,7 +504,8 @@ impl Loop<'_> {
         if let Some(a) = self.augment.as_mut() {
             a.set_position(epoch as u64, self.rank, micro_step);
         }
-        self.train.gather(idx, &mut self.batch, self.augment.as_mut());
+        self.train
+            .gather(idx, &mut self.batch, self.augment.as_mut());
         let (loss, _) = batch_loss(self.net, &self.batch, true)?;
         let grads = loss.backward()?;
         Ok((loss.to_scalar::<f32>()?, grads))
@@ -437,7 +571,12 @@ struct Window {
 
 impl Window {
     fn start() -> Self {
-        Window { start: Instant::now(), loss_sum: 0.0, samples: 0, batches: 0 }
+        Window {
+            start: Instant::now(),
+            loss_sum: 0.0,
+            samples: 0,
+            batches: 0,
+        }
     }
     fn add(&mut self, loss: f64, n: usize) {
         self.loss_sum += loss;
@@ -447,7 +586,11 @@ impl Window {
     /// (mean loss, local samples/s, samples) since the last take.
     fn take(&mut self) -> (f64, f64, usize) {
         let dt = self.start.elapsed().as_secs_f64();
-        let out = (self.loss_sum / self.batches.max(1) as f64, self.samples as f64 / dt.max(1e-9), self.samples);
+        let out = (
+            self.loss_sum / self.batches.max(1) as f64,
+            self.samples as f64 / dt.max(1e-9),
+            self.samples,
+        );
         *self = Window::start();
         out
     }
@@ -466,7 +609,19 @@ fn record(
     samples_per_sec: f64,
     samples: Option<u64>,
 ) -> MetricRecord {
-    MetricRecord { time: unix_time(), rank, kind, epoch, step, loss, accuracy, lr, samples_per_sec, samples, world_size: world }
+    MetricRecord {
+        time: unix_time(),
+        rank,
+        kind,
+        epoch,
+        step,
+        loss,
+        accuracy,
+        lr,
+        samples_per_sec,
+        samples,
+        world_size: world,
+    }
 }
 
 fn fmt_lr(lr: f64) -> String {
@@ -475,7 +630,8 @@ fn fmt_lr(lr: f64) -> String {
 }
 
 fn fmt_acc(acc: Option<f64>) -> String {
-    acc.map(|a| format!(" accuracy {:.2}%", a * 100.0)).unwrap_or_default()
+    acc.map(|a| format!(" accuracy {:.2}%", a * 100.0))
+        .unwrap_or_default()
 }
 
 /// Adapts the process group to the shared [`Collective`] handle.

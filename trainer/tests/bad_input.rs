@@ -28,7 +28,10 @@ fn spec_with_data(dir: &Path, model: &str, data: &Path, body: &str) -> PathBuf {
 /// 1-based line of the first line of `file` that starts with `prefix`.
 fn line_of(file: &Path, prefix: &str) -> usize {
     let text = std::fs::read_to_string(file).unwrap();
-    text.lines().position(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no `{prefix}` in {text}")) + 1
+    text.lines()
+        .position(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` in {text}"))
+        + 1
 }
 
 /// Copies the shipped MNIST sample's files into `dst` (created), except those named in `skip`.
@@ -80,19 +83,31 @@ fn run_single(spec: &Path, out: &Path, sets: &[&str]) -> (Output, Duration) {
 }
 
 fn assert_exit(o: &Output, code: i32) {
-    assert_eq!(o.status.code(), Some(code), "expected exit code {code}, got {:?}\n{}", o.status, text(o));
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "expected exit code {code}, got {:?}\n{}",
+        o.status,
+        text(o)
+    );
 }
 
 /// `needle` occurs in `haystack` (the process output), with the whole output on failure.
 fn assert_says(o: &Output, haystack: &str, needle: &str) {
-    assert!(haystack.contains(needle), "expected the message to contain {needle:?}\n{}", text(o));
+    assert!(
+        haystack.contains(needle),
+        "expected the message to contain {needle:?}\n{}",
+        text(o)
+    );
 }
 
 /// Nothing half-written in the run folder: no final model, no checkpoint, no temporary file.
 /// (Metrics, TensorBoard events and logs are append-only records and may exist.)
 fn assert_nothing_half_written(out: &Path) {
     fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in rd {
             let p = e.unwrap().path();
             if p.is_dir() {
@@ -107,16 +122,26 @@ fn assert_nothing_half_written(out: &Path) {
         .iter()
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name == "model.safetensors" || name.contains(".tmp") || p.starts_with(out.join("checkpoints")) && p.is_file()
+            name == "model.safetensors"
+                || name.contains(".tmp")
+                || p.starts_with(out.join("checkpoints")) && p.is_file()
         })
         .collect();
-    assert!(bad.is_empty(), "half-written output left in {}: {bad:?}", out.display());
+    assert!(
+        bad.is_empty(),
+        "half-written output left in {}: {bad:?}",
+        out.display()
+    );
 }
 
 /// A configuration error: exit code 2, fast, and nothing written.
 fn assert_config_error(o: &Output, took: Duration, out: &Path) {
     assert_exit(o, 2);
-    assert!(took < Duration::from_secs(20), "a configuration error took {took:?}\n{}", text(o));
+    assert!(
+        took < Duration::from_secs(20),
+        "a configuration error took {took:?}\n{}",
+        text(o)
+    );
     assert_nothing_half_written(out);
 }
 
@@ -135,9 +160,18 @@ fn missing_data_files_are_named() {
     assert_config_error(&o, took, &out);
     let e = stderr(&o);
     // The first missing file, with its full path, and the list of what the directory must hold.
-    assert_says(&o, &e, &data.join("train-images-idx3-ubyte").display().to_string());
+    assert_says(
+        &o,
+        &e,
+        &data.join("train-images-idx3-ubyte").display().to_string(),
+    );
     assert_says(&o, &e, "file not found (nor train-images-idx3-ubyte.gz)");
-    for f in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"] {
+    for f in [
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ] {
         assert_says(&o, &e, &format!("{f}[.gz]"));
     }
 }
@@ -150,7 +184,11 @@ fn missing_data_directory_is_named() {
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), &format!("the directory {} does not exist", data.display()));
+    assert_says(
+        &o,
+        &stderr(&o),
+        &format!("the directory {} does not exist", data.display()),
+    );
 }
 
 #[test]
@@ -160,7 +198,12 @@ fn truncated_gzip_data_file_is_named() {
     copy_mnist(&data, &[]);
     let images = data.join("train-images-idx3-ubyte.gz");
     let len = std::fs::metadata(&images).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&images).unwrap().set_len(len / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&images)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "");
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
@@ -185,7 +228,11 @@ fn truncated_plain_data_file_is_named() {
     assert_config_error(&o, took, &out);
     let e = stderr(&o);
     assert_says(&o, &e, &format!("{}: truncated", images.display()));
-    assert_says(&o, &e, "10 images of 28×28 (7840 bytes) but only 7835 bytes follow");
+    assert_says(
+        &o,
+        &e,
+        "10 images of 28×28 (7840 bytes) but only 7835 bytes follow",
+    );
 }
 
 #[test]
@@ -216,14 +263,24 @@ fn labels_file_in_place_of_images_says_so() {
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), &format!("{}: not an IDX images file: magic 0x00000801 (this is an IDX labels file)", images.display()));
+    assert_says(
+        &o,
+        &stderr(&o),
+        &format!(
+            "{}: not an IDX images file: magic 0x00000801 (this is an IDX labels file)",
+            images.display()
+        ),
+    );
 }
 
 #[test]
 fn wrong_image_dimensions_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    copy_mnist(&data, &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]);
+    copy_mnist(
+        &data,
+        &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
+    );
     let images = data.join("train-images-idx3-ubyte");
     std::fs::write(&images, idx_images(0x0000_0803, 4, 32, 32)).unwrap();
     std::fs::write(data.join("train-labels-idx1-ubyte"), idx_labels(4)).unwrap();
@@ -241,8 +298,14 @@ fn wrong_image_dimensions_are_named() {
 fn label_count_mismatch_names_both_files() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    copy_mnist(&data, &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]);
-    let (images, labels) = (data.join("train-images-idx3-ubyte"), data.join("train-labels-idx1-ubyte"));
+    copy_mnist(
+        &data,
+        &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
+    );
+    let (images, labels) = (
+        data.join("train-images-idx3-ubyte"),
+        data.join("train-labels-idx1-ubyte"),
+    );
     std::fs::write(&images, idx_images(0x0000_0803, 10, 28, 28)).unwrap();
     std::fs::write(&labels, idx_labels(9)).unwrap();
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "");
@@ -259,9 +322,16 @@ fn label_count_mismatch_names_both_files() {
 fn label_out_of_range_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    copy_mnist(&data, &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]);
+    copy_mnist(
+        &data,
+        &["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
+    );
     let labels = data.join("train-labels-idx1-ubyte");
-    std::fs::write(data.join("train-images-idx3-ubyte"), idx_images(0x0000_0803, 3, 28, 28)).unwrap();
+    std::fs::write(
+        data.join("train-images-idx3-ubyte"),
+        idx_images(0x0000_0803, 3, 28, 28),
+    )
+    .unwrap();
     let mut l = idx_labels(3);
     l[8 + 1] = 10;
     std::fs::write(&labels, l).unwrap();
@@ -269,7 +339,11 @@ fn label_out_of_range_is_named() {
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), &format!("{}: label 10 at index 1 is out of range", labels.display()));
+    assert_says(
+        &o,
+        &stderr(&o),
+        &format!("{}: label 10 at index 1 is out of range", labels.display()),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,7 +361,14 @@ fn unknown_model_lists_the_choices_with_file_and_line() {
     let line = line_of(&spec, "name = \"mnist-cnnn\"");
     assert_says(&o, &e, &format!("{}:{line}: ", spec.display()));
     assert_says(&o, &e, "mnist-cnnn");
-    for m in ["mnist-cnn", "mlp", "convnet-bn", "resnet18", "resnet50", "linear"] {
+    for m in [
+        "mnist-cnn",
+        "mlp",
+        "convnet-bn",
+        "resnet18",
+        "resnet50",
+        "linear",
+    ] {
         assert_says(&o, &e, &format!("`{m}`"));
     }
 }
@@ -300,8 +381,22 @@ fn unknown_model_from_set_lists_the_choices() {
     let (o, took) = run_single(&spec, &out, &["model.name=resnet101"]);
     assert_config_error(&o, took, &out);
     let e = stderr(&o);
-    assert_says(&o, &e, &format!("{}: --set model.name=resnet101: unknown variant `resnet101`", spec.display()));
-    for m in ["mnist-cnn", "mlp", "convnet-bn", "resnet18", "resnet50", "linear"] {
+    assert_says(
+        &o,
+        &e,
+        &format!(
+            "{}: --set model.name=resnet101: unknown variant `resnet101`",
+            spec.display()
+        ),
+    );
+    for m in [
+        "mnist-cnn",
+        "mlp",
+        "convnet-bn",
+        "resnet18",
+        "resnet50",
+        "linear",
+    ] {
         assert_says(&o, &e, &format!("`{m}`"));
     }
 }
@@ -309,7 +404,11 @@ fn unknown_model_from_set_lists_the_choices() {
 #[test]
 fn unknown_key_names_file_line_and_suggestion() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = write_spec(dir.path(), "mnist-cnn", "[train]\nbatch_size = 8\nepoch = 3\n");
+    let spec = write_spec(
+        dir.path(),
+        "mnist-cnn",
+        "[train]\nbatch_size = 8\nepoch = 3\n",
+    );
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
     assert_config_error(&o, took, &out);
@@ -317,7 +416,10 @@ fn unknown_key_names_file_line_and_suggestion() {
     assert_says(
         &o,
         &stderr(&o),
-        &format!("{}:{line}: unknown key `train.epoch`; did you mean `train.epochs`?", spec.display()),
+        &format!(
+            "{}:{line}: unknown key `train.epoch`; did you mean `train.epochs`?",
+            spec.display()
+        ),
     );
 }
 
@@ -330,13 +432,27 @@ fn wrong_type_names_file_line_and_expected_type() {
     assert_config_error(&o, took, &out);
     let e = stderr(&o);
     let line = line_of(&spec, "batch_size = ");
-    assert_says(&o, &e, &format!("{}:{line}: invalid type: string \"big\", expected", spec.display()));
+    assert_says(
+        &o,
+        &e,
+        &format!(
+            "{}:{line}: invalid type: string \"big\", expected",
+            spec.display()
+        ),
+    );
 
     // Through --set, the override is named.
     let spec = write_spec(dir.path(), "mnist-cnn", "");
     let (o, took) = run_single(&spec, &out, &["train.lr=0.1", "train.batch_size=big"]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), &format!("{}: --set train.batch_size=big: invalid type: string \"big\"", spec.display()));
+    assert_says(
+        &o,
+        &stderr(&o),
+        &format!(
+            "{}: --set train.batch_size=big: invalid type: string \"big\"",
+            spec.display()
+        ),
+    );
 }
 
 #[test]
@@ -359,11 +475,22 @@ fn batch_size_zero_names_the_key() {
 #[test]
 fn nccl_backend_on_cpu_names_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = write_spec(dir.path(), "mnist-cnn", "[ddp]\nbackend = \"nccl\"\ndevices = \"cpu\"\n");
+    let spec = write_spec(
+        dir.path(),
+        "mnist-cnn",
+        "[ddp]\nbackend = \"nccl\"\ndevices = \"cpu\"\n",
+    );
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), &format!("{}: ddp.backend: \"nccl\" needs CUDA devices", spec.display()));
+    assert_says(
+        &o,
+        &stderr(&o),
+        &format!(
+            "{}: ddp.backend: \"nccl\" needs CUDA devices",
+            spec.display()
+        ),
+    );
 }
 
 #[test]
@@ -376,11 +503,18 @@ fn set_of_a_missing_key_suggests_the_closest() {
     assert_says(
         &o,
         &stderr(&o),
-        &format!("{}: --set train.bach_size: no such key; did you mean `train.batch_size`?", spec.display()),
+        &format!(
+            "{}: --set train.bach_size: no such key; did you mean `train.batch_size`?",
+            spec.display()
+        ),
     );
     let (o, took) = run_single(&spec, &out, &["train.batch_size"]);
     assert_config_error(&o, took, &out);
-    assert_says(&o, &stderr(&o), "--set train.batch_size: expected key=value");
+    assert_says(
+        &o,
+        &stderr(&o),
+        "--set train.batch_size: expected key=value",
+    );
 }
 
 /// Configuration errors are found before the process group forms: a replica of a world of 2 with
@@ -392,7 +526,12 @@ fn config_errors_do_not_wait_for_peers() {
     copy_mnist(&data, &[]);
     let images = data.join("train-images-idx3-ubyte.gz");
     let len = std::fs::metadata(&images).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&images).unwrap().set_len(len / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&images)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "[ddp]\ntimeout_s = 300\n");
     let out = dir.path().join("out");
     let port = free_port();
@@ -400,11 +539,18 @@ fn config_errors_do_not_wait_for_peers() {
         let t = Instant::now();
         let o = wait_output(spawn_rank(&spec, &out, rank, 2, port, &[], &[]), QUICK);
         assert_config_error(&o, t.elapsed(), &out);
-        assert_says(&o, &stderr(&o), &format!("rank {rank}: {}: ", images.display()));
+        assert_says(
+            &o,
+            &stderr(&o),
+            &format!("rank {rank}: {}: ", images.display()),
+        );
     }
     let spec = write_spec(dir.path(), "mnist-cnn", "[ddp]\ntimeout_s = 300\n");
     let t = Instant::now();
-    let o = wait_output(spawn_rank(&spec, &out, 1, 2, port, &[], &["train.batch_size=0"]), QUICK);
+    let o = wait_output(
+        spawn_rank(&spec, &out, 1, 2, port, &[], &["train.batch_size=0"]),
+        QUICK,
+    );
     assert_config_error(&o, t.elapsed(), &out);
     assert_says(&o, &stderr(&o), "train.batch_size: must be at least 1");
 }
@@ -419,12 +565,18 @@ fn standalone_config_error_exits_2_and_names_the_file() {
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "");
     let out = dir.path().join("out");
     let mut c = trainer();
-    c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&out);
+    c.arg(&spec)
+        .args(["--standalone", "--nproc", "2", "--out"])
+        .arg(&out);
     let t = Instant::now();
     let o = run_with_timeout(c, QUICK);
     assert_config_error(&o, t.elapsed(), &out);
     let e = stderr(&o);
-    assert_says(&o, &e, &format!("{}: unexpected dimensions 4×32×32", images.display()));
+    assert_says(
+        &o,
+        &e,
+        &format!("{}: unexpected dimensions 4×32×32", images.display()),
+    );
     assert_says(&o, &e, "exited with code 2");
 }
 
@@ -434,7 +586,11 @@ fn standalone_config_error_exits_2_and_names_the_file() {
 
 /// A small, quick spec for rendezvous failures (training never starts in these tests).
 fn small_spec(dir: &Path) -> PathBuf {
-    write_spec(dir, "mnist-cnn", "limit_train = 256\nlimit_test = 64\n[train]\nmax_steps = 2\n[checkpoint]\nevery_epochs = 0\n")
+    write_spec(
+        dir,
+        "mnist-cnn",
+        "limit_train = 256\nlimit_test = 64\n[train]\nmax_steps = 2\n[checkpoint]\nevery_epochs = 0\n",
+    )
 }
 
 /// Waits for both, returning (output, seconds since `start`) for each.
@@ -459,9 +615,16 @@ fn world_size_mismatch_names_both_sizes() {
     let [(o0, t0), (o1, t1)] = wait_both(r0, r1, start, Duration::from_secs(30));
     assert_exit(&o0, 1);
     assert_exit(&o1, 1);
-    assert!(t0 < Duration::from_secs(12) && t1 < Duration::from_secs(12), "took {t0:?} / {t1:?}");
+    assert!(
+        t0 < Duration::from_secs(12) && t1 < Duration::from_secs(12),
+        "took {t0:?} / {t1:?}"
+    );
     // Rank 1 is refused at once with both sizes; rank 0 logs the refusal and names the missing rank.
-    assert_says(&o1, &stderr(&o1), "rank 1 says WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2");
+    assert_says(
+        &o1,
+        &stderr(&o1),
+        "rank 1 says WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2",
+    );
     let e0 = stderr(&o0);
     assert_says(&o0, &e0, "refused (claims rank 1)");
     assert_says(&o0, &e0, "WORLD_SIZE=3");
@@ -478,11 +641,18 @@ fn master_port_in_use_fails_fast() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
     let t = Instant::now();
-    let o = wait_output(spawn_rank(&spec, &out, 0, 2, port, &[], &["ddp.timeout_s=30"]), QUICK);
+    let o = wait_output(
+        spawn_rank(&spec, &out, 0, 2, port, &[], &["ddp.timeout_s=30"]),
+        QUICK,
+    );
     let took = t.elapsed();
     drop(holder);
     assert_exit(&o, 1);
-    assert!(took < Duration::from_secs(10), "took {took:?} (the timeout is 30 s)\n{}", text(&o));
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?} (the timeout is 30 s)\n{}",
+        text(&o)
+    );
     let e = stderr(&o);
     assert_says(&o, &e, "rendezvous failed on rank 0");
     assert_says(&o, &e, &format!("127.0.0.1:{port} is already in use"));
@@ -497,10 +667,17 @@ fn peer_that_never_comes_is_named() {
     let out = dir.path().join("out");
     let port = free_port();
     let t = Instant::now();
-    let o = wait_output(spawn_rank(&spec, &out, 0, 2, port, &[], &["ddp.timeout_s=2"]), QUICK);
+    let o = wait_output(
+        spawn_rank(&spec, &out, 0, 2, port, &[], &["ddp.timeout_s=2"]),
+        QUICK,
+    );
     let took = t.elapsed();
     assert_exit(&o, 1);
-    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(8), "took {took:?} with timeout_s = 2\n{}", text(&o));
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
+        "took {took:?} with timeout_s = 2\n{}",
+        text(&o)
+    );
     let e = stderr(&o);
     assert_says(&o, &e, "rank 1 never joined within 2 s");
     assert_says(&o, &e, &format!("127.0.0.1:{port}"));
@@ -523,7 +700,11 @@ fn peer_killed_mid_training_is_named_at_once() {
     let took = killed.elapsed();
     let _ = r1.take().wait();
     assert_exit(&o, 1);
-    assert!(took < Duration::from_secs(10), "rank 0 took {took:?} to notice (timeout_s = 300)\n{}", text(&o));
+    assert!(
+        took < Duration::from_secs(10),
+        "rank 0 took {took:?} to notice (timeout_s = 300)\n{}",
+        text(&o)
+    );
     let e = stderr(&o);
     assert_says(&o, &e, "failed on rank 0 (waiting for rank 1)");
     assert_says(&o, &e, "connection closed by rank 1");
@@ -544,7 +725,10 @@ fn token_run(t0: Option<&str>, t1: Option<&str>) -> (Output, Output) {
     let [(o0, ta), (o1, tb)] = wait_both(r0, r1, start, Duration::from_secs(30));
     assert_exit(&o0, 1);
     assert_exit(&o1, 1);
-    assert!(ta < Duration::from_secs(12) && tb < Duration::from_secs(12), "took {ta:?} / {tb:?} with timeout_s = 5");
+    assert!(
+        ta < Duration::from_secs(12) && tb < Duration::from_secs(12),
+        "took {ta:?} / {tb:?} with timeout_s = 5"
+    );
     assert_nothing_half_written(&out);
     (o0, o1)
 }
@@ -556,18 +740,34 @@ fn token_env(token: Option<&str>) -> Vec<(&str, &str)> {
 #[test]
 fn wrong_ddp_token_is_refused() {
     let (o0, o1) = token_run(Some("a"), Some("b"));
-    assert_says(&o1, &stderr(&o1), "rank 1 was refused by the store at 127.0.0.1:");
+    assert_says(
+        &o1,
+        &stderr(&o1),
+        "rank 1 was refused by the store at 127.0.0.1:",
+    );
     assert_says(&o1, &stderr(&o1), "wrong or missing DDP_TOKEN");
-    assert_says(&o0, &stderr(&o0), "refused (claims rank 1): wrong or missing DDP_TOKEN");
+    assert_says(
+        &o0,
+        &stderr(&o0),
+        "refused (claims rank 1): wrong or missing DDP_TOKEN",
+    );
     assert_says(&o0, &stderr(&o0), "rank 1 never joined");
 }
 
 #[test]
 fn missing_ddp_token_is_refused() {
     let (o0, o1) = token_run(Some("a"), None);
-    assert_says(&o1, &stderr(&o1), "rank 1 was refused by the store at 127.0.0.1:");
+    assert_says(
+        &o1,
+        &stderr(&o1),
+        "rank 1 was refused by the store at 127.0.0.1:",
+    );
     assert_says(&o1, &stderr(&o1), "wrong or missing DDP_TOKEN");
-    assert_says(&o0, &stderr(&o0), "refused (claims rank 1): wrong or missing DDP_TOKEN");
+    assert_says(
+        &o0,
+        &stderr(&o0),
+        "refused (claims rank 1): wrong or missing DDP_TOKEN",
+    );
 }
 
 /// Rank 0 has no token but rank 1 has one: the store (rank 0's) lets rank 1 in, and rank 1's ring
@@ -587,11 +787,22 @@ fn standalone_replica_killed_stops_the_others() {
     let spec = write_spec(dir.path(), "mnist-cnn", body);
     let out = dir.path().join("out");
     let mut c = trainer();
-    c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&out);
-    let mut launcher = ChildGuard::new(c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    c.arg(&spec)
+        .args(["--standalone", "--nproc", "2", "--out"])
+        .arg(&out);
+    let mut launcher = ChildGuard::new(
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_for_train_record(&out, 0, &mut launcher, Duration::from_secs(120));
     let replicas = child_pids(launcher.id());
-    assert_eq!(replicas.len(), 2, "expected 2 replicas under the launcher, found {replicas:?}");
+    assert_eq!(
+        replicas.len(),
+        2,
+        "expected 2 replicas under the launcher, found {replicas:?}"
+    );
     let rank1 = *replicas
         .iter()
         .find(|&&p| proc_env(p, "RANK").as_deref() == Some("1"))
@@ -602,15 +813,30 @@ fn standalone_replica_killed_stops_the_others() {
     let o = wait_output(launcher.take(), Duration::from_secs(60));
     let took = killed.elapsed();
     assert_exit(&o, 1);
-    assert!(took < Duration::from_secs(10), "the launcher took {took:?} to stop\n{}", text(&o));
+    assert!(
+        took < Duration::from_secs(10),
+        "the launcher took {took:?} to stop\n{}",
+        text(&o)
+    );
     let e = stderr(&o);
-    assert_says(&o, &e, &format!("rank 1 (pid {rank1}) was killed by signal 9 (SIGKILL)"));
+    assert_says(
+        &o,
+        &e,
+        &format!("rank 1 (pid {rank1}) was killed by signal 9 (SIGKILL)"),
+    );
     assert_says(&o, &e, "logs/rank-1.log");
     let deadline = Instant::now() + Duration::from_secs(2);
     while replicas.iter().any(|&p| process_alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let alive: Vec<u32> = replicas.iter().copied().filter(|&p| process_alive(p)).collect();
-    assert!(alive.is_empty(), "replicas still running after the launcher exited: {alive:?}");
+    let alive: Vec<u32> = replicas
+        .iter()
+        .copied()
+        .filter(|&p| process_alive(p))
+        .collect();
+    assert!(
+        alive.is_empty(),
+        "replicas still running after the launcher exited: {alive:?}"
+    );
     assert_nothing_half_written(&out);
 }

@@ -14,7 +14,13 @@ use common::*;
 fn adam_noise_only(model: &str, optimizer: &str, name: &str) -> bool {
     model == "convnet-bn"
         && optimizer == "adam"
-        && ["layer1.0.bias", "layer2.0.bias", "layer1.1.running_mean", "layer2.1.running_mean"].contains(&name)
+        && [
+            "layer1.0.bias",
+            "layer2.0.bias",
+            "layer1.1.running_mean",
+            "layer2.1.running_mean",
+        ]
+        .contains(&name)
 }
 
 fn equivalent(model: &str, optimizer: &str, extra: &str) {
@@ -36,16 +42,33 @@ fn equivalent(model: &str, optimizer: &str, extra: &str) {
         train_standalone(&spec, 1, &dir0, &["train.batch_size=16", "train.lr=1e-12"]);
         max_abs_diff(&b, &load_model(&dir0.join("model.safetensors")))
     };
-    let noise: Vec<String> = a.keys().filter(|k| adam_noise_only(model, optimizer, k)).cloned().collect();
+    let noise: Vec<String> = a
+        .keys()
+        .filter(|k| adam_noise_only(model, optimizer, k))
+        .cloned()
+        .collect();
     for k in noise {
         // Adam moves a parameter by at most lr per step: 6 steps × 0.001 in each run.
         let (x, y) = (a.remove(&k).unwrap(), b.remove(&k).unwrap());
-        let gap = (x - y).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        let gap = (x - y)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
         assert!(gap <= 2.0 * 6.0 * 0.001 + 1e-6, "{k}: {gap}");
     }
-    assert!(initial_gap > 1e-3, "training did not move the weights ({initial_gap})");
+    assert!(
+        initial_gap > 1e-3,
+        "training did not move the weights ({initial_gap})"
+    );
     let (diff, at) = worst_tensor(&a, &b);
-    assert!(diff < 1e-5, "{model}/{optimizer}: 2×8 and 1×16 differ by {diff} (in {at})");
+    assert!(
+        diff < 1e-5,
+        "{model}/{optimizer}: 2×8 and 1×16 differ by {diff} (in {at})"
+    );
 }
 
 #[test]
@@ -75,8 +98,16 @@ fn grad_accum_matches_the_combined_batch() {
     let body = "val_fraction = 0.0\nlimit_train = 256\nlimit_test = 32\n[train]\nepochs = 1\nmax_steps = 4\noptimizer = \"sgd\"\nlr = 0.05\nseed = 3\n[checkpoint]\nevery_epochs = 0\n";
     let spec = write_spec(dir.path(), "mlp", body);
     let (two, one) = (dir.path().join("two"), dir.path().join("one"));
-    train_standalone(&spec, 2, &two, &["train.batch_size=4", "train.grad_accum=2"]);
+    train_standalone(
+        &spec,
+        2,
+        &two,
+        &["train.batch_size=4", "train.grad_accum=2"],
+    );
     train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
-    let diff = max_abs_diff(&load_model(&two.join("model.safetensors")), &load_model(&one.join("model.safetensors")));
+    let diff = max_abs_diff(
+        &load_model(&two.join("model.safetensors")),
+        &load_model(&one.join("model.safetensors")),
+    );
     assert!(diff < 1e-5, "grad_accum: differ by {diff}");
 }

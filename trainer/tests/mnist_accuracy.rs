@@ -25,11 +25,20 @@ fn mnist_cnn_two_replicas_reaches_reference_accuracy() {
     // Every rank wrote its train metrics; rank 0 wrote one val line per epoch with global figures.
     for rank in 0..2 {
         let m = metrics(&out, rank);
-        assert!(m.iter().any(|r| r.kind == MetricKind::Train && r.rank == rank && r.epoch == 3));
+        assert!(
+            m.iter()
+                .any(|r| r.kind == MetricKind::Train && r.rank == rank && r.epoch == 3)
+        );
         assert!(m.iter().all(|r| r.loss.is_finite() && r.lr > 0.0));
     }
-    let val: Vec<_> = metrics(&out, 0).into_iter().filter(|r| r.kind == MetricKind::Val).collect();
-    assert_eq!(val.iter().map(|r| r.epoch).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let val: Vec<_> = metrics(&out, 0)
+        .into_iter()
+        .filter(|r| r.kind == MetricKind::Val)
+        .collect();
+    assert_eq!(
+        val.iter().map(|r| r.epoch).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     assert!(val.iter().all(|r| r.samples == Some(800)), "{val:?}");
     // StepLR(1, 0.7) on lr 0.001 × 2 replicas.
     let lrs: Vec<f64> = val.iter().map(|r| r.lr).collect();
@@ -39,19 +48,37 @@ fn mnist_cnn_two_replicas_reaches_reference_accuracy() {
 
     // Checkpoints (every epoch, keep 3), the final model, logs, TensorBoard.
     for e in 1..=3 {
-        assert!(out.join(format!("checkpoints/epoch-{e:04}.safetensors")).is_file());
-        assert!(out.join(format!("checkpoints/epoch-{e:04}.state.safetensors")).is_file());
+        assert!(
+            out.join(format!("checkpoints/epoch-{e:04}.safetensors"))
+                .is_file()
+        );
+        assert!(
+            out.join(format!("checkpoints/epoch-{e:04}.state.safetensors"))
+                .is_file()
+        );
     }
     let model = load_model(&out.join("model.safetensors"));
     assert_eq!(model["dense1.weight"].dims(), &[64, 576]);
     for rank in 0..2 {
         assert!(out.join(format!("logs/rank-{rank}.log")).is_file());
     }
-    let tb: Vec<_> = std::fs::read_dir(out.join("tb")).unwrap().map(|e| e.unwrap().path()).collect();
+    let tb: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(tb.len(), 1, "{tb:?}");
     let events = read_events(&tb[0]).unwrap();
-    for tag in ["train/loss", "val/loss", "val/accuracy", "test/loss", "test/accuracy"] {
-        assert!(events.iter().any(|e| e.tag == tag), "no {tag} in TensorBoard events");
+    for tag in [
+        "train/loss",
+        "val/loss",
+        "val/accuracy",
+        "test/loss",
+        "test/accuracy",
+    ] {
+        assert!(
+            events.iter().any(|e| e.tag == tag),
+            "no {tag} in TensorBoard events"
+        );
     }
     let tb_test = events.iter().find(|e| e.tag == "test/accuracy").unwrap();
     assert!((tb_test.value as f64 - acc).abs() < 1e-6);

@@ -15,7 +15,10 @@ fn spec(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-fn uninterrupted(dir: &Path, spec: &Path) -> std::collections::HashMap<String, candle_core::Tensor> {
+fn uninterrupted(
+    dir: &Path,
+    spec: &Path,
+) -> std::collections::HashMap<String, candle_core::Tensor> {
     let out = dir.join("full");
     train_standalone(spec, 2, &out, &[]);
     load_model(&out.join("model.safetensors"))
@@ -23,7 +26,9 @@ fn uninterrupted(dir: &Path, spec: &Path) -> std::collections::HashMap<String, c
 
 fn resume(spec: &Path, out: &Path) -> String {
     let mut c = trainer();
-    c.arg(spec).args(["--standalone", "--nproc", "2", "--resume", "--out"]).arg(out);
+    c.arg(spec)
+        .args(["--standalone", "--nproc", "2", "--resume", "--out"])
+        .arg(out);
     let o = run_with_timeout(c, Duration::from_secs(120));
     assert_success(&o);
     text(&o)
@@ -39,9 +44,16 @@ fn stopped_mid_epoch_and_resumed_equals_uninterrupted() {
     train_standalone(&spec, 2, &out, &["train.max_steps=20"]);
     assert_eq!(ddp_trainer::checkpoint::list_epochs(&out).unwrap(), vec![1]);
     let log = resume(&spec, &out);
-    assert!(log.contains("resuming from") && log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"), "{log}");
+    assert!(
+        log.contains("resuming from")
+            && log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"),
+        "{log}"
+    );
     let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }
 
 #[test]
@@ -51,27 +63,51 @@ fn killed_replica_then_resume_equals_uninterrupted() {
     let full = uninterrupted(dir.path(), &spec);
     let out = dir.path().join("killed");
     let mut c = trainer();
-    c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&out);
-    let launcher = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    c.arg(&spec)
+        .args(["--standalone", "--nproc", "2", "--out"])
+        .arg(&out);
+    let launcher = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let first = out.join("checkpoints/epoch-0001.safetensors");
     let start = Instant::now();
     while !first.exists() {
-        assert!(start.elapsed() < Duration::from_secs(90), "no checkpoint appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no checkpoint appeared"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.id())).unwrap();
-    let pids: Vec<i32> = children.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.id())).unwrap();
+    let pids: Vec<i32> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
     assert_eq!(pids.len(), 2, "replicas: {children}");
     // SAFETY: plain kill(2) on a child process we know.
     unsafe { libc::kill(pids[1], libc::SIGKILL) };
     let o = wait_output(launcher, Duration::from_secs(30));
-    assert!(!o.status.success(), "the run should have failed\n{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("SIGKILL"), "{}", text(&o));
+    assert!(
+        !o.status.success(),
+        "the run should have failed\n{}",
+        text(&o)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("SIGKILL"),
+        "{}",
+        text(&o)
+    );
     assert!(!out.join("model.safetensors").exists());
     let log = resume(&spec, &out);
     assert!(log.contains("resuming from"), "{log}");
     let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }
 
 #[test]
@@ -84,10 +120,25 @@ fn truncated_newest_checkpoint_is_skipped() {
     train_standalone(&spec, 2, &out, &["train.max_steps=35"]);
     let newest = out.join("checkpoints/epoch-0002.safetensors");
     let len = std::fs::metadata(&newest).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&newest).unwrap().set_len(len / 3).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(len / 3)
+        .unwrap();
     let log = resume(&spec, &out);
-    assert!(log.contains("warning: skipping checkpoint epoch 2") && log.contains("epoch-0002.safetensors"), "{log}");
-    assert!(log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"), "{log}");
+    assert!(
+        log.contains("warning: skipping checkpoint epoch 2")
+            && log.contains("epoch-0002.safetensors"),
+        "{log}"
+    );
+    assert!(
+        log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"),
+        "{log}"
+    );
     let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }

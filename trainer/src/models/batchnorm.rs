@@ -37,7 +37,10 @@ pub struct BatchNormConfig {
 
 impl Default for BatchNormConfig {
     fn default() -> Self {
-        Self { eps: 1e-5, momentum: 0.1 }
+        Self {
+            eps: 1e-5,
+            momentum: 0.1,
+        }
     }
 }
 
@@ -52,16 +55,36 @@ pub struct BatchNorm2d {
 
 /// Creates `PREFIX.weight` (ones), `PREFIX.bias` (zeros) and the buffers `PREFIX.running_mean`,
 /// `PREFIX.running_var`, `PREFIX.num_batches_tracked`, PREFIX being the builder's prefix.
-pub fn batch_norm2d(channels: usize, cfg: BatchNormConfig, pb: ParamBuilder) -> candle_core::Result<BatchNorm2d> {
+pub fn batch_norm2d(
+    channels: usize,
+    cfg: BatchNormConfig,
+    pb: ParamBuilder,
+) -> candle_core::Result<BatchNorm2d> {
     let weight = pb.vb.get_with_hints(channels, "weight", Init::Const(1.0))?;
     let bias = pb.vb.get_with_hints(channels, "bias", Init::Const(0.0))?;
     let prefix = pb.vb.prefix();
     let dev = pb.vb.device();
     let buffers = pb.buffers.clone();
-    buffers.insert(format!("{prefix}.running_mean"), Tensor::zeros(channels, DType::F32, dev)?);
-    buffers.insert(format!("{prefix}.running_var"), Tensor::ones(channels, DType::F32, dev)?);
-    buffers.insert(format!("{prefix}.num_batches_tracked"), Tensor::zeros((), DType::I64, dev)?);
-    Ok(BatchNorm2d { weight, bias, prefix, buffers, cfg, mode: pb.bn })
+    buffers.insert(
+        format!("{prefix}.running_mean"),
+        Tensor::zeros(channels, DType::F32, dev)?,
+    );
+    buffers.insert(
+        format!("{prefix}.running_var"),
+        Tensor::ones(channels, DType::F32, dev)?,
+    );
+    buffers.insert(
+        format!("{prefix}.num_batches_tracked"),
+        Tensor::zeros((), DType::I64, dev)?,
+    );
+    Ok(BatchNorm2d {
+        weight,
+        bias,
+        prefix,
+        buffers,
+        cfg,
+        mode: pb.bn,
+    })
 }
 
 impl BatchNorm2d {
@@ -78,7 +101,9 @@ impl BatchNorm2d {
         let inv_std = (var + self.cfg.eps)?.sqrt()?.recip()?;
         let scale = (inv_std * &self.weight)?.reshape(shape)?;
         let shift = self.bias.reshape(shape)?;
-        x.broadcast_sub(&mean.reshape(shape)?)?.broadcast_mul(&scale)?.broadcast_add(&shift)
+        x.broadcast_sub(&mean.reshape(shape)?)?
+            .broadcast_mul(&scale)?
+            .broadcast_add(&shift)
     }
 
     /// Per-channel (mean, biased variance, element count) of the (local or global) batch.
@@ -99,11 +124,18 @@ impl BatchNorm2d {
                 // Sums in f64: the statistics must not depend on how the global batch is split
                 // across replicas (f32 accumulation over N·H·W values drifts by ~1e-5).
                 let x64 = x.to_dtype(DType::F64)?;
-                let sums = Tensor::cat(&[x64.sum((0, 2, 3))?, x64.sqr()?.sum((0, 2, 3))?], 0)?.to_dtype(DType::F32)?;
-                let sums = sums.apply_op1(AllReduceSum(reducer.clone()))?.to_dtype(DType::F64)?;
+                let sums = Tensor::cat(&[x64.sum((0, 2, 3))?, x64.sqr()?.sum((0, 2, 3))?], 0)?
+                    .to_dtype(DType::F32)?;
+                let sums = sums
+                    .apply_op1(AllReduceSum(reducer.clone()))?
+                    .to_dtype(DType::F64)?;
                 let mean = (sums.narrow(0, 0, c)? / count)?;
                 let var = ((sums.narrow(0, c, c)? / count)? - mean.sqr()?)?;
-                Ok((mean.to_dtype(DType::F32)?, var.to_dtype(DType::F32)?, count as usize))
+                Ok((
+                    mean.to_dtype(DType::F32)?,
+                    var.to_dtype(DType::F32)?,
+                    count as usize,
+                ))
             }
         }
     }
@@ -114,15 +146,20 @@ impl BatchNorm2d {
         let rm = ((self.buffer("running_mean")? * (1.0 - m))? + (mean.detach() * m)?)?;
         let rv = ((self.buffer("running_var")? * (1.0 - m))? + (unbiased * m)?)?;
         let nb = (self.buffer("num_batches_tracked")? + 1.0)?;
-        self.buffers.insert(format!("{}.running_mean", self.prefix), rm);
-        self.buffers.insert(format!("{}.running_var", self.prefix), rv);
-        self.buffers.insert(format!("{}.num_batches_tracked", self.prefix), nb);
+        self.buffers
+            .insert(format!("{}.running_mean", self.prefix), rm);
+        self.buffers
+            .insert(format!("{}.running_var", self.prefix), rv);
+        self.buffers
+            .insert(format!("{}.num_batches_tracked", self.prefix), nb);
         Ok(())
     }
 
     fn buffer(&self, name: &str) -> candle_core::Result<Tensor> {
         let key = format!("{}.{name}", self.prefix);
-        self.buffers.get(&key).ok_or_else(|| candle_core::Error::Msg(format!("missing buffer {key}")))
+        self.buffers
+            .get(&key)
+            .ok_or_else(|| candle_core::Error::Msg(format!("missing buffer {key}")))
     }
 }
 
@@ -135,7 +172,11 @@ impl candle_core::CustomOp1 for AllReduceSum {
         "all-reduce-sum"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let src = storage.as_slice::<f32>()?;
         let mut buf: Vec<f32> = match layout.contiguous_offsets() {
             Some((a, b)) => src[a..b].to_vec(),
@@ -145,10 +186,18 @@ impl candle_core::CustomOp1 for AllReduceSum {
         Ok((CpuStorage::F32(buf), layout.shape().clone()))
     }
 
-    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
         let grad = grad_res.contiguous()?;
         let device = grad.device().clone();
-        let mut host = grad.to_device(&candle_core::Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
+        let mut host = grad
+            .to_device(&candle_core::Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
         self.0.all_reduce_sum(&mut host)?;
         Ok(Some(Tensor::from_vec(host, grad.shape(), &device)?))
     }
@@ -157,22 +206,35 @@ impl candle_core::CustomOp1 for AllReduceSum {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use candle_core::Device;
+    use candle_core::Device;
 
     fn bn(mode: BnMode) -> (BatchNorm2d, Arc<BufferStore>) {
         let varmap = candle_nn::VarMap::new();
         let pb = ParamBuilder::new(&varmap, &Device::Cpu, mode);
         let buffers = pb.buffers.clone();
-        (batch_norm2d(2, BatchNormConfig::default(), pb.pp("bn")).unwrap(), buffers)
+        (
+            batch_norm2d(2, BatchNormConfig::default(), pb.pp("bn")).unwrap(),
+            buffers,
+        )
     }
 
     #[test]
     fn normalises_and_tracks_running_stats_like_pytorch() {
         let (bn, buffers) = bn(BnMode::Local);
         // channel 0: values 1..4, channel 1: constant 5.
-        let x = Tensor::new(&[[[[1f32, 2.]], [[5., 5.]]], [[[3., 4.]], [[5., 5.]]]], &Device::Cpu).unwrap();
+        let x = Tensor::new(
+            &[[[[1f32, 2.]], [[5., 5.]]], [[[3., 4.]], [[5., 5.]]]],
+            &Device::Cpu,
+        )
+        .unwrap();
         let y = bn.forward(&x, true).unwrap();
-        let y0: Vec<f32> = y.narrow(1, 0, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let y0: Vec<f32> = y
+            .narrow(1, 0, 1)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         // mean 2.5, biased var 1.25
         let s = (1.25f32 + 1e-5).sqrt();
         let want = [-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s];
@@ -181,11 +243,18 @@ mod tests {
         }
         let rm: Vec<f32> = buffers.get("bn.running_mean").unwrap().to_vec1().unwrap();
         let rv: Vec<f32> = buffers.get("bn.running_var").unwrap().to_vec1().unwrap();
-        assert!((rm[0] - 0.25).abs() < 1e-6 && (rm[1] - 0.5).abs() < 1e-6, "{rm:?}");
+        assert!(
+            (rm[0] - 0.25).abs() < 1e-6 && (rm[1] - 0.5).abs() < 1e-6,
+            "{rm:?}"
+        );
         // unbiased var of 1..4 = 5/3 → 0.9 * 1 + 0.1 * 5/3
         assert!((rv[0] - (0.9 + 0.1 * 5.0 / 3.0)).abs() < 1e-6, "{rv:?}");
         assert!((rv[1] - 0.9).abs() < 1e-6, "{rv:?}");
-        let nb: i64 = buffers.get("bn.num_batches_tracked").unwrap().to_scalar().unwrap();
+        let nb: i64 = buffers
+            .get("bn.num_batches_tracked")
+            .unwrap()
+            .to_scalar()
+            .unwrap();
         assert_eq!(nb, 1);
     }
 
@@ -198,11 +267,27 @@ mod tests {
 
     #[test]
     fn sync_mode_with_one_replica_matches_local() {
-        let x = Tensor::new(&[[[[1f32, 7.]], [[0.5, 2.]]], [[[3., 4.]], [[5., -1.]]]], &Device::Cpu).unwrap();
+        let x = Tensor::new(
+            &[[[[1f32, 7.]], [[0.5, 2.]]], [[[3., 4.]], [[5., -1.]]]],
+            &Device::Cpu,
+        )
+        .unwrap();
         let (local, _) = bn(BnMode::Local);
         let (sync, _) = bn(BnMode::Sync(Arc::new(Identity)));
-        let a: Vec<f32> = local.forward(&x, true).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-        let b: Vec<f32> = sync.forward(&x, true).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let a: Vec<f32> = local
+            .forward(&x, true)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let b: Vec<f32> = sync
+            .forward(&x, true)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         for (p, q) in a.iter().zip(&b) {
             assert!((p - q).abs() < 1e-5, "{a:?} vs {b:?}");
         }

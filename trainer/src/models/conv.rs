@@ -23,7 +23,10 @@ pub struct ConvConfig {
 
 impl Default for ConvConfig {
     fn default() -> Self {
-        Self { padding: 0, stride: 1 }
+        Self {
+            padding: 0,
+            stride: 1,
+        }
     }
 }
 
@@ -34,15 +37,31 @@ pub struct Conv2d {
 }
 
 /// The init hints are placeholders: [`super::init`] sets PyTorch's initialisation afterwards.
-pub fn conv2d(cin: usize, cout: usize, k: usize, cfg: ConvConfig, vb: VarBuilder) -> candle_core::Result<Conv2d> {
+pub fn conv2d(
+    cin: usize,
+    cout: usize,
+    k: usize,
+    cfg: ConvConfig,
+    vb: VarBuilder,
+) -> candle_core::Result<Conv2d> {
     let mut c = conv2d_no_bias(cin, cout, k, cfg, vb.clone())?;
     c.bias = Some(vb.get_with_hints(cout, "bias", Init::Const(0.0))?);
     Ok(c)
 }
 
-pub fn conv2d_no_bias(cin: usize, cout: usize, k: usize, cfg: ConvConfig, vb: VarBuilder) -> candle_core::Result<Conv2d> {
+pub fn conv2d_no_bias(
+    cin: usize,
+    cout: usize,
+    k: usize,
+    cfg: ConvConfig,
+    vb: VarBuilder,
+) -> candle_core::Result<Conv2d> {
     let weight = vb.get_with_hints((cout, cin, k, k), "weight", Init::Const(0.0))?;
-    Ok(Conv2d { weight, bias: None, cfg })
+    Ok(Conv2d {
+        weight,
+        bias: None,
+        cfg,
+    })
 }
 
 impl candle_core::Module for Conv2d {
@@ -57,7 +76,12 @@ impl candle_core::Module for Conv2d {
                 None => Ok(y),
             };
         }
-        let unfold = Im2Col { k, stride, padding, ones_row: self.bias.is_some() };
+        let unfold = Im2Col {
+            k,
+            stride,
+            padding,
+            ones_row: self.bias.is_some(),
+        };
         let (oh, ow) = unfold.out_hw(h, w)?;
         let cols = x.contiguous()?.apply_op1(unfold)?; // [C·k·k (+1), N·L]
         let wmat = self.weight.reshape((o, c * k * k))?;
@@ -65,7 +89,10 @@ impl candle_core::Module for Conv2d {
             Some(b) => Tensor::cat(&[wmat, b.reshape((o, 1))?], 1)?,
             None => wmat,
         };
-        wmat.matmul(&cols)?.reshape((o, n, oh, ow))?.transpose(0, 1)?.contiguous()
+        wmat.matmul(&cols)?
+            .reshape((o, n, oh, ow))?
+            .transpose(0, 1)?
+            .contiguous()
     }
 }
 
@@ -83,9 +110,16 @@ impl Im2Col {
     fn out_hw(&self, h: usize, w: usize) -> candle_core::Result<(usize, usize)> {
         let (hp, wp) = (h + 2 * self.padding, w + 2 * self.padding);
         if hp < self.k || wp < self.k {
-            candle_core::bail!("conv2d: input {h}x{w} (padding {}) is smaller than the {k}x{k} kernel", self.padding, k = self.k);
+            candle_core::bail!(
+                "conv2d: input {h}x{w} (padding {}) is smaller than the {k}x{k} kernel",
+                self.padding,
+                k = self.k
+            );
         }
-        Ok(((hp - self.k) / self.stride + 1, (wp - self.k) / self.stride + 1))
+        Ok((
+            (hp - self.k) / self.stride + 1,
+            (wp - self.k) / self.stride + 1,
+        ))
     }
 
     /// Calls `f(col_row, out_pos, input_index)` for every in-bounds (row, position) pair of one
@@ -120,7 +154,11 @@ impl candle_core::CustomOp1 for Im2Col {
         "im2col"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (n, c, h, w) = layout.shape().dims4()?;
         let src = match (storage, layout.contiguous_offsets()) {
             (CpuStorage::F32(v), Some((a, b))) => &v[a..b],
@@ -137,10 +175,18 @@ impl candle_core::CustomOp1 for Im2Col {
         if self.ones_row {
             out[rows * width..].fill(1.0);
         }
-        Ok((CpuStorage::F32(out), Shape::from((rows + usize::from(self.ones_row), width))))
+        Ok((
+            CpuStorage::F32(out),
+            Shape::from((rows + usize::from(self.ones_row), width)),
+        ))
     }
 
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
         let (n, c, h, w) = arg.dims4()?;
         let (oh, ow) = self.out_hw(h, w)?;
         let l = oh * ow;
@@ -165,10 +211,16 @@ mod tests {
     fn matches_candle_conv2d_forward_and_backward() {
         let dev = Device::Cpu;
         for (padding, stride) in [(0, 1), (2, 1), (1, 2)] {
-            let x = Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap()).unwrap();
-            let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, 3, 3), &dev).unwrap()).unwrap();
+            let x =
+                Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap()).unwrap();
+            let w =
+                Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, 3, 3), &dev).unwrap()).unwrap();
             let b = Var::from_tensor(&Tensor::randn(0f32, 1., 4, &dev).unwrap()).unwrap();
-            let conv = Conv2d { weight: w.as_tensor().clone(), bias: Some(b.as_tensor().clone()), cfg: ConvConfig { padding, stride } };
+            let conv = Conv2d {
+                weight: w.as_tensor().clone(),
+                bias: Some(b.as_tensor().clone()),
+                cfg: ConvConfig { padding, stride },
+            };
             let ours = conv.forward(x.as_tensor()).unwrap();
             let reference = x
                 .conv2d(w.as_tensor(), padding, stride, 1, 1)
@@ -177,10 +229,27 @@ mod tests {
                 .unwrap();
             assert_eq!(ours.dims(), reference.dims());
             let weights = Tensor::randn(0f32, 1., ours.shape(), &dev).unwrap();
-            let g1 = (&ours * &weights).unwrap().sum_all().unwrap().backward().unwrap();
-            let g2 = (&reference * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+            let g1 = (&ours * &weights)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let g2 = (&reference * &weights)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
             let close = |a: &Tensor, b: &Tensor| {
-                let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                let d = (a - b)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
                 assert!(d < 1e-4, "padding {padding} stride {stride}: {d}");
             };
             close(&ours, &reference);

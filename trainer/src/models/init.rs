@@ -9,9 +9,13 @@ use crate::Result;
 
 pub fn pytorch_default(params: &[(String, Var)], seed: u64) -> Result<()> {
     for (name, var) in params {
-        let Some(bound) = bound_for(name, var, params) else { continue };
+        let Some(bound) = bound_for(name, var, params) else {
+            continue;
+        };
         let mut rng = SplitMix64(seed ^ fnv1a(name));
-        let values: Vec<f32> = (0..var.elem_count()).map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32).collect();
+        let values: Vec<f32> = (0..var.elem_count())
+            .map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32)
+            .collect();
         var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
     }
     Ok(())
@@ -23,14 +27,25 @@ fn bound_for(name: &str, var: &Var, params: &[(String, Var)]) -> Option<f64> {
     if var.rank() >= 2 {
         return Some(1.0 / (fan_in(var) as f64).sqrt());
     }
-    let base = name.strip_suffix(".bias").or_else(|| name.strip_suffix("bias"))?;
-    let weight_name = if name.ends_with(".bias") { format!("{base}.weight") } else { "weight".to_string() };
-    let weight = params.iter().find(|(n, _)| *n == weight_name).map(|(_, w)| w)?;
+    let base = name
+        .strip_suffix(".bias")
+        .or_else(|| name.strip_suffix("bias"))?;
+    let weight_name = if name.ends_with(".bias") {
+        format!("{base}.weight")
+    } else {
+        "weight".to_string()
+    };
+    let weight = params
+        .iter()
+        .find(|(n, _)| *n == weight_name)
+        .map(|(_, w)| w)?;
     (weight.rank() >= 2).then(|| 1.0 / (fan_in(weight) as f64).sqrt())
 }
 
 fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf29ce484222325, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    s.bytes().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 struct SplitMix64(u64);
@@ -58,7 +73,11 @@ mod tests {
         let w = Var::zeros((4, 3, 2, 2), DType::F32, &Device::Cpu).unwrap();
         let b = Var::zeros(4, DType::F32, &Device::Cpu).unwrap();
         let g = Var::ones(4, DType::F32, &Device::Cpu).unwrap();
-        let params = vec![("c.bias".to_string(), b.clone()), ("c.weight".to_string(), w.clone()), ("bn.weight".to_string(), g.clone())];
+        let params = vec![
+            ("c.bias".to_string(), b.clone()),
+            ("c.weight".to_string(), w.clone()),
+            ("bn.weight".to_string(), g.clone()),
+        ];
         pytorch_default(&params, 7).unwrap();
         let bound = 1.0 / 12f32.sqrt();
         for v in [w.flatten_all().unwrap(), b.as_tensor().clone()] {
@@ -69,6 +88,9 @@ mod tests {
         // Deterministic for a seed.
         let w2 = Var::zeros((4, 3, 2, 2), DType::F32, &Device::Cpu).unwrap();
         pytorch_default(&[("c.weight".to_string(), w2.clone())], 7).unwrap();
-        assert_eq!(w2.flatten_all().unwrap().to_vec1::<f32>().unwrap(), w.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert_eq!(
+            w2.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            w.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
     }
 }

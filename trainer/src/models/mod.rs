@@ -6,6 +6,7 @@
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
 //! - `conv`: Conv2d as im2col + GEMM (forward and backward).
+//! - `linear`: Linear with a contiguous weight gradient.
 //! - `init`: PyTorch's default initialisation, seeded.
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
 //!
@@ -16,12 +17,14 @@
 mod batchnorm;
 mod conv;
 mod init;
+mod linear;
 mod pool;
 mod resnet;
 mod small;
 
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
+pub use linear::{Linear, linear};
 pub use pool::max_pool2d;
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,14 +42,26 @@ pub struct BufferStore(Mutex<BTreeMap<String, Tensor>>);
 
 impl BufferStore {
     pub fn insert(&self, name: String, t: Tensor) {
-        self.0.lock().expect("buffer store poisoned").insert(name, t);
+        self.0
+            .lock()
+            .expect("buffer store poisoned")
+            .insert(name, t);
     }
     pub fn get(&self, name: &str) -> Option<Tensor> {
-        self.0.lock().expect("buffer store poisoned").get(name).cloned()
+        self.0
+            .lock()
+            .expect("buffer store poisoned")
+            .get(name)
+            .cloned()
     }
     /// All buffers in name order.
     pub fn snapshot(&self) -> Vec<(String, Tensor)> {
-        self.0.lock().expect("buffer store poisoned").iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.0
+            .lock()
+            .expect("buffer store poisoned")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
     pub fn is_empty(&self) -> bool {
         self.0.lock().expect("buffer store poisoned").is_empty()
@@ -70,7 +85,11 @@ impl ParamBuilder {
         }
     }
     pub fn pp(&self, name: impl ToString) -> Self {
-        Self { vb: self.vb.pp(name), buffers: self.buffers.clone(), bn: self.bn.clone() }
+        Self {
+            vb: self.vb.pp(name),
+            buffers: self.buffers.clone(),
+            bn: self.bn.clone(),
+        }
     }
 }
 
@@ -107,7 +126,14 @@ pub fn is_regression(name: ModelName) -> bool {
 impl Network {
     /// Builds `name` for inputs of `input` shape and `classes` outputs, initialised like PyTorch
     /// from `seed` (every rank builds the same weights; rank 0's are broadcast anyway).
-    pub fn new(name: ModelName, input: [usize; 3], classes: usize, device: &Device, bn: BnMode, seed: u64) -> Result<Network> {
+    pub fn new(
+        name: ModelName,
+        input: [usize; 3],
+        classes: usize,
+        device: &Device,
+        bn: BnMode,
+        seed: u64,
+    ) -> Result<Network> {
         let want = expected_input(name);
         let fits = match name {
             ModelName::Linear => input.iter().product::<usize>() == 10,
@@ -116,7 +142,13 @@ impl Network {
         if !fits {
             return Err(Error::Model(format!(
                 "model `{}` expects inputs of shape {}x{}x{} but the data gives {}x{}x{}; pick a model that fits the data (see docs/spec.md)",
-                model_label(name), want[0], want[1], want[2], input[0], input[1], input[2]
+                model_label(name),
+                want[0],
+                want[1],
+                want[2],
+                input[0],
+                input[1],
+                input[2]
             )));
         }
         let varmap = VarMap::new();
@@ -127,14 +159,30 @@ impl Network {
             ModelName::Mlp => Box::new(small::mlp(classes, pb)?),
             ModelName::ConvnetBn => Box::new(small::convnet_bn(classes, pb)?),
             ModelName::Linear => Box::new(small::linear_model(pb)?),
-            ModelName::Resnet18 => Box::new(resnet::resnet(resnet::ResNetConfig::resnet18(classes), pb)?),
-            ModelName::Resnet50 => Box::new(resnet::resnet(resnet::ResNetConfig::resnet50(classes), pb)?),
+            ModelName::Resnet18 => {
+                Box::new(resnet::resnet(resnet::ResNetConfig::resnet18(classes), pb)?)
+            }
+            ModelName::Resnet50 => {
+                Box::new(resnet::resnet(resnet::ResNetConfig::resnet50(classes), pb)?)
+            }
         };
-        let mut params: Vec<(String, Var)> =
-            varmap.data().lock().expect("varmap poisoned").iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut params: Vec<(String, Var)> = varmap
+            .data()
+            .lock()
+            .expect("varmap poisoned")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
         init::pytorch_default(&params, seed)?;
-        Ok(Network { name, forward, _varmap: varmap, params, buffers, device: device.clone() })
+        Ok(Network {
+            name,
+            forward,
+            _varmap: varmap,
+            params,
+            buffers,
+            device: device.clone(),
+        })
     }
 
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
@@ -148,7 +196,11 @@ impl Network {
 
     /// Parameters then buffers, each in name order: the model's state dict.
     pub fn state(&self) -> Vec<(String, Tensor)> {
-        let mut all: Vec<(String, Tensor)> = self.params.iter().map(|(k, v)| (k.clone(), v.as_tensor().clone())).collect();
+        let mut all: Vec<(String, Tensor)> = self
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
+            .collect();
         all.extend(self.buffers.snapshot());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
@@ -174,8 +226,14 @@ impl Network {
                 None => self.buffers.insert(name.clone(), t),
             }
         }
-        if let Some(extra) = tensors.keys().find(|k| !expected.iter().any(|(n, _)| n == *k)) {
-            return Err(Error::Model(format!("{source}: unexpected tensor `{extra}` (not in model {})", model_label(self.name))));
+        if let Some(extra) = tensors
+            .keys()
+            .find(|k| !expected.iter().any(|(n, _)| n == *k))
+        {
+            return Err(Error::Model(format!(
+                "{source}: unexpected tensor `{extra}` (not in model {})",
+                model_label(self.name)
+            )));
         }
         Ok(())
     }
@@ -197,8 +255,19 @@ mod tests {
     use super::*;
 
     fn names(name: ModelName) -> Vec<(String, Vec<usize>)> {
-        let net = Network::new(name, expected_input(name), if is_regression(name) { 1 } else { 10 }, &Device::Cpu, BnMode::Local, 1).unwrap();
-        net.state().into_iter().map(|(k, t)| (k, t.dims().to_vec())).collect()
+        let net = Network::new(
+            name,
+            expected_input(name),
+            if is_regression(name) { 1 } else { 10 },
+            &Device::Cpu,
+            BnMode::Local,
+            1,
+        )
+        .unwrap();
+        net.state()
+            .into_iter()
+            .map(|(k, t)| (k, t.dims().to_vec()))
+            .collect()
     }
 
     #[test]
@@ -225,13 +294,23 @@ mod tests {
     #[test]
     fn mlp_and_convnet_bn_names() {
         let mlp: Vec<String> = names(ModelName::Mlp).into_iter().map(|x| x.0).collect();
-        assert_eq!(mlp, [
-            "linear_relu_stack.0.bias", "linear_relu_stack.0.weight", "linear_relu_stack.2.bias",
-            "linear_relu_stack.2.weight", "linear_relu_stack.4.bias", "linear_relu_stack.4.weight"
-        ]);
+        assert_eq!(
+            mlp,
+            [
+                "linear_relu_stack.0.bias",
+                "linear_relu_stack.0.weight",
+                "linear_relu_stack.2.bias",
+                "linear_relu_stack.2.weight",
+                "linear_relu_stack.4.bias",
+                "linear_relu_stack.4.weight"
+            ]
+        );
         let bn = names(ModelName::ConvnetBn);
         let keys: Vec<&str> = bn.iter().map(|x| x.0.as_str()).collect();
-        assert!(keys.contains(&"layer1.1.running_var") && keys.contains(&"layer2.1.num_batches_tracked"));
+        assert!(
+            keys.contains(&"layer1.1.running_var")
+                && keys.contains(&"layer2.1.num_batches_tracked")
+        );
         assert!(bn.contains(&("fc.weight".to_string(), vec![10, 7 * 7 * 32])));
         assert!(bn.contains(&("layer1.0.weight".to_string(), vec![16, 1, 5, 5])));
     }
@@ -239,9 +318,25 @@ mod tests {
     #[test]
     fn resnet_parameter_counts_match_torchvision_cifar_variant() {
         // torchvision resnet18(num_classes=10) with a 3x3 stem: 11,173,962 params; resnet50: 23,520,842.
-        let r18 = Network::new(ModelName::Resnet18, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
+        let r18 = Network::new(
+            ModelName::Resnet18,
+            [3, 32, 32],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            0,
+        )
+        .unwrap();
         assert_eq!(r18.num_params(), 11_173_962);
-        let r50 = Network::new(ModelName::Resnet50, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
+        let r50 = Network::new(
+            ModelName::Resnet50,
+            [3, 32, 32],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            0,
+        )
+        .unwrap();
         assert_eq!(r50.num_params(), 23_520_842);
         let keys: Vec<String> = r18.state().into_iter().map(|x| x.0).collect();
         assert!(keys.contains(&"layer2.0.downsample.0.weight".to_string()));
@@ -250,7 +345,13 @@ mod tests {
 
     #[test]
     fn forward_shapes() {
-        for name in [ModelName::MnistCnn, ModelName::Mlp, ModelName::ConvnetBn, ModelName::Resnet18, ModelName::Linear] {
+        for name in [
+            ModelName::MnistCnn,
+            ModelName::Mlp,
+            ModelName::ConvnetBn,
+            ModelName::Resnet18,
+            ModelName::Linear,
+        ] {
             let [c, h, w] = expected_input(name);
             let out = if is_regression(name) { 1 } else { 10 };
             let net = Network::new(name, [c, h, w], out, &Device::Cpu, BnMode::Local, 0).unwrap();
@@ -261,17 +362,45 @@ mod tests {
 
     #[test]
     fn wrong_input_shape_is_a_clear_error() {
-        let e = Network::new(ModelName::MnistCnn, [3, 32, 32], 10, &Device::Cpu, BnMode::Local, 0).err().unwrap();
-        assert!(e.to_string().contains("mnist-cnn` expects inputs of shape 1x28x28 but the data gives 3x32x32"), "{e}");
+        let e = Network::new(
+            ModelName::MnistCnn,
+            [3, 32, 32],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            0,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.to_string()
+                .contains("mnist-cnn` expects inputs of shape 1x28x28 but the data gives 3x32x32"),
+            "{e}"
+        );
     }
 
     #[test]
     fn load_state_is_strict() {
-        let net = Network::new(ModelName::Mlp, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, 0).unwrap();
-        let mut state: HashMap<String, Tensor> = net.state().into_iter().map(|(k, t)| (k, t.copy().unwrap())).collect();
+        let net = Network::new(
+            ModelName::Mlp,
+            [1, 28, 28],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            0,
+        )
+        .unwrap();
+        let mut state: HashMap<String, Tensor> = net
+            .state()
+            .into_iter()
+            .map(|(k, t)| (k, t.copy().unwrap()))
+            .collect();
         net.load_state(&state, "ckpt").unwrap();
         state.remove("linear_relu_stack.0.bias");
         let e = net.load_state(&state, "ckpt").unwrap_err();
-        assert_eq!(e.to_string(), "model: ckpt: missing tensor `linear_relu_stack.0.bias`");
+        assert_eq!(
+            e.to_string(),
+            "model: ckpt: missing tensor `linear_relu_stack.0.bias`"
+        );
     }
 }

@@ -58,7 +58,11 @@ impl candle_core::CustomOp1 for MaxPool2d {
         "max-pool2d-first-index"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let src = contiguous_f32(storage, layout)?;
         let (planes, h, w, oh, ow) = self.dims(layout.shape())?;
         let mut out = Vec::with_capacity(planes * oh * ow);
@@ -74,7 +78,12 @@ impl candle_core::CustomOp1 for MaxPool2d {
         Ok((CpuStorage::F32(out), Shape::from((n, c, oh, ow))))
     }
 
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
         let (planes, h, w, oh, ow) = self.dims(arg.shape())?;
         let x = arg.flatten_all()?.to_vec1::<f32>()?;
         let g = grad_res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
@@ -99,12 +108,37 @@ mod tests {
     #[test]
     fn forward_floors_and_backward_picks_the_first_maximum() {
         // 1x1x3x5 → 1x2 outputs (last row and column dropped, as PyTorch's floor mode does).
-        let x = Var::new(&[[[[1f32, 5., 2., 2., 9.], [5., 0., 2., 2., 9.], [7., 7., 7., 7., 7.]]]], &Device::Cpu).unwrap();
+        let x = Var::new(
+            &[[[
+                [1f32, 5., 2., 2., 9.],
+                [5., 0., 2., 2., 9.],
+                [7., 7., 7., 7., 7.],
+            ]]],
+            &Device::Cpu,
+        )
+        .unwrap();
         let y = max_pool2d(x.as_tensor(), 2).unwrap();
-        assert_eq!(y.flatten_all().unwrap().to_vec1::<f32>().unwrap(), vec![5., 2.]);
-        let grads = (y * Tensor::new(&[[[[10f32, 20.]]]], &Device::Cpu).unwrap()).unwrap().sum_all().unwrap().backward().unwrap();
-        let dx = grads.get(x.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(
+            y.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            vec![5., 2.]
+        );
+        let grads = (y * Tensor::new(&[[[[10f32, 20.]]]], &Device::Cpu).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let dx = grads
+            .get(x.as_tensor())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         // The tie 5/5 goes to the first (row 0, col 1); the tie of four 2s to (row 0, col 2).
-        assert_eq!(dx, vec![0., 10., 20., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0.]);
+        assert_eq!(
+            dx,
+            vec![0., 10., 20., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0.]
+        );
     }
 }

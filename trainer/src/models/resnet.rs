@@ -5,9 +5,12 @@
 //! bias=False); model.maxpool = nn.Identity()`.
 
 use candle_core::Tensor;
-use candle_nn::{Linear, Module, linear};
+use candle_nn::Module;
 
-use super::{BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, ParamBuilder, batch_norm2d, conv2d_no_bias};
+use super::{
+    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
+    conv2d_no_bias, linear,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {
@@ -30,10 +33,18 @@ impl Default for ResNetConfig {
 
 impl ResNetConfig {
     pub fn resnet18(classes: usize) -> Self {
-        Self { block: BlockKind::Basic, layers: [2, 2, 2, 2], classes }
+        Self {
+            block: BlockKind::Basic,
+            layers: [2, 2, 2, 2],
+            classes,
+        }
     }
     pub fn resnet50(classes: usize) -> Self {
-        Self { block: BlockKind::Bottleneck, layers: [3, 4, 6, 3], classes }
+        Self {
+            block: BlockKind::Bottleneck,
+            layers: [3, 4, 6, 3],
+            classes,
+        }
     }
     fn expansion(&self) -> usize {
         match self.block {
@@ -62,8 +73,14 @@ fn conv_bn(
     conv: ParamBuilder,
     bn: ParamBuilder,
 ) -> candle_core::Result<ConvBn> {
-    let cfg = ConvConfig { padding: k / 2, stride };
-    Ok(ConvBn { conv: conv2d_no_bias(cin, cout, k, cfg, conv.vb)?, bn: batch_norm2d(cout, BatchNormConfig::default(), bn)? })
+    let cfg = ConvConfig {
+        padding: k / 2,
+        stride,
+    };
+    Ok(ConvBn {
+        conv: conv2d_no_bias(cin, cout, k, cfg, conv.vb)?,
+        bn: batch_norm2d(cout, BatchNormConfig::default(), bn)?,
+    })
 }
 
 /// One residual block: a chain of conv+bn (ReLU between), plus the optional downsample path.
@@ -73,16 +90,36 @@ struct Block {
 }
 
 impl Block {
-    fn new(kind: BlockKind, cin: usize, width: usize, stride: usize, expansion: usize, pb: ParamBuilder) -> candle_core::Result<Block> {
+    fn new(
+        kind: BlockKind,
+        cin: usize,
+        width: usize,
+        stride: usize,
+        expansion: usize,
+        pb: ParamBuilder,
+    ) -> candle_core::Result<Block> {
         let cout = width * expansion;
         let plan: Vec<(usize, usize, usize, usize)> = match kind {
             BlockKind::Basic => vec![(cin, width, 3, stride), (width, width, 3, 1)],
-            BlockKind::Bottleneck => vec![(cin, width, 1, 1), (width, width, 3, stride), (width, cout, 1, 1)],
+            BlockKind::Bottleneck => vec![
+                (cin, width, 1, 1),
+                (width, width, 3, stride),
+                (width, cout, 1, 1),
+            ],
         };
         let convs = plan
             .into_iter()
             .enumerate()
-            .map(|(i, (a, b, k, s))| conv_bn(a, b, k, s, pb.pp(format!("conv{}", i + 1)), pb.pp(format!("bn{}", i + 1))))
+            .map(|(i, (a, b, k, s))| {
+                conv_bn(
+                    a,
+                    b,
+                    k,
+                    s,
+                    pb.pp(format!("conv{}", i + 1)),
+                    pb.pp(format!("bn{}", i + 1)),
+                )
+            })
             .collect::<candle_core::Result<Vec<_>>>()?;
         let downsample = if stride != 1 || cin != cout {
             let d = pb.pp("downsample");
@@ -124,7 +161,14 @@ pub fn resnet(cfg: ResNetConfig, pb: ParamBuilder) -> candle_core::Result<ResNet
         let width = 64 << li;
         for bi in 0..n {
             let stride = if li > 0 && bi == 0 { 2 } else { 1 };
-            blocks.push(Block::new(cfg.block, cin, width, stride, cfg.expansion(), pb.pp(format!("layer{}", li + 1)).pp(bi))?);
+            blocks.push(Block::new(
+                cfg.block,
+                cin,
+                width,
+                stride,
+                cfg.expansion(),
+                pb.pp(format!("layer{}", li + 1)).pp(bi),
+            )?);
             cin = width * cfg.expansion();
         }
     }

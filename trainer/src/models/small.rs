@@ -1,9 +1,12 @@
 //! The small reference models: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
 
 use candle_core::Tensor;
-use candle_nn::{Linear, Module, linear};
+use candle_nn::Module;
 
-use super::{BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, ParamBuilder, batch_norm2d, conv2d, max_pool2d};
+use super::{
+    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
+    conv2d, linear, max_pool2d,
+};
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
 /// first two, dense 576→64→classes, ReLUs.
@@ -43,7 +46,13 @@ pub struct Mlp {
 
 pub fn mlp(classes: usize, pb: ParamBuilder) -> candle_core::Result<Mlp> {
     let vb = pb.vb.pp("linear_relu_stack");
-    Ok(Mlp { layers: [linear(784, 512, vb.pp(0))?, linear(512, 512, vb.pp(2))?, linear(512, classes, vb.pp(4))?] })
+    Ok(Mlp {
+        layers: [
+            linear(784, 512, vb.pp(0))?,
+            linear(512, 512, vb.pp(2))?,
+            linear(512, classes, vb.pp(4))?,
+        ],
+    })
 }
 
 impl Forward for Mlp {
@@ -62,12 +71,21 @@ pub struct ConvNetBn {
 }
 
 pub fn convnet_bn(classes: usize, pb: ParamBuilder) -> candle_core::Result<ConvNetBn> {
-    let cfg = ConvConfig { padding: 2, ..Default::default() };
+    let cfg = ConvConfig {
+        padding: 2,
+        ..Default::default()
+    };
     let layer = |i: usize, cin: usize, cout: usize| -> candle_core::Result<(Conv2d, BatchNorm2d)> {
         let p = pb.pp(format!("layer{i}"));
-        Ok((conv2d(cin, cout, 5, cfg, p.vb.pp(0))?, batch_norm2d(cout, BatchNormConfig::default(), p.pp(1))?))
+        Ok((
+            conv2d(cin, cout, 5, cfg, p.vb.pp(0))?,
+            batch_norm2d(cout, BatchNormConfig::default(), p.pp(1))?,
+        ))
     };
-    Ok(ConvNetBn { layers: [layer(1, 1, 16)?, layer(2, 16, 32)?], fc: linear(7 * 7 * 32, classes, pb.vb.pp("fc"))? })
+    Ok(ConvNetBn {
+        layers: [layer(1, 1, 16)?, layer(2, 16, 32)?],
+        fc: linear(7 * 7 * 32, classes, pb.vb.pp("fc"))?,
+    })
 }
 
 impl Forward for ConvNetBn {

@@ -87,30 +87,38 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
         key: key.to_string(),
         msg,
     };
-    let mut table: Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| spec_err(e.span().map(|s| line_of(text, s.start)), "", clean(&e)))?;
+    let mut table: Table = text.parse().map_err(|e: toml::de::Error| {
+        spec_err(e.span().map(|s| line_of(text, s.start)), "", clean(&e))
+    })?;
     check_keys(&table, "", text, file)?;
     for o in overrides {
-        let (key, value) = parse_override(o)
-            .map_err(|msg| spec_err(None, o, format!("--set {o}: {msg}")))?;
+        let (key, value) =
+            parse_override(o).map_err(|msg| spec_err(None, o, format!("--set {o}: {msg}")))?;
         if !KEYS.contains(&key.as_str()) {
             return Err(spec_err(
                 None,
                 &key,
-                format!("--set {key}: no such key{}", suggestion(&key, KEYS.iter().copied())),
+                format!(
+                    "--set {key}: no such key{}",
+                    suggestion(&key, KEYS.iter().copied())
+                ),
             ));
         }
-        set_path(&mut table, &key, value).map_err(|msg| spec_err(None, &key, format!("--set {key}: {msg}")))?;
+        set_path(&mut table, &key, value)
+            .map_err(|msg| spec_err(None, &key, format!("--set {key}: {msg}")))?;
     }
     let spec: Spec = if overrides.is_empty() {
-        toml::from_str(text).map_err(|e| spec_err(e.span().map(|s| line_of(text, s.start)), "", clean(&e)))?
+        toml::from_str(text)
+            .map_err(|e| spec_err(e.span().map(|s| line_of(text, s.start)), "", clean(&e)))?
     } else {
         // Re-render so a type error can be traced to its key: an override's is reported as
         // `--set KEY=VALUE: ...`, one of the file's own keys at its line in the file.
         let rendered = toml::to_string(&table).expect("a toml Table always renders");
         toml::from_str(&rendered).map_err(|e| {
-            let key = e.span().and_then(|s| key_at(&rendered, s.start)).unwrap_or_default();
+            let key = e
+                .span()
+                .and_then(|s| key_at(&rendered, s.start))
+                .unwrap_or_default();
             let culprit = overrides.iter().rev().find(|o| {
                 let k = o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim();
                 !key.is_empty() && (k == key || k.starts_with(&format!("{key}.")))
@@ -134,7 +142,9 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
 /// `key=value` → (key, TOML value). The value is read as TOML (`3`, `0.1`, `true`, `[0, 1]`,
 /// `"adam"`), and a bare word that is not TOML is taken as a string (`train.optimizer=adam`).
 pub fn parse_override(o: &str) -> std::result::Result<(String, Value), String> {
-    let (key, raw) = o.split_once('=').ok_or("expected key=value, e.g. train.lr=0.01")?;
+    let (key, raw) = o
+        .split_once('=')
+        .ok_or("expected key=value, e.g. train.lr=0.01")?;
     let key = key.trim().to_string();
     if key.is_empty() {
         return Err("empty key".into());
@@ -152,8 +162,12 @@ fn set_path(table: &mut Table, key: &str, value: Value) -> std::result::Result<(
     let last = parts.pop().expect("split yields one part");
     let mut cur = table;
     for p in parts {
-        let entry = cur.entry(p.to_string()).or_insert_with(|| Value::Table(Table::new()));
-        cur = entry.as_table_mut().ok_or_else(|| format!("`{p}` is not a table in the spec"))?;
+        let entry = cur
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Table(Table::new()));
+        cur = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("`{p}` is not a table in the spec"))?;
     }
     cur.insert(last.to_string(), value);
     Ok(())
@@ -162,8 +176,14 @@ fn set_path(table: &mut Table, key: &str, value: Value) -> std::result::Result<(
 /// Rejects keys that are not in [`KEYS`], naming the line and the closest known key.
 fn check_keys(table: &Table, prefix: &str, text: &str, file: &Path) -> Result<()> {
     for (k, v) in table {
-        let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        let is_section = KEYS.iter().any(|known| known.starts_with(&format!("{full}.")));
+        let full = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let is_section = KEYS
+            .iter()
+            .any(|known| known.starts_with(&format!("{full}.")));
         if is_section {
             if let Value::Table(t) = v {
                 check_keys(t, &full, text, file)?;
@@ -188,7 +208,10 @@ fn check_keys(table: &Table, prefix: &str, text: &str, file: &Path) -> Result<()
                 file: file.to_path_buf(),
                 line: find_key_line(text, k),
                 key: full.clone(),
-                msg: format!("unknown key `{full}`{}", suggestion(&full, siblings.iter().map(String::as_str))),
+                msg: format!(
+                    "unknown key `{full}`{}",
+                    suggestion(&full, siblings.iter().map(String::as_str))
+                ),
             });
         }
     }
@@ -227,11 +250,17 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     let start = before.rfind('\n').map_or(0, |i| i + 1);
     let (key, _) = text[start..].lines().next()?.split_once('=')?;
     let key = key.trim().trim_matches('"');
-    let section = before[..start].lines().rev().map(str::trim).find(|l| l.starts_with('[') && l.ends_with(']'));
-    Some(match section.map(|s| s.trim_matches(|c| c == '[' || c == ']').trim()) {
-        Some(s) if !s.is_empty() => format!("{s}.{key}"),
-        _ => key.to_string(),
-    })
+    let section = before[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'));
+    Some(
+        match section.map(|s| s.trim_matches(|c| c == '[' || c == ']').trim()) {
+            Some(s) if !s.is_empty() => format!("{s}.{key}"),
+            _ => key.to_string(),
+        },
+    )
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -240,13 +269,14 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// First line whose key (before `=`, or a `[table]` header) is `key`.
 fn find_key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|l| {
-        let l = l.trim();
-        let head = l.split('=').next().unwrap_or("").trim().trim_matches('"');
-        let header = l.trim_start_matches('[').trim_end_matches(']').trim();
-        head == key || header.rsplit('.').next() == Some(key) && l.starts_with('[')
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            let head = l.split('=').next().unwrap_or("").trim().trim_matches('"');
+            let header = l.trim_start_matches('[').trim_end_matches(']').trim();
+            head == key || header.rsplit('.').next() == Some(key) && l.starts_with('[')
+        })
+        .map(|i| i + 1)
 }
 
 /// toml's message without its multi-line source excerpt (we print file:line ourselves).
@@ -276,7 +306,9 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
 
     fn parse_err(text: &str, overrides: &[&str]) -> String {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        parse(text, &PathBuf::from("x.toml"), &o).unwrap_err().to_string()
+        parse(text, &PathBuf::from("x.toml"), &o)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -294,7 +326,10 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
     fn unknown_key_names_line_and_suggests() {
         let text = BASE.replace("epochs = 3", "epoch = 3");
         let e = parse_err(&text, &[]);
-        assert_eq!(e, "x.toml:9: unknown key `train.epoch`; did you mean `train.epochs`?");
+        assert_eq!(
+            e,
+            "x.toml:9: unknown key `train.epoch`; did you mean `train.epochs`?"
+        );
     }
 
     #[test]
@@ -305,14 +340,21 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
 
     #[test]
     fn wrong_type_names_line() {
-        let e = parse_err(&BASE.replace("batch_size = 32", "batch_size = \"big\""), &[]);
+        let e = parse_err(
+            &BASE.replace("batch_size = 32", "batch_size = \"big\""),
+            &[],
+        );
         assert!(e.starts_with("x.toml:10: "), "{e}");
         assert!(e.contains("invalid type"), "{e}");
     }
 
     #[test]
     fn overrides_apply_and_are_typed() {
-        let o = vec!["train.lr=0.01".to_string(), "train.optimizer=sgd".into(), "ddp.devices=[0, 1]".into()];
+        let o = vec![
+            "train.lr=0.01".to_string(),
+            "train.optimizer=sgd".into(),
+            "ddp.devices=[0, 1]".into(),
+        ];
         let s = parse(BASE, Path::new("x.toml"), &o).unwrap();
         assert_eq!(s.train.lr, 0.01);
         assert_eq!(s.train.optimizer, super::super::OptimizerName::Sgd);
@@ -322,27 +364,48 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
     #[test]
     fn override_of_unknown_key_suggests() {
         let e = parse_err(BASE, &["train.bach_size=3"]);
-        assert_eq!(e, "x.toml: --set train.bach_size: no such key; did you mean `train.batch_size`?");
+        assert_eq!(
+            e,
+            "x.toml: --set train.bach_size: no such key; did you mean `train.batch_size`?"
+        );
     }
 
     #[test]
     fn override_with_wrong_type_is_reported() {
-        let e = parse_err(BASE, &["train.lr=0.1", "train.epochs=many", "ddp.timeout_s=5"]);
-        assert!(e.starts_with("x.toml: --set train.epochs=many: invalid type"), "{e}");
+        let e = parse_err(
+            BASE,
+            &["train.lr=0.1", "train.epochs=many", "ddp.timeout_s=5"],
+        );
+        assert!(
+            e.starts_with("x.toml: --set train.epochs=many: invalid type"),
+            "{e}"
+        );
         let e = parse_err(BASE, &["model.name=vgg"]);
-        assert!(e.starts_with("x.toml: --set model.name=vgg: unknown variant `vgg`"), "{e}");
+        assert!(
+            e.starts_with("x.toml: --set model.name=vgg: unknown variant `vgg`"),
+            "{e}"
+        );
         assert!(e.contains("mnist-cnn") && e.contains("resnet18"), "{e}");
         let e = parse_err(BASE, &["train.scheduler.kind=fast"]);
-        assert!(e.starts_with("x.toml: --set train.scheduler.kind=fast: unknown variant `fast`"), "{e}");
+        assert!(
+            e.starts_with("x.toml: --set train.scheduler.kind=fast: unknown variant `fast`"),
+            "{e}"
+        );
         // An error in the file itself keeps its line when overrides are given too.
-        let e = parse_err(&BASE.replace("batch_size = 32", "batch_size = \"big\""), &["train.lr=0.1"]);
+        let e = parse_err(
+            &BASE.replace("batch_size = 32", "batch_size = \"big\""),
+            &["train.lr=0.1"],
+        );
         assert!(e.starts_with("x.toml:10: invalid type"), "{e}");
     }
 
     #[test]
     fn batch_size_zero_is_rejected() {
         let e = parse_err(&BASE.replace("batch_size = 32", "batch_size = 0"), &[]);
-        assert_eq!(e, "x.toml: train.batch_size: must be at least 1 (it is per replica)");
+        assert_eq!(
+            e,
+            "x.toml: train.batch_size: must be at least 1 (it is per replica)"
+        );
     }
 
     #[test]
@@ -421,7 +484,11 @@ backoff_s = 0.5
 
     fn flatten(t: &Table, prefix: &str, out: &mut Vec<String>) {
         for (k, v) in t {
-            let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            let full = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
             match v {
                 Value::Table(t) => flatten(t, &full, out),
                 _ => out.push(full),

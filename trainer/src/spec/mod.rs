@@ -392,46 +392,75 @@ impl Spec {
     /// An error about `key` of this spec, naming its file.
     pub fn error(&self, key: &str, msg: impl Into<String>) -> Error {
         let msg = msg.into();
-        Error::Spec { file: self.source.clone(), line: None, key: key.into(), msg: format!("{key}: {msg}") }
+        Error::Spec {
+            file: self.source.clone(),
+            line: None,
+            key: key.into(),
+            msg: format!("{key}: {msg}"),
+        }
     }
 
     /// The effective weight decay (AdamW defaults to 0.01 like PyTorch, the others to 0).
     pub fn weight_decay(&self) -> f64 {
-        self.train.weight_decay.unwrap_or(match self.train.optimizer {
-            OptimizerName::Adamw => 0.01,
-            _ => 0.0,
-        })
+        self.train
+            .weight_decay
+            .unwrap_or(match self.train.optimizer {
+                OptimizerName::Adamw => 0.01,
+                _ => 0.0,
+            })
     }
 
     /// Whether CIFAR-style augmentation is on.
     pub fn augment(&self) -> bool {
-        self.data.augment.unwrap_or(self.data.name == DataName::Cifar10)
+        self.data
+            .augment
+            .unwrap_or(self.data.name == DataName::Cifar10)
     }
 
     fn check(&self, file: &Path) -> Result<()> {
         let bad = |key: &str, msg: String| {
-            Err(Error::Spec { file: file.to_path_buf(), line: None, key: key.into(), msg: format!("{key}: {msg}") })
+            Err(Error::Spec {
+                file: file.to_path_buf(),
+                line: None,
+                key: key.into(),
+                msg: format!("{key}: {msg}"),
+            })
         };
         if self.train.batch_size == 0 {
-            return bad("train.batch_size", "must be at least 1 (it is per replica)".into());
+            return bad(
+                "train.batch_size",
+                "must be at least 1 (it is per replica)".into(),
+            );
         }
         if self.train.epochs == 0 {
             return bad("train.epochs", "must be at least 1".into());
         }
         if self.train.grad_accum == 0 {
-            return bad("train.grad_accum", "must be at least 1 (1 = sync every step)".into());
+            return bad(
+                "train.grad_accum",
+                "must be at least 1 (1 = sync every step)".into(),
+            );
         }
         if !(self.train.lr > 0.0 && self.train.lr.is_finite()) {
-            return bad("train.lr", format!("must be a positive number, got {}", self.train.lr));
+            return bad(
+                "train.lr",
+                format!("must be a positive number, got {}", self.train.lr),
+            );
         }
         if !(0.0..1.0).contains(&self.data.val_fraction) {
-            return bad("data.val_fraction", format!("must be in [0, 1), got {}", self.data.val_fraction));
+            return bad(
+                "data.val_fraction",
+                format!("must be in [0, 1), got {}", self.data.val_fraction),
+            );
         }
         if self.ddp.replicas == 0 {
             return bad("ddp.replicas", "must be at least 1".into());
         }
         if !(self.ddp.bucket_mb > 0.0) {
-            return bad("ddp.bucket_mb", format!("must be positive, got {}", self.ddp.bucket_mb));
+            return bad(
+                "ddp.bucket_mb",
+                format!("must be positive, got {}", self.ddp.bucket_mb),
+            );
         }
         if self.ddp.timeout_s == 0 {
             return bad("ddp.timeout_s", "must be at least 1 second".into());
@@ -440,10 +469,16 @@ impl Spec {
             return bad("ddp.threads", "must be at least 1".into());
         }
         if self.train.scheduler.kind == SchedulerKind::Step && self.train.scheduler.step_size == 0 {
-            return bad("train.scheduler.step_size", "must be at least 1 epoch".into());
+            return bad(
+                "train.scheduler.step_size",
+                "must be at least 1 epoch".into(),
+            );
         }
         if self.data.name != DataName::Synthetic && self.data.path.is_none() {
-            return bad("data.path", format!("is required for data.name = {:?}", self.data.name));
+            return bad(
+                "data.path",
+                format!("is required for data.name = {:?}", self.data.name),
+            );
         }
         if self.data.name == DataName::Synthetic && self.data.train_size == 0 {
             return bad("data.train_size", "must be at least 1".into());

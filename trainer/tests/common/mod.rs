@@ -13,11 +13,17 @@ use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
 pub const BIN: &str = env!("CARGO_BIN_EXE_ddp-trainer");
 
 pub fn mnist_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/mnist-sample").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/data/mnist-sample")
+        .canonicalize()
+        .unwrap()
 }
 
 pub fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .canonicalize()
+        .unwrap()
 }
 
 /// A small MNIST spec (absolute data path) written into `dir`; `body` is appended verbatim.
@@ -34,9 +40,20 @@ pub fn write_spec(dir: &Path, model: &str, body: &str) -> PathBuf {
 /// A command for the trainer with a clean distributed environment and 1 CPU thread.
 pub fn trainer() -> Command {
     let mut c = Command::new(BIN);
-    for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
-        "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "DDP_TOKEN", "TORCHELASTIC_RESTART_COUNT"]
-    {
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "DDP_TOKEN",
+        "TORCHELASTIC_RESTART_COUNT",
+    ] {
         c.env_remove(v);
     }
     c.env("RAYON_NUM_THREADS", "1");
@@ -45,7 +62,11 @@ pub fn trainer() -> Command {
 
 /// Runs to completion with a deadline; panics (with the output) if it hangs.
 pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ddp-trainer");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ddp-trainer");
     wait_output(child, limit)
 }
 
@@ -69,17 +90,31 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
 }
 
 pub fn text(o: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 pub fn assert_success(o: &Output) {
-    assert!(o.status.success(), "ddp-trainer failed ({:?})\n{}", o.status, text(o));
+    assert!(
+        o.status.success(),
+        "ddp-trainer failed ({:?})\n{}",
+        o.status,
+        text(o)
+    );
 }
 
 /// `ddp-trainer SPEC --standalone --nproc N --out OUT [--set ...]`, asserted successful.
 pub fn train_standalone(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) -> Output {
     let mut c = trainer();
-    c.arg(spec).arg("--standalone").arg("--nproc").arg(nproc.to_string()).arg("--out").arg(out);
+    c.arg(spec)
+        .arg("--standalone")
+        .arg("--nproc")
+        .arg(nproc.to_string())
+        .arg("--out")
+        .arg(out);
     for s in sets {
         c.arg("--set").arg(s);
     }
@@ -89,7 +124,8 @@ pub fn train_standalone(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) ->
 }
 
 pub fn load_model(path: &Path) -> HashMap<String, Tensor> {
-    candle_core::safetensors::load(path, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    candle_core::safetensors::load(path, &Device::Cpu)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Largest absolute difference over all tensors (same names required).
@@ -102,11 +138,30 @@ pub fn worst_tensor(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) ->
     let mut names: Vec<&String> = a.keys().collect();
     names.sort();
     let bnames: std::collections::BTreeSet<&String> = b.keys().collect();
-    assert_eq!(names.iter().copied().collect::<std::collections::BTreeSet<_>>(), bnames, "different tensor names");
+    assert_eq!(
+        names
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        bnames,
+        "different tensor names"
+    );
     let mut worst = (0f32, String::new());
     for n in names {
-        let x = a[n].to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let y = b[n].to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let x = a[n]
+            .to_dtype(candle_core::DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let y = b[n]
+            .to_dtype(candle_core::DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(x.len(), y.len(), "{n}");
         for (p, q) in x.iter().zip(&y) {
             if (p - q).abs() > worst.0 {
@@ -122,16 +177,32 @@ pub fn metrics(out: &Path, rank: usize) -> Vec<MetricRecord> {
 }
 
 pub fn test_record(out: &Path) -> MetricRecord {
-    metrics(out, 0).into_iter().rev().find(|r| r.kind == MetricKind::Test).expect("a test record in rank-0.jsonl")
+    metrics(out, 0)
+        .into_iter()
+        .rev()
+        .find(|r| r.kind == MetricKind::Test)
+        .expect("a test record in rank-0.jsonl")
 }
 
 /// A free TCP port on loopback.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Starts rank `rank` of `world` the way torchrun would.
-pub fn spawn_rank(spec: &Path, out: &Path, rank: usize, world: usize, port: u16, extra_env: &[(&str, &str)], sets: &[&str]) -> Child {
+pub fn spawn_rank(
+    spec: &Path,
+    out: &Path,
+    rank: usize,
+    world: usize,
+    port: u16,
+    extra_env: &[(&str, &str)],
+    sets: &[&str],
+) -> Child {
     let mut c = trainer();
     c.arg(spec).arg("--out").arg(out);
     for s in sets {
@@ -146,7 +217,10 @@ pub fn spawn_rank(spec: &Path, out: &Path, rank: usize, world: usize, port: u16,
     for (k, v) in extra_env {
         c.env(k, v);
     }
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Owns a spawned process and kills (SIGKILL) and reaps it when dropped, so a test that fails
@@ -190,7 +264,10 @@ pub fn child_pids(pid: u32) -> Vec<u32> {
     let mut kids: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| proc_stat(p).is_some_and(|f| f.get(1).and_then(|pp| pp.parse::<u32>().ok()) == Some(pid)))
+        .filter(|&p| {
+            proc_stat(p)
+                .is_some_and(|f| f.get(1).and_then(|pp| pp.parse::<u32>().ok()) == Some(pid))
+        })
         .collect();
     kids.sort();
     kids
@@ -205,8 +282,10 @@ pub fn process_alive(pid: u32) -> bool {
 pub fn proc_env(pid: u32, var: &str) -> Option<String> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{var}=");
-    env.split(|&b| b == 0)
-        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()).map(|v| String::from_utf8_lossy(v).into_owned()))
+    env.split(|&b| b == 0).find_map(|kv| {
+        kv.strip_prefix(prefix.as_bytes())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    })
 }
 
 /// Waits until `OUT/metrics/rank-R.jsonl` holds a train record, i.e. training steps are running.
@@ -222,13 +301,22 @@ pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, li
         }
         if child.child().try_wait().unwrap().is_some() {
             let o = child.take().wait_with_output().unwrap();
-            panic!("the process exited ({:?}) before {} showed a train record\n{}", o.status, file.display(), text(&o));
+            panic!(
+                "the process exited ({:?}) before {} showed a train record\n{}",
+                o.status,
+                file.display(),
+                text(&o)
+            );
         }
         if start.elapsed() > limit {
             let mut c = child.take();
             let _ = c.kill();
             let o = c.wait_with_output().unwrap();
-            panic!("no train record in {} within {limit:?}\n{}", file.display(), text(&o));
+            panic!(
+                "no train record in {} within {limit:?}\n{}",
+                file.display(),
+                text(&o)
+            );
         }
         std::thread::sleep(Duration::from_millis(25));
     }
