@@ -12,7 +12,7 @@
 //! - `ddp`: the DDP step (flat gradient buckets, broadcast of parameters and buffers).
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention.
-//! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files.
+//! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
 //! - `train`: one replica's training loop.
 
 pub mod checkpoint;
@@ -25,6 +25,7 @@ pub mod launcher;
 pub mod metrics;
 pub mod models;
 pub mod optim;
+pub mod report;
 pub mod schedule;
 pub mod spec;
 pub mod tensorboard;

@@ -14,12 +14,12 @@ use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::dist::{Collective, ReduceOp};
 use crate::env::DistEnv;
-use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, unix_time};
+use crate::metrics::MetricKind;
 use crate::models::{BnMode, Network, is_regression};
 use crate::optim::{Optimizer, OptimizerConfig};
+use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
 use crate::spec::{DataName, Spec};
-use crate::tensorboard::EventWriter;
 use crate::{Error, Result, data};
 
 /// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
@@ -201,12 +201,8 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         (start_epoch, global_step) = restore(&spec, &out, &net, &mut ddp, &mut opt, &comm, rank)?;
     }
 
-    let mut metrics = MetricsWriter::create(&out, rank)?;
-    let mut tb = if rank == 0 {
-        Some(EventWriter::create(&out.join("tb"))?)
-    } else {
-        None
-    };
+    let epochs = spec.train.epochs;
+    let mut report = Reporter::create(&out, rank, world, epochs, steps_per_epoch)?;
     let log_every = if spec.train.log_every > 0 {
         spec.train.log_every as u64
     } else {
@@ -223,7 +219,6 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     let mut train_time = 0.0f64;
     let mut train_samples = 0u64;
     let mut stopped = false;
-    let epochs = spec.train.epochs;
     let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
     let mut epoch = start_epoch;
     while epoch < epochs && global_step < max_steps && !stopped {
@@ -241,13 +236,10 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             }
             let scale = 1.0 / group.len().div_ceil(spec.train.batch_size) as f32;
             for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
-                let loss = loop_state.forward_backward(
-                    mb,
-                    epoch,
-                    global_step * spec.train.grad_accum as u64 + k as u64,
-                )?;
-                ddp.accumulate(&net, &loss.1, scale)?;
-                window.add(loss.0 as f64, mb.len());
+                let micro_step = global_step * spec.train.grad_accum as u64 + k as u64;
+                let (loss, grads) = loop_state.forward_backward(mb, epoch, micro_step)?;
+                ddp.accumulate(&net, &grads, scale)?;
+                window.add(loss as f64, mb.len());
             }
             stopped = ddp.sync(STOP_REQUESTED.load(Ordering::Relaxed))?;
             let (params, grads) = ddp.params_and_grads();
@@ -259,37 +251,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
                 let (loss, sps, n) = window.take();
                 train_time += n as f64 / sps.max(1e-9);
                 train_samples += n as u64;
-                let rec = record(
-                    rank,
-                    world,
-                    MetricKind::Train,
-                    epoch + 1,
-                    global_step,
-                    loss,
-                    None,
-                    lr,
-                    sps,
-                    Some(n as u64),
-                );
-                metrics.write(&rec)?;
-                if let Some(tb) = tb.as_mut() {
-                    tb.add_scalar("train/loss", loss as f32, global_step as i64, rec.time)?;
-                    tb.add_scalar("train/lr", lr as f32, global_step as i64, rec.time)?;
-                    tb.add_scalar(
-                        "train/samples_per_sec",
-                        (sps * world as f64) as f32,
-                        global_step as i64,
-                        rec.time,
-                    )?;
-                }
-                if rank == 0 {
-                    println!(
-                        "epoch {}/{epochs} step {step_in_epoch}/{steps_per_epoch} loss {loss:.4} lr {} {:.0} samples/s",
-                        epoch + 1,
-                        fmt_lr(lr),
-                        sps * world as f64
-                    );
-                }
+                report.train(epoch + 1, step_in_epoch, global_step, loss, lr, sps, n)?;
             }
             if stopped {
                 break;
@@ -315,35 +277,8 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         epoch += 1;
         let lr = schedule.lr(epoch - 1, global_step.saturating_sub(1));
         if !splits.val.is_empty() {
-            let t0 = Instant::now();
-            let (loss, acc, n) =
-                evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
-            let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-            if rank == 0 {
-                let rec = record(
-                    rank,
-                    world,
-                    MetricKind::Val,
-                    epoch,
-                    global_step,
-                    loss,
-                    acc,
-                    lr,
-                    sps,
-                    Some(n as u64),
-                );
-                metrics.write(&rec)?;
-                if let Some(tb) = tb.as_mut() {
-                    tb.add_scalar("val/loss", loss as f32, global_step as i64, rec.time)?;
-                    if let Some(a) = acc {
-                        tb.add_scalar("val/accuracy", a as f32, global_step as i64, rec.time)?;
-                    }
-                }
-                println!(
-                    "epoch {epoch}/{epochs} val loss {loss:.4}{} ({n} samples)",
-                    fmt_acc(acc)
-                );
-            }
+            let e = evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
+            report.eval(MetricKind::Val, epoch, global_step, lr, &e)?;
         }
         let every = spec.checkpoint.every_epochs;
         if rank == 0 && every > 0 && (epoch % every == 0 || epoch == epochs) {
@@ -356,14 +291,10 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
             println!("checkpoint {}", p.display());
         }
-        metrics.sync()?;
-        if let Some(tb) = tb.as_mut() {
-            tb.flush()?;
-        }
+        report.sync()?;
     }
 
-    let t0 = Instant::now();
-    let (test_loss, test_acc, n) = evaluate(
+    let test = evaluate(
         &net,
         &splits.test,
         rank,
@@ -371,37 +302,13 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         spec.train.batch_size,
         &comm,
     )?;
-    let sps = n as f64 / t0.elapsed().as_secs_f64().max(1e-9);
     let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
+    report.eval(MetricKind::Test, epoch.max(1), global_step, lr, &test)?;
     if rank == 0 {
-        let rec = record(
-            rank,
-            world,
-            MetricKind::Test,
-            epoch.max(1),
-            global_step,
-            test_loss,
-            test_acc,
-            lr,
-            sps,
-            Some(n as u64),
-        );
-        metrics.write(&rec)?;
-        if let Some(tb) = tb.as_mut() {
-            tb.add_scalar("test/loss", test_loss as f32, global_step as i64, rec.time)?;
-            if let Some(a) = test_acc {
-                tb.add_scalar("test/accuracy", a as f32, global_step as i64, rec.time)?;
-            }
-            tb.flush()?;
-        }
         let p = checkpoint::save_final(&out, &net)?;
-        println!(
-            "test loss {test_loss:.4}{} ({n} samples)",
-            fmt_acc(test_acc)
-        );
         println!("model {}", p.display());
     }
-    metrics.sync()?;
+    report.sync()?;
     with_comm(&comm, |c| c.barrier())?;
     let train_sps = if train_time > 0.0 {
         train_samples as f64 / train_time * world as f64
@@ -411,8 +318,8 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     Ok(RunSummary {
         epochs: epoch,
         global_step,
-        test_loss,
-        test_accuracy: test_acc,
+        test_loss: test.loss,
+        test_accuracy: test.accuracy,
         train_samples_per_sec: train_sps,
         stopped,
     })
@@ -541,7 +448,8 @@ fn evaluate(
     world: usize,
     batch_size: usize,
     comm: &SharedCollective,
-) -> Result<(f64, Option<f64>, usize)> {
+) -> Result<Evaluation> {
+    let t0 = Instant::now();
     let shard: Vec<usize> = (rank..ds.len()).step_by(world).collect();
     let mut batch = Batch::new();
     let (mut loss_sum, mut correct) = (0f64, 0f64);
@@ -556,82 +464,13 @@ fn evaluate(
     let mut totals = [loss_sum as f32, correct as f32, shard.len() as f32];
     with_comm(comm, |c| c.all_reduce(&mut totals, ReduceOp::Sum))?;
     let n = totals[2] as usize;
-    let loss = totals[0] as f64 / n.max(1) as f64;
-    let acc = matches!(ds.targets, Targets::Classes(_)).then(|| totals[1] as f64 / n.max(1) as f64);
-    Ok((loss, acc, n))
-}
-
-/// Loss and throughput over a logging window.
-struct Window {
-    start: Instant,
-    loss_sum: f64,
-    samples: usize,
-    batches: usize,
-}
-
-impl Window {
-    fn start() -> Self {
-        Window {
-            start: Instant::now(),
-            loss_sum: 0.0,
-            samples: 0,
-            batches: 0,
-        }
-    }
-    fn add(&mut self, loss: f64, n: usize) {
-        self.loss_sum += loss;
-        self.batches += 1;
-        self.samples += n;
-    }
-    /// (mean loss, local samples/s, samples) since the last take.
-    fn take(&mut self) -> (f64, f64, usize) {
-        let dt = self.start.elapsed().as_secs_f64();
-        let out = (
-            self.loss_sum / self.batches.max(1) as f64,
-            self.samples as f64 / dt.max(1e-9),
-            self.samples,
-        );
-        *self = Window::start();
-        out
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn record(
-    rank: usize,
-    world: usize,
-    kind: MetricKind,
-    epoch: usize,
-    step: u64,
-    loss: f64,
-    accuracy: Option<f64>,
-    lr: f64,
-    samples_per_sec: f64,
-    samples: Option<u64>,
-) -> MetricRecord {
-    MetricRecord {
-        time: unix_time(),
-        rank,
-        kind,
-        epoch,
-        step,
-        loss,
-        accuracy,
-        lr,
-        samples_per_sec,
-        samples,
-        world_size: world,
-    }
-}
-
-fn fmt_lr(lr: f64) -> String {
-    let s = format!("{lr:.6}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-fn fmt_acc(acc: Option<f64>) -> String {
-    acc.map(|a| format!(" accuracy {:.2}%", a * 100.0))
-        .unwrap_or_default()
+    Ok(Evaluation {
+        loss: totals[0] as f64 / n.max(1) as f64,
+        accuracy: matches!(ds.targets, Targets::Classes(_))
+            .then(|| totals[1] as f64 / n.max(1) as f64),
+        samples: n,
+        samples_per_sec: n as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+    })
 }
 
 /// Adapts the process group to the shared [`Collective`] handle.

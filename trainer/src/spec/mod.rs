@@ -456,7 +456,7 @@ impl Spec {
         if self.ddp.replicas == 0 {
             return bad("ddp.replicas", "must be at least 1".into());
         }
-        if !(self.ddp.bucket_mb > 0.0) {
+        if self.ddp.bucket_mb.is_nan() || self.ddp.bucket_mb <= 0.0 {
             return bad(
                 "ddp.bucket_mb",
                 format!("must be positive, got {}", self.ddp.bucket_mb),
