@@ -38,8 +38,8 @@ pub struct RunOptions {
 pub struct RunSummary {
     pub epochs: usize,
     pub global_step: u64,
-    pub test_loss: f64,
-    pub test_accuracy: Option<f64>,
+    /// Test (loss, accuracy); None when the run was stopped before the end.
+    pub test: Option<(f64, Option<f64>)>,
     pub train_samples_per_sec: f64,
     /// True when the run ended early because a stop was requested.
     pub stopped: bool,
@@ -294,20 +294,26 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         report.sync()?;
     }
 
-    let test = evaluate(
-        &net,
-        &splits.test,
-        rank,
-        world,
-        spec.train.batch_size,
-        &comm,
-    )?;
-    let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
-    report.eval(MetricKind::Test, epoch.max(1), global_step, lr, &test)?;
-    if rank == 0 {
-        let p = checkpoint::save_final(&out, &net)?;
-        println!("model {}", p.display());
-    }
+    // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
+    let test = if stopped {
+        None
+    } else {
+        let test = evaluate(
+            &net,
+            &splits.test,
+            rank,
+            world,
+            spec.train.batch_size,
+            &comm,
+        )?;
+        let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
+        report.eval(MetricKind::Test, epoch.max(1), global_step, lr, &test)?;
+        if rank == 0 {
+            let p = checkpoint::save_final(&out, &net)?;
+            println!("model {}", p.display());
+        }
+        Some(test)
+    };
     report.sync()?;
     with_comm(&comm, |c| c.barrier())?;
     let train_sps = if train_time > 0.0 {
@@ -318,8 +324,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     Ok(RunSummary {
         epochs: epoch,
         global_step,
-        test_loss: test.loss,
-        test_accuracy: test.accuracy,
+        test: test.map(|t| (t.loss, t.accuracy)),
         train_samples_per_sec: train_sps,
         stopped,
     })

@@ -23,24 +23,55 @@ fn smoke(example: &str, nproc: usize, sets: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     train_standalone(&examples_dir().join(example), nproc, &out, sets);
-    assert!(out.join("model.safetensors").is_file(), "{example}: no model written");
-    assert!(test_record(&out).loss.is_finite(), "{example}: test loss not finite");
+    assert!(
+        out.join("model.safetensors").is_file(),
+        "{example}: no model written"
+    );
+    assert!(
+        test_record(&out).loss.is_finite(),
+        "{example}: test loss not finite"
+    );
 }
 
 #[test]
 fn mnist_example_runs() {
-    smoke("mnist.toml", 2, &["train.max_steps=3", "data.limit_train=512", "data.limit_test=64"]);
+    smoke(
+        "mnist.toml",
+        2,
+        &[
+            "train.max_steps=3",
+            "data.limit_train=512",
+            "data.limit_test=64",
+        ],
+    );
 }
 
 #[test]
 fn convnet_bn_example_runs_with_sync_batchnorm() {
-    smoke("convnet-bn.toml", 2, &["train.max_steps=3", "data.limit_train=512", "data.limit_test=64"]);
+    smoke(
+        "convnet-bn.toml",
+        2,
+        &[
+            "train.max_steps=3",
+            "data.limit_train=512",
+            "data.limit_test=64",
+        ],
+    );
 }
 
 #[test]
 fn fashion_mlp_example_runs_on_mnist_format_data() {
     let data = format!("data.path=\"{}\"", mnist_dir().display());
-    smoke("fashion-mlp.toml", 2, &["data.name=mnist", &data, "train.max_steps=3", "data.limit_test=64"]);
+    smoke(
+        "fashion-mlp.toml",
+        2,
+        &[
+            "data.name=mnist",
+            &data,
+            "train.max_steps=3",
+            "data.limit_test=64",
+        ],
+    );
 }
 
 #[test]
@@ -56,7 +87,13 @@ fn linear_regression_example_learns() {
 
 #[test]
 fn resnet_examples_run_on_synthetic_cifar_shaped_data() {
-    let tiny = ["data.name=synthetic", "data.train_size=8", "data.test_size=4", "train.batch_size=2", "train.max_steps=1"];
+    let tiny = [
+        "data.name=synthetic",
+        "data.train_size=8",
+        "data.test_size=4",
+        "train.batch_size=2",
+        "train.max_steps=1",
+    ];
     smoke("resnet18-cifar10.toml", 2, &tiny);
     smoke("resnet50-synthetic.toml", 2, &tiny);
 }

@@ -7,7 +7,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 fn spec(dir: &std::path::Path) -> std::path::PathBuf {
-    write_spec(dir, "mlp", "val_fraction = 0.0\nlimit_train = 256\nlimit_test = 64\n[train]\nmax_steps = 3\n[checkpoint]\nevery_epochs = 0\n")
+    write_spec(
+        dir,
+        "mlp",
+        "val_fraction = 0.0\nlimit_train = 256\nlimit_test = 64\n[train]\nmax_steps = 3\n[checkpoint]\nevery_epochs = 0\n",
+    )
 }
 
 /// Starts `world` replicas, each with the variables `vars(rank)`, and waits for all of them.
@@ -18,18 +22,29 @@ fn run_group(world: usize, vars: impl Fn(usize) -> Vec<(String, String)>) -> tem
     let children: Vec<_> = (0..world)
         .map(|r| {
             let mut c = trainer();
-            c.arg(&spec).arg("--out").arg(&out).arg("--set").arg("ddp.timeout_s=20");
+            c.arg(&spec)
+                .arg("--out")
+                .arg(&out)
+                .arg("--set")
+                .arg("ddp.timeout_s=20");
             for (k, v) in vars(r) {
                 c.env(k, v);
             }
-            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     for (r, child) in children.into_iter().enumerate() {
         let o = wait_output(child, Duration::from_secs(60));
         assert!(o.status.success(), "rank {r} failed\n{}", text(&o));
         if r == 0 {
-            assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("rank 0/{world}")), "{}", text(&o));
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains(&format!("rank 0/{world}")),
+                "{}",
+                text(&o)
+            );
         }
     }
     assert!(out.join("model.safetensors").is_file());

@@ -142,3 +142,32 @@ fn truncated_newest_checkpoint_is_skipped() {
         "resumed run differs from the uninterrupted one by {diff}"
     );
 }
+
+/// SIGTERM to one replica stops every replica at the same step (the stop flag travels with the
+/// gradient all-reduce): each exits 143 without a final model, and `--resume` then finishes the
+/// run with the same weights as an uninterrupted one.
+#[test]
+fn sigterm_stops_all_replicas_at_the_same_step_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let full = uninterrupted(dir.path(), &spec);
+    let out = dir.path().join("stopped");
+    let port = free_port();
+    let sets = ["train.log_every=1"];
+    let mut r0 = ChildGuard::new(spawn_rank(&spec, &out, 0, 2, port, &[], &sets));
+    let mut r1 = ChildGuard::new(spawn_rank(&spec, &out, 1, 2, port, &[], &sets));
+    wait_for_train_record(&out, 1, &mut r1, Duration::from_secs(60));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(r1.child().id() as i32, libc::SIGTERM) };
+    let o1 = wait_output(r1.take(), Duration::from_secs(30));
+    let o0 = wait_output(r0.take(), Duration::from_secs(30));
+    assert_eq!(o1.status.code(), Some(143), "{}", text(&o1));
+    assert_eq!(o0.status.code(), Some(143), "{}", text(&o0));
+    assert!(String::from_utf8_lossy(&o0.stdout).contains("stop requested: stopping after step"), "{}", text(&o0));
+    let last = |rank| metrics(&out, rank).into_iter().filter(|r| r.kind == ddp_trainer::metrics::MetricKind::Train).last().unwrap().step;
+    assert_eq!(last(0), last(1), "replicas stopped at different steps");
+    assert!(!out.join("model.safetensors").exists(), "a stopped run must not look finished");
+    resume(&spec, &out);
+    let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
+    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+}
