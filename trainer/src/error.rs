@@ -8,6 +8,10 @@ use std::path::PathBuf;
 pub const EXIT_CONFIG: i32 = 2;
 /// Exit code for runtime failures (a peer died, a timeout, an I/O error while training).
 pub const EXIT_FAILURE: i32 = 1;
+/// Exit code for failures worth a restart of the whole group (the "please restart" code): a
+/// collective failed because a peer died, hung or closed its connection. Supervisors restart on
+/// it (and on death by signal) within `restart.max_restarts`.
+pub const EXIT_RESTART: i32 = 75;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -109,6 +113,7 @@ impl Error {
                 code: Some(EXIT_CONFIG),
                 ..
             } => EXIT_CONFIG,
+            Error::Collective { .. } => EXIT_RESTART,
             _ => EXIT_FAILURE,
         }
     }

@@ -55,6 +55,21 @@ pub struct LaunchOptions {
     pub env: Vec<(String, String)>,
     /// Time between SIGTERM and SIGKILL when the replicas are stopped.
     pub grace: Duration,
+    /// Echo rank 0's stdout and every rank's stderr to the launcher's own streams (off when the
+    /// launcher's output already goes to a log, as for the `ddp` supervisor).
+    pub echo: bool,
+    /// Called with (rank, pid) for every replica started.
+    pub on_spawn: Option<SpawnHook>,
+}
+
+/// A callback told about every replica the launcher starts.
+#[derive(Clone)]
+pub struct SpawnHook(pub Arc<dyn Fn(usize, u32) + Send + Sync>);
+
+impl std::fmt::Debug for SpawnHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpawnHook(..)")
+    }
 }
 
 impl LaunchOptions {
@@ -71,6 +86,8 @@ impl LaunchOptions {
             threads_per_replica: None,
             env: Vec::new(),
             grace: DEFAULT_GRACE,
+            echo: true,
+            on_spawn: None,
         }
     }
 }
@@ -222,8 +239,15 @@ fn spawn(world: &World, rank: usize, readers: &mut Vec<JoinHandle<()>>) -> Resul
     }
     let mut child = cmd.spawn().map_err(|e| Error::io(&opts.program, e))?;
     let pid = child.id();
+    if let Some(hook) = &opts.on_spawn {
+        (hook.0)(rank, pid);
+    }
     if let Some(stdout) = child.stdout.take() {
-        let echo = if rank == 0 { Echo::Stdout } else { Echo::None };
+        let echo = if rank == 0 && opts.echo {
+            Echo::Stdout
+        } else {
+            Echo::None
+        };
         readers.push(pump(
             stdout,
             rank,
@@ -240,7 +264,11 @@ fn spawn(world: &World, rank: usize, readers: &mut Vec<JoinHandle<()>>) -> Resul
             "stderr",
             file,
             log.clone(),
-            Echo::StderrPrefixed,
+            if opts.echo {
+                Echo::StderrPrefixed
+            } else {
+                Echo::None
+            },
         )?);
     }
     Ok(Replica {

@@ -699,7 +699,8 @@ fn peer_killed_mid_training_is_named_at_once() {
     let o = wait_output(r0.take(), Duration::from_secs(60));
     let took = killed.elapsed();
     let _ = r1.take().wait();
-    assert_exit(&o, 1);
+    // A lost peer is the canonical transient failure: the "please restart" exit code.
+    assert_exit(&o, ddp_trainer::error::EXIT_RESTART);
     assert!(
         took < Duration::from_secs(10),
         "rank 0 took {took:?} to notice (timeout_s = 300)\n{}",

@@ -163,11 +163,28 @@ fn sigterm_stops_all_replicas_at_the_same_step_and_resume_finishes() {
     let o0 = wait_output(r0.take(), Duration::from_secs(30));
     assert_eq!(o1.status.code(), Some(143), "{}", text(&o1));
     assert_eq!(o0.status.code(), Some(143), "{}", text(&o0));
-    assert!(String::from_utf8_lossy(&o0.stdout).contains("stop requested: stopping after step"), "{}", text(&o0));
-    let last = |rank| metrics(&out, rank).into_iter().filter(|r| r.kind == ddp_trainer::metrics::MetricKind::Train).last().unwrap().step;
+    assert!(
+        String::from_utf8_lossy(&o0.stdout).contains("stop requested: stopping after step"),
+        "{}",
+        text(&o0)
+    );
+    let last = |rank| {
+        metrics(&out, rank)
+            .into_iter()
+            .filter(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
+            .last()
+            .unwrap()
+            .step
+    };
     assert_eq!(last(0), last(1), "replicas stopped at different steps");
-    assert!(!out.join("model.safetensors").exists(), "a stopped run must not look finished");
+    assert!(
+        !out.join("model.safetensors").exists(),
+        "a stopped run must not look finished"
+    );
     resume(&spec, &out);
     let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }
