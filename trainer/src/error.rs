@@ -74,6 +74,8 @@ pub enum Error {
         pid: u32,
         status: String,
         code: Option<i32>,
+        /// The signal that killed it, when it died by one.
+        signal: Option<i32>,
         log: PathBuf,
     },
 

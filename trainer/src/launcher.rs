@@ -560,6 +560,10 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
                 pid: replica.pid,
                 status: outcome.describe(),
                 code: outcome.code(),
+                signal: match outcome {
+                    Outcome::Signaled { signal, .. } => Some(signal),
+                    _ => None,
+                },
                 log: replica.log.clone(),
             };
             let running = running_ranks(replicas);
@@ -818,6 +822,7 @@ mod tests {
                 status,
                 code,
                 log,
+                ..
             } => {
                 assert_eq!(*rank, 1);
                 assert_eq!(status, "was killed by signal 9 (SIGKILL)");

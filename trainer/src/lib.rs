@@ -13,9 +13,10 @@
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention.
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
-//! - `train`: one replica's training loop.
+//! - `train`: one replica's training loop; `cli`: the `ddp-trainer` command line.
 
 pub mod checkpoint;
+pub mod cli;
 pub mod data;
 pub mod ddp;
 pub mod dist;

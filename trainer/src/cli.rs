@@ -1,0 +1,180 @@
+//! The `ddp-trainer` command line: one data-parallel replica, placed by the launcher's environment
+//! (torchrun, Slurm, Open MPI, or none = world of 1); with `--standalone --nproc N` a local
+//! launcher that starts N replicas of itself. In the library so that other binaries (the `ddp`
+//! supervisor) can run replicas of themselves with exactly the same contract.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use clap::Parser;
+
+use crate::env::DistEnv;
+use crate::error::{EXIT_CONFIG, EXIT_FAILURE};
+use crate::launcher::{LaunchOptions, launch};
+use crate::spec::Spec;
+use crate::train::{self, RunOptions, STOP_REQUESTED};
+
+/// Exit code of a replica that stopped on request (SIGTERM/SIGINT) after finishing its step.
+const EXIT_STOPPED: u8 = 143;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddp-trainer",
+    version,
+    about = "Train a candle model data-parallel (one process per replica)"
+)]
+pub struct Args {
+    /// Experiment spec (TOML), e.g. examples/mnist.toml.
+    spec: PathBuf,
+    /// Run folder: metrics/, checkpoints/, tb/, logs/, model.safetensors.
+    #[arg(long)]
+    out: PathBuf,
+    /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Continue from the newest complete checkpoint in OUT/checkpoints.
+    #[arg(long)]
+    resume: bool,
+    /// Launch the replicas locally (free port, per-rank logs in OUT/logs, all stopped if one fails).
+    #[arg(long)]
+    standalone: bool,
+    /// Number of local replicas with --standalone (default: ddp.replicas of the spec).
+    #[arg(long, requires = "standalone")]
+    nproc: Option<usize>,
+}
+
+/// `ddp-trainer`'s main: parses the process arguments.
+pub fn main() -> ExitCode {
+    run_args(Args::parse())
+}
+
+/// Runs a replica (or the standalone launcher) from arguments given as strings; the first is the
+/// program name, as for [`clap::Parser::parse_from`].
+pub fn main_from<I: IntoIterator<Item = T>, T: Into<OsString> + Clone>(args: I) -> ExitCode {
+    match Args::try_parse_from(args) {
+        Ok(a) => run_args(a),
+        Err(e) => {
+            let _ = e.print();
+            ExitCode::from(EXIT_CONFIG as u8)
+        }
+    }
+}
+
+/// The replica (or, with `--standalone`, the local launcher, which starts replicas of the
+/// current executable with the same arguments).
+pub fn run_args(args: Args) -> ExitCode {
+    let spec = match Spec::load(&args.spec, &args.overrides) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
+    };
+    if args.standalone {
+        return standalone(&args, &spec);
+    }
+    let env = match DistEnv::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
+    };
+    set_threads(&spec, &env);
+    install_stop_handler();
+    let rank = env.rank;
+    if rank == 0 {
+        println!(
+            "{} | {} | out {}",
+            spec.name,
+            env.describe(),
+            args.out.display()
+        );
+    }
+    let token = std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty());
+    let result = train::run(RunOptions {
+        spec,
+        out: args.out.clone(),
+        resume: args.resume,
+        env,
+        token,
+    });
+    match result {
+        Ok(s) if s.stopped => ExitCode::from(EXIT_STOPPED),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&format!("ddp-trainer: rank {rank}: {e}"), e.exit_code()),
+    }
+}
+
+fn standalone(args: &Args, spec: &Spec) -> ExitCode {
+    let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
+    if nproc == 0 {
+        return fail("ddp-trainer: --nproc must be at least 1", EXIT_CONFIG);
+    }
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(
+                &format!("ddp-trainer: cannot find my own executable: {e}"),
+                EXIT_FAILURE,
+            );
+        }
+    };
+    let mut child_args: Vec<OsString> = vec![
+        args.spec.clone().into(),
+        "--out".into(),
+        args.out.clone().into(),
+    ];
+    for o in &args.overrides {
+        child_args.push("--set".into());
+        child_args.push(o.into());
+    }
+    if args.resume {
+        child_args.push("--resume".into());
+    }
+    let mut opts = LaunchOptions::new(nproc, program, &args.out);
+    opts.args = child_args;
+    opts.threads_per_replica = spec.ddp.threads;
+    match launch(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&format!("ddp-trainer: {e}"), e.exit_code()),
+    }
+}
+
+/// CPU threads per replica: RAYON_NUM_THREADS if the launcher set it, else `ddp.threads`, else
+/// DDP_THREADS, else cores / local world size. candle's CPU kernels read RAYON_NUM_THREADS.
+fn set_threads(spec: &Spec, env: &DistEnv) {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return;
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let threads = spec
+        .ddp
+        .threads
+        .or_else(|| {
+            std::env::var("DDP_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or((cores / env.local_world_size.max(1)).max(1));
+    // SAFETY: called at start-up, before any thread of ours or candle's exists.
+    unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
+}
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM/SIGINT ask every replica to stop at the next step boundary (agreed through the
+/// gradient all-reduce), so all ranks stop at the same step.
+fn install_stop_handler() {
+    let handler = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+fn fail(msg: &str, code: i32) -> ExitCode {
+    eprintln!("{msg}");
+    ExitCode::from(code.clamp(1, 255) as u8)
+}

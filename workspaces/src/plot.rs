@@ -1,0 +1,1099 @@
+//! Loss and accuracy plots of runs, as SVG or PNG (`ddp plot`, and the plots the supervisor
+//! writes into a finished run's folder).
+//!
+//! Each run gets one colour; the line style says what a line is: training loss (rank 0's train
+//! records) solid, validation dashed with a circle per epoch, the final test evaluation a
+//! triangle. Several runs are overlaid in one panel and the legend names each run.
+//!
+//! Text is measured (both formats) and drawn (PNG) with DejaVu Sans embedded in the binary
+//! (`assets/fonts/`, registered with plotters at first use), so plotting needs no system fonts;
+//! an SVG only names the `sans-serif` family and lets the viewer pick the font.
+//!
+//! Layout:
+//! - [`Series`], [`XAxis`]: the input.
+//! - [`plot_runs`]: one image, loss and accuracy panels side by side, format from the extension.
+//! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` for one run folder.
+//! - `RunData`, `EpochScale`: records turned into points (NaN skipped, resumed history replaced).
+//! - `draw_loss`, `draw_accuracy`: the panels; `render`: backends and the atomic file write.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use ddp_trainer::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::error::{Error, Result};
+
+/// The metric records of one run and the name the legend gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub records: Vec<MetricRecord>,
+}
+
+impl Series {
+    /// Reads rank 0's metrics of the run folder `run_dir` (`metrics/rank-0.jsonl`, which holds the
+    /// training, validation and test records plotted); the label is the folder's name.
+    pub fn from_run_dir(run_dir: &Path) -> Result<Series> {
+        let path = metrics_path(run_dir, 0);
+        if !path.exists() {
+            return Err(Error::NotFound(format!(
+                "{}: no metrics file (has the run started?)",
+                path.display()
+            )));
+        }
+        let label = run_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| run_dir.display().to_string());
+        Ok(Series {
+            label,
+            records: read_metrics(&path)?,
+        })
+    }
+}
+
+/// What the horizontal axis counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XAxis {
+    /// The global optimizer step.
+    #[default]
+    Step,
+    /// Epochs: validation and test at whole epochs, training records in between in proportion to
+    /// their step within the epoch.
+    Epoch,
+}
+
+impl XAxis {
+    fn description(self) -> &'static str {
+        match self {
+            XAxis::Step => "global step",
+            XAxis::Epoch => "epoch",
+        }
+    }
+}
+
+impl FromStr for XAxis {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<XAxis> {
+        match s {
+            "step" => Ok(XAxis::Step),
+            "epoch" => Ok(XAxis::Epoch),
+            _ => Err(Error::Invalid(format!(
+                "unknown x axis `{s}`: expected `step` or `epoch`"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for XAxis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            XAxis::Step => "step",
+            XAxis::Epoch => "epoch",
+        })
+    }
+}
+
+/// The file name [`plot_run_folder`] gives the loss plot.
+pub const LOSS_SVG: &str = "loss.svg";
+/// The file name [`plot_run_folder`] gives the accuracy plot.
+pub const ACCURACY_SVG: &str = "accuracy.svg";
+
+/// Size of the [`plot_runs`] image (two panels side by side), pixels.
+const BOTH_SIZE: (u32, u32) = (1400, 560);
+/// Size of each single-panel image of [`plot_run_folder`], pixels.
+const PANEL_SIZE: (u32, u32) = (800, 520);
+
+/// Plots the loss (train, val, test) and the accuracy (val, test) of `series`, overlaid, against
+/// `x`, into one image: SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
+/// file is written whole or not at all. Runs without any record get a legend entry marked
+/// "(no data)"; when no run has accuracy figures (regression) the accuracy panel says so. Fails
+/// when there is nothing at all to draw.
+pub fn plot_runs(series: &[Series], x: XAxis, out: &Path) -> Result<()> {
+    let format = format_of(out)?;
+    let runs = prepare(series, x)?;
+    render(out, format, BOTH_SIZE, |root| {
+        let (left, right) = root.split_horizontally(BOTH_SIZE.0 / 2);
+        let x_hi = x_upper(&runs, x, |_| true);
+        draw_loss(&left, &runs, x, x_hi)?;
+        draw_accuracy(&right, &runs, x, x_hi)
+    })
+}
+
+/// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` for the run folder `run_dir`, read from
+/// its `metrics/rank-0.jsonl` (the supervisor passes `run_dir/plots` as `out_dir` when a run
+/// ends). `out_dir` is created if needed. A regression run's accuracy plot says that there is no
+/// accuracy.
+pub fn plot_run_folder(run_dir: &Path, out_dir: &Path) -> Result<()> {
+    let series = [Series::from_run_dir(run_dir)?];
+    let runs = prepare(&series, XAxis::Step)?;
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
+    let x_hi = x_upper(&runs, XAxis::Step, |_| true);
+    render(&out_dir.join(LOSS_SVG), Format::Svg, PANEL_SIZE, |root| {
+        draw_loss(root, &runs, XAxis::Step, x_hi)
+    })?;
+    render(&out_dir.join(ACCURACY_SVG), Format::Svg, PANEL_SIZE, |root| {
+        draw_accuracy(root, &runs, XAxis::Step, x_hi)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output format and file writing.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Svg,
+    Png,
+}
+
+fn format_of(out: &Path) -> Result<Format> {
+    let ext = out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        _ => Err(Error::Invalid(format!(
+            "{}: unsupported plot file type: the name must end in .svg or .png",
+            out.display()
+        ))),
+    }
+}
+
+/// An error while drawing, already turned into text (plotters' errors are generic over the backend).
+type DrawResult = std::result::Result<(), String>;
+
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    e.to_string()
+}
+
+/// Draws with `draw` on a `size` canvas of `format` and writes it to `out` through a temporary
+/// file in the same folder renamed over `out`, so readers never see a half-written image.
+fn render(
+    out: &Path,
+    format: Format,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<DynBackend<'_>, Shift>) -> DrawResult,
+) -> Result<()> {
+    ensure_font()?;
+    let tmp = temp_path(out, format);
+    let drawn = match format {
+        Format::Svg => {
+            let mut text = String::new();
+            let drawn = {
+                let root = DynBackend::Svg(SVGBackend::with_string(&mut text, size))
+                    .into_drawing_area();
+                draw_on(&root, draw)
+            };
+            drawn.and_then(|()| {
+                std::fs::write(&tmp, text.as_bytes()).map_err(|e| Error::io(&tmp, e))
+            })
+        }
+        Format::Png => {
+            let root = DynBackend::Png(BitMapBackend::new(&tmp, size)).into_drawing_area();
+            draw_on(&root, draw).and_then(|()| {
+                root.present().map_err(|e| {
+                    Error::io(&tmp, std::io::Error::other(format!("writing PNG: {e}")))
+                })
+            })
+        }
+    };
+    let result = drawn.and_then(|()| std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e)));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn draw_on(
+    root: &DrawingArea<DynBackend<'_>, Shift>,
+    draw: impl FnOnce(&DrawingArea<DynBackend<'_>, Shift>) -> DrawResult,
+) -> Result<()> {
+    root.fill(&WHITE)
+        .map_err(draw_err)
+        .and_then(|()| draw(root))
+        .map_err(|e| Error::Invalid(format!("drawing the plot failed: {e}")))
+}
+
+/// `DIR/.NAME.tmp-PID.EXT`: hidden, unique per process, and keeping the extension (the PNG
+/// encoder picks the format from it).
+fn temp_path(out: &Path, format: Format) -> PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = match format {
+        Format::Svg => "svg",
+        Format::Png => "png",
+    };
+    out.with_file_name(format!(".{name}.tmp-{}.{ext}", std::process::id()))
+}
+
+/// The two backends behind one type, so each panel is drawn by one (non-generic) function.
+enum DynBackend<'a> {
+    Svg(SVGBackend<'a>),
+    Png(BitMapBackend<'a>),
+}
+
+/// The error of either backend, as text.
+#[derive(Debug)]
+struct BackendError(String);
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+fn backend_err<E: std::error::Error + Send + Sync>(
+    e: DrawingErrorKind<E>,
+) -> DrawingErrorKind<BackendError> {
+    match e {
+        DrawingErrorKind::DrawingError(e) => {
+            DrawingErrorKind::DrawingError(BackendError(e.to_string()))
+        }
+        DrawingErrorKind::FontError(e) => DrawingErrorKind::FontError(e),
+    }
+}
+
+macro_rules! both {
+    ($self:ident, $b:ident => $e:expr) => {
+        match $self {
+            DynBackend::Svg($b) => $e.map_err(backend_err),
+            DynBackend::Png($b) => $e.map_err(backend_err),
+        }
+    };
+}
+
+impl DrawingBackend for DynBackend<'_> {
+    type ErrorType = BackendError;
+
+    fn get_size(&self) -> (u32, u32) {
+        match self {
+            DynBackend::Svg(b) => b.get_size(),
+            DynBackend::Png(b) => b.get_size(),
+        }
+    }
+
+    fn ensure_prepared(&mut self) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.ensure_prepared())
+    }
+
+    fn present(&mut self) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.present())
+    }
+
+    fn draw_pixel(
+        &mut self,
+        point: BackendCoord,
+        color: BackendColor,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_pixel(point, color))
+    }
+
+    fn draw_line<S: BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_line(from, to, style))
+    }
+
+    fn draw_rect<S: BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_rect(upper_left, bottom_right, style, fill))
+    }
+
+    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_path(path, style))
+    }
+
+    fn draw_circle<S: BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_circle(center, radius, style, fill))
+    }
+
+    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.fill_polygon(vert, style))
+    }
+
+    fn draw_text<TStyle: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &TStyle,
+        pos: BackendCoord,
+    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
+        both!(self, b => b.draw_text(text, style, pos))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The embedded font.
+
+/// DejaVu Sans 2.37 from Debian's `fonts-dejavu-core` (Bitstream Vera licence; see
+/// `assets/fonts/README.md`).
+static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+/// The family every text style here uses; the embedded font is registered under it.
+const FONT_FAMILY: &str = "sans-serif";
+
+/// Registers the embedded font with plotters once per process.
+fn ensure_font() -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(
+            "the embedded font DejaVuSans.ttf could not be loaded".into(),
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records to points.
+
+/// The points of one run, in plot coordinates (x per [`XAxis`]); non-finite values left out.
+#[derive(Debug, Clone, PartialEq)]
+struct RunData<'a> {
+    label: &'a str,
+    train_loss: Vec<(f64, f64)>,
+    val_loss: Vec<(f64, f64)>,
+    val_acc: Vec<(f64, f64)>,
+    test_loss: Option<(f64, f64)>,
+    test_acc: Option<(f64, f64)>,
+}
+
+impl RunData<'_> {
+    fn has_loss(&self) -> bool {
+        !self.train_loss.is_empty() || !self.val_loss.is_empty() || self.test_loss.is_some()
+    }
+
+    fn has_accuracy(&self) -> bool {
+        !self.val_acc.is_empty() || self.test_acc.is_some()
+    }
+}
+
+/// The points of every series; an error when not one of them has anything to draw.
+fn prepare(series: &[Series], x: XAxis) -> Result<Vec<RunData<'_>>> {
+    if series.is_empty() {
+        return Err(Error::Invalid("nothing to plot: no runs given".into()));
+    }
+    let runs: Vec<RunData> = series.iter().map(|s| run_data(s, x)).collect();
+    if runs.iter().all(|r| !r.has_loss() && !r.has_accuracy()) {
+        let why: Vec<String> = series
+            .iter()
+            .map(|s| {
+                if s.records.is_empty() {
+                    format!("run `{}` has no metric records", s.label)
+                } else {
+                    format!(
+                        "run `{}` has no finite loss or accuracy in its {} records",
+                        s.label,
+                        s.records.len()
+                    )
+                }
+            })
+            .collect();
+        return Err(Error::Invalid(format!(
+            "nothing to plot: {}",
+            why.join("; ")
+        )));
+    }
+    Ok(runs)
+}
+
+fn run_data(series: &Series, x: XAxis) -> RunData<'_> {
+    // Training loss of one rank only (rank 0 normally; the lowest rank present otherwise).
+    let train_rank = series
+        .records
+        .iter()
+        .filter(|r| r.kind == MetricKind::Train)
+        .map(|r| r.rank)
+        .min();
+    let train = latest_history(
+        series
+            .records
+            .iter()
+            .filter(|r| r.kind == MetricKind::Train && Some(r.rank) == train_rank),
+    );
+    let val = latest_history(series.records.iter().filter(|r| r.kind == MetricKind::Val));
+    let test = series
+        .records
+        .iter()
+        .rev()
+        .find(|r| r.kind == MetricKind::Test);
+
+    let scale = EpochScale::new(train.iter().chain(&val).copied().chain(test));
+    let pos = |r: &MetricRecord| match x {
+        XAxis::Step => r.step as f64,
+        XAxis::Epoch => scale.position(r),
+    };
+    let finite = |p: (f64, f64)| (p.0.is_finite() && p.1.is_finite()).then_some(p);
+    let loss = |r: &&MetricRecord| finite((pos(r), r.loss));
+    let acc = |r: &&MetricRecord| r.accuracy.and_then(|a| finite((pos(r), a)));
+    RunData {
+        label: &series.label,
+        train_loss: train.iter().filter_map(loss).collect(),
+        val_loss: val.iter().filter_map(loss).collect(),
+        val_acc: val.iter().filter_map(acc).collect(),
+        test_loss: test.as_ref().and_then(loss),
+        test_acc: test.as_ref().and_then(acc),
+    }
+}
+
+/// The records in file order, except that a record whose step is not after the previous one's
+/// (a run resumed from an earlier checkpoint redoes those steps) replaces everything from its
+/// step on: what remains is the history that led to the latest records.
+fn latest_history<'a>(records: impl Iterator<Item = &'a MetricRecord>) -> Vec<&'a MetricRecord> {
+    let mut kept: Vec<&MetricRecord> = Vec::new();
+    for r in records {
+        while kept.last().is_some_and(|k| k.step >= r.step) {
+            kept.pop();
+        }
+        kept.push(r);
+    }
+    kept
+}
+
+/// Maps a record's (epoch, step) to a fractional epoch: epoch `e` spans `(e-1, e]`, its records
+/// placed in proportion to their step between the last step of epoch `e-1` and its own last step.
+#[derive(Debug)]
+struct EpochScale {
+    /// Last step seen in each epoch.
+    ends: BTreeMap<usize, u64>,
+    /// First step seen in each epoch.
+    firsts: BTreeMap<usize, u64>,
+    /// Epochs known to be finished: not the last epoch seen, or with a val/test record.
+    complete: Vec<usize>,
+    /// Steps in a finished epoch, for epochs whose start or end has not been seen.
+    typical: Option<f64>,
+}
+
+impl EpochScale {
+    fn new<'a>(records: impl Iterator<Item = &'a MetricRecord>) -> EpochScale {
+        let mut ends = BTreeMap::new();
+        let mut firsts = BTreeMap::new();
+        let mut evaluated = Vec::new();
+        for r in records {
+            let end = ends.entry(r.epoch).or_insert(r.step);
+            *end = (*end).max(r.step);
+            let first = firsts.entry(r.epoch).or_insert(r.step);
+            *first = (*first).min(r.step);
+            if r.kind != MetricKind::Train {
+                evaluated.push(r.epoch);
+            }
+        }
+        let last = ends.keys().next_back().copied();
+        let complete: Vec<usize> = ends
+            .keys()
+            .copied()
+            .filter(|&e| Some(e) != last || evaluated.contains(&e))
+            .collect();
+        // Length of the latest finished epoch whose predecessor was seen; else, assuming equal
+        // epochs, the latest finished epoch's last step over its number.
+        let typical = complete
+            .iter()
+            .rev()
+            .find_map(|&e| {
+                let prev = ends.get(&e.checked_sub(1)?)?;
+                Some((ends[&e] - prev) as f64)
+            })
+            .or_else(|| complete.last().map(|&e| ends[&e] as f64 / e.max(1) as f64))
+            .filter(|&t| t > 0.0);
+        EpochScale {
+            ends,
+            firsts,
+            complete,
+            typical,
+        }
+    }
+
+    fn position(&self, r: &MetricRecord) -> f64 {
+        let e = r.epoch;
+        let base = e.saturating_sub(1) as f64;
+        let (Some(&end), Some(&first)) = (self.ends.get(&e), self.firsts.get(&e)) else {
+            return base;
+        };
+        let start = match e.checked_sub(1).and_then(|p| self.ends.get(&p)) {
+            Some(&prev) => prev as f64,
+            None if e <= 1 => 0.0,
+            None => match self.typical {
+                Some(t) => base * t,
+                None => first.saturating_sub(1) as f64,
+            },
+        };
+        let seen = end as f64 - start;
+        let len = if self.complete.contains(&e) {
+            seen
+        } else {
+            self.typical.map_or(seen, |t| t.max(seen))
+        };
+        if len <= 0.0 {
+            return e as f64;
+        }
+        base + ((r.step as f64 - start) / len).clamp(0.0, 1.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Panels.
+
+/// Run colours (matplotlib's "tab10"), reused cyclically.
+const COLOURS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+const LINE_WIDTH: u32 = 2;
+const VAL_RADIUS: i32 = 4;
+const TEST_SIZE: i32 = 8;
+
+/// Right end of the x axis: the largest x of the points `keep` selects (whole epochs rounded
+/// up), over every run, so both panels share one scale.
+fn x_upper(runs: &[RunData], x: XAxis, keep: impl Fn(&RunData) -> bool) -> f64 {
+    let max = runs
+        .iter()
+        .filter(|r| keep(r))
+        .flat_map(|r| {
+            let tests = r.test_loss.iter().chain(&r.test_acc);
+            r.train_loss.iter().chain(&r.val_loss).chain(&r.val_acc).chain(tests)
+        })
+        .map(|p| p.0)
+        .fold(0.0f64, f64::max);
+    match x {
+        XAxis::Epoch => max.ceil().max(1.0),
+        XAxis::Step if max <= 0.0 => 1.0,
+        XAxis::Step => max * 1.02,
+    }
+}
+
+fn x_label(x: XAxis) -> impl Fn(&f64) -> String {
+    move |v: &f64| match x {
+        XAxis::Epoch if v.fract().abs() > 1e-9 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
+}
+
+/// Labels for `lo..hi` with a few significant digits (plotters prints f64 in full).
+fn value_label(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
+    let tick = (hi - lo) / 10.0;
+    let decimals = if tick > 0.0 {
+        (-tick.log10().floor()).clamp(0.0, 8.0) as usize
+    } else {
+        2
+    };
+    move |v: &f64| format!("{v:.decimals$}")
+}
+
+fn caption_style() -> TextStyle<'static> {
+    (FONT_FAMILY, 22).into_font().into()
+}
+
+fn label_style() -> TextStyle<'static> {
+    (FONT_FAMILY, 14).into_font().into()
+}
+
+fn axis_desc_style() -> TextStyle<'static> {
+    (FONT_FAMILY, 16).into_font().into()
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    DynBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The loss panel: per run, train (solid), val (dashed, circles) and test (triangle) loss.
+fn draw_loss(
+    area: &DrawingArea<DynBackend<'_>, Shift>,
+    runs: &[RunData],
+    x: XAxis,
+    x_hi: f64,
+) -> DrawResult {
+    let values = runs.iter().flat_map(|r| {
+        let test = r.test_loss.iter();
+        r.train_loss.iter().chain(&r.val_loss).chain(test).map(|p| p.1)
+    });
+    let (lo, hi) = values.fold((0.0f64, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let hi = if hi > lo { hi + (hi - lo) * 0.05 } else { lo + 1.0 };
+    let mut chart = chart(area, "loss", x, x_hi, (lo, hi), "loss", &value_label(lo, hi))?;
+    for (i, run) in runs.iter().enumerate() {
+        let label = if run.has_loss() || run.has_accuracy() {
+            run.label.to_string()
+        } else {
+            format!("{} (no data)", run.label)
+        };
+        draw_run(&mut chart, i, label, &run.train_loss, &run.val_loss, run.test_loss)?;
+    }
+    draw_legend(&mut chart, true, SeriesLabelPosition::UpperRight)
+}
+
+/// The accuracy panel: per run with accuracy figures, val (dashed, circles) and test
+/// (triangle); without any, a note that the runs have no accuracy.
+fn draw_accuracy(
+    area: &DrawingArea<DynBackend<'_>, Shift>,
+    runs: &[RunData],
+    x: XAxis,
+    x_hi: f64,
+) -> DrawResult {
+    if !runs.iter().any(RunData::has_accuracy) {
+        let area = area
+            .titled("accuracy", caption_style())
+            .map_err(draw_err)?;
+        let (w, h) = area.dim_in_pixel();
+        let style = axis_desc_style().pos(Pos::new(HPos::Center, VPos::Center));
+        let centre = (w as i32 / 2, h as i32 / 2);
+        return area
+            .draw(&Text::new("no accuracy (regression)", centre, style))
+            .map_err(draw_err);
+    }
+    let values = runs.iter().flat_map(|r| {
+        r.val_acc.iter().chain(r.test_acc.iter()).map(|p| p.1)
+    });
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let pad = ((hi - lo) * 0.1).max(0.01);
+    let (lo, hi) = ((lo - pad).max(0.0), (hi + pad).min(1.0));
+    let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 0.01, hi + 0.01) };
+    let mut chart = chart(area, "accuracy", x, x_hi, (lo, hi), "accuracy", &value_label(lo, hi))?;
+    for (i, run) in runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
+        draw_run(&mut chart, i, run.label.to_string(), &[], &run.val_acc, run.test_acc)?;
+    }
+    draw_legend(&mut chart, false, SeriesLabelPosition::LowerRight)
+}
+
+/// A chart with its caption, axes, grid and axis descriptions.
+fn chart<'a, 'b>(
+    area: &'a DrawingArea<DynBackend<'b>, Shift>,
+    caption: &str,
+    x: XAxis,
+    x_hi: f64,
+    (y_lo, y_hi): (f64, f64),
+    y_desc: &str,
+    y_label: &dyn Fn(&f64) -> String,
+) -> std::result::Result<Chart<'a, 'b>, String> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, caption_style())
+        .margin(14)
+        .x_label_area_size(48)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_hi, y_lo..y_hi)
+        .map_err(draw_err)?;
+    let x_label = x_label(x);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x.description())
+        .y_desc(y_desc)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(y_label)
+        .label_style(label_style())
+        .axis_desc_style(axis_desc_style())
+        .light_line_style(RGBColor(235, 235, 235));
+    if x == XAxis::Epoch && x_hi <= 20.0 {
+        mesh.x_labels(x_hi as usize + 1);
+    }
+    mesh.draw().map_err(draw_err)?;
+    Ok(chart)
+}
+
+/// One run in colour `i`: `train` solid, `val` dashed with circles, `test` a triangle. The
+/// legend entry (a colour swatch named `label`) hangs on the first series.
+fn draw_run(
+    chart: &mut Chart,
+    i: usize,
+    label: String,
+    train: &[(f64, f64)],
+    val: &[(f64, f64)],
+    test: Option<(f64, f64)>,
+) -> DrawResult {
+    let c = colour(i);
+    let line = c.stroke_width(LINE_WIDTH);
+    // A lone point makes no line: give every point a dot then.
+    let dots = if train.len() == 1 { 3 } else { 0 };
+    chart
+        .draw_series(LineSeries::new(train.iter().copied(), line).point_size(dots))
+        .map_err(draw_err)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], c.filled()));
+    chart
+        .draw_series(DashedLineSeries::new(val.iter().copied(), 7, 5, line))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(val.iter().map(|&p| Circle::new(p, VAL_RADIUS, c.filled())))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(test.map(|p| TriangleMarker::new(p, TEST_SIZE, c.filled())))
+        .map_err(draw_err)?;
+    Ok(())
+}
+
+/// Adds the style key (black: train, val, test; `train` only on the loss panel) after the runs'
+/// colour entries and draws the legend box at `position`.
+fn draw_legend(chart: &mut Chart, train: bool, position: SeriesLabelPosition) -> DrawResult {
+    let key = BLACK.stroke_width(LINE_WIDTH);
+    let none = || std::iter::empty::<Circle<(f64, f64), i32>>();
+    if train {
+        chart
+            .draw_series(none())
+            .map_err(draw_err)?
+            .label("train")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], key));
+    }
+    chart
+        .draw_series(none())
+        .map_err(draw_err)?
+        .label("val")
+        .legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + DashedPathElement::new(vec![(0, 0), (18, 0)], 5, 3, key)
+                + Circle::new((9, 0), VAL_RADIUS, BLACK.filled())
+        });
+    chart
+        .draw_series(none())
+        .map_err(draw_err)?
+        .label("test")
+        .legend(|(x, y)| TriangleMarker::new((x + 9, y), TEST_SIZE, BLACK.filled()));
+    chart
+        .configure_series_labels()
+        .position(position)
+        .margin(10)
+        .legend_area_size(26)
+        .label_font(label_style())
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(160, 160, 160))
+        .draw()
+        .map_err(draw_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
+        MetricRecord {
+            time: 1_700_000_000.0 + step as f64,
+            rank: 0,
+            kind,
+            epoch,
+            step,
+            loss,
+            accuracy: acc,
+            lr: 0.01,
+            samples_per_sec: 1000.0,
+            samples: Some(64),
+            world_size: 2,
+        }
+    }
+
+    /// `epochs` epochs of 100 steps: a train record every 10 steps, val at each epoch's end,
+    /// test at the end; accuracy only when `classify`. `scale` varies the curves per run.
+    fn run(label: &str, epochs: usize, classify: bool, scale: f64) -> Series {
+        let mut records = Vec::new();
+        for e in 1..=epochs {
+            for s in (10..=100).step_by(10) {
+                let step = (e as u64 - 1) * 100 + s;
+                let loss = scale * 2.0 / (1.0 + step as f64 / 50.0);
+                records.push(record(MetricKind::Train, e, step, loss, None));
+            }
+            let acc = classify.then(|| 0.9 + 0.02 * e as f64 / scale);
+            let loss = scale * 2.2 / (1.0 + e as f64);
+            records.push(record(MetricKind::Val, e, e as u64 * 100, loss, acc));
+        }
+        let last = epochs as u64 * 100;
+        let acc = classify.then_some(0.95);
+        records.push(record(MetricKind::Test, epochs, last, scale * 0.5, acc));
+        Series {
+            label: label.to_string(),
+            records,
+        }
+    }
+
+    fn png_size(bytes: &[u8]) -> (u32, u32) {
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG magic");
+        assert_eq!(&bytes[12..16], b"IHDR");
+        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        (be(&bytes[16..20]), be(&bytes[20..24]))
+    }
+
+    fn assert_svg(path: &Path, labels: &[&str]) -> String {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(80)]);
+        assert!(text.trim_end().ends_with("</svg>"));
+        for label in labels {
+            assert!(text.contains(&format!(">{label}<")), "legend lacks {label}");
+        }
+        text
+    }
+
+    fn only_file(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn svg_one_and_three_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("one.svg");
+        plot_runs(&[run("alpha", 3, true, 1.0)], XAxis::Step, &out).unwrap();
+        let text = assert_svg(&out, &["alpha", "train", "val", "test", "loss", "accuracy"]);
+        assert!(text.contains(r#"width="1400" height="560""#), "{}", &text[..120]);
+        assert!(text.contains("global step"));
+        assert!(!text.contains("no accuracy"));
+
+        let out = dir.path().join("three.SVG");
+        let runs = [
+            run("alpha", 3, true, 1.0),
+            run("beta", 2, true, 1.3),
+            run("gamma", 4, true, 0.8),
+        ];
+        plot_runs(&runs, XAxis::Epoch, &out).unwrap();
+        let text = assert_svg(&out, &["alpha", "beta", "gamma"]);
+        assert!(text.contains(">epoch<"));
+        // Each run in its own colour.
+        for c in &COLOURS[..3] {
+            let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+            assert!(text.contains(&hex), "colour {hex} missing");
+        }
+        // Only the outputs: the temporary files are gone.
+        assert_eq!(only_file(dir.path()), ["one.svg", "three.SVG"]);
+    }
+
+    #[test]
+    fn png_one_and_three_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("one.png");
+        plot_runs(&[run("alpha", 2, true, 1.0)], XAxis::Step, &out).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(png_size(&bytes), BOTH_SIZE);
+
+        let out = dir.path().join("three.png");
+        let runs = [
+            run("alpha", 3, true, 1.0),
+            run("beta", 3, false, 1.3),
+            run("gamma", 1, true, 0.8),
+        ];
+        plot_runs(&runs, XAxis::Epoch, &out).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(png_size(&bytes), BOTH_SIZE);
+        assert_eq!(only_file(dir.path()), ["one.png", "three.png"]);
+    }
+
+    #[test]
+    fn bad_extension_is_refused_without_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["plot.jpg", "plot", "svg"] {
+            let out = dir.path().join(name);
+            let err = plot_runs(&[run("a", 1, true, 1.0)], XAxis::Step, &out).unwrap_err();
+            assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "{}: unsupported plot file type: the name must end in .svg or .png",
+                    out.display()
+                )
+            );
+        }
+        assert!(only_file(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn regression_run_says_no_accuracy() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("reg.svg");
+        plot_runs(&[run("reg", 2, false, 1.0)], XAxis::Step, &out).unwrap();
+        let text = assert_svg(&out, &["reg"]);
+        assert!(text.contains("no accuracy (regression)"));
+        let out = dir.path().join("reg.png");
+        plot_runs(&[run("reg", 2, false, 1.0)], XAxis::Epoch, &out).unwrap();
+        assert_eq!(png_size(&std::fs::read(&out).unwrap()), BOTH_SIZE);
+    }
+
+    #[test]
+    fn empty_records_error_names_the_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x.svg");
+        let empty = Series {
+            label: "fresh".into(),
+            records: vec![],
+        };
+        let err = plot_runs(&[empty.clone()], XAxis::Step, &out).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "nothing to plot: run `fresh` has no metric records"
+        );
+        let nan = Series {
+            label: "diverged".into(),
+            records: vec![record(MetricKind::Train, 1, 5, f64::NAN, None)],
+        };
+        let err = plot_runs(&[empty.clone(), nan], XAxis::Step, &out).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "nothing to plot: run `fresh` has no metric records; \
+             run `diverged` has no finite loss or accuracy in its 1 records"
+        );
+        let err = plot_runs(&[], XAxis::Step, &out).unwrap_err();
+        assert_eq!(err.to_string(), "nothing to plot: no runs given");
+        assert!(only_file(dir.path()).is_empty());
+
+        // Beside a run with data, an empty run is only marked in the legend.
+        plot_runs(&[run("ok", 1, true, 1.0), empty], XAxis::Step, &out).unwrap();
+        assert_svg(&out, &["ok", "fresh (no data)"]);
+    }
+
+    #[test]
+    fn single_point_no_val_and_nan_losses() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = Series {
+            label: "one".into(),
+            records: vec![record(MetricKind::Train, 1, 7, 0.5, None)],
+        };
+        let with_nan = Series {
+            label: "nan".into(),
+            records: vec![
+                record(MetricKind::Train, 1, 1, 1.0, None),
+                record(MetricKind::Train, 1, 2, f64::NAN, None),
+                record(MetricKind::Train, 1, 3, f64::INFINITY, None),
+                record(MetricKind::Train, 1, 4, 0.5, None),
+            ],
+        };
+        let data = run_data(&with_nan, XAxis::Step);
+        assert_eq!(data.train_loss, [(1.0, 1.0), (4.0, 0.5)]);
+        assert!(data.val_loss.is_empty() && !data.has_accuracy());
+        for ext in ["svg", "png"] {
+            let out = dir.path().join(format!("p.{ext}"));
+            plot_runs(&[one.clone(), with_nan.clone()], XAxis::Step, &out).unwrap();
+            plot_runs(&[one.clone()], XAxis::Epoch, &out).unwrap();
+        }
+        let text = assert_svg(&dir.path().join("p.svg"), &["one"]);
+        // The lone train point is drawn as a dot.
+        assert!(text.contains("<circle"), "no dot for a single point");
+    }
+
+    #[test]
+    fn train_loss_from_one_rank_and_latest_history() {
+        let mut records = vec![
+            record(MetricKind::Train, 1, 10, 1.0, None),
+            record(MetricKind::Train, 1, 20, 0.9, None),
+            record(MetricKind::Train, 1, 30, 0.8, None),
+            // Resumed from the checkpoint at step 20: 30 is redone.
+            record(MetricKind::Train, 1, 30, 0.7, None),
+            record(MetricKind::Train, 1, 40, 0.6, None),
+        ];
+        let mut other_rank = record(MetricKind::Train, 1, 15, 5.0, None);
+        other_rank.rank = 1;
+        records.push(other_rank);
+        let s = Series {
+            label: "r".into(),
+            records,
+        };
+        let data = run_data(&s, XAxis::Step);
+        assert_eq!(
+            data.train_loss,
+            [(10.0, 1.0), (20.0, 0.9), (30.0, 0.7), (40.0, 0.6)]
+        );
+    }
+
+    #[test]
+    fn epoch_axis_places_records_within_epochs() {
+        let s = run("e", 2, true, 1.0);
+        let data = run_data(&s, XAxis::Epoch);
+        let xs: Vec<f64> = data.train_loss.iter().map(|p| p.0).collect();
+        let expected: Vec<f64> = (1..=20).map(|i| i as f64 / 10.0).collect();
+        for (x, e) in xs.iter().zip(&expected) {
+            assert!((x - e).abs() < 1e-9, "{xs:?}");
+        }
+        assert_eq!(data.val_acc.iter().map(|p| p.0).collect::<Vec<_>>(), [1.0, 2.0]);
+        assert_eq!(data.test_acc.map(|p| p.0), Some(2.0));
+
+        // An unfinished epoch (no val yet) is scaled by the finished epochs' length.
+        let mut s = run("e", 1, true, 1.0);
+        s.records.retain(|r| r.kind != MetricKind::Test);
+        s.records.push(record(MetricKind::Train, 2, 150, 0.3, None));
+        let data = run_data(&s, XAxis::Epoch);
+        let last = data.train_loss.last().unwrap().0;
+        assert!((last - 1.5).abs() < 1e-9, "{last}");
+    }
+
+    #[test]
+    fn run_folder_writes_two_svgs() {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("mnist-3");
+        let mut w = ddp_trainer::metrics::MetricsWriter::create(&run_dir, 0).unwrap();
+        for r in &run("x", 2, true, 1.0).records {
+            w.write(r).unwrap();
+        }
+        let plots = run_dir.join("plots");
+        plot_run_folder(&run_dir, &plots).unwrap();
+        assert_eq!(only_file(&plots), [ACCURACY_SVG, LOSS_SVG]);
+        let loss = assert_svg(&plots.join(LOSS_SVG), &["mnist-3", "train", "val", "test"]);
+        assert!(loss.contains(r#"width="800" height="520""#));
+        let acc = assert_svg(&plots.join(ACCURACY_SVG), &["mnist-3", "val", "test"]);
+        assert!(!acc.contains(">train<"));
+
+        let missing = dir.path().join("nothing");
+        let err = plot_run_folder(&missing, &plots).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: no metrics file (has the run started?)",
+                missing.join("metrics/rank-0.jsonl").display()
+            )
+        );
+    }
+
+    #[test]
+    fn x_axis_parses() {
+        assert_eq!("step".parse::<XAxis>().unwrap(), XAxis::Step);
+        assert_eq!("epoch".parse::<XAxis>().unwrap(), XAxis::Epoch);
+        assert_eq!(XAxis::Epoch.to_string(), "epoch");
+        assert_eq!(
+            "time".parse::<XAxis>().unwrap_err().to_string(),
+            "unknown x axis `time`: expected `step` or `epoch`"
+        );
+    }
+}

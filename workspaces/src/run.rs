@@ -1,0 +1,355 @@
+//! One run folder: `run.json` (the run's record, rewritten atomically on every change),
+//! `events.jsonl` (the supervisor's events, appended), `spec.toml` (the resolved spec, frozen),
+//! and what the trainer writes (`logs/`, `metrics/`, `checkpoints/`, `tb/`, `model.safetensors`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Lifecycle: queued → running → completed | failed | stopped, with restarting in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Restarting,
+    Completed,
+    Failed,
+    Stopped,
+}
+
+impl RunStatus {
+    /// Whether the run is over (nothing will change it but `ddp resume`).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Restarting => "restarting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RunStatus {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+            Error::Invalid(format!(
+                "unknown status `{s}`; expected one of queued, running, restarting, completed, failed, stopped"
+            ))
+        })
+    }
+}
+
+/// The supervising process, identified by pid and start time (pids are reused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessId {
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/PID/stat` field 22).
+    pub start_ticks: u64,
+}
+
+impl ProcessId {
+    pub fn current() -> ProcessId {
+        let pid = std::process::id();
+        ProcessId { pid, start_ticks: start_ticks(pid).unwrap_or(0) }
+    }
+
+    /// Whether this exact process still exists.
+    pub fn is_alive(&self) -> bool {
+        match start_ticks(self.pid) {
+            Some(t) => self.start_ticks == 0 || t == self.start_ticks,
+            None => false,
+        }
+    }
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let state = rest.split(' ').next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub experiment: String,
+    /// `--name` given to `ddp run`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The sweep this run belongs to (`ddp sweep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
+    pub status: RunStatus,
+    pub spec_hash: String,
+    /// The command that created the run (`ddp run ...`).
+    pub command: Vec<String>,
+    pub host: String,
+    pub replicas: usize,
+    /// Where the replicas run: "cpu (1 thread per replica)", "cuda:0,1", ...
+    #[serde(default)]
+    pub devices: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<ProcessId>,
+    /// Replica pids by rank (of the current attempt).
+    #[serde(default)]
+    pub replica_pids: BTreeMap<usize, u32>,
+    /// Unix seconds.
+    pub created: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<f64>,
+    /// Exit code (or 128 + signal) of each replica of the last attempt, by rank.
+    #[serde(default)]
+    pub exit_codes: BTreeMap<usize, i32>,
+    #[serde(default)]
+    pub restarts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub time: f64,
+    #[serde(flatten)]
+    pub event: SupervisorEvent,
+}
+
+/// What the supervisor did, as recorded in `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum SupervisorEvent {
+    Queued { waiting_for: String },
+    Started { attempt: u32, devices: String, resume: bool },
+    ReplicaExited { rank: usize, code: Option<i32>, signal: Option<i32> },
+    Restarting { attempt: u32, after_s: f64, reason: String },
+    Stopped,
+    Completed,
+    Failed { reason: String },
+}
+
+pub const RUN_JSON: &str = "run.json";
+pub const EVENTS: &str = "events.jsonl";
+pub const SPEC: &str = "spec.toml";
+
+/// A run folder.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub dir: PathBuf,
+    pub record: RunRecord,
+}
+
+impl Run {
+    /// Reads `dir/run.json`. A corrupt file is an error naming it (callers listing runs skip it).
+    pub fn load(dir: &Path) -> Result<Run> {
+        let path = dir.join(RUN_JSON);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let record = serde_json::from_str(&text)
+            .map_err(|e| Error::Corrupt { path: path.clone(), msg: format!("not a valid run record ({e})") })?;
+        Ok(Run { dir: dir.to_path_buf(), record })
+    }
+
+    /// Reads the run and, if it claims to be live but its supervisor is gone (killed, machine
+    /// rebooted), marks it failed on disk: whoever reads a stale run first repairs it.
+    pub fn load_checked(dir: &Path) -> Result<Run> {
+        let mut run = Run::load(dir)?;
+        if !run.record.status.is_terminal() {
+            let gone = match &run.record.supervisor {
+                Some(p) => !p.is_alive(),
+                None => false,
+            };
+            if gone {
+                let pid = run.record.supervisor.as_ref().map(|p| p.pid).unwrap_or(0);
+                let reason = format!("supervisor (pid {pid}) is gone: it was killed or the machine restarted");
+                run.update(|r| {
+                    r.status = RunStatus::Failed;
+                    r.error = Some(reason.clone());
+                    r.ended.get_or_insert_with(now);
+                })?;
+                run.event(SupervisorEvent::Failed { reason })?;
+            }
+        }
+        Ok(run)
+    }
+
+    /// Writes `run.json` atomically (temp file, fsync, rename): on any failure the previous
+    /// record stays intact.
+    pub fn save(&self) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(&self.record).expect("a run record always serialises");
+        ddp_trainer::checkpoint::write_atomic(&self.dir.join(RUN_JSON), &bytes)?;
+        Ok(())
+    }
+
+    /// Changes the record and saves it; on a failed save the in-memory record is rolled back too.
+    pub fn update(&mut self, f: impl FnOnce(&mut RunRecord)) -> Result<()> {
+        let before = self.record.clone();
+        f(&mut self.record);
+        if let Err(e) = self.save() {
+            self.record = before;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Appends one event to `events.jsonl` (one write of a whole line).
+    pub fn event(&self, event: SupervisorEvent) -> Result<()> {
+        let path = self.dir.join(EVENTS);
+        let mut line = serde_json::to_vec(&EventRecord { time: now(), event }).expect("events serialise");
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        f.write_all(&line).map_err(|e| Error::io(&path, e))
+    }
+
+    pub fn events(&self) -> Result<Vec<EventRecord>> {
+        let path = self.dir.join(EVENTS);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        // A line being written right now may be incomplete: only complete lines count.
+        let complete = text.rsplit_once('\n').map(|(a, _)| a).unwrap_or("");
+        complete
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| Error::Corrupt { path: path.clone(), msg: format!("line {}: {e}", i + 1) })
+            })
+            .collect()
+    }
+
+    pub fn spec_path(&self) -> PathBuf {
+        self.dir.join(SPEC)
+    }
+
+    pub fn log_path(&self, rank: usize) -> PathBuf {
+        ddp_trainer::launcher::log_path(&self.dir, rank)
+    }
+
+    pub fn supervisor_log(&self) -> PathBuf {
+        self.dir.join("logs").join("supervisor.log")
+    }
+
+    pub fn metrics_path(&self, rank: usize) -> PathBuf {
+        ddp_trainer::metrics::metrics_path(&self.dir, rank)
+    }
+
+    /// Rank 0's metric records (train, val and test figures).
+    pub fn metrics(&self) -> Result<Vec<ddp_trainer::metrics::MetricRecord>> {
+        let p = self.metrics_path(0);
+        if !p.exists() {
+            return Ok(vec![]);
+        }
+        Ok(ddp_trainer::metrics::read_metrics(&p)?)
+    }
+}
+
+/// Unix time in seconds.
+pub fn now() -> f64 {
+    ddp_trainer::metrics::unix_time()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RunRecord {
+        RunRecord {
+            id: "20261121-101500-abc123".into(),
+            experiment: "mnist".into(),
+            name: None,
+            sweep: None,
+            status: RunStatus::Running,
+            spec_hash: "h".into(),
+            command: vec!["ddp".into(), "run".into()],
+            host: "h".into(),
+            replicas: 2,
+            devices: "cpu".into(),
+            supervisor: None,
+            replica_pids: BTreeMap::new(),
+            created: 1.0,
+            started: None,
+            ended: None,
+            exit_codes: BTreeMap::new(),
+            restarts: 0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn save_load_round_trip_and_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Run { dir: dir.path().to_path_buf(), record: record() };
+        run.save().unwrap();
+        assert_eq!(Run::load(dir.path()).unwrap().record, run.record);
+        run.event(SupervisorEvent::ReplicaExited { rank: 1, code: None, signal: Some(9) }).unwrap();
+        run.event(SupervisorEvent::Completed).unwrap();
+        let ev = run.events().unwrap();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].event, SupervisorEvent::ReplicaExited { rank: 1, code: None, signal: Some(9) });
+        let line = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
+        assert!(line.starts_with("{\"time\":") && line.contains("\"event\":\"replica_exited\""), "{line}");
+    }
+
+    #[test]
+    fn corrupt_run_json_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(RUN_JSON), "{not json").unwrap();
+        let e = Run::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("run.json: not a valid run record"), "{e}");
+    }
+
+    #[test]
+    fn failed_save_keeps_the_old_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = Run { dir: dir.path().join("missing-folder"), record: record() };
+        assert!(run.update(|r| r.status = RunStatus::Completed).is_err());
+        assert_eq!(run.record.status, RunStatus::Running);
+    }
+
+    #[test]
+    fn stale_live_run_is_marked_failed_by_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = record();
+        // A pid that cannot exist.
+        r.supervisor = Some(ProcessId { pid: u32::MAX - 1, start_ticks: 1 });
+        Run { dir: dir.path().to_path_buf(), record: r }.save().unwrap();
+        let run = Run::load_checked(dir.path()).unwrap();
+        assert_eq!(run.record.status, RunStatus::Failed);
+        assert!(run.record.error.as_deref().unwrap().contains("supervisor (pid"));
+        assert_eq!(Run::load(dir.path()).unwrap().record.status, RunStatus::Failed);
+        assert!(matches!(run.events().unwrap()[0].event, SupervisorEvent::Failed { .. }));
+    }
+
+    #[test]
+    fn current_process_is_alive() {
+        assert!(ProcessId::current().is_alive());
+        assert!(ProcessId::current().start_ticks > 0);
+    }
+}
