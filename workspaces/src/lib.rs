@@ -1,3 +1,19 @@
-//! placeholder
+//! `ddp-workspaces`: experiment workspaces shared by every ddp front end (the `ddp` CLI, the TUI,
+//! the Jupyter kernel). The run folder on disk is the contract: a run started by any front end is
+//! supervised by its own process, survives the front end closing, and shows up in all of them.
+//!
+//! Layout:
+//! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
+//! - `run`: one run folder: `run.json` (atomic), `events.jsonl`, stale-supervisor detection.
+//! - `policy`: the restart policy (pure).
+//! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+
 pub mod error;
+pub mod policy;
+pub mod run;
+pub mod supervisor;
+pub mod workspace;
+
 pub use error::{Error, Result};
+pub use run::{Run, RunRecord, RunStatus, SupervisorEvent};
+pub use workspace::Workspace;

@@ -1,0 +1,202 @@
+//! The supervisor: one process per run (`ddp __supervise RUN_DIR`), detached from whoever started
+//! it. It launches the replicas (replicas of the `ddp` executable itself, `ddp __replica`, with
+//! the trainer's environment contract), records every change in `run.json` and `events.jsonl`,
+//! and applies the restart policy ([`crate::policy`]) when a replica dies.
+//!
+//! SIGTERM (`ddp stop`) makes it stop the replicas (they finish their step and exit), then mark
+//! the run stopped. The replicas die with it if it is killed (parent-death signal), and a reader
+//! that finds its pid gone marks the run failed.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ddp_trainer::launcher::{LaunchOptions, SpawnHook, launch};
+use ddp_trainer::spec::Spec;
+
+use crate::policy::{Decision, Exit, Outcome, decide};
+use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now};
+use crate::{Error, Result};
+
+/// The hidden sub-command of `ddp` that runs one replica (the `ddp-trainer` contract).
+pub const REPLICA_COMMAND: &str = "__replica";
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Supervises the run in `run_dir` until it completes, fails or is stopped. `resume` makes the
+/// first attempt continue from the newest checkpoint (`ddp resume`).
+pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
+    let handler = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+    let run = Arc::new(Mutex::new(Run::load(run_dir)?));
+    let spec = Spec::load(&lock(&run).spec_path(), &[])?;
+    let program = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+    let threads = spec.ddp.threads.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        (cores / spec.ddp.replicas.max(1)).max(1)
+    });
+    let devices = format!("cpu ({threads} thread{} per replica)", if threads == 1 { "" } else { "s" });
+    lock(&run).update(|r| {
+        r.supervisor = Some(ProcessId::current());
+        r.devices = devices.clone();
+    })?;
+
+    let backoff = Duration::from_secs_f64(spec.restart.backoff_s.max(0.0));
+    let mut resume_next = resume;
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            return finish(&run, Decision::Stop);
+        }
+        let attempt = lock(&run).record.restarts;
+        {
+            let mut r = lock(&run);
+            r.update(|r| {
+                r.status = RunStatus::Running;
+                r.started.get_or_insert_with(now);
+                r.replica_pids.clear();
+                r.exit_codes.clear();
+                r.error = None;
+            })?;
+            r.event(SupervisorEvent::Started { attempt, devices: devices.clone(), resume: resume_next })?;
+        }
+        let outcome = launch_once(&run, &program, &spec, threads, resume_next);
+        if let Outcome::ReplicaFailed { rank, exit } = &outcome {
+            let (code, signal) = match exit {
+                Exit::Code(c) => (Some(*c), None),
+                Exit::Signal(s) => (None, Some(*s)),
+            };
+            let mut r = lock(&run);
+            r.update(|r| {
+                r.exit_codes.insert(*rank, code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
+            })?;
+            r.event(SupervisorEvent::ReplicaExited { rank: *rank, code, signal })?;
+        }
+        let used = lock(&run).record.restarts;
+        match decide(&outcome, used, spec.restart.max_restarts, backoff) {
+            Decision::Restart { attempt, after, reason } => {
+                {
+                    let mut r = lock(&run);
+                    r.update(|r| {
+                        r.status = RunStatus::Restarting;
+                        r.restarts = attempt;
+                    })?;
+                    r.event(SupervisorEvent::Restarting { attempt, after_s: after.as_secs_f64(), reason })?;
+                }
+                sleep_unless_stopped(after);
+                resume_next = true;
+            }
+            d => return finish(&run, d),
+        }
+    }
+}
+
+/// One launch of all replicas; never fails itself, it reports how the attempt ended.
+fn launch_once(run: &Arc<Mutex<Run>>, program: &Path, spec: &Spec, threads: usize, resume: bool) -> Outcome {
+    let dir = lock(run).dir.clone();
+    let mut args: Vec<OsString> =
+        vec![REPLICA_COMMAND.into(), lock(run).spec_path().into(), "--out".into(), dir.clone().into()];
+    if resume {
+        args.push("--resume".into());
+    }
+    let mut opts = LaunchOptions::new(spec.ddp.replicas, program, &dir);
+    opts.args = args;
+    opts.threads_per_replica = Some(threads);
+    opts.echo = false;
+    opts.env.push(("TORCHELASTIC_RESTART_COUNT".into(), lock(run).record.restarts.to_string()));
+    let hook_run = run.clone();
+    opts.on_spawn = Some(SpawnHook(Arc::new(move |rank, pid| {
+        let mut r = lock(&hook_run);
+        // Best effort: a failure to record a pid must not kill the launch.
+        let _ = r.update(|r| {
+            r.replica_pids.insert(rank, pid);
+        });
+    })));
+    match launch(&opts) {
+        Ok(()) => Outcome::Completed,
+        Err(ddp_trainer::Error::Replica { rank, code, signal, .. }) => {
+            let exit = match (code, signal) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Code(-1),
+            };
+            // A replica that stopped on our request is a stop, not a failure.
+            if STOP.load(Ordering::SeqCst) && exit == Exit::Code(143) {
+                Outcome::Stopped
+            } else {
+                Outcome::ReplicaFailed { rank, exit }
+            }
+        }
+        Err(ddp_trainer::Error::Launch(msg)) if msg.contains("interrupted") => {
+            STOP.store(true, Ordering::SeqCst);
+            Outcome::Stopped
+        }
+        Err(e) => Outcome::LaunchFailed(e.to_string()),
+    }
+}
+
+fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
+    let (status, event, error) = match decision {
+        Decision::Complete => (RunStatus::Completed, SupervisorEvent::Completed, None),
+        Decision::Stop => (RunStatus::Stopped, SupervisorEvent::Stopped, None),
+        Decision::Fail { reason } => (RunStatus::Failed, SupervisorEvent::Failed { reason: reason.clone() }, Some(reason)),
+        Decision::Restart { .. } => unreachable!("restarts are handled by the loop"),
+    };
+    let mut r = lock(run);
+    r.update(|r| {
+        r.status = status;
+        r.ended = Some(now());
+        r.error = error;
+        r.replica_pids.clear();
+    })?;
+    r.event(event)?;
+    Ok(status)
+}
+
+fn sleep_unless_stopped(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end && !STOP.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lock(run: &Arc<Mutex<Run>>) -> std::sync::MutexGuard<'_, Run> {
+    run.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts `ddp __supervise RUN_DIR` as a detached process (its own session, so it survives the
+/// terminal and the caller), with its output in `logs/supervisor.log`. The caller should reap
+/// the child if it outlives it (`wait` on it from a thread), or simply drop it.
+pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+    let log_path = run_dir.join("logs").join("supervisor.log");
+    std::fs::create_dir_all(run_dir.join("logs")).map_err(|e| Error::io(run_dir, e))?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("__supervise").arg(run_dir);
+    if resume {
+        cmd.arg("--resume");
+    }
+    cmd.stdin(std::process::Stdio::null()).stdout(log).stderr(err);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| Error::io(PathBuf::from("ddp __supervise"), e))
+}
