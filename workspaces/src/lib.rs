@@ -12,6 +12,7 @@ pub mod error;
 pub mod policy;
 pub mod run;
 pub mod supervisor;
+pub mod tail;
 pub mod workspace;
 
 pub use error::{Error, Result};

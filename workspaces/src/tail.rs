@@ -185,9 +185,20 @@ impl LineTailer {
     /// complete lines; `true` when the end was reached. A file shorter than `offset` was
     /// truncated in place: it is read again from its start.
     fn read_available(&mut self, budget: &mut usize, lines: &mut Vec<String>) -> Result<bool> {
-        let Some((file, _)) = self.file.as_mut() else {
+        let Some((mut file, id)) = self.file.take() else {
             return Ok(true);
         };
+        let result = self.read_from(&mut file, budget, lines);
+        self.file = Some((file, id));
+        result
+    }
+
+    fn read_from(
+        &mut self,
+        file: &mut std::fs::File,
+        budget: &mut usize,
+        lines: &mut Vec<String>,
+    ) -> Result<bool> {
         let len = file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < self.offset {
             self.offset = 0;
@@ -313,7 +324,10 @@ mod tests {
         let mut from_start = LineTailer::new(&path, TailFrom::Start);
         let mut from_end = LineTailer::new(&path, TailFrom::End);
         append(&path, b"new\n");
-        assert_eq!(from_start.poll().unwrap(), strings(&["old1", "old2", "new"]));
+        assert_eq!(
+            from_start.poll().unwrap(),
+            strings(&["old1", "old2", "new"])
+        );
         assert_eq!(from_end.poll().unwrap(), strings(&["new"]));
     }
 
@@ -382,7 +396,10 @@ mod tests {
         // is renamed over it: the old tail is delivered first, then the new file from its start.
         append(&path, b"v1 tail");
         let tmp = dir.path().join("run.json.tmp");
-        append(&tmp, b"v2 first line, longer than the old file\nv2 second\n");
+        append(
+            &tmp,
+            b"v2 first line, longer than the old file\nv2 second\n",
+        );
         std::fs::rename(&tmp, &path).unwrap();
         assert_eq!(
             t.poll().unwrap(),

@@ -1,0 +1,154 @@
+//! The `ddp` command line: argument parsing and dispatch; one file per group of commands.
+
+mod follow;
+mod list;
+mod logs;
+mod manage;
+mod table;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ddp_workspaces::{RunStatus, Workspace};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddp",
+    version,
+    about = "Run and manage data-parallel training experiments"
+)]
+struct Cli {
+    /// Workspace folder (default: $DDP_WORKSPACE, else ./ddp-workspace).
+    #[arg(long, global = true)]
+    workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start a run of SPEC: shows progress until it ends (or returns at once with --detach).
+    Run {
+        spec: PathBuf,
+        /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Number of replicas (ddp.replicas).
+        #[arg(long)]
+        replicas: Option<usize>,
+        /// Return once the run is started; follow it later with `ddp logs -f` or `ddp show`.
+        #[arg(long)]
+        detach: bool,
+        /// A name for the run (shown by ls/show).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List runs (newest first).
+    Ls {
+        #[arg(long)]
+        experiment: Option<String>,
+        #[arg(long)]
+        status: Option<RunStatus>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: spec, status, devices, metrics, restarts, durations.
+    Show {
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's logs (all ranks, prefixed), optionally following them.
+    Logs {
+        run: String,
+        /// Only this rank.
+        #[arg(long)]
+        rank: Option<usize>,
+        /// Keep printing new lines until the run ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines of each log.
+        #[arg(long)]
+        tail: Option<usize>,
+    },
+    /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
+    Stop { run: String },
+    /// Continue a stopped or failed run from its newest checkpoint, in the same folder.
+    Resume {
+        run: String,
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Delete a run folder (refuses a run that is still live).
+    Rm { run: String },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = Workspace::resolve(cli.workspace.as_deref());
+    let result = match cli.command {
+        Command::Run {
+            spec,
+            overrides,
+            replicas,
+            detach,
+            name,
+        } => follow::run(&root, &spec, overrides, replicas, detach, name),
+        Command::Ls {
+            experiment,
+            status,
+            json,
+        } => list::ls(&root, experiment.as_deref(), status, json),
+        Command::Show { run, json } => list::show(&root, &run, json),
+        Command::Logs {
+            run,
+            rank,
+            follow,
+            tail,
+        } => logs::logs(&root, &run, rank, follow, tail),
+        Command::Stop { run } => manage::stop(&root, &run),
+        Command::Resume { run, detach } => follow::resume(&root, &run, detach),
+        Command::Rm { run } => manage::rm(&root, &run),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ddp: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+/// 2 for bad input (spec, arguments, unknown run), 1 otherwise.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(t) = e.downcast_ref::<ddp_trainer::Error>() {
+        return t.exit_code().clamp(1, 255) as u8;
+    }
+    match e.downcast_ref::<ddp_workspaces::Error>() {
+        Some(ddp_workspaces::Error::NotFound(_) | ddp_workspaces::Error::Invalid(_)) => 2,
+        Some(ddp_workspaces::Error::Trainer(t)) => t.exit_code().clamp(1, 255) as u8,
+        _ => 1,
+    }
+}
+
+/// `ddp __supervise RUN_DIR [--resume]`: the per-run supervisor process.
+pub fn supervise_main(args: Vec<OsString>) -> ExitCode {
+    let resume = args.iter().any(|a| a == "--resume");
+    let Some(dir) = args.iter().find(|a| *a != "--resume") else {
+        eprintln!("ddp __supervise: missing run folder");
+        return ExitCode::from(2);
+    };
+    match ddp_workspaces::supervisor::supervise(std::path::Path::new(dir), resume) {
+        Ok(RunStatus::Completed) => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("ddp supervisor: run {status}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("ddp supervisor: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
