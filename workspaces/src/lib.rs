@@ -7,12 +7,19 @@
 //! - `run`: one run folder: `run.json` (atomic), `events.jsonl`, stale-supervisor detection.
 //! - `policy`: the restart policy (pure).
 //! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+//! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
+//!   policy, per-GPU locks, the device queue.
+//! - `tail`, `watch`: following files line by line (notify + polling fallback).
+//! - `plot`: loss/accuracy plots (SVG, PNG) of one or several runs.
 
+pub mod devices;
 pub mod error;
+pub mod plot;
 pub mod policy;
 pub mod run;
 pub mod supervisor;
 pub mod tail;
+pub mod watch;
 pub mod workspace;
 
 pub use error::{Error, Result};

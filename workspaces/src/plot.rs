@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ddp_trainer::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
 use plotters::coord::Shift;
@@ -112,18 +113,14 @@ const PANEL_SIZE: (u32, u32) = (800, 520);
 
 /// Plots the loss (train, val, test) and the accuracy (val, test) of `series`, overlaid, against
 /// `x`, into one image: SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
-/// file is written whole or not at all. Runs without any record get a legend entry marked
-/// "(no data)"; when no run has accuracy figures (regression) the accuracy panel says so. Fails
-/// when there is nothing at all to draw.
+/// file is written whole or not at all (through a temporary file renamed over `out`). A run with
+/// nothing to draw (no records yet, or only NaN) keeps a legend entry marked "(no data)"; when no
+/// run has accuracy figures (regression) the accuracy panel says so. Fails when no run at all has
+/// anything to draw, and does not create `out`'s folder.
 pub fn plot_runs(series: &[Series], x: XAxis, out: &Path) -> Result<()> {
     let format = format_of(out)?;
     let runs = prepare(series, x)?;
-    render(out, format, BOTH_SIZE, |root| {
-        let (left, right) = root.split_horizontally(BOTH_SIZE.0 / 2);
-        let x_hi = x_upper(&runs, x, |_| true);
-        draw_loss(&left, &runs, x, x_hi)?;
-        draw_accuracy(&right, &runs, x, x_hi)
-    })
+    render(out, format, BOTH_SIZE, &Figure::new(Panels::Both, &runs, x))
 }
 
 /// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` for the run folder `run_dir`, read from
@@ -134,13 +131,11 @@ pub fn plot_run_folder(run_dir: &Path, out_dir: &Path) -> Result<()> {
     let series = [Series::from_run_dir(run_dir)?];
     let runs = prepare(&series, XAxis::Step)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
-    let x_hi = x_upper(&runs, XAxis::Step, |_| true);
-    render(&out_dir.join(LOSS_SVG), Format::Svg, PANEL_SIZE, |root| {
-        draw_loss(root, &runs, XAxis::Step, x_hi)
-    })?;
-    render(&out_dir.join(ACCURACY_SVG), Format::Svg, PANEL_SIZE, |root| {
-        draw_accuracy(root, &runs, XAxis::Step, x_hi)
-    })
+    for (name, panels) in [(LOSS_SVG, Panels::Loss), (ACCURACY_SVG, Panels::Accuracy)] {
+        let figure = Figure::new(panels, &runs, XAxis::Step);
+        render(&out_dir.join(name), Format::Svg, PANEL_SIZE, &figure)?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,7 +148,10 @@ enum Format {
 }
 
 fn format_of(out: &Path) -> Result<Format> {
-    let ext = out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let ext = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some("svg") => Ok(Format::Svg),
         Some("png") => Ok(Format::Png),
@@ -171,57 +169,88 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> S
     e.to_string()
 }
 
-/// Draws with `draw` on a `size` canvas of `format` and writes it to `out` through a temporary
-/// file in the same folder renamed over `out`, so readers never see a half-written image.
-fn render(
-    out: &Path,
-    format: Format,
-    size: (u32, u32),
-    draw: impl FnOnce(&DrawingArea<DynBackend<'_>, Shift>) -> DrawResult,
-) -> Result<()> {
+/// What an image shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Panels {
+    /// Loss left, accuracy right.
+    Both,
+    Loss,
+    Accuracy,
+}
+
+/// An image's content, ready to draw on any backend.
+struct Figure<'a> {
+    panels: Panels,
+    runs: &'a [RunData<'a>],
+    x: XAxis,
+    /// Right end of the x axis, shared by both panels.
+    x_hi: f64,
+}
+
+impl<'a> Figure<'a> {
+    fn new(panels: Panels, runs: &'a [RunData<'a>], x: XAxis) -> Figure<'a> {
+        Figure {
+            panels,
+            runs,
+            x,
+            x_hi: x_upper(runs, x),
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (runs, x, x_hi) = (self.runs, self.x, self.x_hi);
+        match self.panels {
+            Panels::Both => {
+                let (w, _) = root.dim_in_pixel();
+                let (left, right) = root.split_horizontally(w / 2);
+                draw_loss(&left, runs, x, x_hi)?;
+                draw_accuracy(&right, runs, x, x_hi)
+            }
+            Panels::Loss => draw_loss(root, runs, x, x_hi),
+            Panels::Accuracy => draw_accuracy(root, runs, x, x_hi),
+        }
+    }
+}
+
+/// Draws `figure` on a `size` canvas of `format` and writes it to `out` through a temporary file
+/// in the same folder renamed over `out`, so readers never see a half-written image.
+fn render(out: &Path, format: Format, size: (u32, u32), figure: &Figure) -> Result<()> {
     ensure_font()?;
+    let failed =
+        |e: String| Error::Invalid(format!("{}: drawing the plot failed: {e}", out.display()));
     let tmp = temp_path(out, format);
-    let drawn = match format {
+    // Creating the file first turns a missing folder or a permission problem into a plain I/O
+    // error (the PNG encoder would report it wrapped in its own error types).
+    std::fs::File::create(&tmp).map_err(|e| Error::io(out, e))?;
+    let written = match format {
         Format::Svg => {
             let mut text = String::new();
-            let drawn = {
-                let root = DynBackend::Svg(SVGBackend::with_string(&mut text, size))
-                    .into_drawing_area();
-                draw_on(&root, draw)
-            };
-            drawn.and_then(|()| {
-                std::fs::write(&tmp, text.as_bytes()).map_err(|e| Error::io(&tmp, e))
-            })
+            let drawn = figure.draw(&SVGBackend::with_string(&mut text, size).into_drawing_area());
+            drawn
+                .map_err(failed)
+                .and_then(|()| std::fs::write(&tmp, text.as_bytes()).map_err(|e| Error::io(out, e)))
         }
         Format::Png => {
-            let root = DynBackend::Png(BitMapBackend::new(&tmp, size)).into_drawing_area();
-            draw_on(&root, draw).and_then(|()| {
-                root.present().map_err(|e| {
-                    Error::io(&tmp, std::io::Error::other(format!("writing PNG: {e}")))
-                })
+            let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+            figure.draw(&root).map_err(failed).and_then(|()| {
+                root.present()
+                    .map_err(|e| Error::io(out, std::io::Error::other(format!("writing PNG: {e}"))))
             })
         }
     };
-    let result = drawn.and_then(|()| std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e)));
+    let result = written.and_then(|()| std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e)));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
 }
 
-fn draw_on(
-    root: &DrawingArea<DynBackend<'_>, Shift>,
-    draw: impl FnOnce(&DrawingArea<DynBackend<'_>, Shift>) -> DrawResult,
-) -> Result<()> {
-    root.fill(&WHITE)
-        .map_err(draw_err)
-        .and_then(|()| draw(root))
-        .map_err(|e| Error::Invalid(format!("drawing the plot failed: {e}")))
-}
-
-/// `DIR/.NAME.tmp-PID.EXT`: hidden, unique per process, and keeping the extension (the PNG
-/// encoder picks the format from it).
+/// `DIR/.NAME.tmp-PID-N.EXT`: hidden, unique per process and call, and keeping the extension
+/// (the PNG encoder picks the format from it).
 fn temp_path(out: &Path, format: Format) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -230,126 +259,7 @@ fn temp_path(out: &Path, format: Format) -> PathBuf {
         Format::Svg => "svg",
         Format::Png => "png",
     };
-    out.with_file_name(format!(".{name}.tmp-{}.{ext}", std::process::id()))
-}
-
-/// The two backends behind one type, so each panel is drawn by one (non-generic) function.
-enum DynBackend<'a> {
-    Svg(SVGBackend<'a>),
-    Png(BitMapBackend<'a>),
-}
-
-/// The error of either backend, as text.
-#[derive(Debug)]
-struct BackendError(String);
-
-impl fmt::Display for BackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BackendError {}
-
-fn backend_err<E: std::error::Error + Send + Sync>(
-    e: DrawingErrorKind<E>,
-) -> DrawingErrorKind<BackendError> {
-    match e {
-        DrawingErrorKind::DrawingError(e) => {
-            DrawingErrorKind::DrawingError(BackendError(e.to_string()))
-        }
-        DrawingErrorKind::FontError(e) => DrawingErrorKind::FontError(e),
-    }
-}
-
-macro_rules! both {
-    ($self:ident, $b:ident => $e:expr) => {
-        match $self {
-            DynBackend::Svg($b) => $e.map_err(backend_err),
-            DynBackend::Png($b) => $e.map_err(backend_err),
-        }
-    };
-}
-
-impl DrawingBackend for DynBackend<'_> {
-    type ErrorType = BackendError;
-
-    fn get_size(&self) -> (u32, u32) {
-        match self {
-            DynBackend::Svg(b) => b.get_size(),
-            DynBackend::Png(b) => b.get_size(),
-        }
-    }
-
-    fn ensure_prepared(&mut self) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.ensure_prepared())
-    }
-
-    fn present(&mut self) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.present())
-    }
-
-    fn draw_pixel(
-        &mut self,
-        point: BackendCoord,
-        color: BackendColor,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_pixel(point, color))
-    }
-
-    fn draw_line<S: BackendStyle>(
-        &mut self,
-        from: BackendCoord,
-        to: BackendCoord,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_line(from, to, style))
-    }
-
-    fn draw_rect<S: BackendStyle>(
-        &mut self,
-        upper_left: BackendCoord,
-        bottom_right: BackendCoord,
-        style: &S,
-        fill: bool,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_rect(upper_left, bottom_right, style, fill))
-    }
-
-    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        path: I,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_path(path, style))
-    }
-
-    fn draw_circle<S: BackendStyle>(
-        &mut self,
-        center: BackendCoord,
-        radius: u32,
-        style: &S,
-        fill: bool,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_circle(center, radius, style, fill))
-    }
-
-    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        vert: I,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.fill_polygon(vert, style))
-    }
-
-    fn draw_text<TStyle: BackendTextStyle>(
-        &mut self,
-        text: &str,
-        style: &TStyle,
-        pos: BackendCoord,
-    ) -> std::result::Result<(), DrawingErrorKind<BackendError>> {
-        both!(self, b => b.draw_text(text, style, pos))
-    }
+    out.with_file_name(format!(".{name}.tmp-{}-{n}.{ext}", std::process::id()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -523,7 +433,7 @@ impl EpochScale {
             .rev()
             .find_map(|&e| {
                 let prev = ends.get(&e.checked_sub(1)?)?;
-                Some((ends[&e] - prev) as f64)
+                Some(ends[&e].saturating_sub(*prev) as f64)
             })
             .or_else(|| complete.last().map(|&e| ends[&e] as f64 / e.max(1) as f64))
             .filter(|&t| t > 0.0);
@@ -584,23 +494,29 @@ fn colour(i: usize) -> RGBColor {
 }
 
 const LINE_WIDTH: u32 = 2;
+/// Blank border around each panel, pixels.
+const MARGIN: i32 = 14;
 const VAL_RADIUS: i32 = 4;
 const TEST_SIZE: i32 = 8;
 
-/// Right end of the x axis: the largest x of the points `keep` selects (whole epochs rounded
-/// up), over every run, so both panels share one scale.
-fn x_upper(runs: &[RunData], x: XAxis, keep: impl Fn(&RunData) -> bool) -> f64 {
+/// Right end of the x axis: the largest x of any point of any run (whole epochs rounded up), so
+/// both panels share one scale.
+fn x_upper(runs: &[RunData], x: XAxis) -> f64 {
     let max = runs
         .iter()
-        .filter(|r| keep(r))
         .flat_map(|r| {
             let tests = r.test_loss.iter().chain(&r.test_acc);
-            r.train_loss.iter().chain(&r.val_loss).chain(&r.val_acc).chain(tests)
+            r.train_loss
+                .iter()
+                .chain(&r.val_loss)
+                .chain(&r.val_acc)
+                .chain(tests)
         })
         .map(|p| p.0)
         .fold(0.0f64, f64::max);
     match x {
-        XAxis::Epoch => max.ceil().max(1.0),
+        // Room to the right of the last point, so a marker there is not cut in half.
+        XAxis::Epoch => max.ceil().max(1.0) * 1.02,
         XAxis::Step if max <= 0.0 => 1.0,
         XAxis::Step => max * 1.02,
     }
@@ -625,60 +541,84 @@ fn value_label(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
 }
 
 fn caption_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 22).into_font().into()
+    (FONT_FAMILY, 26).into_font().into()
 }
 
 fn label_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 14).into_font().into()
+    (FONT_FAMILY, 17).into_font().into()
 }
 
 fn axis_desc_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 16).into_font().into()
+    (FONT_FAMILY, 19).into_font().into()
 }
 
-type Chart<'a, 'b> = ChartContext<
+type Chart<'a, DB> = ChartContext<
     'a,
-    DynBackend<'b>,
+    DB,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
 /// The loss panel: per run, train (solid), val (dashed, circles) and test (triangle) loss.
-fn draw_loss(
-    area: &DrawingArea<DynBackend<'_>, Shift>,
+fn draw_loss<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
     runs: &[RunData],
     x: XAxis,
     x_hi: f64,
 ) -> DrawResult {
     let values = runs.iter().flat_map(|r| {
         let test = r.test_loss.iter();
-        r.train_loss.iter().chain(&r.val_loss).chain(test).map(|p| p.1)
+        r.train_loss
+            .iter()
+            .chain(&r.val_loss)
+            .chain(test)
+            .map(|p| p.1)
     });
     let (lo, hi) = values.fold((0.0f64, f64::NEG_INFINITY), |(lo, hi), v| {
         (lo.min(v), hi.max(v))
     });
-    let hi = if hi > lo { hi + (hi - lo) * 0.05 } else { lo + 1.0 };
-    let mut chart = chart(area, "loss", x, x_hi, (lo, hi), "loss", &value_label(lo, hi))?;
+    let hi = if hi > lo {
+        hi + (hi - lo) * 0.05
+    } else {
+        lo + 1.0
+    };
+    let mut chart = chart(
+        area,
+        "loss",
+        x,
+        x_hi,
+        (lo, hi),
+        "loss",
+        &value_label(lo, hi),
+    )?;
     for (i, run) in runs.iter().enumerate() {
         let label = if run.has_loss() || run.has_accuracy() {
             run.label.to_string()
         } else {
             format!("{} (no data)", run.label)
         };
-        draw_run(&mut chart, i, label, &run.train_loss, &run.val_loss, run.test_loss)?;
+        draw_run(
+            &mut chart,
+            i,
+            label,
+            &run.train_loss,
+            &run.val_loss,
+            run.test_loss,
+        )?;
     }
     draw_legend(&mut chart, true, SeriesLabelPosition::UpperRight)
 }
 
 /// The accuracy panel: per run with accuracy figures, val (dashed, circles) and test
 /// (triangle); without any, a note that the runs have no accuracy.
-fn draw_accuracy(
-    area: &DrawingArea<DynBackend<'_>, Shift>,
+fn draw_accuracy<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
     runs: &[RunData],
     x: XAxis,
     x_hi: f64,
 ) -> DrawResult {
     if !runs.iter().any(RunData::has_accuracy) {
         let area = area
+            .margin(MARGIN, MARGIN, MARGIN, MARGIN)
             .titled("accuracy", caption_style())
             .map_err(draw_err)?;
         let (w, h) = area.dim_in_pixel();
@@ -688,35 +628,54 @@ fn draw_accuracy(
             .draw(&Text::new("no accuracy (regression)", centre, style))
             .map_err(draw_err);
     }
-    let values = runs.iter().flat_map(|r| {
-        r.val_acc.iter().chain(r.test_acc.iter()).map(|p| p.1)
-    });
+    let values = runs
+        .iter()
+        .flat_map(|r| r.val_acc.iter().chain(r.test_acc.iter()).map(|p| p.1));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
         (lo.min(v), hi.max(v))
     });
     let pad = ((hi - lo) * 0.1).max(0.01);
     let (lo, hi) = ((lo - pad).max(0.0), (hi + pad).min(1.0));
-    let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 0.01, hi + 0.01) };
-    let mut chart = chart(area, "accuracy", x, x_hi, (lo, hi), "accuracy", &value_label(lo, hi))?;
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 0.01, hi + 0.01)
+    };
+    let mut chart = chart(
+        area,
+        "accuracy",
+        x,
+        x_hi,
+        (lo, hi),
+        "accuracy",
+        &value_label(lo, hi),
+    )?;
     for (i, run) in runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
-        draw_run(&mut chart, i, run.label.to_string(), &[], &run.val_acc, run.test_acc)?;
+        draw_run(
+            &mut chart,
+            i,
+            run.label.to_string(),
+            &[],
+            &run.val_acc,
+            run.test_acc,
+        )?;
     }
     draw_legend(&mut chart, false, SeriesLabelPosition::LowerRight)
 }
 
 /// A chart with its caption, axes, grid and axis descriptions.
-fn chart<'a, 'b>(
-    area: &'a DrawingArea<DynBackend<'b>, Shift>,
+fn chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
     caption: &str,
     x: XAxis,
     x_hi: f64,
     (y_lo, y_hi): (f64, f64),
     y_desc: &str,
     y_label: &dyn Fn(&f64) -> String,
-) -> std::result::Result<Chart<'a, 'b>, String> {
+) -> std::result::Result<Chart<'a, DB>, String> {
     let mut chart = ChartBuilder::on(area)
         .caption(caption, caption_style())
-        .margin(14)
+        .margin(MARGIN)
         .x_label_area_size(48)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_hi, y_lo..y_hi)
@@ -729,7 +688,7 @@ fn chart<'a, 'b>(
         .y_label_formatter(y_label)
         .label_style(label_style())
         .axis_desc_style(axis_desc_style())
-        .light_line_style(RGBColor(235, 235, 235));
+        .light_line_style(RGBColor(240, 240, 240));
     if x == XAxis::Epoch && x_hi <= 20.0 {
         mesh.x_labels(x_hi as usize + 1);
     }
@@ -739,8 +698,8 @@ fn chart<'a, 'b>(
 
 /// One run in colour `i`: `train` solid, `val` dashed with circles, `test` a triangle. The
 /// legend entry (a colour swatch named `label`) hangs on the first series.
-fn draw_run(
-    chart: &mut Chart,
+fn draw_run<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
     i: usize,
     label: String,
     train: &[(f64, f64)],
@@ -770,7 +729,11 @@ fn draw_run(
 
 /// Adds the style key (black: train, val, test; `train` only on the loss panel) after the runs'
 /// colour entries and draws the legend box at `position`.
-fn draw_legend(chart: &mut Chart, train: bool, position: SeriesLabelPosition) -> DrawResult {
+fn draw_legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    train: bool,
+    position: SeriesLabelPosition,
+) -> DrawResult {
     let key = BLACK.stroke_width(LINE_WIDTH);
     let none = || std::iter::empty::<Circle<(f64, f64), i32>>();
     if train {
@@ -786,7 +749,7 @@ fn draw_legend(chart: &mut Chart, train: bool, position: SeriesLabelPosition) ->
         .label("val")
         .legend(move |(x, y)| {
             EmptyElement::at((x, y))
-                + DashedPathElement::new(vec![(0, 0), (18, 0)], 5, 3, key)
+                + plotters::element::DashedPathElement::new(vec![(0, 0), (18, 0)], 5, 3, key)
                 + Circle::new((9, 0), VAL_RADIUS, BLACK.filled())
         });
     chart
@@ -810,7 +773,13 @@ fn draw_legend(chart: &mut Chart, train: bool, position: SeriesLabelPosition) ->
 mod tests {
     use super::*;
 
-    fn record(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
+    fn record(
+        kind: MetricKind,
+        epoch: usize,
+        step: u64,
+        loss: f64,
+        acc: Option<f64>,
+    ) -> MetricRecord {
         MetricRecord {
             time: 1_700_000_000.0 + step as f64,
             rank: 0,
@@ -856,14 +825,27 @@ mod tests {
         (be(&bytes[16..20]), be(&bytes[20..24]))
     }
 
-    fn assert_svg(path: &Path, labels: &[&str]) -> String {
-        let text = std::fs::read_to_string(path).unwrap();
-        assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(80)]);
-        assert!(text.trim_end().ends_with("</svg>"));
-        for label in labels {
-            assert!(text.contains(&format!(">{label}<")), "legend lacks {label}");
+    /// The contents of the `<text>` elements of an SVG (plotters puts them on lines of their own).
+    fn svg_texts(svg: &str) -> Vec<&str> {
+        svg.split("<text")
+            .skip(1)
+            .map(|t| {
+                let body = &t[t.find('>').unwrap() + 1..];
+                body[..body.find("</text>").unwrap()].trim()
+            })
+            .collect()
+    }
+
+    /// Checks that `path` is a complete SVG whose texts include every one of `texts`.
+    fn assert_svg(path: &Path, texts: &[&str]) -> String {
+        let svg = std::fs::read_to_string(path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+        assert!(svg.trim_end().ends_with("</svg>"));
+        let found = svg_texts(&svg);
+        for t in texts {
+            assert!(found.contains(t), "no text {t:?} in {found:?}");
         }
-        text
+        svg
     }
 
     fn only_file(dir: &Path) -> Vec<String> {
@@ -881,8 +863,12 @@ mod tests {
         let out = dir.path().join("one.svg");
         plot_runs(&[run("alpha", 3, true, 1.0)], XAxis::Step, &out).unwrap();
         let text = assert_svg(&out, &["alpha", "train", "val", "test", "loss", "accuracy"]);
-        assert!(text.contains(r#"width="1400" height="560""#), "{}", &text[..120]);
-        assert!(text.contains("global step"));
+        assert!(
+            text.contains(r#"width="1400" height="560""#),
+            "{}",
+            &text[..120]
+        );
+        assert!(svg_texts(&text).contains(&"global step"));
         assert!(!text.contains("no accuracy"));
 
         let out = dir.path().join("three.SVG");
@@ -892,8 +878,7 @@ mod tests {
             run("gamma", 4, true, 0.8),
         ];
         plot_runs(&runs, XAxis::Epoch, &out).unwrap();
-        let text = assert_svg(&out, &["alpha", "beta", "gamma"]);
-        assert!(text.contains(">epoch<"));
+        let text = assert_svg(&out, &["alpha", "beta", "gamma", "epoch"]);
         // Each run in its own colour.
         for c in &COLOURS[..3] {
             let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
@@ -942,6 +927,21 @@ mod tests {
     }
 
     #[test]
+    fn unwritable_destination_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["missing/p.svg", "missing/p.png"] {
+            let out = dir.path().join(name);
+            let err = plot_runs(&[run("a", 1, true, 1.0)], XAxis::Step, &out).unwrap_err();
+            assert!(
+                matches!(err, Error::Io { ref path, .. } if *path == out),
+                "{err:?}"
+            );
+            assert!(err.to_string().starts_with(&format!("{}: ", out.display())));
+        }
+        assert!(only_file(dir.path()).is_empty());
+    }
+
+    #[test]
     fn regression_run_says_no_accuracy() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("reg.svg");
@@ -961,7 +961,7 @@ mod tests {
             label: "fresh".into(),
             records: vec![],
         };
-        let err = plot_runs(&[empty.clone()], XAxis::Step, &out).unwrap_err();
+        let err = plot_runs(std::slice::from_ref(&empty), XAxis::Step, &out).unwrap_err();
         assert_eq!(
             err.to_string(),
             "nothing to plot: run `fresh` has no metric records"
@@ -1007,7 +1007,7 @@ mod tests {
         for ext in ["svg", "png"] {
             let out = dir.path().join(format!("p.{ext}"));
             plot_runs(&[one.clone(), with_nan.clone()], XAxis::Step, &out).unwrap();
-            plot_runs(&[one.clone()], XAxis::Epoch, &out).unwrap();
+            plot_runs(std::slice::from_ref(&one), XAxis::Epoch, &out).unwrap();
         }
         let text = assert_svg(&dir.path().join("p.svg"), &["one"]);
         // The lone train point is drawn as a dot.
@@ -1047,7 +1047,10 @@ mod tests {
         for (x, e) in xs.iter().zip(&expected) {
             assert!((x - e).abs() < 1e-9, "{xs:?}");
         }
-        assert_eq!(data.val_acc.iter().map(|p| p.0).collect::<Vec<_>>(), [1.0, 2.0]);
+        assert_eq!(
+            data.val_acc.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [1.0, 2.0]
+        );
         assert_eq!(data.test_acc.map(|p| p.0), Some(2.0));
 
         // An unfinished epoch (no val yet) is scaled by the finished epochs' length.

@@ -38,8 +38,14 @@ pub enum Decision {
     Complete,
     Stop,
     /// Restart every replica with `--resume` after `after`; `attempt` counts restarts from 1.
-    Restart { attempt: u32, after: Duration, reason: String },
-    Fail { reason: String },
+    Restart {
+        attempt: u32,
+        after: Duration,
+        reason: String,
+    },
+    Fail {
+        reason: String,
+    },
 }
 
 /// Whether an exit is worth restarting the group for: deaths by signal (OOM killer, a lost
@@ -52,23 +58,40 @@ pub fn restartable(exit: Exit) -> bool {
     }
 }
 
-pub fn decide(outcome: &Outcome, restarts_used: u32, max_restarts: u32, backoff: Duration) -> Decision {
+pub fn decide(
+    outcome: &Outcome,
+    restarts_used: u32,
+    max_restarts: u32,
+    backoff: Duration,
+) -> Decision {
     match outcome {
         Outcome::Completed => Decision::Complete,
         Outcome::Stopped => Decision::Stop,
-        Outcome::LaunchFailed(msg) => Decision::Fail { reason: msg.clone() },
+        Outcome::LaunchFailed(msg) => Decision::Fail {
+            reason: msg.clone(),
+        },
         Outcome::ReplicaFailed { rank, exit } => {
             let what = format!("rank {rank} {exit}");
             if *exit == Exit::Code(EXIT_CONFIG) {
-                Decision::Fail { reason: format!("{what} (configuration error: not restarted; see its log)") }
+                Decision::Fail {
+                    reason: format!("{what} (configuration error: not restarted; see its log)"),
+                }
             } else if !restartable(*exit) {
-                Decision::Fail { reason: format!("{what} (not a restartable failure; see its log)") }
+                Decision::Fail {
+                    reason: format!("{what} (not a restartable failure; see its log)"),
+                }
             } else if restarts_used >= max_restarts {
                 Decision::Fail {
-                    reason: format!("{what}; restart.max_restarts = {max_restarts} used up ({restarts_used} restarts)"),
+                    reason: format!(
+                        "{what}; restart.max_restarts = {max_restarts} used up ({restarts_used} restarts)"
+                    ),
                 }
             } else {
-                Decision::Restart { attempt: restarts_used + 1, after: backoff, reason: what }
+                Decision::Restart {
+                    attempt: restarts_used + 1,
+                    after: backoff,
+                    reason: what,
+                }
             }
         }
     }
@@ -88,12 +111,25 @@ mod tests {
     fn signal_deaths_restart_until_the_budget_is_used() {
         assert_eq!(
             decide(&failed(Exit::Signal(9)), 0, 3, B),
-            Decision::Restart { attempt: 1, after: B, reason: "rank 1 was killed by signal 9".into() }
+            Decision::Restart {
+                attempt: 1,
+                after: B,
+                reason: "rank 1 was killed by signal 9".into()
+            }
         );
-        assert!(matches!(decide(&failed(Exit::Code(137)), 2, 3, B), Decision::Restart { attempt: 3, .. }));
-        assert!(matches!(decide(&failed(Exit::Code(EXIT_RESTART)), 0, 1, B), Decision::Restart { .. }));
+        assert!(matches!(
+            decide(&failed(Exit::Code(137)), 2, 3, B),
+            Decision::Restart { attempt: 3, .. }
+        ));
+        assert!(matches!(
+            decide(&failed(Exit::Code(EXIT_RESTART)), 0, 1, B),
+            Decision::Restart { .. }
+        ));
         match decide(&failed(Exit::Signal(9)), 3, 3, B) {
-            Decision::Fail { reason } => assert_eq!(reason, "rank 1 was killed by signal 9; restart.max_restarts = 3 used up (3 restarts)"),
+            Decision::Fail { reason } => assert_eq!(
+                reason,
+                "rank 1 was killed by signal 9; restart.max_restarts = 3 used up (3 restarts)"
+            ),
             d => panic!("{d:?}"),
         }
     }
@@ -101,16 +137,25 @@ mod tests {
     #[test]
     fn config_errors_and_plain_failures_never_restart() {
         match decide(&failed(Exit::Code(2)), 0, 3, B) {
-            Decision::Fail { reason } => assert!(reason.contains("configuration error: not restarted"), "{reason}"),
+            Decision::Fail { reason } => assert!(
+                reason.contains("configuration error: not restarted"),
+                "{reason}"
+            ),
             d => panic!("{d:?}"),
         }
-        assert!(matches!(decide(&failed(Exit::Code(1)), 0, 3, B), Decision::Fail { .. }));
+        assert!(matches!(
+            decide(&failed(Exit::Code(1)), 0, 3, B),
+            Decision::Fail { .. }
+        ));
     }
 
     #[test]
     fn completion_and_stop() {
         assert_eq!(decide(&Outcome::Completed, 0, 0, B), Decision::Complete);
         assert_eq!(decide(&Outcome::Stopped, 1, 3, B), Decision::Stop);
-        assert_eq!(decide(&Outcome::LaunchFailed("x".into()), 0, 3, B), Decision::Fail { reason: "x".into() });
+        assert_eq!(
+            decide(&Outcome::LaunchFailed("x".into()), 0, 3, B),
+            Decision::Fail { reason: "x".into() }
+        );
     }
 }

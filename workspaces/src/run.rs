@@ -25,7 +25,10 @@ pub enum RunStatus {
 impl RunStatus {
     /// Whether the run is over (nothing will change it but `ddp resume`).
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -68,7 +71,10 @@ pub struct ProcessId {
 impl ProcessId {
     pub fn current() -> ProcessId {
         let pid = std::process::id();
-        ProcessId { pid, start_ticks: start_ticks(pid).unwrap_or(0) }
+        ProcessId {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        }
     }
 
     /// Whether this exact process still exists.
@@ -143,13 +149,29 @@ pub struct EventRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum SupervisorEvent {
-    Queued { waiting_for: String },
-    Started { attempt: u32, devices: String, resume: bool },
-    ReplicaExited { rank: usize, code: Option<i32>, signal: Option<i32> },
-    Restarting { attempt: u32, after_s: f64, reason: String },
+    Queued {
+        waiting_for: String,
+    },
+    Started {
+        attempt: u32,
+        devices: String,
+        resume: bool,
+    },
+    ReplicaExited {
+        rank: usize,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    Restarting {
+        attempt: u32,
+        after_s: f64,
+        reason: String,
+    },
     Stopped,
     Completed,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 pub const RUN_JSON: &str = "run.json";
@@ -168,9 +190,14 @@ impl Run {
     pub fn load(dir: &Path) -> Result<Run> {
         let path = dir.join(RUN_JSON);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let record = serde_json::from_str(&text)
-            .map_err(|e| Error::Corrupt { path: path.clone(), msg: format!("not a valid run record ({e})") })?;
-        Ok(Run { dir: dir.to_path_buf(), record })
+        let record = serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            msg: format!("not a valid run record ({e})"),
+        })?;
+        Ok(Run {
+            dir: dir.to_path_buf(),
+            record,
+        })
     }
 
     /// Reads the run and, if it claims to be live but its supervisor is gone (killed, machine
@@ -184,7 +211,9 @@ impl Run {
             };
             if gone {
                 let pid = run.record.supervisor.as_ref().map(|p| p.pid).unwrap_or(0);
-                let reason = format!("supervisor (pid {pid}) is gone: it was killed or the machine restarted");
+                let reason = format!(
+                    "supervisor (pid {pid}) is gone: it was killed or the machine restarted"
+                );
                 run.update(|r| {
                     r.status = RunStatus::Failed;
                     r.error = Some(reason.clone());
@@ -199,7 +228,8 @@ impl Run {
     /// Writes `run.json` atomically (temp file, fsync, rename): on any failure the previous
     /// record stays intact.
     pub fn save(&self) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(&self.record).expect("a run record always serialises");
+        let bytes =
+            serde_json::to_vec_pretty(&self.record).expect("a run record always serialises");
         ddp_trainer::checkpoint::write_atomic(&self.dir.join(RUN_JSON), &bytes)?;
         Ok(())
     }
@@ -218,9 +248,14 @@ impl Run {
     /// Appends one event to `events.jsonl` (one write of a whole line).
     pub fn event(&self, event: SupervisorEvent) -> Result<()> {
         let path = self.dir.join(EVENTS);
-        let mut line = serde_json::to_vec(&EventRecord { time: now(), event }).expect("events serialise");
+        let mut line =
+            serde_json::to_vec(&EventRecord { time: now(), event }).expect("events serialise");
         line.push(b'\n');
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
         f.write_all(&line).map_err(|e| Error::io(&path, e))
     }
 
@@ -238,8 +273,10 @@ impl Run {
             .filter(|l| !l.trim().is_empty())
             .enumerate()
             .map(|(i, l)| {
-                serde_json::from_str(l)
-                    .map_err(|e| Error::Corrupt { path: path.clone(), msg: format!("line {}: {e}", i + 1) })
+                serde_json::from_str(l).map_err(|e| Error::Corrupt {
+                    path: path.clone(),
+                    msg: format!("line {}: {e}", i + 1),
+                })
             })
             .collect()
     }
@@ -305,16 +342,34 @@ mod tests {
     #[test]
     fn save_load_round_trip_and_events() {
         let dir = tempfile::tempdir().unwrap();
-        let run = Run { dir: dir.path().to_path_buf(), record: record() };
+        let run = Run {
+            dir: dir.path().to_path_buf(),
+            record: record(),
+        };
         run.save().unwrap();
         assert_eq!(Run::load(dir.path()).unwrap().record, run.record);
-        run.event(SupervisorEvent::ReplicaExited { rank: 1, code: None, signal: Some(9) }).unwrap();
+        run.event(SupervisorEvent::ReplicaExited {
+            rank: 1,
+            code: None,
+            signal: Some(9),
+        })
+        .unwrap();
         run.event(SupervisorEvent::Completed).unwrap();
         let ev = run.events().unwrap();
         assert_eq!(ev.len(), 2);
-        assert_eq!(ev[0].event, SupervisorEvent::ReplicaExited { rank: 1, code: None, signal: Some(9) });
+        assert_eq!(
+            ev[0].event,
+            SupervisorEvent::ReplicaExited {
+                rank: 1,
+                code: None,
+                signal: Some(9)
+            }
+        );
         let line = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
-        assert!(line.starts_with("{\"time\":") && line.contains("\"event\":\"replica_exited\""), "{line}");
+        assert!(
+            line.starts_with("{\"time\":") && line.contains("\"event\":\"replica_exited\""),
+            "{line}"
+        );
     }
 
     #[test]
@@ -328,7 +383,10 @@ mod tests {
     #[test]
     fn failed_save_keeps_the_old_record() {
         let dir = tempfile::tempdir().unwrap();
-        let mut run = Run { dir: dir.path().join("missing-folder"), record: record() };
+        let mut run = Run {
+            dir: dir.path().join("missing-folder"),
+            record: record(),
+        };
         assert!(run.update(|r| r.status = RunStatus::Completed).is_err());
         assert_eq!(run.record.status, RunStatus::Running);
     }
@@ -338,13 +396,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut r = record();
         // A pid that cannot exist.
-        r.supervisor = Some(ProcessId { pid: u32::MAX - 1, start_ticks: 1 });
-        Run { dir: dir.path().to_path_buf(), record: r }.save().unwrap();
+        r.supervisor = Some(ProcessId {
+            pid: u32::MAX - 1,
+            start_ticks: 1,
+        });
+        Run {
+            dir: dir.path().to_path_buf(),
+            record: r,
+        }
+        .save()
+        .unwrap();
         let run = Run::load_checked(dir.path()).unwrap();
         assert_eq!(run.record.status, RunStatus::Failed);
-        assert!(run.record.error.as_deref().unwrap().contains("supervisor (pid"));
-        assert_eq!(Run::load(dir.path()).unwrap().record.status, RunStatus::Failed);
-        assert!(matches!(run.events().unwrap()[0].event, SupervisorEvent::Failed { .. }));
+        assert!(
+            run.record
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("supervisor (pid")
+        );
+        assert_eq!(
+            Run::load(dir.path()).unwrap().record.status,
+            RunStatus::Failed
+        );
+        assert!(matches!(
+            run.events().unwrap()[0].event,
+            SupervisorEvent::Failed { .. }
+        ));
     }
 
     #[test]

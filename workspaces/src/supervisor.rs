@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ddp_trainer::launcher::{LaunchOptions, SpawnHook, launch};
 use ddp_trainer::spec::Spec;
 
+use crate::devices;
 use crate::policy::{Decision, Exit, Outcome, decide};
 use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now};
 use crate::{Error, Result};
@@ -41,15 +42,17 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
     let run = Arc::new(Mutex::new(Run::load(run_dir)?));
     let spec = Spec::load(&lock(&run).spec_path(), &[])?;
     let program = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
-    let threads = spec.ddp.threads.unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        (cores / spec.ddp.replicas.max(1)).max(1)
-    });
-    let devices = format!("cpu ({threads} thread{} per replica)", if threads == 1 { "" } else { "s" });
-    lock(&run).update(|r| {
-        r.supervisor = Some(ProcessId::current());
-        r.devices = devices.clone();
-    })?;
+    lock(&run).update(|r| r.supervisor = Some(ProcessId::current()))?;
+    // Where the replicas run; a run whose GPUs are held by another run stays queued here. The
+    // assignment (and its GPU lease) is kept across restarts.
+    let assignment = match assign_devices(&run, &spec)? {
+        Some(a) => a,
+        None => return finish(&run, Decision::Stop),
+    };
+    let threads = assignment.threads_per_replica();
+    let devices = assignment.describe();
+    lock(&run).update(|r| r.devices = devices.clone())?;
+    let replica_env = assignment.replica_env();
 
     let backoff = Duration::from_secs_f64(spec.restart.backoff_s.max(0.0));
     let mut resume_next = resume;
@@ -67,9 +70,13 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
                 r.exit_codes.clear();
                 r.error = None;
             })?;
-            r.event(SupervisorEvent::Started { attempt, devices: devices.clone(), resume: resume_next })?;
+            r.event(SupervisorEvent::Started {
+                attempt,
+                devices: devices.clone(),
+                resume: resume_next,
+            })?;
         }
-        let outcome = launch_once(&run, &program, &spec, threads, resume_next);
+        let outcome = launch_once(&run, &program, &spec, threads, &replica_env, resume_next);
         if let Outcome::ReplicaFailed { rank, exit } = &outcome {
             let (code, signal) = match exit {
                 Exit::Code(c) => (Some(*c), None),
@@ -77,20 +84,33 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
             };
             let mut r = lock(&run);
             r.update(|r| {
-                r.exit_codes.insert(*rank, code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
+                r.exit_codes
+                    .insert(*rank, code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
             })?;
-            r.event(SupervisorEvent::ReplicaExited { rank: *rank, code, signal })?;
+            r.event(SupervisorEvent::ReplicaExited {
+                rank: *rank,
+                code,
+                signal,
+            })?;
         }
         let used = lock(&run).record.restarts;
         match decide(&outcome, used, spec.restart.max_restarts, backoff) {
-            Decision::Restart { attempt, after, reason } => {
+            Decision::Restart {
+                attempt,
+                after,
+                reason,
+            } => {
                 {
                     let mut r = lock(&run);
                     r.update(|r| {
                         r.status = RunStatus::Restarting;
                         r.restarts = attempt;
                     })?;
-                    r.event(SupervisorEvent::Restarting { attempt, after_s: after.as_secs_f64(), reason })?;
+                    r.event(SupervisorEvent::Restarting {
+                        attempt,
+                        after_s: after.as_secs_f64(),
+                        reason,
+                    })?;
                 }
                 sleep_unless_stopped(after);
                 resume_next = true;
@@ -101,10 +121,21 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
 }
 
 /// One launch of all replicas; never fails itself, it reports how the attempt ended.
-fn launch_once(run: &Arc<Mutex<Run>>, program: &Path, spec: &Spec, threads: usize, resume: bool) -> Outcome {
+fn launch_once(
+    run: &Arc<Mutex<Run>>,
+    program: &Path,
+    spec: &Spec,
+    threads: usize,
+    replica_env: &[(String, String)],
+    resume: bool,
+) -> Outcome {
     let dir = lock(run).dir.clone();
-    let mut args: Vec<OsString> =
-        vec![REPLICA_COMMAND.into(), lock(run).spec_path().into(), "--out".into(), dir.clone().into()];
+    let mut args: Vec<OsString> = vec![
+        REPLICA_COMMAND.into(),
+        lock(run).spec_path().into(),
+        "--out".into(),
+        dir.clone().into(),
+    ];
     if resume {
         args.push("--resume".into());
     }
@@ -112,7 +143,11 @@ fn launch_once(run: &Arc<Mutex<Run>>, program: &Path, spec: &Spec, threads: usiz
     opts.args = args;
     opts.threads_per_replica = Some(threads);
     opts.echo = false;
-    opts.env.push(("TORCHELASTIC_RESTART_COUNT".into(), lock(run).record.restarts.to_string()));
+    opts.env.extend(replica_env.iter().cloned());
+    opts.env.push((
+        "TORCHELASTIC_RESTART_COUNT".into(),
+        lock(run).record.restarts.to_string(),
+    ));
     let hook_run = run.clone();
     opts.on_spawn = Some(SpawnHook(Arc::new(move |rank, pid| {
         let mut r = lock(&hook_run);
@@ -123,7 +158,9 @@ fn launch_once(run: &Arc<Mutex<Run>>, program: &Path, spec: &Spec, threads: usiz
     })));
     match launch(&opts) {
         Ok(()) => Outcome::Completed,
-        Err(ddp_trainer::Error::Replica { rank, code, signal, .. }) => {
+        Err(ddp_trainer::Error::Replica {
+            rank, code, signal, ..
+        }) => {
             let exit = match (code, signal) {
                 (Some(c), _) => Exit::Code(c),
                 (None, Some(s)) => Exit::Signal(s),
@@ -144,11 +181,70 @@ fn launch_once(run: &Arc<Mutex<Run>>, program: &Path, spec: &Spec, threads: usiz
     }
 }
 
+/// Plans devices and waits (status queued, one event per change) until they are free. `None`
+/// when a stop was requested while waiting.
+fn assign_devices(run: &Arc<Mutex<Run>>, spec: &Spec) -> Result<Option<devices::Assignment>> {
+    let (dir, id) = {
+        let r = lock(run);
+        (r.dir.clone(), r.record.id.clone())
+    };
+    // <ws>/experiments/<experiment>/runs/<id>
+    let ws_root = dir
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir.clone());
+    let discovery = devices::discover()?;
+    if let Some(note) = &discovery.note {
+        println!("{note}");
+    }
+    let request = devices::DeviceRequest::from_spec(&spec.ddp);
+    let waited = devices::wait_for(
+        &ws_root,
+        &id,
+        &request,
+        &discovery,
+        devices::available_cores(),
+        &devices::WaitOptions::default(),
+        |w| {
+            let _ = lock(run).event(SupervisorEvent::Queued {
+                waiting_for: w.to_string(),
+            });
+        },
+        || STOP.load(Ordering::SeqCst),
+    )
+    .map_err(|e| Error::Invalid(format!("{}: {e}", lock(run).spec_path().display())));
+    match waited {
+        Ok(devices::Waited::Assigned(a)) => {
+            if let devices::Assignment::Cpu {
+                note: Some(note), ..
+            } = &a
+            {
+                println!("{note}");
+            }
+            Ok(Some(a))
+        }
+        Ok(devices::Waited::Cancelled) => Ok(None),
+        Ok(devices::Waited::TimedOut(w)) => Err(Error::Invalid(format!("gave up {w}"))),
+        Err(e) => {
+            let reason = e.to_string();
+            finish(run, Decision::Fail { reason })?;
+            Err(e)
+        }
+    }
+}
+
 fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
     let (status, event, error) = match decision {
         Decision::Complete => (RunStatus::Completed, SupervisorEvent::Completed, None),
         Decision::Stop => (RunStatus::Stopped, SupervisorEvent::Stopped, None),
-        Decision::Fail { reason } => (RunStatus::Failed, SupervisorEvent::Failed { reason: reason.clone() }, Some(reason)),
+        Decision::Fail { reason } => (
+            RunStatus::Failed,
+            SupervisorEvent::Failed {
+                reason: reason.clone(),
+            },
+            Some(reason),
+        ),
         Decision::Restart { .. } => unreachable!("restarts are handled by the loop"),
     };
     let mut r = lock(run);
@@ -159,6 +255,12 @@ fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
         r.replica_pids.clear();
     })?;
     r.event(event)?;
+    if status == RunStatus::Completed || r.dir.join("metrics").exists() {
+        // Best effort: a run without figures yet just gets no plots.
+        if let Err(e) = crate::plot::plot_run_folder(&r.dir, &r.dir.join("plots")) {
+            eprintln!("ddp supervisor: no plots: {e}");
+        }
+    }
     Ok(status)
 }
 
@@ -181,14 +283,20 @@ pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Ch
     let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
     let log_path = run_dir.join("logs").join("supervisor.log");
     std::fs::create_dir_all(run_dir.join("logs")).map_err(|e| Error::io(run_dir, e))?;
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(&log_path, e))?;
     let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("__supervise").arg(run_dir);
     if resume {
         cmd.arg("--resume");
     }
-    cmd.stdin(std::process::Stdio::null()).stdout(log).stderr(err);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(err);
     // SAFETY: setsid is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -198,5 +306,6 @@ pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Ch
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| Error::io(PathBuf::from("ddp __supervise"), e))
+    cmd.spawn()
+        .map_err(|e| Error::io(PathBuf::from("ddp __supervise"), e))
 }

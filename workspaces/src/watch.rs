@@ -12,13 +12,13 @@
 //! - [`FileLine`], [`WatchOptions`], [`watch_dir`] / [`watch_dir_with`]: the API.
 //! - `Files`: the tailers and the folder walk (blocking, run on tokio's blocking pool).
 //! - `Waker`: the `notify` watcher feeding a `tokio::sync::Notify` and a "rescan" flag.
-//! - `run`: the task loop (read, send, wait for an event, a tick, cancellation or a dropped
-//!   receiver).
+//! - `run`: the task loop (read, send, then wait for an event, the next rescan time,
+//!   cancellation or a dropped receiver).
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::event::{EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -77,8 +77,8 @@ pub fn watch_dir(
 /// Follows every file under `dir` whose full path passes `filter`, and sends each complete line
 /// once, in file order per file, to the returned receiver.
 ///
-/// `from` applies to the files present now (their positions are recorded before this returns);
-/// files that appear later are read from their start. `dir` itself may not exist yet. Must be
+/// `from` applies to the files present now (their positions are recorded before this returns,
+/// by a short blocking walk of `dir`); files that appear later are read from their start. `dir` itself may not exist yet. Must be
 /// called inside a tokio runtime. The background task ends (and drops its `notify` watcher)
 /// when `cancel` is cancelled or the receiver is dropped; the receiver then yields `None`.
 /// A file that cannot be read (e.g. permissions) is retried on every round, silently.
@@ -96,6 +96,7 @@ pub fn watch_dir_with(
         dir,
         filter: Box::new(filter),
         tailers: BTreeMap::new(),
+        gone: BTreeSet::new(),
         read_per_file: options.read_per_file.max(1),
     };
     files.rescan(from);
@@ -104,7 +105,7 @@ pub fn watch_dir_with(
 }
 
 /// The task: each round reads every file (on the blocking pool) and sends the lines, then it
-/// waits for a `notify` event, a tick, cancellation or a dropped receiver.
+/// waits for a `notify` event, the next rescan time, cancellation or a dropped receiver.
 async fn run(
     mut files: Files,
     mut waker: Waker,
@@ -112,14 +113,19 @@ async fn run(
     cancel: CancellationToken,
     options: WatchOptions,
 ) {
-    let mut tick = new_tick(waker.active(), &options);
-    let mut tick_fired = false;
+    // `watch_dir_with` has just walked the folder.
+    let mut last_full = Instant::now();
     'rounds: loop {
         if cancel.is_cancelled() || tx.is_closed() {
             break;
         }
-        let full = tick_fired || waker.rescan.swap(false, Ordering::AcqRel);
-        tick_fired = false;
+        // Time-based, not a tick raced against events: a steady flood of events or a backlog
+        // (rounds without waiting) must not starve the safety-net rescan.
+        let period = rescan_period(waker.active(), &options);
+        let full = waker.rescan.swap(false, Ordering::AcqRel) || last_full.elapsed() >= period;
+        if full {
+            last_full = Instant::now();
+        }
         let round = tokio::task::spawn_blocking(move || {
             if full {
                 files.rescan(TailFrom::Start);
@@ -147,15 +153,16 @@ async fn run(
         if !caught_up {
             continue; // a backlog bigger than one round: keep reading without waiting
         }
-        if full && waker.retry(&files.dir) {
-            tick = new_tick(waker.active(), &options);
+        if full {
+            waker.retry(&files.dir);
         }
+        let next_full = last_full + rescan_period(waker.active(), &options);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
             _ = tx.closed() => break,
+            _ = tokio::time::sleep_until(next_full.into()) => {}
             _ = waker.wake.notified() => {}
-            _ = tick.tick() => tick_fired = true,
         }
     }
     // Stop the notify watcher before the receiver can observe the end of the stream.
@@ -163,17 +170,14 @@ async fn run(
     drop(tx);
 }
 
-/// The periodic rescan: the safety net with `notify`, the only trigger without it.
-fn new_tick(notify_active: bool, options: &WatchOptions) -> tokio::time::Interval {
+/// The period of the full rescan: the safety net with `notify`, the only trigger without it.
+fn rescan_period(notify_active: bool, options: &WatchOptions) -> Duration {
     let period = if notify_active {
         options.rescan_interval
     } else {
         options.poll_interval
     };
-    let period = period.max(Duration::from_millis(1));
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick
+    period.max(Duration::from_millis(1))
 }
 
 /// The followed files of one watch.
@@ -308,26 +312,21 @@ impl Waker {
     }
 
     /// Starts watching `dir` if there is a watcher, it is not watching yet and `dir` exists (a
-    /// watch that failed on an existing folder, e.g. inotify limits, is not retried). Returns
-    /// whether the watch started now.
-    fn retry(&mut self, dir: &Path) -> bool {
+    /// watch that failed on an existing folder, e.g. inotify limits, is not retried: polling).
+    fn retry(&mut self, dir: &Path) {
         let Some(watcher) = self.watcher.as_mut() else {
-            return false;
+            return;
         };
         if self.watching || !dir.is_dir() {
-            return false;
+            return;
         }
         match watcher.watch(dir, RecursiveMode::Recursive) {
             Ok(()) => {
                 self.watching = true;
                 // Files may have appeared before the watch: walk again on the next round.
                 self.rescan.store(true, Ordering::Release);
-                true
             }
-            Err(_) => {
-                self.watcher = None;
-                false
-            }
+            Err(_) => self.watcher = None,
         }
     }
 }
@@ -337,7 +336,6 @@ mod tests {
     use super::*;
     use std::fs::OpenOptions;
     use std::io::Write;
-    use std::time::Instant;
 
     const DEADLINE: Duration = Duration::from_secs(4);
 
@@ -479,7 +477,12 @@ mod tests {
         let (dir, log, metrics) = run_folder();
         let cancel = CancellationToken::new();
         let only_metrics = |p: &Path| p.extension().is_some_and(|e| e == "jsonl");
-        let mut rx = watch_dir(dir.path().into(), only_metrics, TailFrom::End, cancel.clone());
+        let mut rx = watch_dir(
+            dir.path().into(),
+            only_metrics,
+            TailFrom::End,
+            cancel.clone(),
+        );
         append(&log, "not me\n");
         append(&metrics, "me\n");
         let got = collect(&mut rx, 1).await;
@@ -494,7 +497,10 @@ mod tests {
         append(&log, "a long first line\n");
         let cancel = CancellationToken::new();
         let mut rx = watch_dir(dir.path().into(), |_| true, TailFrom::Start, cancel.clone());
-        assert_eq!(lines_of(&collect(&mut rx, 1).await, &log), ["a long first line"]);
+        assert_eq!(
+            lines_of(&collect(&mut rx, 1).await, &log),
+            ["a long first line"]
+        );
         OpenOptions::new()
             .write(true)
             .open(&log)
@@ -540,6 +546,40 @@ mod tests {
         let got = collect(&mut rx, 101).await;
         assert_eq!(lines_of(&got, &log), logs);
         assert_eq!(lines_of(&got, &later), ["x"]);
+        cancel.cancel();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn notify_alone_wakes_for_data_new_files_and_new_folders() {
+        let (dir, log, _) = run_folder();
+        let cancel = CancellationToken::new();
+        // No safety-net rescan during the test: only inotify events can trigger a round.
+        let options = WatchOptions {
+            rescan_interval: Duration::from_secs(3600),
+            ..WatchOptions::default()
+        };
+        let mut rx = watch_dir_with(
+            dir.path().into(),
+            |_| true,
+            TailFrom::End,
+            cancel.clone(),
+            options,
+        );
+        append(&log, "data\n");
+        assert_eq!(lines_of(&collect(&mut rx, 1).await, &log), ["data"]);
+        let new_file = dir.path().join("events.jsonl");
+        append(&new_file, "created\n");
+        assert_eq!(lines_of(&collect(&mut rx, 1).await, &new_file), ["created"]);
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        let nested = dir.path().join("a/b/c.log");
+        append(&nested, "nested\n");
+        assert_eq!(lines_of(&collect(&mut rx, 1).await, &nested), ["nested"]);
+        append(&nested, "nested again\n");
+        assert_eq!(
+            lines_of(&collect(&mut rx, 1).await, &nested),
+            ["nested again"]
+        );
         cancel.cancel();
     }
 

@@ -29,7 +29,11 @@ impl Workspace {
     pub fn resolve(explicit: Option<&Path>) -> PathBuf {
         explicit
             .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("DDP_WORKSPACE").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                std::env::var_os("DDP_WORKSPACE")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from("ddp-workspace"))
     }
 
@@ -37,7 +41,9 @@ impl Workspace {
     /// folder without the marker is refused: it is not ours to fill.
     pub fn open_or_create(root: &Path) -> Result<Workspace> {
         if root.join(MARKER).is_file() {
-            return Ok(Workspace { root: root.to_path_buf() });
+            return Ok(Workspace {
+                root: root.to_path_buf(),
+            });
         }
         let empty = match std::fs::read_dir(root) {
             Ok(mut entries) => entries.next().is_none(),
@@ -49,13 +55,17 @@ impl Workspace {
         }
         std::fs::create_dir_all(root.join("experiments")).map_err(|e| Error::io(root, e))?;
         ddp_trainer::checkpoint::write_atomic(&root.join(MARKER), MARKER_CONTENT.as_bytes())?;
-        Ok(Workspace { root: root.to_path_buf() })
+        Ok(Workspace {
+            root: root.to_path_buf(),
+        })
     }
 
     /// Opens an existing workspace (commands that only read).
     pub fn open(root: &Path) -> Result<Workspace> {
         if root.join(MARKER).is_file() {
-            return Ok(Workspace { root: root.to_path_buf() });
+            return Ok(Workspace {
+                root: root.to_path_buf(),
+            });
         }
         if !root.exists() {
             return Err(Error::NotFound(format!(
@@ -75,12 +85,25 @@ impl Workspace {
     }
 
     /// Creates the folder and first record of a new run (status queued), freezing the resolved spec.
-    pub fn create_run(&self, spec: &Spec, command: Vec<String>, name: Option<String>, sweep: Option<String>) -> Result<Run> {
+    pub fn create_run(
+        &self,
+        spec: &Spec,
+        command: Vec<String>,
+        name: Option<String>,
+        sweep: Option<String>,
+    ) -> Result<Run> {
         let experiment = sanitize(&spec.name);
         let id = new_run_id();
-        let dir = self.experiments_dir().join(&experiment).join("runs").join(&id);
+        let dir = self
+            .experiments_dir()
+            .join(&experiment)
+            .join("runs")
+            .join(&id);
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| Error::io(&dir, e))?;
-        ddp_trainer::checkpoint::write_atomic(&dir.join(crate::run::SPEC), spec.to_toml().as_bytes())?;
+        ddp_trainer::checkpoint::write_atomic(
+            &dir.join(crate::run::SPEC),
+            spec.to_toml().as_bytes(),
+        )?;
         let run = Run {
             dir,
             record: RunRecord {
@@ -115,7 +138,10 @@ impl Workspace {
         for dir in self.run_dirs()? {
             match Run::load_checked(&dir) {
                 Ok(r) => runs.push(r),
-                Err(e) => bad.push(Unreadable { dir, error: e.to_string() }),
+                Err(e) => bad.push(Unreadable {
+                    dir,
+                    error: e.to_string(),
+                }),
             }
         }
         runs.sort_by(|a, b| b.record.id.cmp(&a.record.id));
@@ -144,41 +170,71 @@ impl Workspace {
 
 /// The address resolution, separate from I/O.
 pub fn resolve_address<'a>(runs: &'a [Run], address: &str) -> Result<&'a Run> {
-    let newest = |it: &mut dyn Iterator<Item = &'a Run>| it.max_by(|a, b| a.record.id.cmp(&b.record.id));
+    let newest =
+        |it: &mut dyn Iterator<Item = &'a Run>| it.max_by(|a, b| a.record.id.cmp(&b.record.id));
     if address == "latest" {
-        return newest(&mut runs.iter()).ok_or_else(|| Error::NotFound("the workspace has no runs yet".into()));
+        return newest(&mut runs.iter())
+            .ok_or_else(|| Error::NotFound("the workspace has no runs yet".into()));
     }
     if let Some(exp) = address.strip_suffix("@latest") {
         return newest(&mut runs.iter().filter(|r| r.record.experiment == exp)).ok_or_else(|| {
             let mut exps: Vec<&str> = runs.iter().map(|r| r.record.experiment.as_str()).collect();
             exps.sort();
             exps.dedup();
-            Error::NotFound(format!("no runs of experiment `{exp}`{}", closest(exp, &exps, "experiments")))
+            Error::NotFound(format!(
+                "no runs of experiment `{exp}`{}",
+                closest(exp, &exps, "experiments")
+            ))
         });
     }
-    let matches: Vec<&Run> = runs.iter().filter(|r| r.record.id.starts_with(address)).collect();
+    let matches: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.record.id.starts_with(address))
+        .collect();
     match matches.len() {
         1 => Ok(matches[0]),
         0 => {
             let ids: Vec<&str> = runs.iter().map(|r| r.record.id.as_str()).collect();
-            Err(Error::NotFound(format!("no run `{address}`{}", closest(address, &ids, "runs"))))
+            Err(Error::NotFound(format!(
+                "no run `{address}`{}",
+                closest(address, &ids, "runs")
+            )))
         }
         n => Err(Error::Invalid(format!(
             "`{address}` matches {n} runs ({}); give more of the id",
-            matches.iter().take(5).map(|r| r.record.id.as_str()).collect::<Vec<_>>().join(", ")
+            matches
+                .iter()
+                .take(5)
+                .map(|r| r.record.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
 
 /// "; did you mean X?" for the nearest candidates by edit distance (or a hint to list them).
 fn closest(wanted: &str, candidates: &[&str], what: &str) -> String {
-    let mut scored: Vec<(usize, &str)> = candidates.iter().map(|c| (distance(wanted, c), *c)).collect();
+    let mut scored: Vec<(usize, &str)> = candidates
+        .iter()
+        .map(|c| (distance(wanted, c), *c))
+        .collect();
     scored.sort();
-    let good: Vec<&str> = scored.iter().filter(|(d, c)| *d <= c.len().max(wanted.len()) / 2).take(3).map(|x| x.1).collect();
+    let good: Vec<&str> = scored
+        .iter()
+        .filter(|(d, c)| *d <= c.len().max(wanted.len()) / 2)
+        .take(3)
+        .map(|x| x.1)
+        .collect();
     if good.is_empty() {
         format!(" (`ddp ls` lists the {what})")
     } else {
-        format!("; did you mean {}?", good.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or "))
+        format!(
+            "; did you mean {}?",
+            good.iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )
     }
 }
 
@@ -188,7 +244,11 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
         }
         prev = cur;
     }
@@ -234,8 +294,21 @@ fn new_run_id() -> String {
 
 /// Experiment names become folder names: keep `[A-Za-z0-9._-]`, replace the rest.
 fn sanitize(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).collect();
-    if s.is_empty() || s.starts_with('.') { format!("x{s}") } else { s }
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("x{s}")
+    } else {
+        s
+    }
 }
 
 pub fn hostname() -> String {
@@ -243,7 +316,11 @@ pub fn hostname() -> String {
     // SAFETY: buf is valid for its length; gethostname NUL-terminates within it on success.
     let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-    if ok { String::from_utf8_lossy(&buf[..end]).into_owned() } else { "unknown".into() }
+    if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "unknown".into()
+    }
 }
 
 /// Marks the current process as the run's supervisor (used by the supervisor itself).
@@ -256,7 +333,12 @@ mod tests {
     use super::*;
 
     fn spec() -> Spec {
-        Spec::parse("name='mnist cnn'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n", Path::new("s.toml"), &[]).unwrap()
+        Spec::parse(
+            "name='mnist cnn'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n",
+            Path::new("s.toml"),
+            &[],
+        )
+        .unwrap()
     }
 
     #[test]
@@ -266,9 +348,13 @@ mod tests {
         assert!(ws.root.join(MARKER).is_file());
         Workspace::open(&ws.root).unwrap();
         std::fs::write(dir.path().join("other.txt"), "x").unwrap();
-        let e = Workspace::open_or_create(dir.path()).unwrap_err().to_string();
+        let e = Workspace::open_or_create(dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not a ddp workspace"), "{e}");
-        let e = Workspace::open(&dir.path().join("nope")).unwrap_err().to_string();
+        let e = Workspace::open(&dir.path().join("nope"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not exist yet"), "{e}");
     }
 
@@ -293,7 +379,10 @@ mod tests {
         let mut typo = a.record.id.clone();
         typo.replace_range(0..1, "3");
         let e = ws.run(&typo).unwrap_err().to_string();
-        assert!(e.contains(&format!("did you mean `{}`", a.record.id)), "{e}");
+        assert!(
+            e.contains(&format!("did you mean `{}`", a.record.id)),
+            "{e}"
+        );
     }
 
     #[test]

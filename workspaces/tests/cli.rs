@@ -500,3 +500,54 @@ fn bad_inputs_are_clear_and_lose_nothing() {
         text(&o)
     );
 }
+
+/// Two runs that want the same (simulated) GPUs run one after the other: the second waits queued.
+#[test]
+fn runs_wanting_the_same_devices_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 2, "");
+    let start = |name: &str| {
+        let mut c = ddp(&ws);
+        c.env("DDP_SIMULATED_GPUS", "2")
+            .arg("run")
+            .arg(&spec)
+            .args(["--detach", "--name", name]);
+        ok(output(c, Duration::from_secs(30)));
+    };
+    start("a");
+    let first = only_run(&ws);
+    wait_for(
+        "the first run to hold the GPUs",
+        Duration::from_secs(30),
+        || Run::load(&first.dir).unwrap().record.status == RunStatus::Running,
+    );
+    start("b");
+    let (runs, _) = Workspace::open(&ws).unwrap().runs().unwrap();
+    let second = runs
+        .into_iter()
+        .find(|r| r.record.name.as_deref() == Some("b"))
+        .unwrap();
+    wait_for("both runs to end", Duration::from_secs(180), || {
+        [&first, &second].iter().all(|r| {
+            Run::load_checked(&r.dir)
+                .unwrap()
+                .record
+                .status
+                .is_terminal()
+        })
+    });
+    let (a, b) = (
+        Run::load(&first.dir).unwrap(),
+        Run::load(&second.dir).unwrap(),
+    );
+    assert_eq!(a.record.status, RunStatus::Completed);
+    assert_eq!(b.record.status, RunStatus::Completed);
+    assert!(a.record.devices.contains("GPU"), "{}", a.record.devices);
+    let queued = events(&b).iter().any(|e| matches!(e, SupervisorEvent::Queued { waiting_for } if waiting_for.contains("held by run")));
+    assert!(queued, "{:?}", events(&b));
+    assert!(
+        b.record.started.unwrap() >= a.record.ended.unwrap(),
+        "the second run started before the first ended"
+    );
+}

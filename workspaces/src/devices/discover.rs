@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 /// `DDP_SIMULATED_GPUS=N`: report N fake GPUs without asking NVML (tests, CPU-only machines).
 pub const SIMULATED_GPUS_VAR: &str = "DDP_SIMULATED_GPUS";
-/// The CUDA runtime's device filter, honoured by [`discover`].
+/// The CUDA runtime's device filter, honoured by [`discover()`].
 pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 /// The library NVML is loaded from (nvml-wrapper's default on Linux).
 const NVML_LIB: &str = "libnvidia-ml.so.1";
@@ -36,7 +36,7 @@ pub struct Gpu {
     pub memory_total_mb: u64,
 }
 
-/// What [`discover`] found.
+/// What [`discover()`] found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Discovery {
     /// The usable GPUs, in CUDA ordinal order (`gpus[i].index == i`).
@@ -110,7 +110,9 @@ impl Discovery {
 pub fn discover() -> Result<Discovery> {
     let simulated = env_string(SIMULATED_GPUS_VAR)?;
     let cvd = env_string(CUDA_VISIBLE_DEVICES)?;
-    discover_with(simulated.as_deref(), cvd.as_deref(), || probe_nvml(NVML_LIB))
+    discover_with(simulated.as_deref(), cvd.as_deref(), || {
+        probe_nvml(NVML_LIB)
+    })
 }
 
 /// What asking NVML gave: the GPUs in NVML order (`index == physical`), or why there are none.
@@ -120,7 +122,7 @@ pub enum Probe {
     Unavailable(String),
 }
 
-/// [`discover`] with the environment as parameters and NVML behind `probe` (not called when
+/// [`discover()`] with the environment as parameters and NVML behind `probe` (not called when
 /// `simulated` is set).
 pub fn discover_with(
     simulated: Option<&str>,
@@ -302,8 +304,12 @@ mod tests {
         assert_eq!(d.index_of_physical(1), Some(1));
         assert_eq!(d.index_of_physical(0), None);
         assert_eq!(d.describe(), "GPUs 0-1 (CUDA_VISIBLE_DEVICES=\"3,1\")");
-        let d = discover_with(Some("4"), Some("GPU-00000000-0000-0000-0000-000000000002"), no_probe)
-            .unwrap();
+        let d = discover_with(
+            Some("4"),
+            Some("GPU-00000000-0000-0000-0000-000000000002"),
+            no_probe,
+        )
+        .unwrap();
         assert_eq!(d.gpus[0].physical, 2);
     }
 

@@ -1,8 +1,8 @@
 //! Where a run's replicas run, and keeping runs of one workspace off each other's GPUs.
 //!
-//! Before a run's supervisor spawns replicas it calls [`discover`] (the GPUs this process may
+//! Before a run's supervisor spawns replicas it calls [`discover()`] (the GPUs this process may
 //! use) and [`wait_for`]: that plans from `ddp.devices` / `ddp.replicas` / `ddp.threads`
-//! ([`plan`]) and takes per-GPU locks ([`acquire`]), waiting, with the run queued, while other
+//! ([`plan()`]) and takes per-GPU locks ([`acquire`]), waiting, with the run queued, while other
 //! runs hold the GPUs it needs. The [`Assignment`] it returns says what to tell the replicas and
 //! holds the locks until dropped.
 //!

@@ -309,6 +309,9 @@ mod tests {
             "ddp.devices asks for GPU 1 but this machine has GPU 0 (CUDA_VISIBLE_DEVICES=\"1\")"
         );
         let p = plan(&request(AUTO, 0), &two, &held(&[]), 8);
-        assert_eq!(p.unwrap_err().to_string(), "ddp.replicas: must be at least 1");
+        assert_eq!(
+            p.unwrap_err().to_string(),
+            "ddp.replicas: must be at least 1"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The device queue: plan and lock until a run has its devices, and what its replicas are told.
 //!
-//! [`wait_for`] looks at the workspace's GPU locks, asks [`plan`](super::plan::plan) where the
+//! [`wait_for`] looks at the workspace's GPU locks, asks [`plan()`] where the
 //! replicas should go and takes the locks; while the GPUs it needs are held by other runs it
 //! reports that once (and again whenever who holds them changes) and polls, so the run stays
 //! queued until they are free, it is cancelled, or a timeout passes.
@@ -158,7 +158,7 @@ pub enum Waited {
 /// Plans and locks until `run_id` has its devices in workspace `ws_root`. `on_wait` hears why
 /// the run waits, once per change of the busy GPUs or their holders; `cancelled` is asked
 /// between polls (every 50 ms at least). Errors: the request cannot work on this machine
-/// (see [`plan`]) or the lock folder cannot be used.
+/// (see [`plan()`]) or the lock folder cannot be used.
 #[allow(clippy::too_many_arguments)]
 pub fn wait_for(
     ws_root: &Path,
@@ -176,7 +176,7 @@ pub fn wait_for(
         if cancelled() {
             return Ok(Waited::Cancelled);
         }
-        let held = held_ordinals(ws_root, discovery)?;
+        let mut held = held_ordinals(ws_root, discovery)?;
         let set: BTreeSet<usize> = held.keys().copied().collect();
         let busy = match plan(request, discovery, &set, cores)? {
             Plan::Cpu {
@@ -189,7 +189,10 @@ pub fn wait_for(
                 }));
             }
             Plan::Gpus(ordinals) => {
-                let gpus: Vec<Gpu> = ordinals.iter().map(|&i| discovery.gpus[i].clone()).collect();
+                let gpus: Vec<Gpu> = ordinals
+                    .iter()
+                    .map(|&i| discovery.gpus[i].clone())
+                    .collect();
                 let physical: Vec<usize> = gpus.iter().map(|g| g.physical).collect();
                 match acquire(ws_root, &physical, run_id)? {
                     Some(lease) => {
@@ -202,17 +205,17 @@ pub fn wait_for(
                     }
                     // Another run took one of them since we looked: wait for it like any other.
                     None => {
-                        let now = held_ordinals(ws_root, discovery)?;
-                        ordinals.into_iter().filter(|i| now.contains_key(i)).collect()
+                        held = held_ordinals(ws_root, discovery)?;
+                        ordinals
+                            .into_iter()
+                            .filter(|i| held.contains_key(i))
+                            .collect()
                     }
                 }
             }
             Plan::Wait { busy } => busy,
         };
-        let holders = held
-            .into_iter()
-            .filter(|(i, _)| busy.contains(i))
-            .collect();
+        let holders = held.into_iter().filter(|(i, _)| busy.contains(i)).collect();
         let waiting = Waiting { busy, holders };
         if !waiting.busy.is_empty() && reported.as_ref() != Some(&waiting) {
             on_wait(&waiting);
@@ -227,7 +230,10 @@ pub fn wait_for(
             pause = pause.min(t - elapsed);
         }
         let wake = Instant::now() + pause;
-        while let Some(left) = wake.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+        while let Some(left) = wake
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        {
             if cancelled() {
                 return Ok(Waited::Cancelled);
             }
@@ -306,8 +312,17 @@ mod tests {
         opts: &WaitOptions,
     ) -> (Waited, Vec<String>) {
         let mut said = Vec::new();
-        let waited = wait_for(ws, run, req, d, 8, opts, |w| said.push(w.to_string()), || false)
-            .unwrap();
+        let waited = wait_for(
+            ws,
+            run,
+            req,
+            d,
+            8,
+            opts,
+            |w| said.push(w.to_string()),
+            || false,
+        )
+        .unwrap();
         (waited, said)
     }
 
@@ -349,7 +364,10 @@ mod tests {
         assert_eq!(lease.gpus(), [1, 2]);
         assert_eq!(
             a.replica_env(),
-            env(&[("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", "1,2")])
+            env(&[
+                ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+                ("CUDA_VISIBLE_DEVICES", "1,2")
+            ])
         );
         assert_eq!(a.describe(), "GPUs 1 (Simulated GPU), 2 (Simulated GPU)");
         let holders = holders(ws.path()).unwrap();
@@ -391,7 +409,13 @@ mod tests {
             drop(first);
         });
         let t0 = Instant::now();
-        let (waited, said) = wait(ws.path(), "second", &request(AUTO, 2), &d, &fast(Some(5000)));
+        let (waited, said) = wait(
+            ws.path(),
+            "second",
+            &request(AUTO, 2),
+            &d,
+            &fast(Some(5000)),
+        );
         releaser.join().unwrap();
         let Waited::Assigned(a) = waited else {
             panic!("{waited:?}")
@@ -485,7 +509,10 @@ mod tests {
             }
             .to_string()
         };
-        assert_eq!(w(vec![0, 1], &[(0, "x"), (1, "x")]), "waiting for GPUs [0, 1] held by run x");
+        assert_eq!(
+            w(vec![0, 1], &[(0, "x"), (1, "x")]),
+            "waiting for GPUs [0, 1] held by run x"
+        );
         assert_eq!(w(vec![2], &[]), "waiting for GPUs [2] held by other runs");
         assert_eq!(
             w(vec![0, 1], &[(0, "b"), (1, "a")]),

@@ -20,7 +20,9 @@ pub fn apply_visible(all: &[Gpu], cvd: &str) -> Result<Vec<Gpu>> {
     }
     for entry in cvd.split(',').map(str::trim) {
         let gpu = if entry.is_empty() {
-            return Err(bad("empty entry (expected GPU indices or UUIDs separated by commas)".into()));
+            return Err(bad(
+                "empty entry (expected GPU indices or UUIDs separated by commas)".into(),
+            ));
         } else if entry.len() > 1
             && entry.starts_with('-')
             && entry[1..].bytes().all(|b| b.is_ascii_digit())
@@ -38,12 +40,9 @@ pub fn apply_visible(all: &[Gpu], cvd: &str) -> Result<Vec<Gpu>> {
                 }
             }
         } else if has_prefix(entry, "GPU-") {
-            let matches: Vec<&Gpu> = all
-                .iter()
-                .filter(|g| has_prefix(&g.uuid, entry))
-                .collect();
+            let matches: Vec<&Gpu> = all.iter().filter(|g| has_prefix(&g.uuid, entry)).collect();
             match matches.as_slice() {
-                [gpu] => gpu,
+                [gpu] => *gpu,
                 [] => return Err(bad(format!("no GPU has a UUID starting with {entry}"))),
                 many => {
                     let uuids: Vec<&str> = many.iter().map(|g| g.uuid.as_str()).collect();
@@ -64,7 +63,10 @@ pub fn apply_visible(all: &[Gpu], cvd: &str) -> Result<Vec<Gpu>> {
             )));
         };
         if visible.iter().any(|v| v.physical == gpu.physical) {
-            return Err(bad(format!("names GPU {} ({}) twice", gpu.physical, gpu.uuid)));
+            return Err(bad(format!(
+                "names GPU {} ({}) twice",
+                gpu.physical, gpu.uuid
+            )));
         }
         visible.push(Gpu {
             index: visible.len(),
