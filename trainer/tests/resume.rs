@@ -171,8 +171,8 @@ fn sigterm_stops_all_replicas_at_the_same_step_and_resume_finishes() {
     let last = |rank| {
         metrics(&out, rank)
             .into_iter()
-            .filter(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
-            .last()
+            .rev()
+            .find(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
             .unwrap()
             .step
     };
