@@ -10,18 +10,27 @@
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue.
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
+//! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
+//!   `RunEvent`).
 //! - `plot`: loss/accuracy plots (SVG, PNG) of one or several runs.
+//! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
+//!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors).
+//! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
 
+pub mod analysis;
 pub mod devices;
 pub mod error;
+pub mod events;
 pub mod plot;
 pub mod policy;
 pub mod run;
 pub mod supervisor;
+pub mod sweep;
 pub mod tail;
 pub mod watch;
 pub mod workspace;
 
 pub use error::{Error, Result};
+pub use events::{RunEvent, RunWatch, WatchFrom};
 pub use run::{Run, RunRecord, RunStatus, SupervisorEvent};
 pub use workspace::Workspace;

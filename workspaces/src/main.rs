@@ -1,5 +1,6 @@
 //! `ddp`: the headless batch front end. `ddp run SPEC` trains (supervised, restartable) and shows
-//! progress; `ls`, `show`, `logs`, `stop`, `resume`, `rm` manage the workspace's runs.
+//! progress; `ls`, `show`, `logs`, `stop`, `resume`, `rm` manage the workspace's runs; `sweep`
+//! runs a grid of overrides, `compare`, `plot` and `export` look at several runs.
 
 mod cli;
 

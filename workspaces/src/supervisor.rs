@@ -1,7 +1,9 @@
 //! The supervisor: one process per run (`ddp __supervise RUN_DIR`), detached from whoever started
 //! it. It launches the replicas (replicas of the `ddp` executable itself, `ddp __replica`, with
 //! the trainer's environment contract), records every change in `run.json` and `events.jsonl`,
-//! and applies the restart policy ([`crate::policy`]) when a replica dies.
+//! and applies the restart policy ([`crate::policy`]) when a replica dies. Before anything else,
+//! a run of a sweep with a parallelism limit waits for one of the sweep's slots
+//! ([`crate::sweep`]); then it waits for its devices ([`crate::devices`]).
 //!
 //! SIGTERM (`ddp stop`) makes it stop the replicas (they finish their step and exit), then mark
 //! the run stopped. The replicas die with it if it is killed (parent-death signal), and a reader
@@ -43,6 +45,12 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
     let spec = Spec::load(&lock(&run).spec_path(), &[])?;
     let program = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
     lock(&run).update(|r| r.supervisor = Some(ProcessId::current()))?;
+    // A run of a sweep with `--max-parallel` first takes one of the sweep's slots, held until
+    // this function returns (see `crate::sweep`); it stays queued meanwhile.
+    let _slot = match take_sweep_slot(&run)? {
+        Some(slot) => slot,
+        None => return finish(&run, Decision::Stop),
+    };
     // Where the replicas run; a run whose GPUs are held by another run stays queued here. The
     // assignment (and its GPU lease) is kept across restarts.
     let assignment = match assign_devices(&run, &spec)? {
@@ -181,6 +189,48 @@ fn launch_once(
     }
 }
 
+/// Waits (status queued, one event per change) for a slot of the run's sweep when the sweep
+/// limits its parallelism. `None` when a stop was requested while waiting.
+fn take_sweep_slot(run: &Arc<Mutex<Run>>) -> Result<Option<crate::sweep::SlotWait>> {
+    let (dir, record) = {
+        let r = lock(run);
+        (r.dir.clone(), r.record.clone())
+    };
+    let waited = crate::sweep::wait_for_slot(
+        &workspace_root(&dir),
+        &record,
+        Duration::from_millis(250),
+        |why| {
+            let _ = lock(run).event(SupervisorEvent::Queued {
+                waiting_for: why.to_string(),
+            });
+        },
+        || STOP.load(Ordering::SeqCst),
+    );
+    match waited {
+        Ok(crate::sweep::SlotWait::Cancelled) => Ok(None),
+        Ok(w) => Ok(Some(w)),
+        Err(e) => {
+            finish(
+                run,
+                Decision::Fail {
+                    reason: e.to_string(),
+                },
+            )?;
+            Err(e)
+        }
+    }
+}
+
+/// `<ws>` of the run folder `<ws>/experiments/<experiment>/runs/<id>`.
+fn workspace_root(run_dir: &Path) -> PathBuf {
+    run_dir
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| run_dir.to_path_buf())
+}
+
 /// Plans devices and waits (status queued, one event per change) until they are free. `None`
 /// when a stop was requested while waiting.
 fn assign_devices(run: &Arc<Mutex<Run>>, spec: &Spec) -> Result<Option<devices::Assignment>> {
@@ -188,12 +238,7 @@ fn assign_devices(run: &Arc<Mutex<Run>>, spec: &Spec) -> Result<Option<devices::
         let r = lock(run);
         (r.dir.clone(), r.record.id.clone())
     };
-    // <ws>/experiments/<experiment>/runs/<id>
-    let ws_root = dir
-        .ancestors()
-        .nth(4)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| dir.clone());
+    let ws_root = workspace_root(&dir);
     let discovery = devices::discover()?;
     if let Some(note) = &discovery.note {
         println!("{note}");

@@ -214,17 +214,7 @@ pub fn resolve_address<'a>(runs: &'a [Run], address: &str) -> Result<&'a Run> {
 
 /// "; did you mean X?" for the nearest candidates by edit distance (or a hint to list them).
 fn closest(wanted: &str, candidates: &[&str], what: &str) -> String {
-    let mut scored: Vec<(usize, &str)> = candidates
-        .iter()
-        .map(|c| (distance(wanted, c), *c))
-        .collect();
-    scored.sort();
-    let good: Vec<&str> = scored
-        .iter()
-        .filter(|(d, c)| *d <= c.len().max(wanted.len()) / 2)
-        .take(3)
-        .map(|x| x.1)
-        .collect();
+    let good = nearest(wanted, candidates);
     if good.is_empty() {
         format!(" (`ddp ls` lists the {what})")
     } else {
@@ -236,6 +226,21 @@ fn closest(wanted: &str, candidates: &[&str], what: &str) -> String {
                 .join(" or ")
         )
     }
+}
+
+/// Up to 3 candidates close to `wanted` by edit distance, nearest first (for "did you mean").
+pub(crate) fn nearest<'a>(wanted: &str, candidates: &[&'a str]) -> Vec<&'a str> {
+    let mut scored: Vec<(usize, &str)> = candidates
+        .iter()
+        .map(|c| (distance(wanted, c), *c))
+        .collect();
+    scored.sort();
+    scored
+        .iter()
+        .filter(|(d, c)| *d <= c.len().max(wanted.len()) / 2)
+        .take(3)
+        .map(|x| x.1)
+        .collect()
 }
 
 fn distance(a: &str, b: &str) -> usize {
@@ -273,8 +278,8 @@ fn not_a_workspace(root: &Path) -> Error {
     ))
 }
 
-/// `<YYYYmmdd-HHMMSS>-<6 hex>` in UTC.
-fn new_run_id() -> String {
+/// `<YYYYmmdd-HHMMSS>-<6 hex>` in UTC (run ids, and sweep ids: [`crate::sweep`]).
+pub(crate) fn new_run_id() -> String {
     let t = time::OffsetDateTime::now_utc();
     let mut b = [0u8; 3];
     getrandom::fill(&mut b).expect("the OS random source works");

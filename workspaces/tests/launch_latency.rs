@@ -30,7 +30,10 @@ fn launch_latency() {
     let mut startups = vec![];
     for i in 0..5 {
         let ws = dir.path().join(format!("ws{i}"));
-        let t0 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+        let t0 = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
         let o = Command::new(env!("CARGO_BIN_EXE_ddp"))
             .arg("--workspace")
             .arg(&ws)
@@ -43,16 +46,28 @@ fn launch_latency() {
         let deadline = Instant::now() + Duration::from_secs(60);
         let first = loop {
             let m = run.metrics().unwrap_or_default();
-            if let Some(r) = m.iter().find(|r| r.kind == ddp_trainer::metrics::MetricKind::Train) {
+            if let Some(r) = m
+                .iter()
+                .find(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
+            {
                 break r.time;
             }
             assert!(Instant::now() < deadline, "no first step");
             std::thread::sleep(Duration::from_millis(5));
         };
-        let started = ddp_workspaces::Run::load(&run.dir).unwrap().record.started.unwrap();
+        let started = ddp_workspaces::Run::load(&run.dir)
+            .unwrap()
+            .record
+            .started
+            .unwrap();
         overheads.push(started - t0);
         startups.push(first - started);
-        while !ddp_workspaces::Run::load_checked(&run.dir).unwrap().record.status.is_terminal() {
+        while !ddp_workspaces::Run::load_checked(&run.dir)
+            .unwrap()
+            .record
+            .status
+            .is_terminal()
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -22,6 +22,18 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// From now on Ctrl-C (SIGINT) only sets a flag, read with [`interrupted`].
+pub(super) fn catch_interrupt() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe { libc::signal(libc::SIGINT, handler) };
+}
+
+/// Whether Ctrl-C was pressed since [`catch_interrupt`].
+pub(super) fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 pub fn run(
     root: &Path,
     spec_path: &Path,
@@ -92,9 +104,7 @@ fn start(mut run: Run, spec: &Spec, detach: bool, resume: bool) -> Result<ExitCo
 
 /// Shows progress until the run ends; Ctrl-C stops the run (and keeps following until it has).
 fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
-    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic.
-    unsafe { libc::signal(libc::SIGINT, handler) };
+    catch_interrupt();
     let epochs = spec.train.epochs as u64;
     let bar = ProgressBar::new(epochs);
     bar.set_style(
@@ -110,7 +120,7 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
     let mut last_status = None;
     loop {
         let run = Run::load_checked(dir)?;
-        if INTERRUPTED.load(Ordering::SeqCst) && !sent_stop {
+        if interrupted() && !sent_stop {
             if let Some(sup) = &run.record.supervisor {
                 bar.println("interrupted: stopping the run (replicas finish their step)...");
                 // SAFETY: kill(2) on the supervisor pid recorded for this run.

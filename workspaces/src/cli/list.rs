@@ -63,6 +63,7 @@ pub fn ls(
     root: &Path,
     experiment: Option<&str>,
     status: Option<RunStatus>,
+    sweep: Option<&str>,
     json: bool,
 ) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
@@ -70,8 +71,12 @@ pub fn ls(
     for b in &bad {
         eprintln!("ddp: skipping {}: {}", b.dir.display(), b.error);
     }
+    let sweep = sweep
+        .map(|s| ddp_workspaces::sweep::resolve(&ws.root, &runs, s))
+        .transpose()?;
     let runs: Vec<&Run> = runs
         .iter()
+        .filter(|r| sweep.is_none() || r.record.sweep == sweep)
         .filter(|r| experiment.is_none_or(|e| r.record.experiment == e))
         .filter(|r| status.is_none_or(|s| r.record.status == s))
         .collect();

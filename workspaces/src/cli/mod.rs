@@ -1,9 +1,13 @@
 //! The `ddp` command line: argument parsing and dispatch; one file per group of commands.
 
+mod compare;
+mod export;
 mod follow;
 mod list;
 mod logs;
 mod manage;
+mod plot;
+mod sweep;
 mod table;
 
 use std::ffi::OsString;
@@ -11,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ddp_workspaces::plot::XAxis;
 use ddp_workspaces::{RunStatus, Workspace};
 
 #[derive(Parser, Debug)]
@@ -51,6 +56,9 @@ enum Command {
         experiment: Option<String>,
         #[arg(long)]
         status: Option<RunStatus>,
+        /// Only the runs of this sweep (id, unique id prefix, --name of the sweep, or `latest`).
+        #[arg(long, value_name = "SWEEP")]
+        sweep: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -83,6 +91,72 @@ enum Command {
     },
     /// Delete a run folder (refuses a run that is still live).
     Rm { run: String },
+    /// Start one run per combination of a grid of spec overrides (a sweep).
+    ///
+    /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
+    /// Waits for all of them, printing a line as each ends, then the comparison (unless --detach).
+    Sweep {
+        spec: PathBuf,
+        /// A spec key and its values, e.g. --grid train.lr=0.001,0.01 (repeatable: the runs are
+        /// the cartesian product; commas inside [...] or quotes do not split).
+        #[arg(long = "grid", value_name = "KEY=V1,V2,...", required = true)]
+        grid: Vec<String>,
+        /// Override a spec key for every run, e.g. --set train.epochs=3 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Number of replicas of every run (ddp.replicas).
+        #[arg(long)]
+        replicas: Option<usize>,
+        /// At most N runs of the sweep at a time, also after --detach (default: all that the
+        /// devices allow).
+        #[arg(long, value_name = "N")]
+        max_parallel: Option<usize>,
+        /// Return once the runs are created and their supervisors started.
+        #[arg(long)]
+        detach: bool,
+        /// A name for the sweep (its runs are named NAME/<combination>).
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON: the sweep with --detach, else the comparison at the end.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare runs: the spec keys that differ between them, and their final figures.
+    Compare {
+        /// Runs (ids, unique prefixes, <experiment>@latest, latest).
+        runs: Vec<String>,
+        /// Add the runs of this sweep.
+        #[arg(long, value_name = "SWEEP")]
+        sweep: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Plot the loss and accuracy of runs into one SVG or PNG file.
+    Plot {
+        runs: Vec<String>,
+        /// Add the runs of this sweep.
+        #[arg(long, value_name = "SWEEP")]
+        sweep: Option<String>,
+        /// The image: FILE.svg or FILE.png.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// What the horizontal axis counts: step or epoch.
+        #[arg(long = "x", value_name = "step|epoch", default_value = "step")]
+        x: XAxis,
+    },
+    /// Export a run's metric records (rank 0's, or every rank's) as CSV.
+    Export {
+        run: String,
+        /// CSV with a header line (the only format).
+        #[arg(long, required = true)]
+        csv: bool,
+        /// Write FILE instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Every rank's records (rank 0's first), not only rank 0's.
+        #[arg(long)]
+        all_ranks: bool,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -99,8 +173,9 @@ pub fn main() -> ExitCode {
         Command::Ls {
             experiment,
             status,
+            sweep,
             json,
-        } => list::ls(&root, experiment.as_deref(), status, json),
+        } => list::ls(&root, experiment.as_deref(), status, sweep.as_deref(), json),
         Command::Show { run, json } => list::show(&root, &run, json),
         Command::Logs {
             run,
@@ -111,6 +186,43 @@ pub fn main() -> ExitCode {
         Command::Stop { run } => manage::stop(&root, &run),
         Command::Resume { run, detach } => follow::resume(&root, &run, detach),
         Command::Rm { run } => manage::rm(&root, &run),
+        Command::Sweep {
+            spec,
+            grid,
+            overrides,
+            replicas,
+            max_parallel,
+            detach,
+            name,
+            json,
+        } => sweep::sweep(
+            &root,
+            sweep::SweepArgs {
+                spec,
+                grid,
+                overrides,
+                replicas,
+                max_parallel,
+                detach,
+                name,
+                json,
+            },
+        ),
+        Command::Compare { runs, sweep, json } => {
+            compare::compare(&root, &runs, sweep.as_deref(), json)
+        }
+        Command::Plot {
+            runs,
+            sweep,
+            output,
+            x,
+        } => plot::plot(&root, &runs, sweep.as_deref(), &output, x),
+        Command::Export {
+            run,
+            csv: _,
+            output,
+            all_ranks,
+        } => export::export(&root, &run, output.as_deref(), all_ranks),
     };
     match result {
         Ok(code) => code,

@@ -169,7 +169,7 @@ pub fn held_by(ws_root: &Path) -> Result<BTreeMap<usize, String>> {
 }
 
 /// `flock(op | LOCK_NB)`, up to `tries` times 2 ms apart: `Ok(false)` when it stays held.
-fn try_flock(file: &File, op: libc::c_int, tries: usize, path: &Path) -> Result<bool> {
+pub(crate) fn try_flock(file: &File, op: libc::c_int, tries: usize, path: &Path) -> Result<bool> {
     let mut tries_left = tries;
     loop {
         // SAFETY: flock on a file descriptor `file` keeps open.

@@ -1,0 +1,956 @@
+//! Sweeps (`ddp sweep`): one run per combination of a grid of spec overrides, grouped under a
+//! sweep id, with an optional limit on how many of them are in flight at once.
+//!
+//! A sweep is planned first ([`SweepPlan::new`]): the grid (`--grid KEY=V1,V2,...`, parsed by
+//! [`GridAxis`]) is expanded into its cartesian product ([`combinations`]) and every
+//! combination's overrides go through `Spec::load`, so an unknown key or a bad value fails the
+//! whole sweep, naming the key, before anything exists. [`create`] then makes one queued run per
+//! combination, each with `run.json`'s `sweep` set to the sweep id, and writes the sweep's
+//! manifest `<ws>/sweeps/<id>.json` ([`SweepRecord`]). Sweep ids look like run ids
+//! (`<YYYYmmdd-HHMMSS>-<6 hex>`, UTC); a sweep is addressed ([`resolve`]) by its id, a unique
+//! prefix of it, its `--name`, or `latest`.
+//!
+//! # Slots: the parallelism limit (`--max-parallel N`)
+//!
+//! The limit lives in the manifest (`max_parallel`), not in a process of the CLI, so it holds
+//! after `ddp sweep --detach` has returned. Every run's supervisor is started at once; before it
+//! asks for devices, a supervisor whose run belongs to a sweep with a limit takes one of the
+//! sweep's N slots ([`wait_for_slot`]): an exclusive `flock(2)` on
+//! `<ws>/locks/sweep-<id>-slot-<k>.lock` for some k in `0..N` (the GPU locks' mechanism, see
+//! [`crate::devices::locks`]). Until it gets one the run stays `queued`, with a `queued` event
+//! "waiting for a sweep slot: ..." each time the slots' holders change. It keeps its slot until
+//! the supervisor exits: through restarts and while it waits for GPUs, so at most N runs of the
+//! sweep are past that point at any time. The kernel frees the slot of a killed supervisor. Runs
+//! waiting for a slot get them in no particular order. `ddp resume` of a run of the sweep reads
+//! the manifest again and takes a slot like the first time; a run whose manifest is gone runs
+//! without a limit. A slot file holds `{"run": ..., "pid": ...}` of its holder while held.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use ddp_trainer::spec::{KEYS, Spec};
+use serde::{Deserialize, Serialize};
+
+use crate::devices::locks::{Holder, LOCKS_DIR, try_flock};
+use crate::run::{Run, RunRecord, now};
+use crate::workspace::{Unreadable, Workspace, nearest, new_run_id};
+use crate::{Error, Result};
+
+/// The folder of a workspace that holds the sweep manifests.
+pub const SWEEPS_DIR: &str = "sweeps";
+
+/// The most runs one sweep may create.
+pub const MAX_RUNS: usize = 1000;
+
+/// One `--grid KEY=V1,V2,...`: a spec key and the values it takes, as given (each one is read
+/// like a `--set` value: TOML, or a bare word as a string).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GridAxis {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+const GRID_USAGE: &str = "expected KEY=V1,V2,..., e.g. --grid train.lr=0.001,0.01";
+
+impl FromStr for GridAxis {
+    type Err = Error;
+
+    /// Parses `KEY=V1,V2,...`. Values are split at commas outside brackets, braces and quotes, so
+    /// `--grid 'ddp.devices=[0,1],[2,3]'` has two values. The key must be a spec key
+    /// (`ddp_trainer::spec::KEYS`); values must be non-empty and distinct.
+    fn from_str(s: &str) -> Result<GridAxis> {
+        let invalid = |msg: String| Error::Invalid(format!("--grid {s}: {msg}"));
+        let Some((key, raw)) = s.split_once('=') else {
+            return Err(invalid(format!("no values ({GRID_USAGE})")));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(invalid(format!("empty key ({GRID_USAGE})")));
+        }
+        if !KEYS.contains(&key) {
+            let near = nearest(key, KEYS);
+            let hint = match near.first() {
+                Some(k) => format!("; did you mean `{k}`?"),
+                None => " (docs/spec.md lists the keys)".to_string(),
+            };
+            return Err(invalid(format!("no such spec key `{key}`{hint}")));
+        }
+        if raw.trim().is_empty() {
+            return Err(invalid(format!("no values ({GRID_USAGE})")));
+        }
+        let values = split_values(raw).map_err(invalid)?;
+        let mut seen = BTreeSet::new();
+        for (i, v) in values.iter().enumerate() {
+            if v.is_empty() {
+                return Err(invalid(format!("value {} is empty", i + 1)));
+            }
+            if !seen.insert(v.as_str()) {
+                return Err(invalid(format!("value `{v}` is given twice")));
+            }
+        }
+        Ok(GridAxis {
+            key: key.to_string(),
+            values,
+        })
+    }
+}
+
+/// Splits `raw` at the commas that are outside `[...]`, `{...}` and quotes; trims each value.
+fn split_values(raw: &str) -> std::result::Result<Vec<String>, String> {
+    let mut values = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    for c in raw.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                values.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if quote.is_some() {
+        return Err("unclosed quote".into());
+    }
+    if depth != 0 {
+        return Err("unbalanced brackets".into());
+    }
+    values.push(cur.trim().to_string());
+    Ok(values)
+}
+
+/// One point of the grid: its overrides (`key=value`, in grid order) and a short label
+/// (`lr=0.01,batch_size=64`) for run names, legends and progress lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Combination {
+    pub overrides: Vec<String>,
+    pub label: String,
+}
+
+/// The cartesian product of `axes`, the first axis varying slowest (like nested loops in the
+/// order the `--grid` options were given). Refuses no axes, a key given twice and more than
+/// [`MAX_RUNS`] combinations.
+pub fn combinations(axes: &[GridAxis]) -> Result<Vec<Combination>> {
+    if axes.is_empty() {
+        return Err(Error::Invalid(format!(
+            "a sweep needs at least one --grid ({GRID_USAGE})"
+        )));
+    }
+    let mut keys = BTreeSet::new();
+    for a in axes {
+        if !keys.insert(a.key.as_str()) {
+            return Err(Error::Invalid(format!(
+                "--grid {} is given twice: put all its values in one --grid",
+                a.key
+            )));
+        }
+    }
+    let total = axes
+        .iter()
+        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
+        .filter(|&n| n <= MAX_RUNS)
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "the grid has {} combinations: a sweep may have at most {MAX_RUNS}",
+                axes.iter()
+                    .map(|a| a.values.len().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" x ")
+            ))
+        })?;
+    let short = short_keys(&axes.iter().map(|a| a.key.as_str()).collect::<Vec<_>>());
+    let mut out = Vec::with_capacity(total);
+    for mut i in 0..total {
+        // Mixed-radix digits, last axis fastest.
+        let mut picks = vec![0; axes.len()];
+        for (a, pick) in axes.iter().zip(picks.iter_mut()).rev() {
+            *pick = i % a.values.len();
+            i /= a.values.len();
+        }
+        let pairs: Vec<(&str, &str)> = axes
+            .iter()
+            .zip(&picks)
+            .map(|(a, &p)| (a.key.as_str(), a.values[p].as_str()))
+            .collect();
+        out.push(Combination {
+            overrides: pairs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            label: pairs
+                .iter()
+                .zip(&short)
+                .map(|((_, v), k)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        });
+    }
+    Ok(out)
+}
+
+/// For each key, its shortest dotted suffix that no other key ends with (`train.lr` → `lr`,
+/// but `train.scheduler.gamma` and `x.gamma` keep `scheduler.gamma` and `x.gamma`).
+fn short_keys(keys: &[&str]) -> Vec<String> {
+    let suffix = |k: &str, n: usize| -> String {
+        let parts: Vec<&str> = k.split('.').collect();
+        parts[parts.len().saturating_sub(n)..].join(".")
+    };
+    keys.iter()
+        .map(|k| {
+            let depth = k.split('.').count();
+            (1..=depth)
+                .map(|n| suffix(k, n))
+                .find(|s| {
+                    keys.iter()
+                        .filter(|o| *o != k)
+                        .all(|o| o != s && !o.ends_with(&format!(".{s}")))
+                })
+                .unwrap_or_else(|| k.to_string())
+        })
+        .collect()
+}
+
+/// A validated sweep, ready to create: every run's resolved spec.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    pub spec_path: PathBuf,
+    /// `--set` overrides shared by every run (applied before the grid's).
+    pub overrides: Vec<String>,
+    pub grid: Vec<GridAxis>,
+    pub runs: Vec<PlannedRun>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    pub combination: Combination,
+    pub spec: Spec,
+}
+
+impl SweepPlan {
+    /// Loads `spec_path` with `overrides`, then with each combination of `grid` on top (a grid
+    /// value wins over a `--set` of the same key). Any error fails the plan, naming the
+    /// combination and the key.
+    pub fn new(spec_path: &Path, overrides: Vec<String>, grid: Vec<GridAxis>) -> Result<SweepPlan> {
+        let combos = combinations(&grid)?;
+        // The file and the shared overrides alone first, so their errors read as usual.
+        Spec::load(spec_path, &overrides)?;
+        let n = combos.len();
+        let mut runs = Vec::with_capacity(n);
+        for (i, combination) in combos.into_iter().enumerate() {
+            let mut all = overrides.clone();
+            all.extend(combination.overrides.iter().cloned());
+            let spec = Spec::load(spec_path, &all).map_err(|e| {
+                Error::Invalid(format!(
+                    "sweep combination {} of {n} ({}): {e}",
+                    i + 1,
+                    combination.overrides.join(" ")
+                ))
+            })?;
+            runs.push(PlannedRun { combination, spec });
+        }
+        Ok(SweepPlan {
+            spec_path: spec_path.to_path_buf(),
+            overrides,
+            grid,
+            runs,
+        })
+    }
+}
+
+/// `<ws>/sweeps/<id>.json`: what a sweep is, written once when it is created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRecord {
+    pub id: String,
+    /// `--name` given to `ddp sweep`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The spec file the runs were made from (their resolved specs are frozen in their folders).
+    pub spec: PathBuf,
+    /// The `--set` overrides shared by every run.
+    #[serde(default)]
+    pub overrides: Vec<String>,
+    pub grid: Vec<GridAxis>,
+    /// At most this many runs of the sweep in flight (`--max-parallel`); none: no limit beyond
+    /// the device queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<usize>,
+    /// Unix seconds.
+    pub created: f64,
+    /// The command that created the sweep.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The runs, in combination order.
+    pub runs: Vec<SweepMember>,
+}
+
+/// One run of a sweep, as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepMember {
+    pub run: String,
+    pub label: String,
+    pub overrides: Vec<String>,
+}
+
+/// `<ws>/sweeps/<id>.json`.
+pub fn manifest_path(ws_root: &Path, id: &str) -> PathBuf {
+    ws_root.join(SWEEPS_DIR).join(format!("{id}.json"))
+}
+
+/// Sweep ids end up in file names: only what [`new_run_id`] makes (letters, digits, `-`, `_`,
+/// `.`, not leading `.`) is accepted from a `run.json` or the command line.
+fn check_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("`{id}` is not a sweep id")))
+    }
+}
+
+impl SweepRecord {
+    /// Reads the manifest of sweep `id`; `Error::NotFound` when there is none.
+    pub fn load(ws_root: &Path, id: &str) -> Result<SweepRecord> {
+        check_id(id)?;
+        let path = manifest_path(ws_root, id);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::NotFound(format!(
+                    "sweep {id} has no manifest ({} is missing)",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            path,
+            msg: format!("not a valid sweep manifest ({e})"),
+        })
+    }
+
+    /// Writes the manifest atomically (temp file and rename).
+    pub fn save(&self, ws_root: &Path) -> Result<()> {
+        check_id(&self.id)?;
+        let dir = ws_root.join(SWEEPS_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let bytes = serde_json::to_vec_pretty(self).expect("a sweep record always serialises");
+        ddp_trainer::checkpoint::write_atomic(&manifest_path(ws_root, &self.id), &bytes)?;
+        Ok(())
+    }
+
+    /// The member entry of run `run_id`, if it is one of this sweep's runs.
+    pub fn member(&self, run_id: &str) -> Option<&SweepMember> {
+        self.runs.iter().find(|m| m.run == run_id)
+    }
+}
+
+/// Every sweep manifest of the workspace, oldest first; unreadable ones separately.
+pub fn list(ws_root: &Path) -> Result<(Vec<SweepRecord>, Vec<Unreadable>)> {
+    let dir = ws_root.join(SWEEPS_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok((vec![], vec![])),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_string)
+        })
+        .filter(|id| check_id(id).is_ok())
+        .collect();
+    ids.sort();
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for id in ids {
+        match SweepRecord::load(ws_root, &id) {
+            Ok(r) => good.push(r),
+            Err(e) => bad.push(Unreadable {
+                dir: manifest_path(ws_root, &id),
+                error: e.to_string(),
+            }),
+        }
+    }
+    Ok((good, bad))
+}
+
+/// Finds a sweep id by full id, `--name` (the newest sweep of that name), unique id prefix or
+/// `latest`, among the manifests and the `sweep` fields of `runs` (a sweep whose manifest was
+/// deleted still groups its runs). An unknown address gets the closest ids and names.
+pub fn resolve(ws_root: &Path, runs: &[Run], address: &str) -> Result<String> {
+    let (manifests, _) = list(ws_root)?;
+    let mut ids: BTreeSet<&str> = manifests.iter().map(|m| m.id.as_str()).collect();
+    ids.extend(runs.iter().filter_map(|r| r.record.sweep.as_deref()));
+    if ids.contains(address) {
+        return Ok(address.to_string());
+    }
+    if address == "latest" {
+        return ids
+            .last()
+            .map(|s| s.to_string())
+            .ok_or_else(|| Error::NotFound("the workspace has no sweeps yet".into()));
+    }
+    if let Some(m) = manifests
+        .iter()
+        .filter(|m| m.name.as_deref() == Some(address))
+        .max_by(|a, b| a.id.cmp(&b.id))
+    {
+        return Ok(m.id.clone());
+    }
+    let prefixed: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| id.starts_with(address))
+        .collect();
+    match prefixed.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => {
+            if ids.is_empty() {
+                return Err(Error::NotFound(format!(
+                    "no sweep `{address}`: the workspace has no sweeps"
+                )));
+            }
+            let mut candidates: Vec<&str> = ids.iter().copied().collect();
+            candidates.extend(manifests.iter().filter_map(|m| m.name.as_deref()));
+            let near = nearest(address, &candidates);
+            let hint = if near.is_empty() {
+                format!(
+                    " (sweeps: {})",
+                    ids.iter()
+                        .rev()
+                        .take(5)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                format!(
+                    "; did you mean {}?",
+                    near.iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )
+            };
+            Err(Error::NotFound(format!("no sweep `{address}`{hint}")))
+        }
+        many => Err(Error::Invalid(format!(
+            "`{address}` matches {} sweeps ({}); give more of the id",
+            many.len(),
+            many.iter().take(5).copied().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The runs of sweep `id` among `runs`: in the manifest's (combination) order where it has one,
+/// then any others by id.
+pub fn members<'a>(ws_root: &Path, runs: &'a [Run], id: &str) -> Vec<&'a Run> {
+    let order: Vec<String> = SweepRecord::load(ws_root, id)
+        .map(|m| m.runs.into_iter().map(|m| m.run).collect())
+        .unwrap_or_default();
+    let mut out: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.record.sweep.as_deref() == Some(id))
+        .collect();
+    out.sort_by_key(|r| {
+        (
+            order
+                .iter()
+                .position(|o| *o == r.record.id)
+                .unwrap_or(usize::MAX),
+            r.record.id.clone(),
+        )
+    });
+    out
+}
+
+/// Creates the sweep of `plan`: one queued run per combination (named `NAME/label`, or `label`
+/// without a name) grouped under a new sweep id, and its manifest. If any run cannot be created
+/// the ones already made are removed. Starts nothing: the caller starts each run's supervisor.
+pub fn create(
+    ws: &Workspace,
+    plan: &SweepPlan,
+    name: Option<String>,
+    max_parallel: Option<usize>,
+    command: Vec<String>,
+) -> Result<(SweepRecord, Vec<Run>)> {
+    if max_parallel == Some(0) {
+        return Err(Error::Invalid(
+            "--max-parallel must be at least 1".to_string(),
+        ));
+    }
+    let id = new_run_id();
+    let mut runs: Vec<Run> = Vec::with_capacity(plan.runs.len());
+    for p in &plan.runs {
+        let run_name = match &name {
+            Some(n) => format!("{n}/{}", p.combination.label),
+            None => p.combination.label.clone(),
+        };
+        match ws.create_run(&p.spec, command.clone(), Some(run_name), Some(id.clone())) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                for r in &runs {
+                    let _ = std::fs::remove_dir_all(&r.dir);
+                }
+                return Err(e);
+            }
+        }
+    }
+    let record = SweepRecord {
+        id,
+        name,
+        spec: std::fs::canonicalize(&plan.spec_path).unwrap_or_else(|_| plan.spec_path.clone()),
+        overrides: plan.overrides.clone(),
+        grid: plan.grid.clone(),
+        max_parallel,
+        created: now(),
+        command,
+        runs: runs
+            .iter()
+            .zip(&plan.runs)
+            .map(|(r, p)| SweepMember {
+                run: r.record.id.clone(),
+                label: p.combination.label.clone(),
+                overrides: p.combination.overrides.clone(),
+            })
+            .collect(),
+    };
+    if let Err(e) = record.save(&ws.root) {
+        for r in &runs {
+            let _ = std::fs::remove_dir_all(&r.dir);
+        }
+        return Err(e);
+    }
+    Ok((record, runs))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slots.
+
+/// `<ws>/locks/sweep-<id>-slot-<k>.lock`.
+pub fn slot_path(ws_root: &Path, sweep: &str, k: usize) -> PathBuf {
+    ws_root
+        .join(LOCKS_DIR)
+        .join(format!("sweep-{sweep}-slot-{k}.lock"))
+}
+
+/// One held slot of a sweep; dropping it (or the death of the process) frees it.
+#[derive(Debug)]
+pub struct SweepSlot {
+    index: usize,
+    file: File,
+}
+
+impl SweepSlot {
+    /// Which slot (0-based).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for SweepSlot {
+    fn drop(&mut self) {
+        // Best effort: a stale name in a free file is ignored by `slot_holders`.
+        let _ = self.file.set_len(0);
+        // SAFETY: flock on a file descriptor this struct owns.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Takes a free slot among `0..slots` of `sweep` for `run_id`, or `Ok(None)` when all are held.
+pub fn try_slot(
+    ws_root: &Path,
+    sweep: &str,
+    slots: usize,
+    run_id: &str,
+) -> Result<Option<SweepSlot>> {
+    check_id(sweep)?;
+    let dir = ws_root.join(LOCKS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let record = serde_json::to_string(&Holder {
+        run: run_id.to_string(),
+        pid: Some(std::process::id()),
+    })
+    .expect("a holder serialises")
+        + "\n";
+    for k in 0..slots {
+        let path = slot_path(ws_root, sweep, k);
+        // Rust opens files close-on-exec: the replicas do not inherit the lock.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        if try_flock(&file, libc::LOCK_EX, 3, &path)? {
+            let slot = SweepSlot { index: k, file };
+            slot.file
+                .set_len(0)
+                .and_then(|()| slot.file.write_all_at(record.as_bytes(), 0))
+                .map_err(|e| Error::io(&path, e))?;
+            return Ok(Some(slot));
+        }
+    }
+    Ok(None)
+}
+
+/// The holders of the held slots among `0..slots` of `sweep`, by slot.
+pub fn slot_holders(ws_root: &Path, sweep: &str, slots: usize) -> Result<Vec<(usize, Holder)>> {
+    check_id(sweep)?;
+    let mut out = Vec::new();
+    for k in 0..slots {
+        let path = slot_path(ws_root, sweep, k);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        if try_flock(&file, libc::LOCK_SH, 1, &path)? {
+            continue; // free
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut &file, &mut text).map_err(|e| Error::io(&path, e))?;
+        let holder = serde_json::from_str(text.trim()).unwrap_or_else(|_| Holder {
+            run: "(unknown)".to_string(),
+            pid: None,
+        });
+        out.push((k, holder));
+    }
+    Ok(out)
+}
+
+/// How [`wait_for_slot`] ended.
+#[derive(Debug)]
+pub enum SlotWait {
+    /// The run is not in a sweep, or its sweep has no limit (or no manifest): nothing to hold.
+    NoLimit,
+    /// The run holds this slot until it is dropped.
+    Held(SweepSlot),
+    /// `cancelled` said so before a slot was free.
+    Cancelled,
+}
+
+/// Why a run waits for a slot: `waiting for a sweep slot: sweep X runs 2 at a time (held by
+/// runs a, b)`.
+pub fn waiting_message(sweep: &str, slots: usize, holders: &[(usize, Holder)]) -> String {
+    let runs: BTreeSet<&str> = holders.iter().map(|(_, h)| h.run.as_str()).collect();
+    let runs: Vec<&str> = runs.into_iter().collect();
+    let by = match runs.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (held by run {one})"),
+        many => format!(" (held by runs {})", many.join(", ")),
+    };
+    format!("waiting for a sweep slot: sweep {sweep} runs {slots} at a time{by}")
+}
+
+/// For the supervisor of the run `record` in workspace `ws_root`: when the run belongs to a
+/// sweep with `max_parallel`, waits until one of the sweep's slots is free and takes it, polling
+/// every `poll` (and `cancelled` at least every 50 ms). `on_wait` hears why the run waits, once
+/// per change of the holders. Errors: an unreadable manifest or lock folder.
+pub fn wait_for_slot(
+    ws_root: &Path,
+    record: &RunRecord,
+    poll: Duration,
+    mut on_wait: impl FnMut(&str),
+    mut cancelled: impl FnMut() -> bool,
+) -> Result<SlotWait> {
+    let Some(sweep) = record.sweep.as_deref() else {
+        return Ok(SlotWait::NoLimit);
+    };
+    let slots = match SweepRecord::load(ws_root, sweep) {
+        Ok(m) => match m.max_parallel {
+            Some(n) => n.max(1),
+            None => return Ok(SlotWait::NoLimit),
+        },
+        Err(Error::NotFound(_)) => return Ok(SlotWait::NoLimit),
+        Err(e) => return Err(e),
+    };
+    let mut reported: Option<String> = None;
+    loop {
+        if cancelled() {
+            return Ok(SlotWait::Cancelled);
+        }
+        if let Some(slot) = try_slot(ws_root, sweep, slots, &record.id)? {
+            return Ok(SlotWait::Held(slot));
+        }
+        let msg = waiting_message(sweep, slots, &slot_holders(ws_root, sweep, slots)?);
+        if reported.as_ref() != Some(&msg) {
+            on_wait(&msg);
+            reported = Some(msg);
+        }
+        let wake = std::time::Instant::now() + poll;
+        while let Some(left) = wake
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
+        {
+            if cancelled() {
+                return Ok(SlotWait::Cancelled);
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axis(s: &str) -> GridAxis {
+        s.parse().unwrap()
+    }
+
+    fn err(s: &str) -> String {
+        s.parse::<GridAxis>().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_grid_axes() {
+        assert_eq!(
+            axis("train.lr=0.001, 0.01"),
+            GridAxis {
+                key: "train.lr".into(),
+                values: vec!["0.001".into(), "0.01".into()]
+            }
+        );
+        assert_eq!(
+            axis("ddp.devices=[0,1],[2, 3],\"cpu\"").values,
+            ["[0,1]", "[2, 3]", "\"cpu\""]
+        );
+        assert_eq!(axis("train.optimizer=adam").values, ["adam"]);
+        assert!(err("train.lr").contains("--grid train.lr: no values"));
+        assert!(err("train.lr=").contains("no values"));
+        assert!(err("train.lr= ").contains("no values"));
+        assert!(err("=1,2").contains("empty key"));
+        assert!(err("train.lr=1,,2").contains("value 2 is empty"));
+        assert!(err("train.lr=1,2,1").contains("value `1` is given twice"));
+        assert!(err("train.lr=[1,2").contains("unbalanced brackets"));
+        assert!(err("train.optimizer=\"adam,sgd").contains("unclosed quote"));
+        let e = err("train.lrr=1,2");
+        assert!(
+            e.contains("no such spec key `train.lrr`; did you mean `train.lr`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cartesian_product_in_order_with_labels() {
+        let c = combinations(&[
+            axis("train.lr=0.001,0.01"),
+            axis("train.batch_size=32,64,128"),
+        ])
+        .unwrap();
+        assert_eq!(c.len(), 6);
+        assert_eq!(c[0].overrides, ["train.lr=0.001", "train.batch_size=32"]);
+        assert_eq!(c[1].overrides, ["train.lr=0.001", "train.batch_size=64"]);
+        assert_eq!(c[3].overrides, ["train.lr=0.01", "train.batch_size=32"]);
+        assert_eq!(c[5].label, "lr=0.01,batch_size=128");
+        let e = combinations(&[axis("train.lr=1"), axis("train.lr=2")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--grid train.lr is given twice"), "{e}");
+        assert!(
+            combinations(&[])
+                .unwrap_err()
+                .to_string()
+                .contains("at least one --grid")
+        );
+        let many: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        let big = format!("train.seed={}", many.join(","));
+        let e = combinations(&[axis(&big), axis(&big.replace("seed", "epochs"))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("40 x 40 combinations"), "{e}");
+    }
+
+    #[test]
+    fn short_keys_stay_unique() {
+        assert_eq!(
+            short_keys(&["train.lr", "train.batch_size"]),
+            ["lr", "batch_size"]
+        );
+        assert_eq!(
+            short_keys(&["train.scheduler.gamma", "x.gamma", "name"]),
+            ["scheduler.gamma", "x.gamma", "name"]
+        );
+        assert_eq!(short_keys(&["model.name", "name"]), ["model.name", "name"]);
+    }
+
+    const SPEC: &str =
+        "name = 'sw'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[train]\nlr = 0.1\n";
+
+    #[test]
+    fn plan_validates_every_combination() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("s.toml");
+        std::fs::write(&spec, SPEC).unwrap();
+        let plan = SweepPlan::new(
+            &spec,
+            vec!["train.epochs=2".into()],
+            vec![axis("train.lr=0.5,0.25"), axis("train.seed=1,2")],
+        )
+        .unwrap();
+        assert_eq!(plan.runs.len(), 4);
+        assert_eq!(plan.runs[3].spec.train.lr, 0.25);
+        assert_eq!(plan.runs[3].spec.train.seed, 2);
+        assert_eq!(plan.runs[3].spec.train.epochs, 2);
+        let e = SweepPlan::new(&spec, vec![], vec![axis("train.lr=0.5,fast")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sweep combination 2 of 2 (train.lr=fast)") && e.contains("train.lr=fast"),
+            "{e}"
+        );
+        // A bad --set fails as it would for `ddp run`.
+        let e = SweepPlan::new(
+            &spec,
+            vec!["train.lrr=1".into()],
+            vec![axis("train.seed=1")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("did you mean `train.lr`"), "{e}");
+    }
+
+    #[test]
+    fn create_resolve_and_members() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("s.toml");
+        std::fs::write(&spec, SPEC).unwrap();
+        let ws = Workspace::open_or_create(&dir.path().join("ws")).unwrap();
+        let plan = SweepPlan::new(&spec, vec![], vec![axis("train.seed=1,2,3")]).unwrap();
+        let (rec, runs) = create(
+            &ws,
+            &plan,
+            Some("seeds".into()),
+            Some(2),
+            vec!["ddp".into()],
+        )
+        .unwrap();
+        assert_eq!(runs.len(), 3);
+        assert!(
+            runs.iter()
+                .all(|r| r.record.sweep.as_deref() == Some(&rec.id[..]))
+        );
+        assert_eq!(runs[1].record.name.as_deref(), Some("seeds/seed=2"));
+        assert_eq!(SweepRecord::load(&ws.root, &rec.id).unwrap(), rec);
+        assert_eq!(rec.member(&runs[2].record.id).unwrap().label, "seed=3");
+        let (all, _) = ws.runs().unwrap();
+        assert_eq!(resolve(&ws.root, &all, &rec.id).unwrap(), rec.id);
+        assert_eq!(resolve(&ws.root, &all, "seeds").unwrap(), rec.id);
+        assert_eq!(resolve(&ws.root, &all, "latest").unwrap(), rec.id);
+        assert_eq!(resolve(&ws.root, &all, &rec.id[..10]).unwrap(), rec.id);
+        let e = resolve(&ws.root, &all, "seedz").unwrap_err().to_string();
+        assert!(e.contains("did you mean `seeds`"), "{e}");
+        let ids: Vec<&str> = members(&ws.root, &all, &rec.id)
+            .iter()
+            .map(|r| r.record.id.as_str())
+            .collect();
+        let want: Vec<&str> = runs.iter().map(|r| r.record.id.as_str()).collect();
+        assert_eq!(ids, want);
+        let e = create(&ws, &plan, None, Some(0), vec![])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-parallel must be at least 1"), "{e}");
+        assert!(SweepRecord::load(&ws.root, "../x").is_err());
+    }
+
+    #[test]
+    fn slots_limit_holders_and_free_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let a = try_slot(ws, "s1", 2, "run-a").unwrap().unwrap();
+        let b = try_slot(ws, "s1", 2, "run-b").unwrap().unwrap();
+        assert_eq!((a.index(), b.index()), (0, 1));
+        assert!(try_slot(ws, "s1", 2, "run-c").unwrap().is_none());
+        // Another sweep's slots are its own.
+        assert!(try_slot(ws, "s2", 1, "run-d").unwrap().is_some());
+        let holders = slot_holders(ws, "s1", 2).unwrap();
+        assert_eq!(holders.len(), 2);
+        assert_eq!(holders[1].1.run, "run-b");
+        assert_eq!(
+            waiting_message("s1", 2, &holders),
+            "waiting for a sweep slot: sweep s1 runs 2 at a time (held by runs run-a, run-b)"
+        );
+        drop(a);
+        assert_eq!(slot_holders(ws, "s1", 2).unwrap().len(), 1);
+        let c = try_slot(ws, "s1", 2, "run-c").unwrap().unwrap();
+        assert_eq!(c.index(), 0);
+        assert!(slot_path(ws, "s1", 0).ends_with("locks/sweep-s1-slot-0.lock"));
+    }
+
+    #[test]
+    fn waiting_for_a_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open_or_create(&dir.path().join("ws")).unwrap();
+        let spec = dir.path().join("s.toml");
+        std::fs::write(&spec, SPEC).unwrap();
+        let plan = SweepPlan::new(&spec, vec![], vec![axis("train.seed=1,2")]).unwrap();
+        let (_, runs) = create(&ws, &plan, None, Some(1), vec![]).unwrap();
+        let first = wait_for_slot(
+            &ws.root,
+            &runs[0].record,
+            Duration::from_millis(5),
+            |_| {},
+            || false,
+        )
+        .unwrap();
+        assert!(matches!(first, SlotWait::Held(_)));
+        // The second waits (reported once) until cancelled.
+        let mut heard = Vec::new();
+        let mut polls = 0;
+        let second = wait_for_slot(
+            &ws.root,
+            &runs[1].record,
+            Duration::from_millis(5),
+            |w| heard.push(w.to_string()),
+            || {
+                polls += 1;
+                polls > 20
+            },
+        )
+        .unwrap();
+        assert!(matches!(second, SlotWait::Cancelled));
+        assert_eq!(heard.len(), 1, "{heard:?}");
+        assert!(heard[0].contains(&format!("held by run {}", runs[0].record.id)));
+        drop(first);
+        let second = wait_for_slot(
+            &ws.root,
+            &runs[1].record,
+            Duration::from_millis(5),
+            |_| {},
+            || false,
+        )
+        .unwrap();
+        assert!(matches!(second, SlotWait::Held(_)));
+        // Not in a sweep, or no manifest: no limit.
+        let mut lone = runs[0].record.clone();
+        lone.sweep = None;
+        assert!(matches!(
+            wait_for_slot(&ws.root, &lone, Duration::ZERO, |_| {}, || false).unwrap(),
+            SlotWait::NoLimit
+        ));
+        lone.sweep = Some("20990101-000000-ffffff".into());
+        assert!(matches!(
+            wait_for_slot(&ws.root, &lone, Duration::ZERO, |_| {}, || false).unwrap(),
+            SlotWait::NoLimit
+        ));
+    }
+}

@@ -1,0 +1,527 @@
+//! `ddp sweep`, `compare`, `plot` and `export` end to end: the real binary, real supervisors and
+//! replicas training a tiny MNIST CNN on the embedded sample (a few steps each).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ddp_trainer::spec::Spec;
+use ddp_workspaces::analysis::CSV_HEADER;
+use ddp_workspaces::sweep::{GridAxis, SweepPlan};
+use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
+
+const DDP: &str = env!("CARGO_BIN_EXE_ddp");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A tiny MNIST spec: 1 replica, 256 training samples, `max_steps` steps, one epoch.
+fn spec(dir: &Path, max_steps: usize) -> PathBuf {
+    let text = format!(
+        "name = \"tiny\"\n[model]\nname = \"mnist-cnn\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.1\nlimit_train = 256\nlimit_test = 128\n[train]\nepochs = 1\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.001\nmax_steps = {max_steps}\nlog_every = 1\n[ddp]\nreplicas = 1\ntimeout_s = 30\n[restart]\nmax_restarts = 0\n",
+        repo().join("examples/data/mnist-sample").display()
+    );
+    let p = dir.join("spec.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn ddp(ws: &Path) -> Command {
+    let mut c = Command::new(DDP);
+    c.arg("--workspace")
+        .arg(ws)
+        .env("RAYON_NUM_THREADS", "1")
+        .env_remove("DDP_WORKSPACE")
+        .env_remove("DDP_SIMULATED_GPUS");
+    c
+}
+
+fn output(mut c: Command, limit: Duration) -> Output {
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!("ddp did not finish in {limit:?}\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn run_ddp(ws: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut c = ddp(ws);
+    c.args(args);
+    output(c, limit)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Exit code 2 (bad input) and a message containing every one of `wanted`.
+fn bad(o: Output, wanted: &[&str]) {
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for w in wanted {
+        assert!(err.contains(w), "stderr lacks {w:?}\n{}", text(&o));
+    }
+}
+
+fn runs(ws: &Path) -> Vec<Run> {
+    let (runs, bad) = Workspace::open(ws).unwrap().runs().unwrap();
+    assert!(bad.is_empty(), "{bad:?}");
+    runs
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_sweep_of_four_completes_and_compare_lists_the_differing_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 4);
+    let out = ok(run_ddp(
+        &ws,
+        &[
+            "sweep",
+            s(&spec),
+            "--grid",
+            "train.lr=0.001,0.01",
+            "--grid",
+            "train.batch_size=16,32",
+            "--name",
+            "grid",
+        ],
+        Duration::from_secs(240),
+    ));
+    // A line per finished run, then the comparison table.
+    for k in 1..=4 {
+        assert!(out.contains(&format!("[{k}/4] ")), "{out}");
+    }
+    assert_eq!(out.matches(": completed").count(), 4, "{out}");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("RUN") && l.contains("STATUS"))
+        .unwrap_or_else(|| panic!("no comparison table\n{out}"));
+    assert!(
+        header.contains("train.batch_size") && header.contains("train.lr"),
+        "{header}"
+    );
+    assert!(header.contains("TEST ACC"), "{header}");
+
+    let all = runs(&ws);
+    assert_eq!(all.len(), 4);
+    let sweep = all[0]
+        .record
+        .sweep
+        .clone()
+        .expect("runs carry their sweep id");
+    for r in &all {
+        assert_eq!(r.record.sweep.as_deref(), Some(sweep.as_str()));
+        assert_eq!(r.record.status, RunStatus::Completed, "{:?}", r.record);
+        assert!(r.record.name.as_deref().unwrap().starts_with("grid/lr="));
+    }
+    assert!(ws.join(format!("sweeps/{sweep}.json")).is_file());
+
+    // compare --sweep (by name) as JSON: the four runs, the two keys, every combination once.
+    let json = ok(run_ddp(
+        &ws,
+        &["compare", "--sweep", "grid", "--json"],
+        Duration::from_secs(30),
+    ));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["sweep"], sweep.as_str());
+    assert_eq!(
+        v["differing_keys"],
+        serde_json::json!(["train.batch_size", "train.lr"])
+    );
+    let compared = v["runs"].as_array().unwrap();
+    assert_eq!(compared.len(), 4);
+    let mut combos: Vec<(String, i64)> = compared
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "completed");
+            assert!(r["summary"]["test_accuracy"].is_f64(), "{r}");
+            assert!(r["summary"]["duration_s"].is_f64(), "{r}");
+            (
+                r["keys"]["train.lr"].as_f64().unwrap().to_string(),
+                r["keys"]["train.batch_size"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    combos.sort();
+    assert_eq!(
+        combos,
+        [
+            ("0.001".to_string(), 16),
+            ("0.001".to_string(), 32),
+            ("0.01".to_string(), 16),
+            ("0.01".to_string(), 32)
+        ]
+    );
+    // In combination order (the first --grid slowest).
+    assert_eq!(compared[1]["keys"]["train.batch_size"], 32);
+    assert_eq!(compared[2]["keys"]["train.lr"], 0.01);
+
+    // Two runs that differ only in the batch size: only that key is listed.
+    let id = |i: usize| compared[i]["id"].as_str().unwrap().to_string();
+    let two = ok(run_ddp(
+        &ws,
+        &["compare", &id(0), &id(1)],
+        Duration::from_secs(30),
+    ));
+    let header = two.lines().next().unwrap();
+    assert!(
+        header.contains("train.batch_size") && !header.contains("train.lr"),
+        "{two}"
+    );
+    assert_eq!(two.lines().count(), 3, "{two}");
+
+    // ls --sweep: the four runs, by id prefix too.
+    let ls = ok(run_ddp(
+        &ws,
+        &["ls", "--sweep", &sweep[..17], "--json"],
+        Duration::from_secs(30),
+    ));
+    assert_eq!(ls.lines().count(), 4, "{ls}");
+    for line in ls.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["sweep"], sweep.as_str());
+    }
+}
+
+#[test]
+fn max_parallel_one_runs_the_sweep_one_run_at_a_time_after_detach() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 6);
+    let out = ok(run_ddp(
+        &ws,
+        &[
+            "sweep",
+            s(&spec),
+            "--grid",
+            "train.seed=1,2,3",
+            "--max-parallel",
+            "1",
+            "--detach",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    ));
+    let detached_at = ddp_workspaces::run::now();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sweep = v["id"].as_str().unwrap().to_string();
+    assert_eq!(v["max_parallel"], 1);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert!(Path::new(v["manifest"].as_str().unwrap()).is_file());
+    let dirs: Vec<PathBuf> = v["dirs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| PathBuf::from(d.as_str().unwrap()))
+        .collect();
+    wait_for("the sweep to end", Duration::from_secs(240), || {
+        dirs.iter()
+            .all(|d| Run::load_checked(d).unwrap().record.status.is_terminal())
+    });
+    let mut done: Vec<Run> = dirs.iter().map(|d| Run::load(d).unwrap()).collect();
+    for r in &done {
+        assert_eq!(r.record.status, RunStatus::Completed, "{:?}", r.record);
+        assert_eq!(r.record.sweep.as_deref(), Some(sweep.as_str()));
+    }
+    // Never two at once: each run started after the previous one ended.
+    done.sort_by(|a, b| a.record.started.partial_cmp(&b.record.started).unwrap());
+    for pair in done.windows(2) {
+        let (a, b) = (&pair[0].record, &pair[1].record);
+        assert!(
+            b.started.unwrap() >= a.ended.unwrap(),
+            "run {} started at {} before run {} ended at {}",
+            b.id,
+            b.started.unwrap(),
+            a.id,
+            a.ended.unwrap()
+        );
+    }
+    // The limit outlived the CLI: the last run started after `ddp sweep --detach` returned.
+    assert!(done[2].record.started.unwrap() > detached_at);
+    // The runs that waited said why.
+    let waited = done
+        .iter()
+        .filter(|r| {
+            r.events().unwrap().iter().any(|e| {
+                matches!(&e.event, SupervisorEvent::Queued { waiting_for }
+                    if waiting_for.starts_with("waiting for a sweep slot"))
+            })
+        })
+        .count();
+    assert!(waited >= 2, "only {waited} run(s) waited for a slot");
+    let table = ok(run_ddp(
+        &ws,
+        &["compare", "--sweep", &sweep],
+        Duration::from_secs(30),
+    ));
+    assert!(
+        table.lines().next().unwrap().contains("train.seed"),
+        "{table}"
+    );
+    assert_eq!(table.lines().count(), 4, "{table}");
+}
+
+#[test]
+fn plot_two_runs_as_svg_and_png_and_export_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 4);
+    let out = ok(run_ddp(
+        &ws,
+        &[
+            "sweep",
+            s(&spec),
+            "--grid",
+            "train.lr=0.001,0.01",
+            "--replicas",
+            "2",
+            "--json",
+        ],
+        Duration::from_secs(240),
+    ));
+    // With --json, stdout is only the comparison document.
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["differing_keys"], serde_json::json!(["train.lr"]));
+    let all = runs(&ws);
+    assert_eq!(all.len(), 2);
+    let (a, b) = (&all[0], &all[1]);
+    let plots = dir.path().join("plots");
+    std::fs::create_dir_all(&plots).unwrap();
+
+    let svg = plots.join("two.svg");
+    let out = ok(run_ddp(
+        &ws,
+        &["plot", &a.record.id, &b.record.id, "-o", s(&svg)],
+        Duration::from_secs(60),
+    ));
+    assert!(out.contains("2 runs"), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.trim_start().starts_with("<svg") || text.trim_start().starts_with("<?xml"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+    assert!(text.trim_end().ends_with("</svg>"));
+    // The legend names each run by its name.
+    assert!(text.contains("lr=0.001") && text.contains("lr=0.01"));
+
+    let png = plots.join("two.png");
+    ok(run_ddp(
+        &ws,
+        &["plot", "--sweep", "latest", "-o", s(&png), "--x", "epoch"],
+        Duration::from_secs(60),
+    ));
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(bytes.len() > 1000);
+
+    // Export: rank 0's records on stdout, one line each after the header.
+    let csv = ok(run_ddp(
+        &ws,
+        &["export", &a.record.id, "--csv"],
+        Duration::from_secs(30),
+    ));
+    let records = a.metrics().unwrap();
+    assert!(!records.is_empty());
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], CSV_HEADER);
+    assert_eq!(
+        CSV_HEADER,
+        "time,rank,kind,epoch,step,loss,accuracy,lr,samples_per_sec,samples,world_size"
+    );
+    assert_eq!(lines.len(), 1 + records.len());
+    for (line, m) in lines[1..].iter().zip(&records) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 11, "{line}");
+        assert_eq!(f[1], "0");
+        assert_eq!(f[4], m.step.to_string());
+        assert_eq!(f[10], "2");
+    }
+    assert!(lines.iter().any(|l| l.contains(",test,")), "{csv}");
+    // Every rank, into a file.
+    let file = dir.path().join("all.csv");
+    ok(run_ddp(
+        &ws,
+        &[
+            "export",
+            &a.record.id,
+            "--csv",
+            "--all-ranks",
+            "-o",
+            s(&file),
+        ],
+        Duration::from_secs(30),
+    ));
+    let all_ranks = std::fs::read_to_string(&file).unwrap();
+    let rank1 = ddp_trainer::metrics::read_metrics(a.metrics_path(1)).unwrap();
+    assert_eq!(all_ranks.lines().count(), 1 + records.len() + rank1.len());
+    assert!(all_ranks.lines().any(|l| l.split(',').nth(1) == Some("1")));
+
+    // A plot file type other than SVG or PNG is refused, and nothing is written.
+    let jpg = plots.join("two.jpg");
+    bad(
+        run_ddp(
+            &ws,
+            &["plot", &a.record.id, "-o", s(&jpg)],
+            Duration::from_secs(30),
+        ),
+        &["two.jpg", "must end in .svg or .png"],
+    );
+    assert!(!jpg.exists());
+    // export needs its format.
+    let o = run_ddp(&ws, &["export", &a.record.id], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2), "{}", self::text(&o));
+}
+
+#[test]
+fn bad_inputs_are_refused_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 2);
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["sweep", s(&spec)];
+        args.extend_from_slice(extra);
+        run_ddp(&ws, &args, Duration::from_secs(30))
+    };
+    // An unknown key, named with a suggestion.
+    bad(
+        sweep(&["--grid", "train.lr=0.1,0.2", "--grid", "train.lrr=1,2"]),
+        &["--grid train.lrr=1,2", "did you mean `train.lr`?"],
+    );
+    // A bad value in one combination fails the whole sweep, naming it.
+    bad(
+        sweep(&["--grid", "train.seed=1,2", "--grid", "train.lr=0.1,fast"]),
+        &["combination 2 of 4", "train.lr=fast"],
+    );
+    // A bad --set for every run.
+    bad(
+        sweep(&["--grid", "train.seed=1,2", "--set", "train.epoch=2"]),
+        &["train.epoch", "did you mean `train.epochs`"],
+    );
+    // --grid without values.
+    bad(
+        sweep(&["--grid", "train.lr"]),
+        &["--grid train.lr: no values"],
+    );
+    bad(
+        sweep(&["--grid", "train.lr="]),
+        &["--grid train.lr=: no values"],
+    );
+    bad(sweep(&["--grid", "train.lr=1,,2"]), &["value 2 is empty"]);
+    bad(sweep(&[]), &["--grid"]);
+    bad(
+        sweep(&["--grid", "train.seed=1", "--max-parallel", "0"]),
+        &["--max-parallel must be at least 1"],
+    );
+    // None of that created anything, not even the workspace.
+    assert!(!ws.exists(), "a refused sweep created {}", ws.display());
+
+    // Runs to compare (created through the library: queued, never started).
+    let w = Workspace::open_or_create(&ws).unwrap();
+    let plan = SweepPlan::new(
+        &spec,
+        vec![],
+        vec!["train.seed=1,2".parse::<GridAxis>().unwrap()],
+    )
+    .unwrap();
+    let (sweep_record, created) =
+        ddp_workspaces::sweep::create(&w, &plan, None, None, vec![]).unwrap();
+    let lone = w
+        .create_run(&Spec::load(&spec, &[]).unwrap(), vec![], None, None)
+        .unwrap();
+    let id = &created[0].record.id;
+    // An unknown run: the closest ids are suggested.
+    let typo = format!("{}x", &id[..id.len() - 1]);
+    bad(
+        run_ddp(
+            &ws,
+            &["compare", &typo, &lone.record.id],
+            Duration::from_secs(30),
+        ),
+        &[&format!("no run `{typo}`"), "did you mean", id],
+    );
+    // A sweep id given as a run.
+    bad(
+        run_ddp(&ws, &["compare", &sweep_record.id], Duration::from_secs(30)),
+        &[&format!("use --sweep {}", sweep_record.id)],
+    );
+    // An unknown sweep, and nothing to compare.
+    bad(
+        run_ddp(
+            &ws,
+            &["compare", "--sweep", "nope"],
+            Duration::from_secs(30),
+        ),
+        &["no sweep `nope`"],
+    );
+    bad(
+        run_ddp(&ws, &["ls", "--sweep", "nope"], Duration::from_secs(30)),
+        &["no sweep `nope`"],
+    );
+    bad(
+        run_ddp(&ws, &["compare"], Duration::from_secs(30)),
+        &["name at least one run"],
+    );
+    // Queued runs compare fine (no figures yet).
+    let table = ok(run_ddp(
+        &ws,
+        &["compare", "--sweep", &sweep_record.id, &lone.record.id],
+        Duration::from_secs(30),
+    ));
+    assert!(
+        table.lines().next().unwrap().contains("train.seed"),
+        "{table}"
+    );
+    assert_eq!(table.matches("queued").count(), 3, "{table}");
+    // export of a run without metrics.
+    bad(
+        run_ddp(&ws, &["export", id, "--csv"], Duration::from_secs(30)),
+        &["has no metrics yet"],
+    );
+    // The plot's file type is checked (before any drawing).
+    bad(
+        run_ddp(
+            &ws,
+            &["plot", id, "-o", s(&dir.path().join("x.pdf"))],
+            Duration::from_secs(30),
+        ),
+        &["must end in .svg or .png"],
+    );
+}
