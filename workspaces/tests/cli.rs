@@ -472,6 +472,21 @@ fn bad_inputs_are_clear_and_lose_nothing() {
         "{}",
         text(&o)
     );
+    // More GPUs asked than exist.
+    let o = ddp(&ws)
+        .env("DDP_SIMULATED_GPUS", "2")
+        .arg("run")
+        .arg(&spec)
+        .args(["--set", "ddp.devices=[0, 3]"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("ddp.devices asks for GPU 3 but this machine has GPUs 0-1"),
+        "{}",
+        text(&o)
+    );
     // None of those created a run.
     assert_eq!(Workspace::open(&ws).unwrap().runs().unwrap().0.len(), 1);
     // A folder that is not a workspace.

@@ -46,10 +46,28 @@ pub fn run(
         overrides.push(format!("ddp.replicas={n}"));
     }
     let spec = Spec::load(spec_path, &overrides)?;
+    check_devices(&spec, spec_path)?;
     let ws = Workspace::open_or_create(root)?;
     let command: Vec<String> = std::env::args().collect();
     let run = ws.create_run(&spec, command, name, None)?;
     start(run, &spec, detach, false)
+}
+
+/// Refuses a spec whose devices can never be satisfied (more GPUs asked than exist, a list that
+/// does not match the replicas) before anything is created. GPUs held by other runs are not a
+/// reason to refuse: the run waits for them.
+fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
+    use ddp_workspaces::devices;
+    let discovery = devices::discover()?;
+    let request = devices::DeviceRequest::from_spec(&spec.ddp);
+    devices::plan(
+        &request,
+        &discovery,
+        &Default::default(),
+        devices::available_cores(),
+    )
+    .map_err(|e| ddp_workspaces::Error::Invalid(format!("{}: {e}", spec_path.display())))?;
+    Ok(())
 }
 
 pub fn resume(root: &Path, address: &str, detach: bool) -> Result<ExitCode> {
@@ -118,6 +136,7 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
     let mut metrics = LineTailer::new(dir.join("metrics/rank-0.jsonl"), TailFrom::Start);
     let mut sent_stop = false;
     let mut last_status = None;
+    let mut last_train_loss: Option<f64> = None;
     loop {
         let run = Run::load_checked(dir)?;
         if interrupted() && !sent_stop {
@@ -142,23 +161,22 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
                 continue;
             };
             match m.kind {
-                MetricKind::Train => bar.set_message(format!(
-                    "step {} loss {:.4} lr {} {:.0} samples/s",
-                    m.step,
-                    m.loss,
-                    ddp_trainer::report::fmt_lr(m.lr),
-                    m.samples_per_sec * m.world_size as f64
-                )),
+                MetricKind::Train => {
+                    last_train_loss = Some(m.loss);
+                    bar.set_message(format!(
+                        "step {} loss {:.4} lr {} {:.0} samples/s",
+                        m.step,
+                        m.loss,
+                        ddp_trainer::report::fmt_lr(m.lr),
+                        m.samples_per_sec * m.world_size as f64
+                    ))
+                }
                 MetricKind::Val => {
                     bar.set_position(m.epoch as u64);
                     bar.println(format!(
                         "epoch {}/{epochs}  train loss {}  val loss {:.4}  val accuracy {}",
                         m.epoch,
-                        bar.message()
-                            .split("loss ")
-                            .nth(1)
-                            .and_then(|s| s.split(' ').next())
-                            .unwrap_or("-"),
+                        last_train_loss.map_or("-".to_string(), |l| format!("{l:.4}")),
                         m.loss,
                         table::percent(m.accuracy)
                     ));
