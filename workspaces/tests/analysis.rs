@@ -1,23 +1,17 @@
 //! `ddp sweep`, `compare`, `plot` and `export` end to end: the real binary, real supervisors and
 //! replicas training a tiny MNIST CNN on the embedded sample (a few steps each).
 
+mod common;
+use common::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 use ddp_trainer::spec::Spec;
 use ddp_workspaces::analysis::CSV_HEADER;
 use ddp_workspaces::sweep::{GridAxis, SweepPlan};
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
-
-const DDP: &str = env!("CARGO_BIN_EXE_ddp");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// A tiny MNIST spec: 1 replica, 256 training samples, `max_steps` steps, one epoch.
 fn spec(dir: &Path, max_steps: usize) -> PathBuf {
@@ -28,54 +22,6 @@ fn spec(dir: &Path, max_steps: usize) -> PathBuf {
     let p = dir.join("spec.toml");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn ddp(ws: &Path) -> Command {
-    let mut c = Command::new(DDP);
-    c.arg("--workspace")
-        .arg(ws)
-        .env("RAYON_NUM_THREADS", "1")
-        .env_remove("DDP_WORKSPACE")
-        .env_remove("DDP_SIMULATED_GPUS");
-    c
-}
-
-fn output(mut c: Command, limit: Duration) -> Output {
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let o = child.wait_with_output().unwrap();
-            panic!("ddp did not finish in {limit:?}\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn run_ddp(ws: &Path, args: &[&str], limit: Duration) -> Output {
-    let mut c = ddp(ws);
-    c.args(args);
-    output(c, limit)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Exit code 2 (bad input) and a message containing every one of `wanted`.
@@ -91,14 +37,6 @@ fn runs(ws: &Path) -> Vec<Run> {
     let (runs, bad) = Workspace::open(ws).unwrap().runs().unwrap();
     assert!(bad.is_empty(), "{bad:?}");
     runs
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn s(p: &Path) -> &str {

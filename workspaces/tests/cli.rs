@@ -1,19 +1,13 @@
 //! The `ddp` binary end to end: real supervisor processes, real replicas, real files.
 
+mod common;
+use common::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
 
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
-
-const DDP: &str = env!("CARGO_BIN_EXE_ddp");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// A small MNIST spec: 2 replicas, `epochs` epochs of 512 samples, checkpoint every epoch.
 fn spec(dir: &Path, epochs: usize, extra: &str) -> PathBuf {
@@ -26,60 +20,11 @@ fn spec(dir: &Path, epochs: usize, extra: &str) -> PathBuf {
     p
 }
 
-fn ddp(ws: &Path) -> Command {
-    let mut c = Command::new(DDP);
-    c.arg("--workspace")
-        .arg(ws)
-        .env("RAYON_NUM_THREADS", "1")
-        .env_remove("DDP_WORKSPACE");
-    c
-}
-
-fn output(mut c: Command, limit: Duration) -> Output {
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let o = child.wait_with_output().unwrap();
-            panic!("ddp did not finish in {limit:?}\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 fn only_run(ws: &Path) -> Run {
     let (runs, bad) = Workspace::open(ws).unwrap().runs().unwrap();
     assert!(bad.is_empty());
     assert_eq!(runs.len(), 1);
     runs.into_iter().next().unwrap()
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn events(run: &Run) -> Vec<SupervisorEvent> {
