@@ -177,6 +177,10 @@ pub enum SupervisorEvent {
 pub const RUN_JSON: &str = "run.json";
 pub const EVENTS: &str = "events.jsonl";
 pub const SPEC: &str = "spec.toml";
+/// Free-form user notes (Markdown), editable any time with any editor.
+pub const NOTES: &str = "notes.md";
+/// User tags, one per line, editable any time.
+pub const TAGS: &str = "tags";
 
 /// A run folder.
 #[derive(Debug, Clone)]
@@ -285,6 +289,33 @@ impl Run {
         self.dir.join(SPEC)
     }
 
+    /// The user's notes (empty when there are none).
+    pub fn notes(&self) -> String {
+        std::fs::read_to_string(self.dir.join(NOTES)).unwrap_or_default()
+    }
+
+    /// The user's tags: non-empty lines of `tags`, trimmed, in file order, without duplicates.
+    pub fn tags(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.join(TAGS)).unwrap_or_default();
+        let mut tags: Vec<String> = Vec::new();
+        for t in text.lines().map(str::trim).filter(|t| !t.is_empty()) {
+            if !tags.iter().any(|x| x == t) {
+                tags.push(t.to_string());
+            }
+        }
+        tags
+    }
+
+    /// Replaces the tags (atomically).
+    pub fn set_tags(&self, tags: &[String]) -> Result<()> {
+        let mut text = tags.join("\n");
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        ddp_trainer::checkpoint::write_atomic(&self.dir.join(TAGS), text.as_bytes())?;
+        Ok(())
+    }
+
     pub fn log_path(&self, rank: usize) -> PathBuf {
         ddp_trainer::launcher::log_path(&self.dir, rank)
     }
@@ -369,6 +400,23 @@ mod tests {
         assert!(
             line.starts_with("{\"time\":") && line.contains("\"event\":\"replica_exited\""),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn tags_are_lines_without_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Run {
+            dir: dir.path().to_path_buf(),
+            record: record(),
+        };
+        assert!(run.tags().is_empty() && run.notes().is_empty());
+        std::fs::write(dir.path().join(TAGS), " baseline \n\nlr-sweep\nbaseline\n").unwrap();
+        assert_eq!(run.tags(), vec!["baseline", "lr-sweep"]);
+        run.set_tags(&["a".into(), "b".into()]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(TAGS)).unwrap(),
+            "a\nb\n"
         );
     }
 

@@ -104,6 +104,10 @@ impl Workspace {
             &dir.join(crate::run::SPEC),
             spec.to_toml().as_bytes(),
         )?;
+        // The user's annotations, empty until edited (any time, with any editor, or `ddp tag`).
+        for file in [crate::run::NOTES, crate::run::TAGS] {
+            ddp_trainer::checkpoint::write_atomic(&dir.join(file), b"")?;
+        }
         let run = Run {
             dir,
             record: RunRecord {

@@ -432,6 +432,47 @@ fn bad_inputs_are_clear_and_lose_nothing() {
         "{}",
         text(&o)
     );
+    // Disk full while rewriting run.json: the command fails clearly and the old record stays.
+    let dir0 = only_run(&ws).dir;
+    let before = std::fs::read_to_string(dir0.join("run.json"))
+        .unwrap()
+        .replace("\"completed\"", "\"failed\"");
+    std::fs::write(dir0.join("run.json"), &before).unwrap();
+    let mut c = ddp(&ws);
+    c.args(["resume", "latest", "--detach"]);
+    // SAFETY: setrlimit and signal are async-signal-safe; the child gets a 64-byte file size limit.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        c.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 64,
+                rlim_max: 64,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = c.output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("run.json"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir0.join("run.json")).unwrap(),
+        before
+    );
+    assert!(
+        std::fs::read_dir(&dir0).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp"))
+    );
     // None of those created a run.
     assert_eq!(Workspace::open(&ws).unwrap().runs().unwrap().0.len(), 1);
     // A folder that is not a workspace.

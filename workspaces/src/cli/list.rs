@@ -16,7 +16,19 @@ struct RunJson<'a> {
     #[serde(flatten)]
     record: &'a ddp_workspaces::RunRecord,
     dir: &'a Path,
+    tags: Vec<String>,
     summary: Summary,
+}
+
+impl<'a> RunJson<'a> {
+    fn of(run: &'a Run) -> Self {
+        RunJson {
+            record: &run.record,
+            dir: &run.dir,
+            tags: run.tags(),
+            summary: summarize(run, &run.metrics().unwrap_or_default()),
+        }
+    }
 }
 
 /// Figures from rank 0's metrics.
@@ -82,15 +94,7 @@ pub fn ls(
         .collect();
     if json {
         for r in runs {
-            let summary = summarize(r, &r.metrics().unwrap_or_default());
-            println!(
-                "{}",
-                serde_json::to_string(&RunJson {
-                    record: &r.record,
-                    dir: &r.dir,
-                    summary
-                })?
-            );
+            println!("{}", serde_json::to_string(&RunJson::of(r))?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -140,14 +144,7 @@ pub fn show(root: &Path, address: &str, json: bool) -> Result<ExitCode> {
     let metrics = run.metrics().unwrap_or_default();
     let summary = summarize(&run, &metrics);
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&RunJson {
-                record: &run.record,
-                dir: &run.dir,
-                summary
-            })?
-        );
+        println!("{}", serde_json::to_string_pretty(&RunJson::of(&run))?);
         return Ok(ExitCode::SUCCESS);
     }
     let r = &run.record;
@@ -202,6 +199,7 @@ pub fn show(root: &Path, address: &str, json: bool) -> Result<ExitCode> {
         opt(summary.test_loss, |v| format!("{v:.4}")),
         table::percent(summary.test_accuracy)
     );
+    println!("tags        {}", run.tags().join(", "));
     println!("spec hash   {}", r.spec_hash);
     println!("command     {}", r.command.join(" "));
     println!("\nspec ({}):", run.spec_path().display());
@@ -209,5 +207,13 @@ pub fn show(root: &Path, address: &str, json: bool) -> Result<ExitCode> {
         "{}",
         std::fs::read_to_string(run.spec_path()).unwrap_or_default()
     );
+    let notes = run.notes();
+    if !notes.trim().is_empty() {
+        println!(
+            "\nnotes ({}):\n{}",
+            run.dir.join(ddp_workspaces::run::NOTES).display(),
+            notes.trim_end()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,4 @@
-//! `ddp stop` and `ddp rm`.
+//! `ddp stop`, `ddp rm` and `ddp tag`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -66,5 +66,31 @@ pub fn rm(root: &Path, address: &str) -> Result<ExitCode> {
     }
     std::fs::remove_dir_all(&run.dir).map_err(|e| ddp_workspaces::Error::io(&run.dir, e))?;
     println!("removed {}", run.dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn tag(root: &Path, address: &str, tags: &[String], remove: bool) -> Result<ExitCode> {
+    let ws = Workspace::open(root)?;
+    let run = ws.run(address)?;
+    let mut current = run.tags();
+    if let Some(bad) = tags
+        .iter()
+        .find(|t| t.trim().is_empty() || t.contains('\n'))
+    {
+        bail!("invalid tag {bad:?}: tags are single non-empty lines");
+    }
+    if remove {
+        current.retain(|t| !tags.contains(t));
+    } else {
+        for t in tags {
+            if !current.contains(t) {
+                current.push(t.clone());
+            }
+        }
+    }
+    if !tags.is_empty() {
+        run.set_tags(&current)?;
+    }
+    println!("{}", current.join("\n"));
     Ok(ExitCode::SUCCESS)
 }

@@ -91,6 +91,13 @@ enum Command {
     },
     /// Delete a run folder (refuses a run that is still live).
     Rm { run: String },
+    /// Add tags to a run (or remove them with --remove); without tags, print its tags.
+    Tag {
+        run: String,
+        tags: Vec<String>,
+        #[arg(long)]
+        remove: bool,
+    },
     /// Start one run per combination of a grid of spec overrides (a sweep).
     ///
     /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
@@ -186,6 +193,7 @@ pub fn main() -> ExitCode {
         Command::Stop { run } => manage::stop(&root, &run),
         Command::Resume { run, detach } => follow::resume(&root, &run, detach),
         Command::Rm { run } => manage::rm(&root, &run),
+        Command::Tag { run, tags, remove } => manage::tag(&root, &run, &tags, remove),
         Command::Sweep {
             spec,
             grid,
