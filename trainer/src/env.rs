@@ -554,6 +554,27 @@ fn expand_ranges(body: &str) -> std::result::Result<Vec<String>, String> {
     Ok(numbers)
 }
 
+/// This machine's host name (`unknown` if it cannot be read); `/` and control characters are
+/// replaced so the name can be used as one path component (event file names, run records).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".to_string();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name: String = String::from_utf8_lossy(&buf[..end])
+        .chars()
+        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
+        .collect();
+    if name.is_empty() {
+        "unknown".to_string()
+    } else {
+        name
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,27 +140,6 @@ fn encode_event(wall_time: f64, step: i64, payload: &Payload, out: &mut Vec<u8>)
 /// Distinguishes event files created by this process within the same second.
 static FILE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// The host name for event file names (`unknown` if it cannot be read); `/` and control
-/// characters are replaced so the name stays one path component.
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the pointer and length describe `buf`, which outlives the call.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name: String = String::from_utf8_lossy(&buf[..end])
-        .chars()
-        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
-        .collect();
-    if name.is_empty() {
-        "unknown".to_string()
-    } else {
-        name
-    }
-}
-
 /// Writes scalar summaries to one new TensorBoard event file.
 #[derive(Debug)]
 pub struct EventWriter {
@@ -180,7 +159,7 @@ impl EventWriter {
         let name = format!(
             "events.out.tfevents.{}.{}.{}.{}",
             now as u64,
-            hostname(),
+            crate::env::hostname(),
             std::process::id(),
             FILE_COUNTER.fetch_add(1, Ordering::Relaxed)
         );

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use ddp_trainer::spec::Spec;
+use ddp_trainer::spec::{Spec, edit_distance};
 
-use crate::run::{ProcessId, Run, RunRecord, RunStatus, now};
+use crate::run::{Run, RunRecord, RunStatus, now};
 use crate::{Error, Result};
 
 pub const MARKER: &str = ".ddp-workspace";
@@ -118,7 +118,7 @@ impl Workspace {
                 status: RunStatus::Queued,
                 spec_hash: spec.hash(),
                 command,
-                host: hostname(),
+                host: ddp_trainer::env::hostname(),
                 replicas: spec.ddp.replicas,
                 devices: String::new(),
                 supervisor: None,
@@ -236,7 +236,7 @@ fn closest(wanted: &str, candidates: &[&str], what: &str) -> String {
 pub(crate) fn nearest<'a>(wanted: &str, candidates: &[&'a str]) -> Vec<&'a str> {
     let mut scored: Vec<(usize, &str)> = candidates
         .iter()
-        .map(|c| (distance(wanted, c), *c))
+        .map(|c| (edit_distance(wanted, c), *c))
         .collect();
     scored.sort();
     scored
@@ -245,23 +245,6 @@ pub(crate) fn nearest<'a>(wanted: &str, candidates: &[&'a str]) -> Vec<&'a str> 
         .take(3)
         .map(|x| x.1)
         .collect()
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -318,23 +301,6 @@ fn sanitize(name: &str) -> String {
     } else {
         s
     }
-}
-
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is valid for its length; gethostname NUL-terminates within it on success.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "unknown".into()
-    }
-}
-
-/// Marks the current process as the run's supervisor (used by the supervisor itself).
-pub fn supervisor_id() -> ProcessId {
-    ProcessId::current()
 }
 
 #[cfg(test)]

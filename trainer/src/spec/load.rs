@@ -135,7 +135,7 @@ pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spe
     };
     let mut spec = spec;
     spec.source = file.to_path_buf();
-    spec.check(file)?;
+    spec.check()?;
     Ok(spec)
 }
 
@@ -229,7 +229,8 @@ fn suggestion<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Strin
     }
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance, for "did you mean" suggestions.
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

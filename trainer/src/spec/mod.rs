@@ -9,7 +9,7 @@
 
 mod load;
 
-pub use load::{KEYS, parse_override};
+pub use load::{KEYS, edit_distance, parse_override};
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -417,15 +417,9 @@ impl Spec {
             .unwrap_or(self.data.name == DataName::Cifar10)
     }
 
-    fn check(&self, file: &Path) -> Result<()> {
-        let bad = |key: &str, msg: String| {
-            Err(Error::Spec {
-                file: file.to_path_buf(),
-                line: None,
-                key: key.into(),
-                msg: format!("{key}: {msg}"),
-            })
-        };
+    /// Semantic validation; errors name the spec file (`self.source`) and the key.
+    fn check(&self) -> Result<()> {
+        let bad = |key: &str, msg: String| Err(self.error(key, msg));
         if self.train.batch_size == 0 {
             return bad(
                 "train.batch_size",
