@@ -159,7 +159,11 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         master_port: env.master_port,
         timeout: Duration::from_secs(spec.ddp.timeout_s),
         token,
+        shared_memory: spec.ddp.shared_memory,
     })?;
+    if rank == 0 && world > 1 {
+        println!("all-reduce through {}", group.transport());
+    }
     let comm: SharedCollective = Arc::new(Mutex::new(Box::new(GroupCollective(group))));
     let bn = if spec.ddp.sync_batchnorm {
         BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))

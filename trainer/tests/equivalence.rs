@@ -32,7 +32,14 @@ fn equivalent(model: &str, optimizer: &str, extra: &str) {
     );
     let spec = write_spec(dir.path(), model, &body);
     let (two, one) = (dir.path().join("two"), dir.path().join("one"));
-    train_standalone(&spec, 2, &two, &["train.batch_size=8"]);
+    let out = train_standalone(&spec, 2, &two, &["train.batch_size=8"]);
+    let transport = if extra.contains("shared_memory = false") {
+        "all-reduce through tcp ring (shared memory turned off)"
+    } else {
+        "all-reduce through shared memory"
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(transport), "{stdout}");
     train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
     let mut a = load_model(&two.join("model.safetensors"));
     let mut b = load_model(&one.join("model.safetensors"));
@@ -74,6 +81,12 @@ fn equivalent(model: &str, optimizer: &str, extra: &str) {
 #[test]
 fn mnist_cnn_sgd() {
     equivalent("mnist-cnn", "sgd", "");
+}
+
+/// The same through the TCP ring instead of shared memory (the transport between hosts).
+#[test]
+fn mnist_cnn_sgd_over_the_tcp_ring() {
+    equivalent("mnist-cnn", "sgd", "[ddp]\nshared_memory = false\n");
 }
 
 #[test]

@@ -34,8 +34,8 @@ use ddp_trainer::metrics::{MetricKind, read_metrics};
 const SIZES: [usize; 3] = [1 << 20, 25 << 20, 100 << 20];
 /// World size of the all-reduce benchmark.
 const AR_WORLD: usize = 2;
-/// `engine` of the all-reduce JSON lines.
-const AR_ENGINE: &str = "ddp-tcp";
+/// `engine` of the all-reduce JSON lines, and whether that engine uses shared memory.
+const AR_ENGINES: [(&str, bool); 2] = [("ddp-tcp", false), ("ddp-shm", true)];
 /// World sizes of the training benchmark.
 const WORLDS: [usize; 2] = [1, 2];
 /// Time between SIGTERM and SIGKILL when a child is stopped (the launcher itself gives its
@@ -146,6 +146,9 @@ struct Args {
     /// Internal: one rank of the all-reduce benchmark (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
     #[arg(long, hide = true)]
     allreduce_worker: bool,
+    /// Internal: the worker all-reduces through shared memory.
+    #[arg(long, hide = true)]
+    shm: bool,
 }
 
 /// One training run's figures.
@@ -166,6 +169,7 @@ struct TrainFigure {
 
 /// One all-reduce size: the figure and rank 0's JSON line as printed.
 struct ArFigure {
+    engine: &'static str,
     fig: AllReduceFigure,
     line: String,
 }
@@ -238,7 +242,10 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
         }
     }
     if matches!(args.what, What::Allreduce | What::All) {
-        let figures = bench_allreduce(args, tmp)?;
+        let mut figures = Vec::new();
+        for (engine, shm) in AR_ENGINES {
+            figures.extend(bench_allreduce(args, tmp, engine, shm)?);
+        }
         if args.json {
             for f in &figures {
                 println!("{}", f.line);
@@ -516,24 +523,31 @@ fn allreduce_worker(args: &Args) -> Result<(), String> {
         master_port: env.master_port,
         timeout: Duration::from_secs(args.timeout_s),
         token: std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty()),
+        shared_memory: args.shm,
     })
     .map_err(|e| e.to_string())?;
     let figures = bench_all_reduce(group.collective(), &SIZES).map_err(|e| e.to_string())?;
     if env.rank == 0 {
         for f in &figures {
-            println!("{}", f.json_line(AR_ENGINE, env.world_size));
+            let engine = AR_ENGINES[args.shm as usize].0;
+            println!("{}", f.json_line(engine, env.world_size));
         }
     }
     group.shutdown().map_err(|e| e.to_string())
 }
 
-fn bench_allreduce(args: &Args, tmp: &Path) -> Result<Vec<ArFigure>, String> {
+fn bench_allreduce(
+    args: &Args,
+    tmp: &Path,
+    engine: &'static str,
+    shm: bool,
+) -> Result<Vec<ArFigure>, String> {
     eprintln!(
-        "ddp-bench: all-reduce at world {AR_WORLD} ({} MiB) ...",
+        "ddp-bench: {engine} all-reduce at world {AR_WORLD} ({} MiB) ...",
         SIZES.map(|s| (s >> 20).to_string()).join(", ")
     );
     let me = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let dir = tmp.join("allreduce");
+    let dir = tmp.join(format!("allreduce-{engine}"));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -545,7 +559,11 @@ fn bench_allreduce(args: &Args, tmp: &Path) -> Result<Vec<ArFigure>, String> {
     for rank in 0..AR_WORLD {
         let mut cmd = Command::new(&me);
         clean_env(&mut cmd);
-        cmd.arg("--allreduce-worker")
+        cmd.arg("--allreduce-worker");
+        if shm {
+            cmd.arg("--shm");
+        }
+        cmd
             .arg("--timeout-s")
             .arg(worker_timeout.to_string())
             .env("RANK", rank.to_string())
@@ -580,6 +598,7 @@ fn bench_allreduce(args: &Args, tmp: &Path) -> Result<Vec<ArFigure>, String> {
                 .ok_or_else(|| format!("worker 0: no {k} in {line}"))
         };
         figures.push(ArFigure {
+            engine,
             fig: AllReduceFigure {
                 bytes: num("bytes")? as usize,
                 median_s: num("median_s")?,
@@ -639,16 +658,17 @@ fn wait_workers(children: &mut [(Child, PathBuf)], limit: Duration) -> Result<()
 fn print_allreduce_table(figures: &[ArFigure]) {
     println!();
     println!(
-        "All-reduce ({AR_ENGINE}): world {AR_WORLD} over loopback, sum of f32, median of 10 after 3 \
-         warm-ups"
+        "All-reduce: world {AR_WORLD} on this host (ddp-tcp: TCP ring over loopback; ddp-shm: \
+         shared memory), sum of f32, median of 10 after 3 warm-ups"
     );
     println!(
-        "{:>8} {:>11} {:>11} {:>11}",
-        "size", "median ms", "algbw GB/s", "busbw GB/s"
+        "{:<8} {:>8} {:>11} {:>11} {:>11}",
+        "engine", "size", "median ms", "algbw GB/s", "busbw GB/s"
     );
     for f in figures {
         println!(
-            "{:>8} {:>11.3} {:>11.3} {:>11.3}",
+            "{:<8} {:>8} {:>11.3} {:>11.3} {:>11.3}",
+            f.engine,
             format!("{} MiB", f.fig.bytes >> 20),
             f.fig.median_s * 1e3,
             f.fig.algbw_gbps,

@@ -2,12 +2,15 @@
 //!
 //! [`ProcessGroup::init`] runs the same steps on every rank: rank 0 binds the store server
 //! first, every rank connects a store client, waits until all ranks have joined, then builds the
-//! `tcp` ring. A world of one opens no socket at all.
+//! `tcp` ring. When every rank runs on one host (and `shared_memory` is on) the ranks then map a
+//! shared segment that carries the all-reduces ([`super::shm`]); the ring carries everything else.
+//! A world of one opens no socket at all.
 
 use std::time::Duration;
 
-use super::Collective;
 use super::ring::TcpRing;
+use super::shm::ShmReducer;
+use super::{Collective, ReduceOp};
 use super::store::{StoreClient, StoreServer};
 use crate::{Error, Result};
 
@@ -23,6 +26,29 @@ pub struct GroupConfig {
     pub timeout: Duration,
     /// Shared secret; when set, every connection answers an HMAC challenge. Empty means none.
     pub token: Option<String>,
+    /// All-reduce through shared memory when every rank runs on this host (`ddp.shared_memory`).
+    pub shared_memory: bool,
+}
+
+/// What carries a group's all-reduces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A world of one: nothing to carry.
+    Single,
+    /// The TCP ring; `why` says why shared memory is not used.
+    Tcp { why: String },
+    /// A shared-memory segment between the ranks of this host.
+    SharedMemory,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Single => write!(f, "none (world of one)"),
+            Transport::Tcp { why } => write!(f, "tcp ring ({why})"),
+            Transport::SharedMemory => write!(f, "shared memory (all ranks on this host)"),
+        }
+    }
 }
 
 /// A joined process group. Drop order matters: the ring, then the store client, then (rank 0)
@@ -31,6 +57,8 @@ pub struct ProcessGroup {
     rank: usize,
     world_size: usize,
     ring: TcpRing,
+    shm: Option<ShmReducer>,
+    transport: Transport,
     store: Option<StoreClient>,
     server: Option<StoreServer>,
 }
@@ -58,6 +86,8 @@ impl ProcessGroup {
                 rank: 0,
                 world_size: 1,
                 ring: TcpRing::single(cfg.timeout),
+                shm: None,
+                transport: Transport::Single,
                 store: None,
                 server: None,
             });
@@ -91,11 +121,23 @@ impl ProcessGroup {
         // The ring listens on the address this rank uses to reach MASTER_ADDR: loopback for a
         // loopback master, the right interface on a multi-homed host.
         let bind_ip = store.local_ip()?;
-        let ring = TcpRing::connect(&mut store, rank, world_size, bind_ip, token(cfg), timeout)?;
+        let mut ring =
+            TcpRing::connect(&mut store, rank, world_size, bind_ip, token(cfg), timeout)?;
+        let (shm, transport) = if cfg.shared_memory {
+            match ShmReducer::establish(&mut ring, rank, world_size, timeout)? {
+                Ok(shm) => (Some(shm), Transport::SharedMemory),
+                Err(why) => (None, Transport::Tcp { why }),
+            }
+        } else {
+            let why = "shared memory turned off".into();
+            (None, Transport::Tcp { why })
+        };
         Ok(ProcessGroup {
             rank,
             world_size,
             ring,
+            shm,
+            transport,
             store: Some(store),
             server,
         })
@@ -111,7 +153,12 @@ impl ProcessGroup {
 
     /// The collectives of this group.
     pub fn collective(&mut self) -> &mut dyn Collective {
-        &mut self.ring
+        self
+    }
+
+    /// What carries this group's all-reduces.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     /// The rendezvous store (None in a world of one).
@@ -133,6 +180,35 @@ impl ProcessGroup {
         drop(store);
         drop(server);
         result
+    }
+}
+
+impl Collective for ProcessGroup {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+    fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        let Some(shm) = self.shm.as_mut() else {
+            return self.ring.all_reduce(buf, op);
+        };
+        let seq = self.ring.begin_external("all_reduce")?;
+        let result = shm.all_reduce(&self.ring, seq, buf, op);
+        self.ring.finish_external(result)
+    }
+    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
+        self.ring.broadcast(buf, root)
+    }
+    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
+        self.ring.all_gather(input, output)
+    }
+    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.ring.all_gather_bytes(input)
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.ring.barrier()
     }
 }
 
@@ -161,6 +237,7 @@ mod tests {
             master_port: port,
             timeout,
             token: token.map(String::from),
+            shared_memory: true,
         }
     }
 

@@ -3,11 +3,13 @@
 //! Layout:
 //! - `store`: the key-value store (server on rank 0, client everywhere), HMAC challenge with DDP_TOKEN.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
+//! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host.
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
 
 pub mod bench;
 pub mod group;
 pub mod ring;
+pub mod shm;
 pub mod store;
 
 use crate::Result;

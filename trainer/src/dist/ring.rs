@@ -523,7 +523,7 @@ fn disjoint<T>(buf: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mut [
 }
 
 /// The `i`-th of `w` nearly equal segments of `0..n` (sizes differ by at most one, may be 0).
-fn segment(n: usize, w: usize, i: usize) -> Range<usize> {
+pub(crate) fn segment(n: usize, w: usize, i: usize) -> Range<usize> {
     let at = |k: usize| ((n as u128 * k as u128) / w as u128) as usize;
     at(i)..at(i + 1)
 }
@@ -737,6 +737,38 @@ impl TcpRing {
         }
     }
 
+    /// Numbers an op that runs on another transport (shared memory) in this ring's sequence, so
+    /// errors count ops the same way whichever transport carried them; refuses on a broken ring.
+    pub(crate) fn begin_external(&mut self, op: &'static str) -> Result<u64> {
+        self.seq += 1;
+        match &self.broken {
+            Some(first) => Err(Error::Collective {
+                op,
+                seq: self.seq,
+                rank: self.rank,
+                peer: None,
+                msg: format!("the group is unusable after an earlier failure: {first}"),
+            }),
+            None => Ok(self.seq),
+        }
+    }
+
+    /// Ends an op of another transport: a failure breaks the ring like one of its own, so the
+    /// neighbours see the closed sockets at once.
+    pub(crate) fn finish_external<T>(&mut self, result: Result<T>) -> Result<T> {
+        self.finish(result)
+    }
+
+    /// The rank of a ring neighbour whose connection has closed (it exited or crashed), checked
+    /// without blocking and without consuming data. None while both are connected.
+    pub(crate) fn closed_neighbour(&self) -> Option<usize> {
+        let links = self.links.as_ref()?;
+        [(&links.next, links.next_rank), (&links.prev, links.prev_rank)]
+            .into_iter()
+            .find(|(stream, _)| peer_closed(stream.as_raw_fd()))
+            .map(|(_, rank)| rank)
+    }
+
     /// Ends an op: after a failure the sockets are shut down so the neighbours fail at once
     /// instead of waiting for their timeout, and the ring refuses further ops.
     fn finish<T>(&mut self, result: Result<T>) -> Result<T> {
@@ -769,6 +801,29 @@ impl TcpRing {
         };
         let result = all_reduce_passes(&run, &mut self.stage, buf, op);
         self.finish(result)
+    }
+}
+
+/// Whether the peer of a connected socket has closed it: a peek reads end-of-file or an error
+/// other than "would block".
+fn peer_closed(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `fd` is an open socket owned by the ring; recv writes at most one byte into `byte`.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => {
+            let e = io::Error::last_os_error().kind();
+            !matches!(e, ErrorKind::WouldBlock | ErrorKind::Interrupted)
+        }
     }
 }
 
@@ -1070,7 +1125,7 @@ impl Collective for TcpRing {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dist::store::StoreServer;
     use std::sync::{Barrier, Mutex, mpsc};
@@ -1079,7 +1134,7 @@ mod tests {
 
     /// Runs `f(rank, ring)` on `w` threads joined in a ring through a fresh store; returns the
     /// results in rank order.
-    fn with_ring<R: Send>(
+    pub(crate) fn with_ring<R: Send>(
         w: usize,
         timeout: Duration,
         f: impl Fn(usize, &mut TcpRing) -> R + Sync,
@@ -1117,21 +1172,21 @@ mod tests {
     }
 
     /// Integer-valued data, so every partial sum is exact whatever the reduction order.
-    fn data(rank: usize, n: usize) -> Vec<f32> {
+    pub(crate) fn data(rank: usize, n: usize) -> Vec<f32> {
         (0..n)
             .map(|i| (i % 97) as f32 + 1000.0 * rank as f32)
             .collect()
     }
 
     /// The exact element-wise sum of `data(r, n)` over `w` ranks.
-    fn sum_of(w: usize, n: usize) -> Vec<f32> {
+    pub(crate) fn sum_of(w: usize, n: usize) -> Vec<f32> {
         let per_rank: Vec<Vec<f32>> = (0..w).map(|r| data(r, n)).collect();
         (0..n)
             .map(|i| per_rank.iter().map(|d| d[i]).sum())
             .collect()
     }
 
-    fn collective_err<T: std::fmt::Debug>(
+    pub(crate) fn collective_err<T: std::fmt::Debug>(
         r: Result<T>,
     ) -> (&'static str, u64, usize, Option<usize>, String) {
         match r {

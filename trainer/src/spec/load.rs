@@ -51,6 +51,7 @@ pub const KEYS: &[&str] = &[
     "ddp.sync_batchnorm",
     "ddp.broadcast_buffers",
     "ddp.threads",
+    "ddp.shared_memory",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
     "restart.max_restarts",
@@ -466,6 +467,7 @@ timeout_s = 5
 sync_batchnorm = true
 broadcast_buffers = false
 threads = 1
+shared_memory = false
 [checkpoint]
 every_epochs = 1
 keep_last = 1

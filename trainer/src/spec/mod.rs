@@ -261,6 +261,9 @@ pub struct DdpSpec {
     /// CPU threads per replica (default: cores / local world size).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// `tcp` backend: all-reduce through shared memory when every replica runs on one host.
+    #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_yes")]
+    pub shared_memory: bool,
 }
 
 impl Default for DdpSpec {
@@ -350,6 +353,9 @@ mod defaults {
     pub fn yes() -> bool {
         true
     }
+    pub fn is_yes(b: &bool) -> bool {
+        *b
+    }
     pub fn keep_last() -> usize {
         3
     }
@@ -382,6 +388,7 @@ impl Spec {
         let mut s = self.clone();
         s.ddp.timeout_s = 0;
         s.ddp.threads = None;
+        s.ddp.shared_memory = true;
         s.restart = RestartSpec::default();
         s.train.max_steps = None;
         s.train.log_every = 0;
