@@ -10,6 +10,7 @@
 //! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler.
 //! - `models`: the reference models with PyTorch names, BatchNorm/SyncBatchNorm.
 //! - `ddp`: the DDP step (flat gradient buckets, broadcast of parameters and buffers).
+//! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention.
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
@@ -19,6 +20,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod data;
 pub mod ddp;
+pub mod device_step;
 pub mod dist;
 pub mod env;
 pub mod error;

@@ -11,15 +11,16 @@ use candle_core::{DType, Device, Tensor};
 use crate::checkpoint::{self, TrainState};
 use crate::data::{Augment, Batch, Dataset, DistributedSampler, Split, Targets};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
+use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::group::{GroupConfig, ProcessGroup};
-use crate::dist::{Collective, ReduceOp};
+use crate::dist::ReduceOp;
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
 use crate::models::{BnMode, Network, is_regression};
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
-use crate::spec::{DataName, Spec};
+use crate::spec::{Backend, DataName, Spec};
 use crate::{Error, Result, data};
 
 /// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
@@ -91,17 +92,92 @@ fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
     }
 }
 
-/// `ddp.backend = "nccl"` needs CUDA devices and an NCCL build; say so before anyone waits on peers.
-fn check_backend(spec: &Spec, device: &Device) -> Result<()> {
-    if spec.ddp.backend != crate::spec::Backend::Nccl {
-        return Ok(());
+/// The backend that carries the gradient all-reduce: `auto` is `nccl` on CUDA devices and `tcp`
+/// on the CPU. `nccl` on the CPU is refused before anyone waits on peers.
+fn backend_for(spec: &Spec, device: &Device) -> Result<Backend> {
+    match spec.ddp.backend {
+        Backend::Auto if device.is_cpu() => Ok(Backend::Tcp),
+        Backend::Auto => Ok(Backend::Nccl),
+        Backend::Nccl if device.is_cpu() => Err(spec.error(
+            "ddp.backend",
+            "\"nccl\" needs CUDA devices, but this replica runs on the CPU; use backend = \"tcp\" or \"auto\"",
+        )),
+        b => Ok(b),
     }
-    let msg = if device.is_cpu() {
-        "\"nccl\" needs CUDA devices, but this replica runs on the CPU; use backend = \"tcp\" or \"auto\""
-    } else {
-        "\"nccl\" is not available in this build yet; use backend = \"tcp\" or \"auto\" (all-reduce through host memory)"
-    };
-    Err(spec.error("ddp.backend", msg))
+}
+
+/// The group's shared collective, and the reducer of the device step: NCCL (joined here) for
+/// the `nccl` backend, else the group's collective itself.
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables, unused_mut))]
+fn collectives(
+    backend: Backend,
+    device: &Device,
+    mut group: ProcessGroup,
+    timeout: Duration,
+) -> Result<(SharedCollective, Reducer)> {
+    let (rank, world) = (group.rank(), group.world_size());
+    #[cfg(feature = "cuda")]
+    if let (Backend::Nccl, Device::Cuda(cuda)) = (backend, device) {
+        let nccl = crate::dist::nccl::Nccl::init(&mut group, cuda.cuda_stream(), timeout)?;
+        if rank == 0 && world > 1 {
+            println!("all-reduce through nccl");
+        }
+        let comm: SharedCollective = Arc::new(Mutex::new(Box::new(group)));
+        return Ok((comm, Reducer::Nccl(Arc::new(nccl))));
+    }
+    if rank == 0 && world > 1 {
+        println!("all-reduce through {}", group.transport());
+    }
+    let comm: SharedCollective = Arc::new(Mutex::new(Box::new(group)));
+    Ok((comm.clone(), Reducer::Host(comm)))
+}
+
+/// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
+/// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::device_step`]).
+enum Engine {
+    Host,
+    Device(DeviceStep),
+}
+
+impl Engine {
+    fn accumulate(
+        &mut self,
+        ddp: &mut Ddp,
+        net: &Network,
+        grads: &candle_core::backprop::GradStore,
+        scale: f32,
+    ) -> Result<()> {
+        match self {
+            Engine::Host => ddp.accumulate(net, grads, scale),
+            Engine::Device(d) => d.accumulate(grads, scale),
+        }
+    }
+
+    fn sync(&mut self, ddp: &mut Ddp, stop: bool) -> Result<bool> {
+        match self {
+            Engine::Host => ddp.sync(stop),
+            Engine::Device(d) => d.sync(stop),
+        }
+    }
+
+    fn step(&mut self, ddp: &mut Ddp, opt: &mut Optimizer, net: &Network, lr: f64) -> Result<()> {
+        match self {
+            Engine::Host => {
+                let (params, grads) = ddp.params_and_grads();
+                opt.step(params, grads, lr);
+                ddp.write_params(net)
+            }
+            Engine::Device(d) => d.step(lr),
+        }
+    }
+
+    /// Brings the host optimizer up to date before a checkpoint is written.
+    fn export(&self, opt: &mut Optimizer) -> Result<()> {
+        match self {
+            Engine::Host => Ok(()),
+            Engine::Device(d) => d.export(opt),
+        }
+    }
 }
 
 fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
@@ -144,7 +220,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     } = opts;
     let (rank, world) = (env.rank, env.world_size);
     let device = device_for(&spec, &env)?;
-    check_backend(&spec, &device)?;
+    let backend = backend_for(&spec, &device)?;
     let splits = load_data(&spec)?;
     if splits.train.is_empty() {
         return Err(Error::data(
@@ -152,19 +228,17 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             "the training split is empty",
         ));
     }
+    let timeout = Duration::from_secs(spec.ddp.timeout_s);
     let group = ProcessGroup::init(&GroupConfig {
         rank,
         world_size: world,
         master_addr: env.master_addr.clone(),
         master_port: env.master_port,
-        timeout: Duration::from_secs(spec.ddp.timeout_s),
+        timeout,
         token,
         shared_memory: spec.ddp.shared_memory,
     })?;
-    if rank == 0 && world > 1 {
-        println!("all-reduce through {}", group.transport());
-    }
-    let comm: SharedCollective = Arc::new(Mutex::new(Box::new(GroupCollective(group))));
+    let (comm, reducer) = collectives(backend, &device, group, timeout)?;
     let bn = if spec.ddp.sync_batchnorm {
         BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
     } else {
@@ -204,6 +278,14 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     if resume {
         (start_epoch, global_step) = restore(&spec, &out, &net, &mut ddp, &mut opt, &comm, rank)?;
     }
+    let mut engine = if device_step::wanted(&device) {
+        if rank == 0 {
+            println!("device step: gradients reduced and optimizer run on {device:?}");
+        }
+        Engine::Device(DeviceStep::new(&net, &opt, reducer)?)
+    } else {
+        Engine::Host
+    };
 
     let epochs = spec.train.epochs;
     let mut report = Reporter::create(&out, rank, world, epochs, steps_per_epoch)?;
@@ -242,13 +324,11 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
                 let micro_step = global_step * spec.train.grad_accum as u64 + k as u64;
                 let (loss, grads) = loop_state.forward_backward(mb, epoch, micro_step)?;
-                ddp.accumulate(&net, &grads, scale)?;
+                engine.accumulate(&mut ddp, &net, &grads, scale)?;
                 window.add(loss as f64, mb.len());
             }
-            stopped = ddp.sync(STOP_REQUESTED.load(Ordering::Relaxed))?;
-            let (params, grads) = ddp.params_and_grads();
-            opt.step(params, grads, lr);
-            ddp.write_params(&net)?;
+            stopped = engine.sync(&mut ddp, STOP_REQUESTED.load(Ordering::Relaxed))?;
+            engine.step(&mut ddp, &mut opt, &net, lr)?;
             global_step += 1;
             step_in_epoch += 1;
             if step_in_epoch % log_every == 0 || step_in_epoch == steps_per_epoch || stopped {
@@ -292,6 +372,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
                 spec_hash: spec.hash(),
                 world_size: world,
             };
+            engine.export(&mut opt)?;
             let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
             println!("checkpoint {}", p.display());
         }
@@ -480,31 +561,4 @@ fn evaluate(
         samples: n,
         samples_per_sec: n as f64 / t0.elapsed().as_secs_f64().max(1e-9),
     })
-}
-
-/// Adapts the process group to the shared [`Collective`] handle.
-struct GroupCollective(ProcessGroup);
-
-impl Collective for GroupCollective {
-    fn rank(&self) -> usize {
-        self.0.rank()
-    }
-    fn world_size(&self) -> usize {
-        self.0.world_size()
-    }
-    fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-        self.0.collective().all_reduce(buf, op)
-    }
-    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
-        self.0.collective().broadcast(buf, root)
-    }
-    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
-        self.0.collective().all_gather(input, output)
-    }
-    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.0.collective().all_gather_bytes(input)
-    }
-    fn barrier(&mut self) -> Result<()> {
-        self.0.collective().barrier()
-    }
 }

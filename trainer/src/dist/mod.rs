@@ -8,6 +8,8 @@
 
 pub mod bench;
 pub mod group;
+#[cfg(feature = "cuda")]
+pub mod nccl;
 pub mod ring;
 pub mod shm;
 pub mod store;

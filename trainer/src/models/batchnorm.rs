@@ -186,6 +186,26 @@ impl candle_core::CustomOp1 for AllReduceSum {
         Ok((CpuStorage::F32(buf), layout.shape().clone()))
     }
 
+    /// GPU tensors: the statistics (a few floats per channel) go through a host copy.
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        storage: &candle_core::CudaStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        let Some((a, b)) = layout.contiguous_offsets() else {
+            candle_core::bail!("all-reduce-sum needs a contiguous tensor");
+        };
+        let cuda = |e: cudarc::driver::DriverError| candle_core::Error::Msg(format!("{e:?}"));
+        let stream = storage.device.cuda_stream();
+        let src = storage.as_cuda_slice::<f32>()?;
+        let mut host = stream.clone_dtoh(&src.slice(a..b)).map_err(cuda)?;
+        self.0.all_reduce_sum(&mut host)?;
+        let dst = stream.clone_htod(&host).map_err(cuda)?;
+        let out = candle_core::CudaStorage::wrap_cuda_slice(dst, storage.device.clone());
+        Ok((out, layout.shape().clone()))
+    }
+
     fn bwd(
         &self,
         _arg: &Tensor,

@@ -108,7 +108,19 @@ pub fn assert_success(o: &Output) {
 
 /// `ddp-trainer SPEC --standalone --nproc N --out OUT [--set ...]`, asserted successful.
 pub fn train_standalone(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) -> Output {
+    train_standalone_env(spec, nproc, out, sets, &[])
+}
+
+/// [`train_standalone`] with extra environment variables (passed on to the replicas).
+pub fn train_standalone_env(
+    spec: &Path,
+    nproc: usize,
+    out: &Path,
+    sets: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let mut c = trainer();
+    c.envs(env.iter().copied());
     c.arg(spec)
         .arg("--standalone")
         .arg("--nproc")
