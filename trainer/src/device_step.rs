@@ -174,10 +174,15 @@ impl DeviceStep {
 
     /// Adds one micro-batch's gradients (scaled by `scale`); missing gradients count as zero.
     pub fn accumulate(&mut self, grads: &GradStore, scale: f32) -> Result<()> {
-        let flat = flatten(self.vars.iter().map(|(_, v)| match grads.get(v.as_tensor()) {
-            Some(g) => g.clone(),
-            None => v.zeros_like().expect("zeros like a variable"),
-        }))?;
+        let per_var: Vec<Tensor> = self
+            .vars
+            .iter()
+            .map(|(_, v)| match grads.get(v.as_tensor()) {
+                Some(g) => Ok(g.clone()),
+                None => v.zeros_like(),
+            })
+            .collect::<candle_core::Result<_>>()?;
+        let flat = flatten(per_var.into_iter())?;
         let flat = if scale == 1.0 {
             flat
         } else {
@@ -354,7 +359,15 @@ mod tests {
     }
 
     fn mlp(seed: u64) -> Network {
-        Network::new(ModelName::Mlp, [1, 28, 28], 10, &Device::Cpu, BnMode::Local, seed).unwrap()
+        Network::new(
+            ModelName::Mlp,
+            [1, 28, 28],
+            10,
+            &Device::Cpu,
+            BnMode::Local,
+            seed,
+        )
+        .unwrap()
     }
 
     /// Gradients of a fixed batch through `net`.
@@ -384,7 +397,12 @@ mod tests {
         let (a, b) = (mlp(3), mlp(3));
         let mut ddp = Ddp::new(&a, solo(), 1 << 20).unwrap();
         let mut host_opt = Optimizer::new(config, ddp.num_params());
-        let mut dev = DeviceStep::new(&b, &Optimizer::new(config, ddp.num_params()), Reducer::Host(solo())).unwrap();
+        let mut dev = DeviceStep::new(
+            &b,
+            &Optimizer::new(config, ddp.num_params()),
+            Reducer::Host(solo()),
+        )
+        .unwrap();
         for k in 0..4 {
             let lr = 0.05 / (k as f64 + 1.0);
             // Two micro-batches per step, as with grad_accum = 2.
@@ -400,16 +418,35 @@ mod tests {
             dev.step(lr).unwrap();
         }
         let (pa, pb) = (params_of(&a), params_of(&b));
-        let worst = pa.iter().zip(&pb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
-        assert!(worst < 1e-6, "{config:?}: device and host steps differ by {worst}");
-        assert!(pa.iter().zip(params_of(&mlp(3)).iter()).any(|(x, y)| x != y), "nothing moved");
+        let worst = pa
+            .iter()
+            .zip(&pb)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst < 1e-6,
+            "{config:?}: device and host steps differ by {worst}"
+        );
+        assert!(
+            pa.iter()
+                .zip(params_of(&mlp(3)).iter())
+                .any(|(x, y)| x != y),
+            "nothing moved"
+        );
         // The exported state is the host optimizer's.
         let mut exported = Optimizer::new(config, ddp.num_params());
         dev.export(&mut exported).unwrap();
         assert_eq!(exported.steps, host_opt.steps);
         for (x, y) in exported.slots.iter().zip(&host_opt.slots) {
-            let worst = x.iter().zip(y).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
-            assert!(worst < 1e-6, "{config:?}: optimizer state differs by {worst}");
+            let worst = x
+                .iter()
+                .zip(y)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst < 1e-6,
+                "{config:?}: optimizer state differs by {worst}"
+            );
         }
     }
 
@@ -458,10 +495,14 @@ mod tests {
             nesterov: false,
             weight_decay: 0.0,
         };
-        let mut dev = DeviceStep::new(&net, &Optimizer::new(config, 1), Reducer::Host(solo())).unwrap();
+        let mut dev =
+            DeviceStep::new(&net, &Optimizer::new(config, 1), Reducer::Host(solo())).unwrap();
         dev.accumulate(&grads_of(&net, 0), 1.0).unwrap();
         assert!(dev.sync(true).unwrap());
         assert!(matches!(dev.step(0.1), Ok(())));
-        assert!(dev.step(0.1).is_err(), "a second step without a sync must fail");
+        assert!(
+            dev.step(0.1).is_err(),
+            "a second step without a sync must fail"
+        );
     }
 }

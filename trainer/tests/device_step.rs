@@ -36,7 +36,10 @@ fn two_replicas_equal_one_with_the_combined_batch() {
         train_standalone_env(&spec, 2, &two, &["train.batch_size=8"], DEVICE);
         train_standalone_env(&spec, 1, &one, &["train.batch_size=16"], DEVICE);
         let (diff, at) = worst_tensor(&model_of(&two), &model_of(&one));
-        assert!(diff < 1e-5, "{model}: 2×8 and 1×16 differ by {diff} (in {at})");
+        assert!(
+            diff < 1e-5,
+            "{model}: 2×8 and 1×16 differ by {diff} (in {at})"
+        );
     }
 }
 
@@ -50,14 +53,21 @@ fn device_step_equals_host_step() {
         dir.path().join("zero"),
     );
     let o = train_standalone_env(&spec, 2, &dev, &["train.batch_size=8"], DEVICE);
-    assert!(text(&o).contains("device step: gradients reduced and optimizer run on Cpu"), "{}", text(&o));
+    assert!(
+        text(&o).contains("device step: gradients reduced and optimizer run on Cpu"),
+        "{}",
+        text(&o)
+    );
     let o = train_standalone(&spec, 2, &host, &["train.batch_size=8"]);
     assert!(!text(&o).contains("device step"), "{}", text(&o));
     train_standalone(&spec, 2, &zero, &["train.batch_size=8", "train.lr=1e-12"]);
     let moved = max_abs_diff(&model_of(&host), &model_of(&zero));
     assert!(moved > 1e-3, "training did not move the weights ({moved})");
     let (diff, at) = worst_tensor(&model_of(&dev), &model_of(&host));
-    assert!(diff < 1e-5, "device and host steps differ by {diff} (in {at})");
+    assert!(
+        diff < 1e-5,
+        "device and host steps differ by {diff} (in {at})"
+    );
 }
 
 #[test]
@@ -81,5 +91,8 @@ fn resumed_device_step_equals_uninterrupted() {
     assert_success(&o);
     assert!(text(&o).contains("epoch 1 done, step 8"), "{}", text(&o));
     let diff = max_abs_diff(&model_of(&full), &model_of(&cut));
-    assert!(diff <= 1e-6, "resumed run differs from the uninterrupted one by {diff}");
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }

@@ -563,8 +563,7 @@ fn bench_allreduce(
         if shm {
             cmd.arg("--shm");
         }
-        cmd
-            .arg("--timeout-s")
+        cmd.arg("--timeout-s")
             .arg(worker_timeout.to_string())
             .env("RANK", rank.to_string())
             .env("WORLD_SIZE", AR_WORLD.to_string())

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
-use super::{Collective, ReduceOp};
 use super::store::{StoreClient, StoreServer};
+use super::{Collective, ReduceOp};
 use crate::{Error, Result};
 
 /// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,

@@ -34,7 +34,11 @@ pub struct Nccl {
 impl Nccl {
     /// Joins the communicator of `group` on `stream` (the stream of the replica's device).
     /// Every rank calls this at the same point, after the group is formed.
-    pub fn init(group: &mut ProcessGroup, stream: Arc<CudaStream>, timeout: Duration) -> Result<Nccl> {
+    pub fn init(
+        group: &mut ProcessGroup,
+        stream: Arc<CudaStream>,
+        timeout: Duration,
+    ) -> Result<Nccl> {
         let (rank, world) = (group.rank(), group.world_size());
         let fail = |msg: String| Error::Rendezvous { rank, msg };
         let id = if rank == 0 {

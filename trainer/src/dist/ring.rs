@@ -763,10 +763,13 @@ impl TcpRing {
     /// without blocking and without consuming data. None while both are connected.
     pub(crate) fn closed_neighbour(&self) -> Option<usize> {
         let links = self.links.as_ref()?;
-        [(&links.next, links.next_rank), (&links.prev, links.prev_rank)]
-            .into_iter()
-            .find(|(stream, _)| peer_closed(stream.as_raw_fd()))
-            .map(|(_, rank)| rank)
+        [
+            (&links.next, links.next_rank),
+            (&links.prev, links.prev_rank),
+        ]
+        .into_iter()
+        .find(|(stream, _)| peer_closed(stream.as_raw_fd()))
+        .map(|(_, rank)| rank)
     }
 
     /// Ends an op: after a failure the sockets are shut down so the neighbours fail at once

@@ -415,7 +415,8 @@ impl ShmReducer {
             // SAFETY: every rank filled its slot before the first barrier; parts of other ranks'
             // slots are only read here, and this rank's own part is written only by this rank.
             unsafe {
-                let slot = |q: usize| std::slice::from_raw_parts(self.slot_ptr(q, half).add(at), len);
+                let slot =
+                    |q: usize| std::slice::from_raw_parts(self.slot_ptr(q, half).add(at), len);
                 dst.copy_from_slice(slot(0));
                 for q in 1..self.world {
                     dst.iter_mut().zip(slot(q)).for_each(|(d, x)| *d += x);
@@ -478,7 +479,12 @@ mod tests {
     }
 
     /// Runs one all-reduce the way the process group does (numbered by the ring).
-    fn reduce(ring: &mut TcpRing, shm: &mut ShmReducer, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+    fn reduce(
+        ring: &mut TcpRing,
+        shm: &mut ShmReducer,
+        buf: &mut [f32],
+        op: ReduceOp,
+    ) -> Result<()> {
         let seq = ring.begin_external("all_reduce")?;
         let result = shm.all_reduce(ring, seq, buf, op);
         ring.finish_external(result)
@@ -504,7 +510,11 @@ mod tests {
                     let sum = sum_of(w, n);
                     let avg: Vec<f32> = sum.iter().map(|s| s * (1.0 / w as f32)).collect();
                     assert_eq!(out[2 * k], sum, "sum, world {w}, rank {rank}, length {n}");
-                    assert_eq!(out[2 * k + 1], avg, "avg, world {w}, rank {rank}, length {n}");
+                    assert_eq!(
+                        out[2 * k + 1],
+                        avg,
+                        "avg, world {w}, rank {rank}, length {n}"
+                    );
                 }
             }
         }
@@ -531,7 +541,11 @@ mod tests {
         let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
             .unwrap()
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("ddp-{pid}-")))
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("ddp-{pid}-"))
+            })
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
