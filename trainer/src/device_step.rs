@@ -39,7 +39,7 @@ pub enum Reducer {
     Host(SharedCollective),
     /// NCCL on the replica's GPU.
     #[cfg(feature = "cuda")]
-    Nccl(std::sync::Arc<crate::dist::nccl::Nccl>),
+    Nccl(crate::dist::nccl::Nccl),
 }
 
 /// In-place all-reduce of a contiguous f32 tensor, as a candle op so that it reaches the

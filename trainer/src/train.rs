@@ -123,7 +123,7 @@ fn collectives(
             println!("all-reduce through nccl");
         }
         let comm: SharedCollective = Arc::new(Mutex::new(Box::new(group)));
-        return Ok((comm, Reducer::Nccl(Arc::new(nccl))));
+        return Ok((comm, Reducer::Nccl(nccl)));
     }
     if rank == 0 && world > 1 {
         println!("all-reduce through {}", group.transport());
