@@ -180,17 +180,44 @@ impl Engine {
     }
 }
 
+/// CUDA devices this process can use (0 without the `cuda` feature, without a driver, or when
+/// the driver finds no GPU).
+fn cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        cudarc::driver::CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+    }
+    #[cfg(not(feature = "cuda"))]
+    0
+}
+
+/// This replica's device: `ddp.devices` resolved for its local rank.
 fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
     use crate::spec::{DeviceKeyword, Devices};
+    let open = |ordinal: usize, visible: usize| {
+        if ordinal >= visible {
+            return Err(spec.error(
+                "ddp.devices",
+                format!(
+                    "local rank {} needs CUDA device {ordinal}, but {visible} device(s) are visible (CUDA_VISIBLE_DEVICES={}); run at most {visible} replica(s) per node, list visible devices, or use devices = \"cpu\"",
+                    env.local_rank,
+                    std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into())
+                ),
+            ));
+        }
+        Device::new_cuda(ordinal).map_err(|e| {
+            spec.error(
+                "ddp.devices",
+                format!("cannot open CUDA device {ordinal}: {e}"),
+            )
+        })
+    };
     match &spec.ddp.devices {
         Devices::Named(DeviceKeyword::Cpu) => Ok(Device::Cpu),
-        Devices::Named(DeviceKeyword::Auto) => {
-            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
-                Ok(Device::new_cuda(env.local_rank)?)
-            } else {
-                Ok(Device::Cpu)
-            }
-        }
+        Devices::Named(DeviceKeyword::Auto) => match cuda_device_count() {
+            0 => Ok(Device::Cpu),
+            visible => open(env.local_rank, visible),
+        },
         Devices::Cuda(list) => {
             let Some(&ordinal) = list.get(env.local_rank) else {
                 return Err(spec.error(
@@ -204,7 +231,7 @@ fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
                     "names CUDA devices but this ddp-trainer was built without the `cuda` feature; use devices = \"cpu\" or rebuild with --features cuda",
                 ));
             }
-            Ok(Device::new_cuda(ordinal)?)
+            open(ordinal, cuda_device_count())
         }
     }
 }
