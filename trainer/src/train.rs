@@ -195,6 +195,12 @@ fn cuda_device_count() -> usize {
 fn device_for(spec: &Spec, env: &DistEnv) -> Result<Device> {
     use crate::spec::{DeviceKeyword, Devices};
     let open = |ordinal: usize, visible: usize| {
+        if visible == 0 {
+            return Err(spec.error(
+                "ddp.devices",
+                "names a CUDA device, but the driver finds none (no GPU, no driver, or CUDA_VISIBLE_DEVICES empty); use devices = \"auto\" or \"cpu\"",
+            ));
+        }
         if ordinal >= visible {
             return Err(spec.error(
                 "ddp.devices",
