@@ -36,9 +36,9 @@ echo "ldd:"; ldd "$TRAINER" | grep -E "cuda|cublas|curand|nvrtc|nccl" | tee "$OU
 declare -a SUMMARY
 run() { # name, expected exit (0 or "fail"), args...
     local name=$1 want=$2; shift 2
-    local start=$(date +%s.%N)
+    local start=$SECONDS
     timeout 600 "$TRAINER" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$? secs=$(echo "$(date +%s.%N) - $start" | bc)
+    local rc=$? secs=$((SECONDS - start))
     local ok=no
     if [ "$want" = 0 ] && [ $rc = 0 ]; then ok=yes; fi
     if [ "$want" = fail ] && [ $rc != 0 ] && [ $rc != 124 ]; then ok=yes; fi
