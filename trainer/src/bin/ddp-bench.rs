@@ -165,6 +165,8 @@ struct TrainFigure {
     wall_s: f64,
     /// Set on world 2 when the world-1 figure of the same model exists.
     scaling: Option<f64>,
+    /// Two independent world-1 runs at once ([`run_concurrent_pair`]), not one world-2 run.
+    independent: bool,
 }
 
 /// One all-reduce size: the figure and rank 0's JSON line as printed.
@@ -288,6 +290,17 @@ fn bench_training(args: &Args, tmp: &Path) -> Result<Vec<TrainFigure>, String> {
             }
             figures.push(f);
         }
+        eprintln!(
+            "ddp-bench: training {} twice at world 1 at the same time (the machine's ceiling) ...",
+            model.spec_name()
+        );
+        let mut f = run_concurrent_pair(args, &trainer, &data, tmp, model)?;
+        let one = figures.iter().find(|g| g.model == model && g.world == 1);
+        f.scaling = one.map(|one| f.samples_per_s / (2.0 * one.samples_per_s));
+        if args.json {
+            println!("{}", train_json(args, &f));
+        }
+        figures.push(f);
     }
     Ok(figures)
 }
@@ -372,6 +385,17 @@ fn spec_text(args: &Args, data: &Path, model: Model, world: usize) -> String {
     )
 }
 
+/// A training run in progress.
+struct Running {
+    child: Child,
+    what: String,
+    out: PathBuf,
+    stderr: PathBuf,
+    model: Model,
+    world: usize,
+    t0: Instant,
+}
+
 fn run_training(
     args: &Args,
     trainer: &Path,
@@ -380,7 +404,56 @@ fn run_training(
     model: Model,
     world: usize,
 ) -> Result<TrainFigure, String> {
-    let dir = tmp.join(format!("{}-w{world}", model.short()));
+    let run = start_training(args, trainer, data, tmp, model, world, "")?;
+    finish_training(args, run)
+}
+
+/// Two independent world-1 runs at the same time, each on its own core and talking to nobody:
+/// what the machine itself lets two replicas do (shared caches, memory bandwidth, the
+/// hypervisor). Their combined samples/s over 2 × world 1 bounds any world-2 scaling here.
+fn run_concurrent_pair(
+    args: &Args,
+    trainer: &Path,
+    data: &Path,
+    tmp: &Path,
+    model: Model,
+) -> Result<TrainFigure, String> {
+    let a = start_training(args, trainer, data, tmp, model, 1, "-pair-a")?;
+    let b = match start_training(args, trainer, data, tmp, model, 1, "-pair-b") {
+        Ok(b) => b,
+        Err(e) => {
+            let mut a = a;
+            let _ = a.child.kill();
+            return Err(e);
+        }
+    };
+    let (fa, fb) = (finish_training(args, a), finish_training(args, b));
+    let (fa, fb) = (fa?, fb?);
+    let samples = fa.samples + fb.samples;
+    let train_s = fa.train_s.max(fb.train_s);
+    Ok(TrainFigure {
+        model,
+        world: 2,
+        samples,
+        train_s,
+        samples_per_s: samples as f64 / train_s,
+        test_acc: fa.test_acc,
+        wall_s: fa.wall_s.max(fb.wall_s),
+        scaling: None,
+        independent: true,
+    })
+}
+
+fn start_training(
+    args: &Args,
+    trainer: &Path,
+    data: &Path,
+    tmp: &Path,
+    model: Model,
+    world: usize,
+    tag: &str,
+) -> Result<Running, String> {
+    let dir = tmp.join(format!("{}-w{world}{tag}", model.short()));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let spec = dir.join("spec.toml");
     fs::write(&spec, spec_text(args, data, model, world))
@@ -396,9 +469,30 @@ fn run_training(
         .arg(world.to_string())
         .arg("--out")
         .arg(&out);
-    let what = format!("ddp-trainer ({} world {world})", model.spec_name());
+    let what = format!("ddp-trainer ({} world {world}{tag})", model.spec_name());
     let t0 = Instant::now();
     let child = spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
+    Ok(Running {
+        child,
+        what,
+        out,
+        stderr,
+        model,
+        world,
+        t0,
+    })
+}
+
+fn finish_training(args: &Args, run: Running) -> Result<TrainFigure, String> {
+    let Running {
+        child,
+        what,
+        out,
+        stderr,
+        model,
+        world,
+        t0,
+    } = run;
     let status = wait_deadline(child, Duration::from_secs(args.timeout_s), &what)
         .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
     let wall_s = t0.elapsed().as_secs_f64();
@@ -449,6 +543,7 @@ fn run_training(
         test_acc,
         wall_s,
         scaling: None,
+        independent: false,
     })
 }
 
@@ -456,10 +551,15 @@ fn train_json(args: &Args, f: &TrainFigure) -> String {
     let opt =
         |v: Option<f64>, digits: usize| v.map_or("null".to_string(), |v| format!("{v:.digits$}"));
     format!(
-        "{{\"bench\": \"train\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \"world\": {}, \
+        "{{\"bench\": \"{}\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \"world\": {}, \
          \"threads_per_replica\": 1, \"batch\": {}, \"epochs\": {}, \"samples\": {}, \
          \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \"scaling_efficiency\": {}, \
          \"test_acc\": {}, \"wall_s\": {:.3}}}",
+        if f.independent {
+            "train-independent-pair"
+        } else {
+            "train"
+        },
         env!("CARGO_PKG_VERSION"),
         f.model.short(),
         f.world,
@@ -495,7 +595,11 @@ fn print_train_table(args: &Args, figures: &[TrainFigure]) {
         println!(
             "{:<6} {:>5} {:>8} {:>9.2} {:>10.1} {:>8} {:>9} {:>7.1}",
             f.model.short(),
-            f.world,
+            if f.independent {
+                "1+1".to_string()
+            } else {
+                f.world.to_string()
+            },
             f.samples,
             f.train_s,
             f.samples_per_s,
@@ -507,6 +611,10 @@ fn print_train_table(args: &Args, figures: &[TrainFigure]) {
     println!(
         "samples/s = training samples of all ranks / training time of the slowest rank (sum of its \
          train records' samples / samples_per_sec); scaling = world-2 samples/s / (2 x world-1)"
+    );
+    println!(
+        "world 1+1 = two independent world-1 runs at the same time (no communication): the scaling \
+         this machine allows two replicas at all"
     );
 }
 
