@@ -143,6 +143,10 @@ struct Args {
     /// Keep the temporary folder (specs, run folders, logs) and print where it is.
     #[arg(long)]
     keep: bool,
+    /// Rounds of the training benchmark (world 1, world 2, 1+1 per round, alternating); the table
+    /// shows each figure's median and the range of the scaling.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     /// Internal: one rank of the all-reduce benchmark (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
     #[arg(long, hide = true)]
     allreduce_worker: bool,
@@ -152,6 +156,7 @@ struct Args {
 }
 
 /// One training run's figures.
+#[derive(Clone)]
 struct TrainFigure {
     model: Model,
     world: usize,
@@ -163,8 +168,10 @@ struct TrainFigure {
     test_acc: Option<f64>,
     /// The whole `ddp-trainer` run (start-up, data loading, test, exit) seen from here.
     wall_s: f64,
-    /// Set on world 2 when the world-1 figure of the same model exists.
+    /// Set on world 2 (and 1+1): samples/s over 2 × world 1's.
     scaling: Option<f64>,
+    /// Lowest and highest scaling over the rounds (`--repeat`).
+    scaling_range: Option<(f64, f64)>,
     /// Two independent world-1 runs at once ([`run_concurrent_pair`]), not one world-2 run.
     independent: bool,
 }
@@ -272,37 +279,55 @@ fn bench_training(args: &Args, tmp: &Path) -> Result<Vec<TrainFigure>, String> {
     };
     let mut figures: Vec<TrainFigure> = Vec::new();
     for &model in models {
-        for world in WORLDS {
+        let mut rounds: Vec<[TrainFigure; 3]> = Vec::new();
+        for round in 0..args.repeat {
+            let tag = format!("-r{round}");
+            let [one, two] = WORLDS.map(|world| {
+                eprintln!(
+                    "ddp-bench: training {} at world {world} ({} epochs, batch {} per replica, \
+                     1 thread per replica; round {}/{}) ...",
+                    model.spec_name(),
+                    args.epochs,
+                    args.batch,
+                    round + 1,
+                    args.repeat
+                );
+                run_training(args, &trainer, &data, tmp, model, world, &tag)
+            });
             eprintln!(
-                "ddp-bench: training {} at world {world} ({} epochs, batch {} per replica, \
-                 1 thread per replica) ...",
-                model.spec_name(),
-                args.epochs,
-                args.batch
+                "ddp-bench: training {} twice at world 1 at the same time (the machine's ceiling) ...",
+                model.spec_name()
             );
-            let mut f = run_training(args, &trainer, &data, tmp, model, world)?;
-            if world == 2 {
-                let one = figures.iter().find(|g| g.model == model && g.world == 1);
-                f.scaling = one.map(|one| f.samples_per_s / (2.0 * one.samples_per_s));
-            }
+            let pair = run_concurrent_pair(args, &trainer, &data, tmp, model, &tag);
+            let (one, mut two, mut pair) = (one?, two?, pair?);
+            two.scaling = Some(two.samples_per_s / (2.0 * one.samples_per_s));
+            pair.scaling = Some(pair.samples_per_s / (2.0 * one.samples_per_s));
             if args.json {
-                println!("{}", train_json(args, &f));
+                for f in [&one, &two, &pair] {
+                    println!("{}", train_json(args, f, round));
+                }
             }
-            figures.push(f);
+            rounds.push([one, two, pair]);
         }
-        eprintln!(
-            "ddp-bench: training {} twice at world 1 at the same time (the machine's ceiling) ...",
-            model.spec_name()
-        );
-        let mut f = run_concurrent_pair(args, &trainer, &data, tmp, model)?;
-        let one = figures.iter().find(|g| g.model == model && g.world == 1);
-        f.scaling = one.map(|one| f.samples_per_s / (2.0 * one.samples_per_s));
-        if args.json {
-            println!("{}", train_json(args, &f));
+        for k in 0..3 {
+            figures.push(median_figure(rounds.iter().map(|r| &r[k]).collect()));
         }
-        figures.push(f);
     }
     Ok(figures)
+}
+
+/// The run with the median samples/s, its scaling replaced by the median of the rounds' scalings
+/// (each against the world-1 run of its own round), with their range.
+fn median_figure(mut runs: Vec<&TrainFigure>) -> TrainFigure {
+    let mut scalings: Vec<f64> = runs.iter().filter_map(|f| f.scaling).collect();
+    scalings.sort_by(f64::total_cmp);
+    runs.sort_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+    let mut f = runs[runs.len() / 2].clone();
+    if let (Some(&lo), Some(&hi)) = (scalings.first(), scalings.last()) {
+        f.scaling = Some(scalings[scalings.len() / 2]);
+        f.scaling_range = Some((lo, hi));
+    }
+    f
 }
 
 /// The `ddp-trainer` beside this executable (or `--trainer`).
@@ -403,8 +428,9 @@ fn run_training(
     tmp: &Path,
     model: Model,
     world: usize,
+    tag: &str,
 ) -> Result<TrainFigure, String> {
-    let run = start_training(args, trainer, data, tmp, model, world, "")?;
+    let run = start_training(args, trainer, data, tmp, model, world, tag)?;
     finish_training(args, run)
 }
 
@@ -417,9 +443,10 @@ fn run_concurrent_pair(
     data: &Path,
     tmp: &Path,
     model: Model,
+    tag: &str,
 ) -> Result<TrainFigure, String> {
-    let a = start_training(args, trainer, data, tmp, model, 1, "-pair-a")?;
-    let b = match start_training(args, trainer, data, tmp, model, 1, "-pair-b") {
+    let a = start_training(args, trainer, data, tmp, model, 1, &format!("{tag}-pair-a"))?;
+    let b = match start_training(args, trainer, data, tmp, model, 1, &format!("{tag}-pair-b")) {
         Ok(b) => b,
         Err(e) => {
             let mut a = a;
@@ -440,6 +467,7 @@ fn run_concurrent_pair(
         test_acc: fa.test_acc,
         wall_s: fa.wall_s.max(fb.wall_s),
         scaling: None,
+        scaling_range: None,
         independent: true,
     })
 }
@@ -543,18 +571,19 @@ fn finish_training(args: &Args, run: Running) -> Result<TrainFigure, String> {
         test_acc,
         wall_s,
         scaling: None,
+        scaling_range: None,
         independent: false,
     })
 }
 
-fn train_json(args: &Args, f: &TrainFigure) -> String {
+fn train_json(args: &Args, f: &TrainFigure, round: u32) -> String {
     let opt =
         |v: Option<f64>, digits: usize| v.map_or("null".to_string(), |v| format!("{v:.digits$}"));
     format!(
         "{{\"bench\": \"{}\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \"world\": {}, \
          \"threads_per_replica\": 1, \"batch\": {}, \"epochs\": {}, \"samples\": {}, \
          \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \"scaling_efficiency\": {}, \
-         \"test_acc\": {}, \"wall_s\": {:.3}}}",
+         \"test_acc\": {}, \"wall_s\": {:.3}, \"round\": {round}}}",
         if f.independent {
             "train-independent-pair"
         } else {
@@ -581,19 +610,29 @@ fn print_train_table(args: &Args, figures: &[TrainFigure]) {
          replica, ddp-trainer --standalone",
         args.epochs, args.batch
     );
+    if args.repeat > 1 {
+        println!(
+            "median of {} rounds (each scaling against its own round's world 1; range in brackets)",
+            args.repeat
+        );
+    }
     println!(
-        "{:<6} {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>7}",
-        "model", "world", "samples", "train s", "samples/s", "scaling", "test acc", "wall s"
+        "{:<6} {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>7} {:>15}",
+        "model", "world", "samples", "train s", "samples/s", "scaling", "test acc", "wall s", "scaling range"
     );
     for f in figures {
         let scaling = f
             .scaling
             .map_or("-".to_string(), |s| format!("{:.1}%", 100.0 * s));
+        let range = match f.scaling_range {
+            Some((lo, hi)) if args.repeat > 1 => format!("[{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi),
+            _ => String::new(),
+        };
         let acc = f
             .test_acc
             .map_or("-".to_string(), |a| format!("{:.2}%", 100.0 * a));
         println!(
-            "{:<6} {:>5} {:>8} {:>9.2} {:>10.1} {:>8} {:>9} {:>7.1}",
+            "{:<6} {:>5} {:>8} {:>9.2} {:>10.1} {:>8} {:>9} {:>7.1} {:>15}",
             f.model.short(),
             if f.independent {
                 "1+1".to_string()
@@ -605,7 +644,8 @@ fn print_train_table(args: &Args, figures: &[TrainFigure]) {
             f.samples_per_s,
             scaling,
             acc,
-            f.wall_s
+            f.wall_s,
+            range
         );
     }
     println!(
