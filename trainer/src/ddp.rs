@@ -301,41 +301,16 @@ impl candle_core::InplaceOp1 for WriteF32<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::models::BnMode;
     use crate::spec::ModelName;
     use candle_core::Device;
 
     /// A world of one: every collective is the identity.
-    struct Solo;
-    impl Collective for Solo {
-        fn rank(&self) -> usize {
-            0
-        }
-        fn world_size(&self) -> usize {
-            1
-        }
-        fn all_reduce(&mut self, _buf: &mut [f32], _op: ReduceOp) -> Result<()> {
-            Ok(())
-        }
-        fn broadcast(&mut self, _buf: &mut [f32], _root: usize) -> Result<()> {
-            Ok(())
-        }
-        fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
-            output.copy_from_slice(input);
-            Ok(())
-        }
-        fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
-            Ok(vec![input.to_vec()])
-        }
-        fn barrier(&mut self) -> Result<()> {
-            Ok(())
-        }
-    }
-
-    fn solo() -> SharedCollective {
-        Arc::new(Mutex::new(Box::new(Solo)))
+    pub(crate) fn solo() -> SharedCollective {
+        let one = crate::dist::ring::TcpRing::single(std::time::Duration::from_secs(5));
+        Arc::new(Mutex::new(Box::new(one)))
     }
 
     #[test]

@@ -321,42 +321,10 @@ fn flatten(ts: impl Iterator<Item = Tensor>) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::ddp::Ddp;
-    use crate::dist::Collective;
+    use crate::ddp::tests::solo;
     use crate::models::BnMode;
     use crate::spec::ModelName;
     use candle_core::Device;
-    use std::sync::{Arc, Mutex};
-
-    /// A world of one: the all-reduce is the identity.
-    struct Solo;
-    impl Collective for Solo {
-        fn rank(&self) -> usize {
-            0
-        }
-        fn world_size(&self) -> usize {
-            1
-        }
-        fn all_reduce(&mut self, _: &mut [f32], _: ReduceOp) -> Result<()> {
-            Ok(())
-        }
-        fn broadcast(&mut self, _: &mut [f32], _: usize) -> Result<()> {
-            Ok(())
-        }
-        fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
-            output.copy_from_slice(input);
-            Ok(())
-        }
-        fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
-            Ok(vec![input.to_vec()])
-        }
-        fn barrier(&mut self) -> Result<()> {
-            Ok(())
-        }
-    }
-
-    fn solo() -> SharedCollective {
-        Arc::new(Mutex::new(Box::new(Solo)))
-    }
 
     fn mlp(seed: u64) -> Network {
         Network::new(

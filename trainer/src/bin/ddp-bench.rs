@@ -172,7 +172,7 @@ struct TrainFigure {
     scaling: Option<f64>,
     /// Lowest and highest scaling over the rounds (`--repeat`).
     scaling_range: Option<(f64, f64)>,
-    /// Two independent world-1 runs at once ([`run_concurrent_pair`]), not one world-2 run.
+    /// Two independent world-1 runs at once ([`Job::run_pair`]), not one world-2 run.
     independent: bool,
 }
 
@@ -270,8 +270,12 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
 // Training throughput
 
 fn bench_training(args: &Args, tmp: &Path) -> Result<Vec<TrainFigure>, String> {
-    let trainer = trainer_exe(args)?;
-    let data = data_dir(args)?;
+    let job = Job {
+        args,
+        trainer: trainer_exe(args)?,
+        data: data_dir(args)?,
+        tmp,
+    };
     let models: &[Model] = match args.model {
         ModelSel::Cnn => &[Model::Cnn],
         ModelSel::Mlp => &[Model::Mlp],
@@ -292,13 +296,13 @@ fn bench_training(args: &Args, tmp: &Path) -> Result<Vec<TrainFigure>, String> {
                     round + 1,
                     args.repeat
                 );
-                run_training(args, &trainer, &data, tmp, model, world, &tag)
+                job.run(model, world, &tag)
             });
             eprintln!(
                 "ddp-bench: training {} twice at world 1 at the same time (the machine's ceiling) ...",
                 model.spec_name()
             );
-            let pair = run_concurrent_pair(args, &trainer, &data, tmp, model, &tag);
+            let pair = job.run_pair(model, &tag);
             let (one, mut two, mut pair) = (one?, two?, pair?);
             two.scaling = Some(two.samples_per_s / (2.0 * one.samples_per_s));
             pair.scaling = Some(pair.samples_per_s / (2.0 * one.samples_per_s));
@@ -421,159 +425,150 @@ struct Running {
     t0: Instant,
 }
 
-fn run_training(
-    args: &Args,
-    trainer: &Path,
-    data: &Path,
-    tmp: &Path,
-    model: Model,
-    world: usize,
-    tag: &str,
-) -> Result<TrainFigure, String> {
-    let run = start_training(args, trainer, data, tmp, model, world, tag)?;
-    finish_training(args, run)
+/// What every training run of the bench shares.
+struct Job<'a> {
+    args: &'a Args,
+    trainer: PathBuf,
+    data: PathBuf,
+    tmp: &'a Path,
 }
 
-/// Two independent world-1 runs at the same time, each on its own core and talking to nobody:
-/// what the machine itself lets two replicas do (shared caches, memory bandwidth, the
-/// hypervisor). Their combined samples/s over 2 × world 1 bounds any world-2 scaling here.
-fn run_concurrent_pair(
-    args: &Args,
-    trainer: &Path,
-    data: &Path,
-    tmp: &Path,
-    model: Model,
-    tag: &str,
-) -> Result<TrainFigure, String> {
-    let a = start_training(args, trainer, data, tmp, model, 1, &format!("{tag}-pair-a"))?;
-    let b = match start_training(args, trainer, data, tmp, model, 1, &format!("{tag}-pair-b")) {
-        Ok(b) => b,
-        Err(e) => {
-            let mut a = a;
-            let _ = a.child.kill();
-            return Err(e);
-        }
-    };
-    let (fa, fb) = (finish_training(args, a), finish_training(args, b));
-    let (fa, fb) = (fa?, fb?);
-    let samples = fa.samples + fb.samples;
-    let train_s = fa.train_s.max(fb.train_s);
-    Ok(TrainFigure {
-        model,
-        world: 2,
-        samples,
-        train_s,
-        samples_per_s: samples as f64 / train_s,
-        test_acc: fa.test_acc,
-        wall_s: fa.wall_s.max(fb.wall_s),
-        scaling: None,
-        scaling_range: None,
-        independent: true,
-    })
-}
-
-fn start_training(
-    args: &Args,
-    trainer: &Path,
-    data: &Path,
-    tmp: &Path,
-    model: Model,
-    world: usize,
-    tag: &str,
-) -> Result<Running, String> {
-    let dir = tmp.join(format!("{}-w{world}{tag}", model.short()));
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let spec = dir.join("spec.toml");
-    fs::write(&spec, spec_text(args, data, model, world))
-        .map_err(|e| format!("{}: {e}", spec.display()))?;
-    let out = dir.join("run");
-    let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
-    let mut cmd = Command::new(trainer);
-    clean_env(&mut cmd);
-    cmd.env("RAYON_NUM_THREADS", "1")
-        .arg(&spec)
-        .arg("--standalone")
-        .arg("--nproc")
-        .arg(world.to_string())
-        .arg("--out")
-        .arg(&out);
-    let what = format!("ddp-trainer ({} world {world}{tag})", model.spec_name());
-    let t0 = Instant::now();
-    let child = spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
-    Ok(Running {
-        child,
-        what,
-        out,
-        stderr,
-        model,
-        world,
-        t0,
-    })
-}
-
-fn finish_training(args: &Args, run: Running) -> Result<TrainFigure, String> {
-    let Running {
-        child,
-        what,
-        out,
-        stderr,
-        model,
-        world,
-        t0,
-    } = run;
-    let status = wait_deadline(child, Duration::from_secs(args.timeout_s), &what)
-        .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
-    let wall_s = t0.elapsed().as_secs_f64();
-    if !status.success() {
-        return Err(format!("{what} failed ({status})\n{}", tail(&stderr)));
+impl Job<'_> {
+    /// One `ddp-trainer --standalone` run of `model` at `world`, in a folder named with `tag`.
+    fn run(&self, model: Model, world: usize, tag: &str) -> Result<TrainFigure, String> {
+        let run = self.start(model, world, tag)?;
+        self.finish(run)
     }
 
-    let mut samples = 0u64;
-    let mut train_s = 0f64;
-    let mut test_acc = None;
-    for rank in 0..world {
-        let path = out.join(format!("metrics/rank-{rank}.jsonl"));
-        let records = read_metrics(&path).map_err(|e| e.to_string())?;
-        let (mut n, mut t) = (0u64, 0f64);
-        for r in records.iter().filter(|r| r.kind == MetricKind::Train) {
-            let s = r
-                .samples
-                .ok_or_else(|| format!("{}: a train record without samples", path.display()))?;
-            if !(r.samples_per_sec.is_finite() && r.samples_per_sec > 0.0) {
-                return Err(format!(
-                    "{}: samples_per_sec {} in a train record",
-                    path.display(),
-                    r.samples_per_sec
-                ));
+    /// Two independent world-1 runs at the same time, each on its own core and talking to nobody:
+    /// what the machine itself lets two replicas do (shared caches, memory bandwidth, the
+    /// hypervisor). Their combined samples/s over 2 × world 1 bounds any world-2 scaling here.
+    fn run_pair(&self, model: Model, tag: &str) -> Result<TrainFigure, String> {
+        let a = self.start(model, 1, &format!("{tag}-pair-a"))?;
+        let b = match self.start(model, 1, &format!("{tag}-pair-b")) {
+            Ok(b) => b,
+            Err(e) => {
+                let mut a = a;
+                let _ = a.child.kill();
+                return Err(e);
             }
-            n += s;
-            t += s as f64 / r.samples_per_sec;
-        }
-        if n == 0 {
-            return Err(format!("{}: no train records", path.display()));
-        }
-        samples += n;
-        train_s = train_s.max(t);
-        if rank == 0 {
-            test_acc = records
-                .iter()
-                .rev()
-                .find(|r| r.kind == MetricKind::Test)
-                .and_then(|r| r.accuracy);
-        }
+        };
+        let (fa, fb) = (self.finish(a), self.finish(b));
+        let (fa, fb) = (fa?, fb?);
+        let samples = fa.samples + fb.samples;
+        let train_s = fa.train_s.max(fb.train_s);
+        Ok(TrainFigure {
+            model,
+            world: 2,
+            samples,
+            train_s,
+            samples_per_s: samples as f64 / train_s,
+            test_acc: fa.test_acc,
+            wall_s: fa.wall_s.max(fb.wall_s),
+            scaling: None,
+            scaling_range: None,
+            independent: true,
+        })
     }
-    Ok(TrainFigure {
-        model,
-        world,
-        samples,
-        train_s,
-        samples_per_s: samples as f64 / train_s,
-        test_acc,
-        wall_s,
-        scaling: None,
-        scaling_range: None,
-        independent: false,
-    })
+
+    fn start(&self, model: Model, world: usize, tag: &str) -> Result<Running, String> {
+        let (args, tmp) = (self.args, self.tmp);
+        let dir = tmp.join(format!("{}-w{world}{tag}", model.short()));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let spec = dir.join("spec.toml");
+        fs::write(&spec, spec_text(args, &self.data, model, world))
+            .map_err(|e| format!("{}: {e}", spec.display()))?;
+        let out = dir.join("run");
+        let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
+        let mut cmd = Command::new(&self.trainer);
+        clean_env(&mut cmd);
+        cmd.env("RAYON_NUM_THREADS", "1")
+            .arg(&spec)
+            .arg("--standalone")
+            .arg("--nproc")
+            .arg(world.to_string())
+            .arg("--out")
+            .arg(&out);
+        let what = format!("ddp-trainer ({} world {world}{tag})", model.spec_name());
+        let t0 = Instant::now();
+        let child =
+            spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
+        Ok(Running {
+            child,
+            what,
+            out,
+            stderr,
+            model,
+            world,
+            t0,
+        })
+    }
+
+    fn finish(&self, run: Running) -> Result<TrainFigure, String> {
+        let args = self.args;
+        let Running {
+            child,
+            what,
+            out,
+            stderr,
+            model,
+            world,
+            t0,
+        } = run;
+        let status = wait_deadline(child, Duration::from_secs(args.timeout_s), &what)
+            .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        if !status.success() {
+            return Err(format!("{what} failed ({status})\n{}", tail(&stderr)));
+        }
+
+        let mut samples = 0u64;
+        let mut train_s = 0f64;
+        let mut test_acc = None;
+        for rank in 0..world {
+            let path = out.join(format!("metrics/rank-{rank}.jsonl"));
+            let records = read_metrics(&path).map_err(|e| e.to_string())?;
+            let (mut n, mut t) = (0u64, 0f64);
+            for r in records.iter().filter(|r| r.kind == MetricKind::Train) {
+                let s = r
+                    .samples
+                    .ok_or_else(|| format!("{}: a train record without samples", path.display()))?;
+                if !(r.samples_per_sec.is_finite() && r.samples_per_sec > 0.0) {
+                    return Err(format!(
+                        "{}: samples_per_sec {} in a train record",
+                        path.display(),
+                        r.samples_per_sec
+                    ));
+                }
+                n += s;
+                t += s as f64 / r.samples_per_sec;
+            }
+            if n == 0 {
+                return Err(format!("{}: no train records", path.display()));
+            }
+            samples += n;
+            train_s = train_s.max(t);
+            if rank == 0 {
+                test_acc = records
+                    .iter()
+                    .rev()
+                    .find(|r| r.kind == MetricKind::Test)
+                    .and_then(|r| r.accuracy);
+            }
+        }
+        Ok(TrainFigure {
+            model,
+            world,
+            samples,
+            train_s,
+            samples_per_s: samples as f64 / train_s,
+            test_acc,
+            wall_s,
+            scaling: None,
+            scaling_range: None,
+            independent: false,
+        })
+    }
 }
 
 fn train_json(args: &Args, f: &TrainFigure, round: u32) -> String {
@@ -618,7 +613,15 @@ fn print_train_table(args: &Args, figures: &[TrainFigure]) {
     }
     println!(
         "{:<6} {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>7} {:>15}",
-        "model", "world", "samples", "train s", "samples/s", "scaling", "test acc", "wall s", "scaling range"
+        "model",
+        "world",
+        "samples",
+        "train s",
+        "samples/s",
+        "scaling",
+        "test acc",
+        "wall s",
+        "scaling range"
     );
     for f in figures {
         let scaling = f
