@@ -11,6 +11,7 @@
 //! - `models`: the reference models with PyTorch names, BatchNorm/SyncBatchNorm.
 //! - `ddp`: the DDP step (flat gradient buckets, broadcast of parameters and buffers).
 //! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
+//! - `placement`: a replica's device, backend and collectives.
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention.
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
@@ -28,6 +29,7 @@ pub mod launcher;
 pub mod metrics;
 pub mod models;
 pub mod optim;
+pub mod placement;
 pub mod report;
 pub mod schedule;
 pub mod spec;
