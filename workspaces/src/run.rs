@@ -347,6 +347,15 @@ pub fn now() -> f64 {
 mod tests {
     use super::*;
 
+    /// Timestamps (f64 seconds) must survive run.json exactly: a record read back equals the one
+    /// written (serde_json's `float_roundtrip`; without it this value comes back 2e-7 off).
+    #[test]
+    fn timestamps_round_trip_exactly() {
+        let t = 1_795_270_959.849_771_7_f64;
+        let back: f64 = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back.to_bits(), t.to_bits());
+    }
+
     fn record() -> RunRecord {
         RunRecord {
             id: "20261121-101500-abc123".into(),
