@@ -204,6 +204,7 @@ impl candle_core::CustomOp1 for Im2Col {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::testing::assert_same_with_grads;
     use candle_core::{Device, Module, Var};
 
     /// Forward and both gradients agree with candle's reference conv2d (stride, padding, bias).
@@ -227,35 +228,13 @@ mod tests {
                 .unwrap()
                 .broadcast_add(&b.reshape((1, 4, 1, 1)).unwrap())
                 .unwrap();
-            assert_eq!(ours.dims(), reference.dims());
-            let weights = Tensor::randn(0f32, 1., ours.shape(), &dev).unwrap();
-            let g1 = (&ours * &weights)
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .backward()
-                .unwrap();
-            let g2 = (&reference * &weights)
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .backward()
-                .unwrap();
-            let close = |a: &Tensor, b: &Tensor| {
-                let d = (a - b)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .max_all()
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap();
-                assert!(d < 1e-4, "padding {padding} stride {stride}: {d}");
-            };
-            close(&ours, &reference);
-            for v in [x.as_tensor(), w.as_tensor(), b.as_tensor()] {
-                close(g1.get(v).unwrap(), g2.get(v).unwrap());
-            }
+            assert_same_with_grads(
+                &ours,
+                &reference,
+                &[x.as_tensor(), w.as_tensor(), b.as_tensor()],
+                1e-4,
+                &format!("padding {padding} stride {stride}"),
+            );
         }
     }
 }

@@ -33,6 +33,7 @@ impl candle_core::Module for Linear {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::testing::assert_same_with_grads;
     use candle_core::{Device, Module, Var};
 
     #[test]
@@ -50,28 +51,12 @@ mod tests {
         let reference = candle_nn::Linear::new(w.as_tensor().clone(), Some(b.as_tensor().clone()))
             .forward(x.as_tensor())
             .unwrap();
-        let k = Tensor::randn(0f32, 1., (5, 3), &dev).unwrap();
-        let g1 = (&ours * &k).unwrap().sum_all().unwrap().backward().unwrap();
-        let g2 = (&reference * &k)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let close = |a: &Tensor, b: &Tensor| {
-            let d = (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
-            assert!(d < 1e-5, "{d}");
-        };
-        close(&ours, &reference);
-        for v in [x.as_tensor(), w.as_tensor(), b.as_tensor()] {
-            close(g1.get(v).unwrap(), g2.get(v).unwrap());
-        }
+        assert_same_with_grads(
+            &ours,
+            &reference,
+            &[x.as_tensor(), w.as_tensor(), b.as_tensor()],
+            1e-5,
+            "linear",
+        );
     }
 }

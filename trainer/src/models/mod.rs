@@ -250,6 +250,46 @@ pub fn model_label(name: ModelName) -> &'static str {
     }
 }
 
+/// Test support shared by the layer tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use candle_core::Tensor;
+
+    /// `ours` and `reference` (the same function computed two ways) agree within `tol`, and so do
+    /// the gradients of a random weighting of them with respect to every tensor in `inputs`.
+    pub fn assert_same_with_grads(
+        ours: &Tensor,
+        reference: &Tensor,
+        inputs: &[&Tensor],
+        tol: f32,
+        what: &str,
+    ) {
+        assert_eq!(ours.dims(), reference.dims(), "{what}: shapes");
+        let k = Tensor::randn(0f32, 1., ours.shape(), ours.device()).unwrap();
+        let grads = |t: &Tensor| (t * &k).unwrap().sum_all().unwrap().backward().unwrap();
+        let (g1, g2) = (grads(ours), grads(reference));
+        let close = |a: &Tensor, b: &Tensor, which: &str| {
+            let d = (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(d < tol, "{what}: {which} differs by {d}");
+        };
+        close(ours, reference, "output");
+        for (i, v) in inputs.iter().enumerate() {
+            close(
+                g1.get(v).unwrap(),
+                g2.get(v).unwrap(),
+                &format!("gradient of input {i}"),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
