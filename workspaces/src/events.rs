@@ -430,6 +430,7 @@ impl Pump {
 mod tests {
     use super::*;
     use crate::run::{RunStatus, SupervisorEvent};
+    use crate::watch::tests::{latency_summary, paced_writers};
     use ddp_trainer::metrics::MetricKind;
     use std::collections::BTreeMap;
     use std::fs::OpenOptions;
@@ -989,31 +990,10 @@ mod tests {
         let mut watch = ws.watch_with(&run, WatchFrom::Now, options);
         next(&mut watch).await;
         let base = Instant::now();
-        let writers: Vec<_> = (0..RANKS)
-            .map(|rank| {
-                let path = run.log_path(rank);
-                std::thread::spawn(move || {
-                    let mut f = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .unwrap();
-                    let total = RATE_PER_RANK * SECONDS;
-                    let mut seq = 0;
-                    while seq < total {
-                        let due = (base.elapsed().as_micros() as u64 * RATE_PER_RANK / 1_000_000)
-                            .min(total);
-                        while seq < due {
-                            let nanos = base.elapsed().as_nanos();
-                            let line = format!("seq {seq} t {nanos} epoch 1 step {seq} loss 2.3\n");
-                            f.write_all(line.as_bytes()).unwrap();
-                            seq += 1;
-                        }
-                        std::thread::sleep(Duration::from_micros(500));
-                    }
-                })
-            })
-            .collect();
+        let paths = (0..RANKS).map(|rank| run.log_path(rank)).collect();
+        let writers = paced_writers(paths, RATE_PER_RANK, SECONDS, base, |seq, nanos| {
+            format!("seq {seq} t {nanos} epoch 1 step {seq} loss 2.3\n")
+        });
         let expected = RANKS * (RATE_PER_RANK * SECONDS) as usize;
         let mut latencies = Vec::with_capacity(expected);
         let mut next_seq = [0u128; RANKS];
@@ -1039,14 +1019,10 @@ mod tests {
         for w in writers {
             w.join().unwrap();
         }
-        latencies.sort_by(f64::total_cmp);
-        let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
         println!(
             "RunEvent latency (notify: {use_notify}), {expected} lines over {RANKS} rank logs in \
-             {SECONDS} s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            pct(0.5),
-            pct(0.99),
-            latencies[latencies.len() - 1]
+             {SECONDS} s: {}",
+            latency_summary(&mut latencies)
         );
     }
 

@@ -332,8 +332,54 @@ impl Waker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Benchmark writers: one thread per path appending `rate` lines per second for `seconds`
+    /// (in bursts every 0.5 ms, paced against `base`); `line(seq, nanos since base)` makes a line.
+    pub(crate) fn paced_writers(
+        paths: Vec<PathBuf>,
+        rate: u64,
+        seconds: u64,
+        base: Instant,
+        line: fn(u64, u128) -> String,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        paths
+            .into_iter()
+            .map(|path| {
+                std::thread::spawn(move || {
+                    let mut f = OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)
+                        .unwrap();
+                    let total = rate * seconds;
+                    let mut seq = 0;
+                    while seq < total {
+                        let due = (base.elapsed().as_micros() as u64 * rate / 1_000_000).min(total);
+                        while seq < due {
+                            f.write_all(line(seq, base.elapsed().as_nanos()).as_bytes())
+                                .unwrap();
+                            seq += 1;
+                        }
+                        std::thread::sleep(Duration::from_micros(500));
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// "p50 …, p99 …, max … ms" of latencies in milliseconds (sorts them).
+    pub(crate) fn latency_summary(latencies: &mut [f64]) -> String {
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            pct(0.5),
+            pct(0.99),
+            latencies[latencies.len() - 1]
+        )
+    }
     use std::fs::OpenOptions;
     use std::io::Write;
 
@@ -673,31 +719,12 @@ mod tests {
             options,
         );
         let base = Instant::now();
-        let writers: Vec<_> = (0..FILES)
-            .map(|rank| {
-                let path = dir.path().join(format!("metrics/rank-{rank}.jsonl"));
-                std::thread::spawn(move || {
-                    let mut f = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .unwrap();
-                    let total = RATE_PER_FILE * SECONDS;
-                    let mut seq = 0;
-                    while seq < total {
-                        let due = (base.elapsed().as_micros() as u64 * RATE_PER_FILE / 1_000_000)
-                            .min(total);
-                        while seq < due {
-                            let nanos = base.elapsed().as_nanos();
-                            let line = format!("{{\"seq\":{seq},\"t\":{nanos}}}\n");
-                            f.write_all(line.as_bytes()).unwrap();
-                            seq += 1;
-                        }
-                        std::thread::sleep(Duration::from_micros(500));
-                    }
-                })
-            })
+        let paths = (0..FILES)
+            .map(|rank| dir.path().join(format!("metrics/rank-{rank}.jsonl")))
             .collect();
+        let writers = paced_writers(paths, RATE_PER_FILE, SECONDS, base, |seq, nanos| {
+            format!("{{\"seq\":{seq},\"t\":{nanos}}}\n")
+        });
         let expected = FILES * (RATE_PER_FILE * SECONDS) as usize;
         let mut latencies = Vec::with_capacity(expected);
         let mut next_seq = BTreeMap::<PathBuf, u64>::new();
@@ -723,14 +750,10 @@ mod tests {
             w.join().unwrap();
         }
         cancel.cancel();
-        latencies.sort_by(f64::total_cmp);
-        let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
         println!(
             "watch latency (notify: {use_notify}), {expected} lines over {FILES} files in \
-             {SECONDS} s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            pct(0.5),
-            pct(0.99),
-            latencies[latencies.len() - 1]
+             {SECONDS} s: {}",
+            latency_summary(&mut latencies)
         );
     }
 
