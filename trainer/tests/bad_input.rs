@@ -191,10 +191,9 @@ fn missing_data_directory_is_named() {
     );
 }
 
-#[test]
-fn truncated_gzip_data_file_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// A copy of the MNIST sample in `dir/data` whose gzipped training images are cut in half.
+fn mnist_with_truncated_images(dir: &std::path::Path) -> std::path::PathBuf {
+    let data = dir.join("data");
     copy_mnist(&data, &[]);
     let images = data.join("train-images-idx3-ubyte.gz");
     let len = std::fs::metadata(&images).unwrap().len();
@@ -204,6 +203,14 @@ fn truncated_gzip_data_file_is_named() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
+    data
+}
+
+#[test]
+fn truncated_gzip_data_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = mnist_with_truncated_images(dir.path());
+    let images = data.join("train-images-idx3-ubyte.gz");
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "");
     let out = dir.path().join("out");
     let (o, took) = run_single(&spec, &out, &[]);
@@ -522,16 +529,8 @@ fn set_of_a_missing_key_suggests_the_closest() {
 #[test]
 fn config_errors_do_not_wait_for_peers() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    copy_mnist(&data, &[]);
+    let data = mnist_with_truncated_images(dir.path());
     let images = data.join("train-images-idx3-ubyte.gz");
-    let len = std::fs::metadata(&images).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&images)
-        .unwrap()
-        .set_len(len / 2)
-        .unwrap();
     let spec = spec_with_data(dir.path(), "mnist-cnn", &data, "[ddp]\ntimeout_s = 300\n");
     let out = dir.path().join("out");
     let port = free_port();
