@@ -318,10 +318,7 @@ impl Ctx {
     }
 
     fn closed(&self, peer: usize) -> Error {
-        self.fail(
-            Some(peer),
-            format!("connection closed by rank {peer} (it exited or crashed; see its log)"),
-        )
+        self.fail(Some(peer), closed_by(peer))
     }
 }
 
@@ -721,9 +718,13 @@ impl TcpRing {
 
     /// Starts an op: next sequence number, and refuses to run on a broken ring.
     fn begin(&mut self, op: OpCode) -> Result<Ctx> {
+        self.begin_named(op.name())
+    }
+
+    fn begin_named(&mut self, op: &'static str) -> Result<Ctx> {
         self.seq += 1;
         let ctx = Ctx {
-            op: op.name(),
+            op,
             seq: self.seq,
             rank: self.rank,
             timeout: self.timeout,
@@ -740,17 +741,7 @@ impl TcpRing {
     /// Numbers an op that runs on another transport (shared memory) in this ring's sequence, so
     /// errors count ops the same way whichever transport carried them; refuses on a broken ring.
     pub(crate) fn begin_external(&mut self, op: &'static str) -> Result<u64> {
-        self.seq += 1;
-        match &self.broken {
-            Some(first) => Err(Error::Collective {
-                op,
-                seq: self.seq,
-                rank: self.rank,
-                peer: None,
-                msg: format!("the group is unusable after an earlier failure: {first}"),
-            }),
-            None => Ok(self.seq),
-        }
+        self.begin_named(op).map(|ctx| ctx.seq)
     }
 
     /// Ends an op of another transport: a failure breaks the ring like one of its own, so the
@@ -805,6 +796,12 @@ impl TcpRing {
         let result = all_reduce_passes(&run, &mut self.stage, buf, op);
         self.finish(result)
     }
+}
+
+/// The error message for a peer whose connection closed (shared with the shared-memory
+/// transport, which watches the same sockets).
+pub(crate) fn closed_by(peer: usize) -> String {
+    format!("connection closed by rank {peer} (it exited or crashed; see its log)")
 }
 
 /// Whether the peer of a connected socket has closed it: a peek reads end-of-file or an error

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::ReduceOp;
-use super::ring::{TcpRing, segment};
+use super::ring::{TcpRing, closed_by, segment};
 use crate::{Error, Result};
 
 /// Floats per staging slot (2 MiB): the largest chunk one barrier round moves.
@@ -301,10 +301,7 @@ impl ShmReducer {
             }
             if let Some(peer) = ring.closed_neighbour() {
                 self.abort();
-                return Err(fail(
-                    Some(peer),
-                    format!("connection closed by rank {peer} (it exited or crashed; see its log)"),
-                ));
+                return Err(fail(Some(peer), closed_by(peer)));
             }
             if waited >= self.timeout {
                 let missing: Vec<usize> = (0..self.world)
