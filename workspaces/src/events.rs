@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::run::{EVENTS, EventRecord, Run, RunRecord};
 use crate::tail::TailFrom;
-use crate::watch::{FileLine, WatchOptions, watch_dir_with};
+use crate::watch::{FileLine, WatchOptions, watch_dir_starting};
 use crate::{Error, Workspace};
 
 /// One thing that happened in a run folder.
@@ -92,6 +92,10 @@ pub struct RunWatchOptions {
     pub files: WatchOptions,
     /// Events buffered for the consumer before the tasks wait for it.
     pub channel_capacity: usize,
+    /// With [`WatchFrom::Start`]: deliver only the last N lines already in each log file (read
+    /// backwards from the end, so a huge log opens at once), while metrics and supervisor events
+    /// are still delivered in full. `None`: logs in full too.
+    pub log_backlog: Option<usize>,
 }
 
 impl Default for RunWatchOptions {
@@ -100,6 +104,7 @@ impl Default for RunWatchOptions {
             status_interval: Duration::from_millis(150),
             files: WatchOptions::default(),
             channel_capacity: 4096,
+            log_backlog: None,
         }
     }
 }
@@ -153,14 +158,25 @@ fn start(run: &Run, from: WatchFrom, options: RunWatchOptions, alive: Arc<()>) -
             path.strip_prefix(&dir).ok().and_then(classify).is_some()
         }
     };
-    let tail_from = match from {
-        WatchFrom::Start => TailFrom::Start,
-        WatchFrom::Now => TailFrom::End,
+    let log_backlog = options.log_backlog;
+    let start = {
+        let dir = dir.clone();
+        move |path: &Path| match from {
+            WatchFrom::Now => TailFrom::End,
+            WatchFrom::Start => {
+                match (log_backlog, path.strip_prefix(&dir).ok().and_then(classify)) {
+                    (Some(n), Some(FileKind::RankLog(_) | FileKind::SupervisorLog)) => {
+                        TailFrom::LastLines(n)
+                    }
+                    _ => TailFrom::Start,
+                }
+            }
+        }
     };
-    let lines = watch_dir_with(
+    let lines = watch_dir_starting(
         dir.clone(),
         filter,
-        tail_from,
+        start,
         cancel.child_token(),
         options.files.clone(),
     );
@@ -668,6 +684,32 @@ mod tests {
                 ..
             })
         )));
+    }
+
+    #[tokio::test]
+    async fn log_backlog_limits_history_of_logs_only() {
+        let (_tmp, run, ws) = run_folder();
+        append(&run.log_path(0), "a\nb\nc\n");
+        append(&run.log_path(1), "x\n");
+        append(&run.supervisor_log(), "s1\ns2\ns3\n");
+        append(
+            &run.metrics_path(0),
+            &(metric_line(0, 1) + &metric_line(0, 2)),
+        );
+        let options = RunWatchOptions {
+            log_backlog: Some(2),
+            ..Default::default()
+        };
+        let mut watch = ws.watch_with(&run, WatchFrom::Start, options);
+        assert_eq!(status_of(&next(&mut watch).await), RunStatus::Running);
+        let history = collect(&mut watch, 7).await;
+        assert_eq!(logs_of(&history, Some(0)), ["b", "c"]);
+        assert_eq!(logs_of(&history, Some(1)), ["x"]);
+        assert_eq!(logs_of(&history, None), ["s2", "s3"]);
+        assert!(history.contains(&RunEvent::Metric(metric(0, 1))));
+        assert!(history.contains(&RunEvent::Metric(metric(0, 2))));
+        append(&run.log_path(0), "d\n");
+        assert_eq!(logs_of(&collect(&mut watch, 1).await, Some(0)), ["d"]);
     }
 
     #[tokio::test]

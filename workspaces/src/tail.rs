@@ -29,7 +29,16 @@ pub enum TailFrom {
     /// line, the rest of that line is dropped too (it would only be a fragment). A file that does
     /// not exist when the tailer is created, or that is later replaced, is read from its start.
     End,
+    /// The last `n` lines already in the file (an unterminated last line counts as one), then
+    /// what follows: `tail -n N -F`. Found by reading backwards from the end, so the cost does
+    /// not grow with the file (at most [`MAX_BACKLOG_BYTES`] are scanned; a backlog longer than
+    /// that starts at a line boundary within it). A file that does not exist yet is read from
+    /// its start.
+    LastLines(usize),
 }
+
+/// How far back [`TailFrom::LastLines`] scans for line starts.
+pub const MAX_BACKLOG_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Bytes read from the file per `read` call.
 const CHUNK: usize = 64 * 1024;
@@ -87,10 +96,19 @@ impl LineTailer {
         };
         // A file that cannot be opened now is treated as created later: read from its start.
         if let Ok(file) = File::open(&tailer.path) {
-            if from == TailFrom::End {
-                if let Some((len, ends_mid_line)) = end_position(&file) {
-                    tailer.offset = len;
-                    tailer.skip_to_newline = ends_mid_line;
+            match from {
+                TailFrom::Start => {}
+                TailFrom::End => {
+                    if let Some((len, ends_mid_line)) = end_position(&file) {
+                        tailer.offset = len;
+                        tailer.skip_to_newline = ends_mid_line;
+                    }
+                }
+                TailFrom::LastLines(n) => {
+                    if let Some((start, mid_line)) = backlog_start(&file, n) {
+                        tailer.offset = start;
+                        tailer.skip_to_newline = mid_line;
+                    }
                 }
             }
             let id = file.metadata().ok().and_then(|m| file_id(&m));
@@ -268,6 +286,45 @@ fn end_position(file: &File) -> Option<(u64, bool)> {
     reader.seek(SeekFrom::Start(len - 1)).ok()?;
     reader.read_exact(&mut last).ok()?;
     Some((len, last[0] != b'\n'))
+}
+
+/// Where the last `n` lines of `file` start, scanning backwards at most [`MAX_BACKLOG_BYTES`];
+/// the flag says the position is inside a line (the scan limit was hit), so the rest of that line
+/// is to be skipped.
+fn backlog_start(file: &File, n: usize) -> Option<(u64, bool)> {
+    let len = file.metadata().ok()?.len();
+    if n == 0 {
+        let (len, mid) = end_position(file)?;
+        return Some((len, mid));
+    }
+    let floor = len.saturating_sub(MAX_BACKLOG_BYTES);
+    let mut reader = file;
+    let mut pos = len;
+    // A final '\n' ends the last line; it does not start one.
+    let mut skip_final = true;
+    let mut newlines = 0usize;
+    let mut buf = vec![0u8; CHUNK];
+    while pos > floor {
+        let take = ((pos - floor) as usize).min(CHUNK);
+        let at = pos - take as u64;
+        reader.seek(SeekFrom::Start(at)).ok()?;
+        reader.read_exact(&mut buf[..take]).ok()?;
+        for i in (0..take).rev() {
+            if buf[i] != b'\n' {
+                skip_final = false;
+                continue;
+            }
+            if std::mem::take(&mut skip_final) {
+                continue;
+            }
+            newlines += 1;
+            if newlines == n {
+                return Some((at + i as u64 + 1, false));
+            }
+        }
+        pos = at;
+    }
+    Some((floor, floor > 0))
 }
 
 /// One line's bytes (without '\n') as text: a trailing '\r' is dropped, invalid UTF-8 replaced.
@@ -487,5 +544,51 @@ mod tests {
         }
         assert!(t.caught_up());
         assert_eq!(got, strings(&["abcd", "efgh", "ij", "xy"]));
+    }
+
+    #[test]
+    fn last_lines_starts_n_lines_before_the_end_then_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let body: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+        append(&path, body.as_bytes());
+        let mut t = LineTailer::new(&path, TailFrom::LastLines(3));
+        assert_eq!(
+            t.poll().unwrap(),
+            strings(&["line 199997", "line 199998", "line 199999"])
+        );
+        append(&path, b"next\n");
+        assert_eq!(t.poll().unwrap(), strings(&["next"]));
+        // More lines asked than the file has: all of them.
+        let mut all = LineTailer::new(&path, TailFrom::LastLines(1_000_000));
+        let mut n = 0;
+        loop {
+            n += all.poll().unwrap().len();
+            if all.caught_up() {
+                break;
+            }
+        }
+        assert_eq!(n, 200_001);
+        // Zero lines is `End`.
+        let mut none = LineTailer::new(&path, TailFrom::LastLines(0));
+        assert!(none.poll().unwrap().is_empty());
+    }
+
+    #[test]
+    fn last_lines_counts_an_unterminated_line_and_blank_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        append(&path, b"a\n\nb\nprogress 10%");
+        let mut t = LineTailer::new(&path, TailFrom::LastLines(2));
+        assert_eq!(t.poll().unwrap(), strings(&["b"]));
+        append(&path, b" 20%\n");
+        assert_eq!(t.poll().unwrap(), strings(&["progress 10% 20%"]));
+        let mut t = LineTailer::new(&path, TailFrom::LastLines(3));
+        assert_eq!(t.poll().unwrap(), strings(&["", "b", "progress 10% 20%"]));
+        // A file created after the tailer is read from its start.
+        let late = dir.path().join("late.log");
+        let mut t = LineTailer::new(&late, TailFrom::LastLines(1));
+        append(&late, b"x\ny\n");
+        assert_eq!(t.poll().unwrap(), strings(&["x", "y"]));
     }
 }

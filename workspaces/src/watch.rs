@@ -9,7 +9,8 @@
 //! [`WatchOptions::poll_interval`] instead and keeps retrying the watch while the folder is missing.
 //!
 //! Layout:
-//! - [`FileLine`], [`WatchOptions`], [`watch_dir`] / [`watch_dir_with`]: the API.
+//! - [`FileLine`], [`WatchOptions`], [`watch_dir`] / [`watch_dir_with`] / [`watch_dir_starting`]:
+//!   the API.
 //! - `Files`: the tailers and the folder walk (blocking, run on tokio's blocking pool).
 //! - `Waker`: the `notify` watcher feeding a `tokio::sync::Notify` and a "rescan" flag.
 //! - `run`: the task loop (read, send, then wait for an event, the next rescan time,
@@ -89,6 +90,19 @@ pub fn watch_dir_with(
     cancel: CancellationToken,
     options: WatchOptions,
 ) -> mpsc::Receiver<FileLine> {
+    watch_dir_starting(dir, filter, move |_| from, cancel, options)
+}
+
+/// [`watch_dir_with`] where each file present now starts where `start` says for its path (e.g.
+/// the last lines of logs but the whole of metric files); files that appear later are read from
+/// their start.
+pub fn watch_dir_starting(
+    dir: PathBuf,
+    filter: impl Fn(&Path) -> bool + Send + 'static,
+    start: impl Fn(&Path) -> TailFrom,
+    cancel: CancellationToken,
+    options: WatchOptions,
+) -> mpsc::Receiver<FileLine> {
     let (tx, rx) = mpsc::channel(options.channel_capacity.max(1));
     // Watch before the first walk: a file created in between is found by the walk or an event.
     let waker = Waker::new(&dir, options.use_notify);
@@ -99,7 +113,7 @@ pub fn watch_dir_with(
         gone: BTreeSet::new(),
         read_per_file: options.read_per_file.max(1),
     };
-    files.rescan(from);
+    files.rescan(&start);
     tokio::spawn(run(files, waker, tx, cancel, options));
     rx
 }
@@ -128,7 +142,7 @@ async fn run(
         }
         let round = tokio::task::spawn_blocking(move || {
             if full {
-                files.rescan(TailFrom::Start);
+                files.rescan(&|_| TailFrom::Start);
             }
             let (lines, caught_up) = files.poll_all();
             (files, lines, caught_up)
@@ -192,13 +206,14 @@ struct Files {
 }
 
 impl Files {
-    /// Walks `dir` and adds a tailer (starting at `from`) for each new file passing the filter.
-    fn rescan(&mut self, from: TailFrom) {
+    /// Walks `dir` and adds a tailer (starting where `start` says) for each new file passing the
+    /// filter.
+    fn rescan(&mut self, start: &dyn Fn(&Path) -> TailFrom) {
         let mut found = BTreeSet::new();
         walk(&self.dir, &*self.filter, &mut found);
         for path in &found {
             if !self.tailers.contains_key(path) {
-                let tailer = LineTailer::new(path.clone(), from)
+                let tailer = LineTailer::new(path.clone(), start(path))
                     .with_limits(self.read_per_file, DEFAULT_MAX_LINE);
                 self.tailers.insert(path.clone(), tailer);
             }
