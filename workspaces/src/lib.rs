@@ -10,6 +10,8 @@
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue.
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
+//! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
+//!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
 //! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
 //!   `RunEvent`).
 //! - `plot`: loss/accuracy plots (SVG, PNG) of one or several runs.
@@ -24,6 +26,7 @@ pub mod events;
 pub mod plot;
 pub mod policy;
 pub mod run;
+pub mod run_list;
 pub mod supervisor;
 pub mod sweep;
 pub mod tail;

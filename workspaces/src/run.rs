@@ -183,7 +183,7 @@ pub const NOTES: &str = "notes.md";
 pub const TAGS: &str = "tags";
 
 /// A run folder.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub dir: PathBuf,
     pub record: RunRecord,

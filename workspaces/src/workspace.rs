@@ -18,7 +18,7 @@ pub struct Workspace {
 }
 
 /// A run folder that could not be read, reported instead of listed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
     pub dir: PathBuf,
     pub error: String,
