@@ -14,12 +14,14 @@
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
 //! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
 //!   `RunEvent`).
+//! - `curves`: metric records turned into points (x = step, epoch or time), for plots and charts.
 //! - `plot`: loss/accuracy plots (SVG, PNG) of one or several runs.
 //! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
 //!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors).
 //! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
 
 pub mod analysis;
+pub mod curves;
 pub mod devices;
 pub mod error;
 pub mod events;

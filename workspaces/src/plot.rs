@@ -13,21 +13,20 @@
 //! - [`Series`], [`XAxis`]: the input.
 //! - [`plot_runs`]: one image, loss and accuracy panels side by side, format from the extension.
 //! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` for one run folder.
-//! - `RunData`, `EpochScale`: records turned into points (NaN skipped, resumed history replaced).
+//! - `RunData`: a run's points ([`crate::curves`]: NaN skipped, resumed history replaced).
 //! - `draw_loss`, `draw_accuracy`: the panels; `render`: backends and the atomic file write.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
+use ddp_trainer::metrics::{MetricRecord, metrics_path, read_metrics};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+pub use crate::curves::XAxis;
+use crate::curves::curves;
 use crate::error::{Error, Result};
 
 /// The metric records of one run and the name the legend gives it.
@@ -55,48 +54,6 @@ impl Series {
         Ok(Series {
             label,
             records: read_metrics(&path)?,
-        })
-    }
-}
-
-/// What the horizontal axis counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum XAxis {
-    /// The global optimizer step.
-    #[default]
-    Step,
-    /// Epochs: validation and test at whole epochs, training records in between in proportion to
-    /// their step within the epoch.
-    Epoch,
-}
-
-impl XAxis {
-    fn description(self) -> &'static str {
-        match self {
-            XAxis::Step => "global step",
-            XAxis::Epoch => "epoch",
-        }
-    }
-}
-
-impl FromStr for XAxis {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<XAxis> {
-        match s {
-            "step" => Ok(XAxis::Step),
-            "epoch" => Ok(XAxis::Epoch),
-            _ => Err(Error::Invalid(format!(
-                "unknown x axis `{s}`: expected `step` or `epoch`"
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for XAxis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            XAxis::Step => "step",
-            XAxis::Epoch => "epoch",
         })
     }
 }
@@ -340,135 +297,14 @@ fn prepare(series: &[Series], x: XAxis) -> Result<Vec<RunData<'_>>> {
 }
 
 fn run_data(series: &Series, x: XAxis) -> RunData<'_> {
-    // Training loss of one rank only (rank 0 normally; the lowest rank present otherwise).
-    let train_rank = series
-        .records
-        .iter()
-        .filter(|r| r.kind == MetricKind::Train)
-        .map(|r| r.rank)
-        .min();
-    let train = latest_history(
-        series
-            .records
-            .iter()
-            .filter(|r| r.kind == MetricKind::Train && Some(r.rank) == train_rank),
-    );
-    let val = latest_history(series.records.iter().filter(|r| r.kind == MetricKind::Val));
-    let test = series
-        .records
-        .iter()
-        .rev()
-        .find(|r| r.kind == MetricKind::Test);
-
-    let scale = EpochScale::new(train.iter().chain(&val).copied().chain(test));
-    let pos = |r: &MetricRecord| match x {
-        XAxis::Step => r.step as f64,
-        XAxis::Epoch => scale.position(r),
-    };
-    let finite = |p: (f64, f64)| (p.0.is_finite() && p.1.is_finite()).then_some(p);
-    let loss = |r: &&MetricRecord| finite((pos(r), r.loss));
-    let acc = |r: &&MetricRecord| r.accuracy.and_then(|a| finite((pos(r), a)));
+    let c = curves(&series.records, x, None);
     RunData {
         label: &series.label,
-        train_loss: train.iter().filter_map(loss).collect(),
-        val_loss: val.iter().filter_map(loss).collect(),
-        val_acc: val.iter().filter_map(acc).collect(),
-        test_loss: test.as_ref().and_then(loss),
-        test_acc: test.as_ref().and_then(acc),
-    }
-}
-
-/// The records in file order, except that a record whose step is not after the previous one's
-/// (a run resumed from an earlier checkpoint redoes those steps) replaces everything from its
-/// step on: what remains is the history that led to the latest records.
-fn latest_history<'a>(records: impl Iterator<Item = &'a MetricRecord>) -> Vec<&'a MetricRecord> {
-    let mut kept: Vec<&MetricRecord> = Vec::new();
-    for r in records {
-        while kept.last().is_some_and(|k| k.step >= r.step) {
-            kept.pop();
-        }
-        kept.push(r);
-    }
-    kept
-}
-
-/// Maps a record's (epoch, step) to a fractional epoch: epoch `e` spans `(e-1, e]`, its records
-/// placed in proportion to their step between the last step of epoch `e-1` and its own last step.
-#[derive(Debug)]
-struct EpochScale {
-    /// Last step seen in each epoch.
-    ends: BTreeMap<usize, u64>,
-    /// First step seen in each epoch.
-    firsts: BTreeMap<usize, u64>,
-    /// Epochs known to be finished: not the last epoch seen, or with a val/test record.
-    complete: Vec<usize>,
-    /// Steps in a finished epoch, for epochs whose start or end has not been seen.
-    typical: Option<f64>,
-}
-
-impl EpochScale {
-    fn new<'a>(records: impl Iterator<Item = &'a MetricRecord>) -> EpochScale {
-        let mut ends = BTreeMap::new();
-        let mut firsts = BTreeMap::new();
-        let mut evaluated = Vec::new();
-        for r in records {
-            let end = ends.entry(r.epoch).or_insert(r.step);
-            *end = (*end).max(r.step);
-            let first = firsts.entry(r.epoch).or_insert(r.step);
-            *first = (*first).min(r.step);
-            if r.kind != MetricKind::Train {
-                evaluated.push(r.epoch);
-            }
-        }
-        let last = ends.keys().next_back().copied();
-        let complete: Vec<usize> = ends
-            .keys()
-            .copied()
-            .filter(|&e| Some(e) != last || evaluated.contains(&e))
-            .collect();
-        // Length of the latest finished epoch whose predecessor was seen; else, assuming equal
-        // epochs, the latest finished epoch's last step over its number.
-        let typical = complete
-            .iter()
-            .rev()
-            .find_map(|&e| {
-                let prev = ends.get(&e.checked_sub(1)?)?;
-                Some(ends[&e].saturating_sub(*prev) as f64)
-            })
-            .or_else(|| complete.last().map(|&e| ends[&e] as f64 / e.max(1) as f64))
-            .filter(|&t| t > 0.0);
-        EpochScale {
-            ends,
-            firsts,
-            complete,
-            typical,
-        }
-    }
-
-    fn position(&self, r: &MetricRecord) -> f64 {
-        let e = r.epoch;
-        let base = e.saturating_sub(1) as f64;
-        let (Some(&end), Some(&first)) = (self.ends.get(&e), self.firsts.get(&e)) else {
-            return base;
-        };
-        let start = match e.checked_sub(1).and_then(|p| self.ends.get(&p)) {
-            Some(&prev) => prev as f64,
-            None if e <= 1 => 0.0,
-            None => match self.typical {
-                Some(t) => base * t,
-                None => first.saturating_sub(1) as f64,
-            },
-        };
-        let seen = end as f64 - start;
-        let len = if self.complete.contains(&e) {
-            seen
-        } else {
-            self.typical.map_or(seen, |t| t.max(seen))
-        };
-        if len <= 0.0 {
-            return e as f64;
-        }
-        base + ((r.step as f64 - start) / len).clamp(0.0, 1.0)
+        train_loss: c.train_loss,
+        val_loss: c.val_loss,
+        val_acc: c.val_acc,
+        test_loss: c.test_loss,
+        test_acc: c.test_acc,
     }
 }
 
@@ -517,8 +353,8 @@ fn x_upper(runs: &[RunData], x: XAxis) -> f64 {
     match x {
         // Room to the right of the last point, so a marker there is not cut in half.
         XAxis::Epoch => max.ceil().max(1.0) * 1.02,
-        XAxis::Step if max <= 0.0 => 1.0,
-        XAxis::Step => max * 1.02,
+        XAxis::Step | XAxis::Time if max <= 0.0 => 1.0,
+        XAxis::Step | XAxis::Time => max * 1.02,
     }
 }
 
@@ -772,6 +608,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddp_trainer::metrics::MetricKind;
 
     fn record(
         kind: MetricKind,
@@ -1095,8 +932,8 @@ mod tests {
         assert_eq!("epoch".parse::<XAxis>().unwrap(), XAxis::Epoch);
         assert_eq!(XAxis::Epoch.to_string(), "epoch");
         assert_eq!(
-            "time".parse::<XAxis>().unwrap_err().to_string(),
-            "unknown x axis `time`: expected `step` or `epoch`"
+            "steps".parse::<XAxis>().unwrap_err().to_string(),
+            "unknown x axis `steps`: expected `step`, `epoch` or `time`"
         );
     }
 }
