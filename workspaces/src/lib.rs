@@ -8,7 +8,8 @@
 //! - `policy`: the restart policy (pure).
 //! - `supervisor`: the per-run supervisor process (launch, restart, stop).
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
-//!   policy, per-GPU locks, the device queue.
+//!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
+//!   processes) for a devices view.
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
 //! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
 //!   `RunEvent`).
