@@ -8,7 +8,8 @@
 //! - `policy`: the restart policy (pure).
 //! - `supervisor`: the per-run supervisor process (launch, restart, stop).
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
-//!   policy, per-GPU locks, the device queue.
+//!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
+//!   processes) for a devices view.
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
 //! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).

@@ -18,7 +18,7 @@ pub const SIMULATED_GPUS_VAR: &str = "DDP_SIMULATED_GPUS";
 /// The CUDA runtime's device filter, honoured by [`discover()`].
 pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 /// The library NVML is loaded from (nvml-wrapper's default on Linux).
-const NVML_LIB: &str = "libnvidia-ml.so.1";
+pub(crate) const NVML_LIB: &str = "libnvidia-ml.so.1";
 
 /// One GPU this process may use.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -223,7 +223,7 @@ pub fn probe_nvml(lib: &str) -> Probe {
 }
 
 /// One line on why NVML could not start.
-fn nvml_unavailable(lib: &str, e: &NvmlError) -> String {
+pub(crate) fn nvml_unavailable(lib: &str, e: &NvmlError) -> String {
     match e {
         NvmlError::LibloadingError(load) => {
             let text = load.to_string();

@@ -17,14 +17,21 @@
 //! - `plan`: the pure placement policy (CPU, these GPUs, or wait).
 //! - `locks`: `<workspace>/locks/gpu-N.lock`, `flock(2)` leases, who holds what.
 //! - `queue`: [`wait_for`], plan + lock until assigned; the replicas' environment.
+//! - `telemetry`: readings for a devices view ([`TelemetrySampler`]): GPUs (NVML or simulated)
+//!   with the run holding each, CPU cores, memory, the runs' processes (`/proc`); histories for
+//!   sparklines.
 
 pub mod discover;
 pub mod locks;
 pub mod plan;
 pub mod queue;
+pub mod telemetry;
 pub mod visible;
 
 pub use discover::{CUDA_VISIBLE_DEVICES, Discovery, Gpu, SIMULATED_GPUS_VAR, discover};
 pub use locks::{DeviceLease, Holder, LOCKS_DIR, acquire, held_by, holders, lock_path};
 pub use plan::{DeviceRequest, Plan, available_cores, plan, threads_per_replica};
 pub use queue::{Assignment, WaitOptions, Waited, Waiting, wait_for};
+pub use telemetry::{
+    Owner, ProcessOwners, Telemetry, TelemetryHistory, TelemetrySampler, process_owners,
+};
