@@ -1,0 +1,456 @@
+//! The runs list: every run of the workspace as the run-list watch reports it, and what the
+//! user did to the list (filter, sort, grouping, marks, selection). Pure state; the rows shown
+//! are derived on demand ([`RunsState::rows`]), never stored twice.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use ddp_workspaces::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::workspace::Unreadable;
+
+/// What the list is ordered by (`o` cycles, `O` reverses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortKey {
+    /// Newest first (run ids start with their creation time).
+    #[default]
+    Created,
+    Status,
+    Experiment,
+    Progress,
+    Loss,
+    BestVal,
+    Test,
+    Duration,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 8] = [
+        SortKey::Created,
+        SortKey::Status,
+        SortKey::Experiment,
+        SortKey::Progress,
+        SortKey::Loss,
+        SortKey::BestVal,
+        SortKey::Test,
+        SortKey::Duration,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Created => "created",
+            SortKey::Status => "status",
+            SortKey::Experiment => "experiment",
+            SortKey::Progress => "progress",
+            SortKey::Loss => "loss",
+            SortKey::BestVal => "best val",
+            SortKey::Test => "test",
+            SortKey::Duration => "duration",
+        }
+    }
+
+    fn next(self) -> SortKey {
+        let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        SortKey::ALL[(i + 1) % SortKey::ALL.len()]
+    }
+}
+
+/// One line of the list.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Row<'a> {
+    /// A group heading (grouping by experiment): the experiment and its number of runs shown.
+    Group(&'a str, usize),
+    Run(&'a RunEntry),
+    /// A run folder whose `run.json` cannot be read.
+    Unreadable(&'a Unreadable),
+}
+
+impl Row<'_> {
+    /// The run folder behind the row (none for a heading).
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            Row::Group(..) => None,
+            Row::Run(e) => Some(&e.run.dir),
+            Row::Unreadable(u) => Some(&u.dir),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct RunsState {
+    pub entries: Vec<RunEntry>,
+    pub unreadable: Vec<Unreadable>,
+    /// Whether the first snapshot has arrived.
+    pub loaded: bool,
+    pub filter: String,
+    pub sort: SortKey,
+    /// Reverse of the key's natural order.
+    pub reversed: bool,
+    pub group: bool,
+    pub marked: BTreeSet<PathBuf>,
+    /// The selected run folder (kept across re-sorting and updates).
+    pub selected: Option<PathBuf>,
+}
+
+impl RunsState {
+    /// Applies one event of the run-list watch.
+    pub fn apply(&mut self, event: RunListEvent) {
+        match event {
+            RunListEvent::Snapshot {
+                entries,
+                unreadable,
+            } => {
+                self.entries = entries;
+                self.unreadable = unreadable;
+                self.loaded = true;
+            }
+            RunListEvent::Changed(entry) => {
+                self.unreadable.retain(|u| u.dir != entry.run.dir);
+                match self.entries.iter_mut().find(|e| e.run.dir == entry.run.dir) {
+                    Some(e) => *e = entry,
+                    None => self.entries.push(entry),
+                }
+            }
+            RunListEvent::Removed { dir } => {
+                self.entries.retain(|e| e.run.dir != dir);
+                self.unreadable.retain(|u| u.dir != dir);
+                self.marked.remove(&dir);
+            }
+            RunListEvent::Unreadable(u) => {
+                self.entries.retain(|e| e.run.dir != u.dir);
+                match self.unreadable.iter_mut().find(|x| x.dir == u.dir) {
+                    Some(x) => *x = u,
+                    None => self.unreadable.push(u),
+                }
+            }
+        }
+        if self.selected.is_none() {
+            self.selected = self.rows().iter().find_map(|r| r.dir().map(Path::to_path_buf));
+        }
+    }
+
+    pub fn entry(&self, dir: &Path) -> Option<&RunEntry> {
+        self.entries.iter().find(|e| e.run.dir == dir)
+    }
+
+    /// The selected run, if it is a readable one.
+    pub fn selected_entry(&self) -> Option<&RunEntry> {
+        self.selected.as_deref().and_then(|d| self.entry(d))
+    }
+
+    /// Whether `entry` passes the filter: a case-insensitive substring of its id, experiment,
+    /// name, status or one of its tags.
+    pub fn matches(&self, entry: &RunEntry) -> bool {
+        let f = self.filter.trim().to_lowercase();
+        if f.is_empty() {
+            return true;
+        }
+        let r = &entry.run.record;
+        [
+            r.id.as_str(),
+            r.experiment.as_str(),
+            r.name.as_deref().unwrap_or(""),
+            r.status.as_str(),
+        ]
+        .into_iter()
+        .chain(entry.tags.iter().map(String::as_str))
+        .any(|s| s.to_lowercase().contains(&f))
+    }
+
+    /// The rows shown, in order: filtered, sorted, grouped; unreadable folders last.
+    pub fn rows(&self) -> Vec<Row<'_>> {
+        let mut runs: Vec<&RunEntry> = self.entries.iter().filter(|e| self.matches(e)).collect();
+        runs.sort_by(|a, b| {
+            let o = compare(self.sort, a, b).then_with(|| b.run.record.id.cmp(&a.run.record.id));
+            if self.reversed { o.reverse() } else { o }
+        });
+        let mut rows = Vec::with_capacity(runs.len() + 8);
+        if self.group {
+            let mut experiments: Vec<&str> = runs
+                .iter()
+                .map(|e| e.run.record.experiment.as_str())
+                .collect();
+            experiments.sort_unstable();
+            experiments.dedup();
+            for exp in experiments {
+                let members: Vec<&RunEntry> = runs
+                    .iter()
+                    .copied()
+                    .filter(|e| e.run.record.experiment == exp)
+                    .collect();
+                rows.push(Row::Group(exp, members.len()));
+                rows.extend(members.into_iter().map(Row::Run));
+            }
+        } else {
+            rows.extend(runs.into_iter().map(Row::Run));
+        }
+        let f = self.filter.trim().to_lowercase();
+        rows.extend(
+            self.unreadable
+                .iter()
+                .filter(|u| f.is_empty() || u.dir.to_string_lossy().to_lowercase().contains(&f))
+                .map(Row::Unreadable),
+        );
+        rows
+    }
+
+    /// The index of the selected row among `rows`.
+    pub fn selected_index(&self, rows: &[Row]) -> Option<usize> {
+        let sel = self.selected.as_deref()?;
+        rows.iter().position(|r| r.dir() == Some(sel))
+    }
+
+    /// Moves the selection by `delta` rows (headings skipped), clamped to the list.
+    pub fn move_selection(&mut self, delta: isize) {
+        let rows = self.rows();
+        let selectable: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].dir().is_some()).collect();
+        if selectable.is_empty() {
+            self.selected = None;
+            return;
+        }
+        let current = self
+            .selected_index(&rows)
+            .and_then(|i| selectable.iter().position(|&s| s == i));
+        let target = match current {
+            Some(c) => (c as isize + delta).clamp(0, selectable.len() as isize - 1) as usize,
+            None => 0,
+        };
+        self.selected = rows[selectable[target]].dir().map(Path::to_path_buf);
+    }
+
+    /// Keeps a selection that the filter still shows, else selects the first row shown.
+    pub fn fix_selection(&mut self) {
+        let rows = self.rows();
+        if self.selected_index(&rows).is_none() {
+            self.selected = rows.iter().find_map(|r| r.dir().map(Path::to_path_buf));
+        }
+    }
+
+    pub fn cycle_sort(&mut self) {
+        self.sort = self.sort.next();
+        self.reversed = false;
+    }
+
+    /// Marks or unmarks the selected run (for Compare).
+    pub fn toggle_mark(&mut self) {
+        if let Some(e) = self.selected_entry() {
+            let dir = e.run.dir.clone();
+            if !self.marked.remove(&dir) {
+                self.marked.insert(dir);
+            }
+        }
+    }
+
+    /// The marked runs that still exist, in list order.
+    pub fn marked_entries(&self) -> Vec<&RunEntry> {
+        self.rows()
+            .into_iter()
+            .filter_map(|r| match r {
+                Row::Run(e) if self.marked.contains(&e.run.dir) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Number of runs that are not finished.
+    pub fn live_count(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| !e.run.record.status.is_terminal())
+            .count()
+    }
+}
+
+/// The natural order of each key: the interesting end first (newest, live, lowest loss, best
+/// accuracy, longest).
+fn compare(key: SortKey, a: &RunEntry, b: &RunEntry) -> std::cmp::Ordering {
+    let (ra, rb) = (&a.run.record, &b.run.record);
+    let desc = |x: Option<f64>, y: Option<f64>| opt_cmp(y, x);
+    match key {
+        SortKey::Created => rb.id.cmp(&ra.id),
+        SortKey::Status => ra.status.cmp(&rb.status),
+        SortKey::Experiment => ra.experiment.cmp(&rb.experiment),
+        SortKey::Progress => desc(progress(a), progress(b)),
+        SortKey::Loss => opt_cmp(a.metrics.last_train_loss, b.metrics.last_train_loss),
+        SortKey::BestVal => desc(a.metrics.best_val_accuracy, b.metrics.best_val_accuracy),
+        SortKey::Test => desc(a.metrics.test_accuracy, b.metrics.test_accuracy),
+        SortKey::Duration => desc(duration(a, None), duration(b, None)),
+    }
+}
+
+/// Present values before absent ones, NaN last among present ones.
+fn opt_cmp(x: Option<f64>, y: Option<f64>) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (x, y) {
+        (Some(x), Some(y)) => x.partial_cmp(&y).unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
+        (Some(_), None) => Less,
+        (None, Some(_)) => Greater,
+        (None, None) => Equal,
+    }
+}
+
+/// Fraction of the epochs done, when the total is known.
+pub fn progress(e: &RunEntry) -> Option<f64> {
+    let total = e.epochs_total.filter(|&t| t > 0)?;
+    let done = if e.run.record.status == ddp_workspaces::RunStatus::Completed {
+        total
+    } else {
+        e.metrics.epochs_done.min(total)
+    };
+    Some(done as f64 / total as f64)
+}
+
+/// Seconds from start to end (or to `now` while live; `None` for `now` means "use the end or
+/// the last record").
+pub fn duration(e: &RunEntry, now: Option<f64>) -> Option<f64> {
+    let r = &e.run.record;
+    let start = r.started?;
+    let end = r
+        .ended
+        .or(now.filter(|_| !r.status.is_terminal()))
+        .or(e.metrics.last_time)?;
+    Some((end - start).max(0.0))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use ddp_workspaces::run_list::MetricDigest;
+    use ddp_workspaces::{Run, RunRecord, RunStatus};
+
+    pub(crate) fn entry(id: &str, exp: &str, status: RunStatus) -> RunEntry {
+        RunEntry {
+            run: Run {
+                dir: PathBuf::from(format!("/ws/experiments/{exp}/runs/{id}")),
+                record: RunRecord {
+                    id: id.into(),
+                    experiment: exp.into(),
+                    name: None,
+                    sweep: None,
+                    status,
+                    spec_hash: "abc123".into(),
+                    command: vec![],
+                    host: "box".into(),
+                    replicas: 2,
+                    devices: "cpu (1 thread per replica)".into(),
+                    supervisor: None,
+                    replica_pids: Default::default(),
+                    created: 1_795_000_000.0,
+                    started: Some(1_795_000_001.0),
+                    ended: None,
+                    exit_codes: Default::default(),
+                    restarts: 0,
+                    error: None,
+                },
+            },
+            tags: vec![],
+            epochs_total: Some(3),
+            metrics: MetricDigest::default(),
+            warnings: vec![],
+        }
+    }
+
+    fn state() -> RunsState {
+        let mut s = RunsState::default();
+        let mut a = entry("20261101-000000-aaaaaa", "mnist", RunStatus::Completed);
+        a.metrics.best_val_accuracy = Some(0.97);
+        a.tags = vec!["baseline".into()];
+        let mut b = entry("20261102-000000-bbbbbb", "cifar", RunStatus::Running);
+        b.metrics.best_val_accuracy = Some(0.5);
+        let c = entry("20261103-000000-cccccc", "mnist", RunStatus::Failed);
+        s.apply(RunListEvent::Snapshot {
+            entries: vec![c, b, a],
+            unreadable: vec![Unreadable {
+                dir: "/ws/experiments/x/runs/bad".into(),
+                error: "run.json: not a valid run record".into(),
+            }],
+        });
+        s
+    }
+
+    fn ids(rows: &[Row]) -> Vec<String> {
+        rows.iter()
+            .map(|r| match r {
+                Row::Group(e, n) => format!("# {e} {n}"),
+                Row::Run(e) => e.run.record.id[16..].to_string(),
+                Row::Unreadable(_) => "bad".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn filter_sort_group_and_selection() {
+        let mut s = state();
+        assert_eq!(ids(&s.rows()), ["cccccc", "bbbbbb", "aaaaaa", "bad"]);
+        assert_eq!(
+            s.selected.as_deref(),
+            Some(Path::new("/ws/experiments/mnist/runs/20261103-000000-cccccc"))
+        );
+        s.sort = SortKey::BestVal;
+        assert_eq!(ids(&s.rows()), ["aaaaaa", "bbbbbb", "cccccc", "bad"]);
+        s.reversed = true;
+        assert_eq!(ids(&s.rows()), ["cccccc", "bbbbbb", "aaaaaa", "bad"]);
+        s.reversed = false;
+        s.group = true;
+        assert_eq!(
+            ids(&s.rows()),
+            ["# cifar 1", "bbbbbb", "# mnist 2", "aaaaaa", "cccccc", "bad"]
+        );
+        s.filter = "BASE".into();
+        assert_eq!(ids(&s.rows()), ["# mnist 1", "aaaaaa"]);
+        s.fix_selection();
+        assert!(s.selected_entry().unwrap().run.record.id.ends_with("aaaaaa"));
+        s.filter = "running".into();
+        s.group = false;
+        assert_eq!(ids(&s.rows()), ["bbbbbb"]);
+    }
+
+    #[test]
+    fn moving_marks_and_live_updates() {
+        let mut s = state();
+        s.move_selection(1);
+        assert!(s.selected_entry().unwrap().run.record.id.ends_with("bbbbbb"));
+        s.move_selection(10);
+        assert_eq!(s.selected_entry(), None); // the unreadable row
+        assert!(s.selected.as_deref().unwrap().ends_with("bad"));
+        s.move_selection(-10);
+        s.toggle_mark();
+        s.move_selection(2);
+        s.toggle_mark();
+        let marked: Vec<_> = s.marked_entries().iter().map(|e| &e.run.record.id[16..]).collect();
+        assert_eq!(marked, ["cccccc", "aaaaaa"]);
+        // A run that finished, one that appeared, one that went.
+        let mut b = entry("20261102-000000-bbbbbb", "cifar", RunStatus::Completed);
+        b.metrics.best_val_accuracy = Some(0.6);
+        s.apply(RunListEvent::Changed(b));
+        s.apply(RunListEvent::Changed(entry(
+            "20261104-000000-dddddd",
+            "mnist",
+            RunStatus::Queued,
+        )));
+        s.apply(RunListEvent::Removed {
+            dir: "/ws/experiments/mnist/runs/20261103-000000-cccccc".into(),
+        });
+        assert_eq!(ids(&s.rows()), ["dddddd", "bbbbbb", "aaaaaa", "bad"]);
+        assert_eq!(s.live_count(), 1);
+        assert_eq!(s.marked.len(), 1);
+        // The unreadable folder reads again.
+        let mut fixed = entry("bad-but-fixed-0000000", "x", RunStatus::Stopped);
+        fixed.run.dir = "/ws/experiments/x/runs/bad".into();
+        s.apply(RunListEvent::Changed(fixed));
+        assert!(s.unreadable.is_empty());
+    }
+
+    #[test]
+    fn progress_and_duration() {
+        let mut e = entry("20261101-000000-aaaaaa", "m", RunStatus::Running);
+        e.metrics.epochs_done = 1;
+        assert_eq!(progress(&e), Some(1.0 / 3.0));
+        assert_eq!(duration(&e, Some(1_795_000_011.0)), Some(10.0));
+        e.run.record.status = RunStatus::Completed;
+        e.run.record.ended = Some(1_795_000_101.0);
+        assert_eq!(progress(&e), Some(1.0));
+        assert_eq!(duration(&e, Some(2e9)), Some(100.0));
+        e.epochs_total = None;
+        assert_eq!(progress(&e), None);
+    }
+}
