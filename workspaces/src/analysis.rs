@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
 use toml::{Table, Value};
 
+use crate::metrics::{MetricKind, MetricRecord};
 use crate::{Error, Result};
 
 /// A spec as `dotted.key → value` (tables flattened, arrays kept whole).

@@ -16,14 +16,27 @@
 //! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
 //!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors).
 //! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
+//! - `metrics`: the trainer's metric records (schema re-exported, reader), `fmt_lr`.
+//! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
+//! - `format`: human formatting of durations, timestamps, percentages, losses.
+//! - `fsutil`: atomic file writes.
+//! - `spec`: the experiment spec type (`Spec`), re-exported from the trainer.
+//! - `error`: the one `Error`, and `Error::exit_code` for front ends.
+//!
+//! Front ends depend on this crate alone (not on `ddp-trainer`).
 
 pub mod analysis;
 pub mod devices;
 pub mod error;
 pub mod events;
+pub mod format;
+pub mod fsutil;
+pub mod metrics;
 pub mod plot;
 pub mod policy;
 pub mod run;
+pub mod spec;
+pub mod summary;
 pub mod supervisor;
 pub mod sweep;
 pub mod tail;
@@ -33,4 +46,5 @@ pub mod workspace;
 pub use error::{Error, Result};
 pub use events::{RunEvent, RunWatch, WatchFrom};
 pub use run::{Run, RunRecord, RunStatus, SupervisorEvent};
+pub use summary::Summary;
 pub use workspace::Workspace;

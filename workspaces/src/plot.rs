@@ -23,12 +23,12 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::{Error, Result};
+use crate::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
 
 /// The metric records of one run and the name the legend gives it.
 #[derive(Debug, Clone, PartialEq)]

@@ -246,11 +246,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if let Some(t) = e.downcast_ref::<ddp_trainer::Error>() {
         return t.exit_code().clamp(1, 255) as u8;
     }
-    match e.downcast_ref::<ddp_workspaces::Error>() {
-        Some(ddp_workspaces::Error::NotFound(_) | ddp_workspaces::Error::Invalid(_)) => 2,
-        Some(ddp_workspaces::Error::Trainer(t)) => t.exit_code().clamp(1, 255) as u8,
-        _ => 1,
-    }
+    e.downcast_ref::<ddp_workspaces::Error>()
+        .map_or(1, |e| e.exit_code().clamp(1, 255) as u8)
 }
 
 /// `ddp __supervise RUN_DIR [--resume]`: the per-run supervisor process.
