@@ -3,10 +3,14 @@
 //! supervised by its own process, survives the front end closing, and shows up in all of them.
 //!
 //! Layout:
+//! - `actions`: what front ends do to runs, returning data and printing nothing: validate and
+//!   start a run or a sweep, resume, stop (request, wait), remove, tag.
 //! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
 //! - `run`: one run folder: `run.json` (atomic), `events.jsonl`, stale-supervisor detection.
 //! - `policy`: the restart policy (pure).
-//! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+//! - `supervisor`: the per-run supervisor process (launch, restart, stop), and the hidden
+//!   sub-commands (`__supervise`, `__replica`) every front end that starts runs must handle first
+//!   thing in `main` (`supervisor::run_hidden_command`).
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue.
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
@@ -25,6 +29,7 @@
 //!
 //! Front ends depend on this crate alone (not on `ddp-trainer`).
 
+pub mod actions;
 pub mod analysis;
 pub mod devices;
 pub mod error;
