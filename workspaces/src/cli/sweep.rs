@@ -127,7 +127,10 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
     }
     let finished = wait_all(&runs, &record, &say)?;
     say(String::new());
-    compare::print(&compare::comparison(&finished, Some(id.clone()))?, a.json)?;
+    compare::print(
+        &ddp_workspaces::analysis::comparison(&finished, Some(id.clone()))?,
+        a.json,
+    )?;
     Ok(exit_code(finished.iter().map(|r| r.record.status)))
 }
 
