@@ -1,15 +1,140 @@
-//! Comparing and exporting runs (`ddp compare`, `ddp export`, the TUI's Compare view): a run's
-//! frozen `spec.toml` as dotted keys, the keys that differ between runs ([`SpecDiff`]), and
+//! Comparing and exporting runs (`ddp compare`, `ddp export`, the TUI's Compare view): choosing
+//! runs by address or sweep ([`select_runs`]), a run's frozen `spec.toml` as dotted keys, the keys
+//! that differ between runs with each run's value ([`SpecDiff`]) and figures ([`comparison`]), and
 //! metric records as CSV.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
+use serde::Serialize;
 use toml::{Table, Value};
 
-use crate::{Error, Result};
+use crate::metrics::{MetricKind, MetricRecord};
+use crate::run::{Run, RunStatus};
+use crate::summary::Summary;
+use crate::workspace::{Unreadable, Workspace, resolve_address};
+use crate::{Error, Result, sweep};
+
+/// The runs named by `addresses` (ids, prefixes, `latest`, `<experiment>@latest`) then those of
+/// the sweep `sweep` (id, prefix, name, `latest`), each once, in that order; at least one run.
+/// An address that is a sweep id (not a run) says so. The run folders that could not be read
+/// are returned too, for the caller to report.
+pub fn select_runs(
+    ws: &Workspace,
+    addresses: &[String],
+    sweep: Option<&str>,
+) -> Result<(Vec<Run>, Vec<Unreadable>)> {
+    let (all, bad) = ws.runs()?;
+    let mut out: Vec<Run> = Vec::new();
+    let mut push = |r: &Run| {
+        if !out.iter().any(|o| o.record.id == r.record.id) {
+            out.push(r.clone());
+        }
+    };
+    for a in addresses {
+        match resolve_address(&all, a) {
+            Ok(r) => push(r),
+            Err(Error::NotFound(msg)) => {
+                // `ddp compare <sweep id>` is an easy slip: point at --sweep.
+                if sweep::resolve(&ws.root, &all, a).is_ok_and(|id| id == *a) {
+                    return Err(Error::NotFound(format!(
+                        "no run `{a}`: that is a sweep; use --sweep {a}"
+                    )));
+                }
+                return Err(Error::NotFound(msg));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(s) = sweep {
+        let id = sweep::resolve(&ws.root, &all, s)?;
+        let members = sweep::members(&ws.root, &all, &id);
+        if members.is_empty() {
+            return Err(Error::NotFound(format!("sweep {id} has no runs left")));
+        }
+        for r in members {
+            push(r);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Invalid(
+            "name at least one run (or --sweep ID)".into(),
+        ));
+    }
+    Ok((out, bad))
+}
+
+/// Runs side by side: what `ddp compare --json` prints (and `ddp sweep --json` at the end).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
+    /// The spec keys whose values differ between the runs, sorted.
+    pub differing_keys: Vec<String>,
+    pub runs: Vec<ComparedRun>,
+}
+
+/// One run of a [`Comparison`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparedRun {
+    pub id: String,
+    pub experiment: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
+    pub status: RunStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub dir: PathBuf,
+    /// This run's value of each differing key (absent: the run's spec does not set it).
+    pub keys: BTreeMap<String, serde_json::Value>,
+    pub summary: Summary,
+    /// This run's value of each differing key as table text ([`display_value`]), in the order
+    /// of [`Comparison::differing_keys`]; `-` where the spec does not set it. Not in the JSON.
+    #[serde(skip)]
+    pub cells: Vec<String>,
+}
+
+/// Reads each run's frozen spec and figures; `sweep` is recorded as given.
+pub fn comparison(runs: &[Run], sweep: Option<String>) -> Result<Comparison> {
+    let specs: Vec<FlatSpec> = runs
+        .iter()
+        .map(|r| read_flat_spec(&r.spec_path()))
+        .collect::<Result<_>>()?;
+    let differing_keys = differing_keys(&specs);
+    let runs = runs
+        .iter()
+        .zip(&specs)
+        .map(|(r, spec)| {
+            let rec = &r.record;
+            ComparedRun {
+                id: rec.id.clone(),
+                experiment: rec.experiment.clone(),
+                name: rec.name.clone(),
+                sweep: rec.sweep.clone(),
+                status: rec.status,
+                error: rec.error.clone(),
+                dir: r.dir.clone(),
+                keys: differing_keys
+                    .iter()
+                    .filter_map(|k| Some((k.clone(), json_value(spec.get(k)?))))
+                    .collect(),
+                cells: differing_keys
+                    .iter()
+                    .map(|k| spec.get(k).map(display_value).unwrap_or_else(|| "-".into()))
+                    .collect(),
+                summary: Summary::of(r),
+            }
+        })
+        .collect();
+    Ok(Comparison {
+        sweep,
+        differing_keys,
+        runs,
+    })
+}
 
 /// A spec as `dotted.key → value` (tables flattened, arrays kept whole).
 pub type FlatSpec = BTreeMap<String, Value>;
@@ -197,5 +322,44 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 3);
         assert_eq!(text.lines().next().unwrap(), CSV_HEADER);
+    }
+
+    #[test]
+    fn select_and_compare_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open_or_create(dir.path()).unwrap();
+        let spec = |lr: &str| {
+            crate::spec::Spec::parse(
+                "name='m'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n",
+                Path::new("s.toml"),
+                &[format!("train.lr={lr}")],
+            )
+            .unwrap()
+        };
+        let a = ws.create_run(&spec("0.1"), vec![], None, None).unwrap();
+        let b = ws.create_run(&spec("0.01"), vec![], None, None).unwrap();
+        let ids = [
+            a.record.id.clone(),
+            b.record.id.clone(),
+            a.record.id.clone(),
+        ];
+        let (runs, bad) = select_runs(&ws, &ids, None).unwrap();
+        assert!(bad.is_empty());
+        assert_eq!(runs.len(), 2, "each run once");
+        assert_eq!(runs[0].record.id, a.record.id);
+        let c = comparison(&runs, None).unwrap();
+        assert_eq!(c.differing_keys, ["train.lr"]);
+        assert_eq!(c.runs[0].cells, ["0.1"]);
+        assert_eq!(c.runs[1].keys["train.lr"], serde_json::json!(0.01));
+        let v = serde_json::to_value(&c).unwrap();
+        assert!(
+            v.get("sweep").is_none() && v["runs"][0].get("cells").is_none(),
+            "{v}"
+        );
+        assert_eq!(v["runs"][0]["status"], "queued");
+        let e = select_runs(&ws, &[], None).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+        let e = select_runs(&ws, &["nope".into()], None).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
     }
 }

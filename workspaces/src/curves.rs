@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
+use crate::metrics::{MetricKind, MetricRecord};
 
 use crate::error::{Error, Result};
 

@@ -37,7 +37,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ddp_trainer::metrics::MetricRecord;
 use futures_core::Stream;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
@@ -45,6 +44,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::MetricRecord;
 use crate::run::{EVENTS, EventRecord, Run, RunRecord};
 use crate::tail::TailFrom;
 use crate::watch::{FileLine, WatchOptions, watch_dir_starting};
@@ -445,9 +445,9 @@ impl Pump {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::MetricKind;
     use crate::run::{RunStatus, SupervisorEvent};
     use crate::watch::tests::{latency_summary, paced_writers};
-    use ddp_trainer::metrics::MetricKind;
     use std::collections::BTreeMap;
     use std::fs::OpenOptions;
     use std::io::Write;

@@ -3,10 +3,14 @@
 //! supervised by its own process, survives the front end closing, and shows up in all of them.
 //!
 //! Layout:
+//! - `actions`: what front ends do to runs, returning data and printing nothing: validate and
+//!   start a run or a sweep, resume, stop (request, wait), remove, tag.
 //! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
 //! - `run`: one run folder: `run.json` (atomic), `events.jsonl`, stale-supervisor detection.
 //! - `policy`: the restart policy (pure).
-//! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+//! - `supervisor`: the per-run supervisor process (launch, restart, stop), and the hidden
+//!   sub-commands (`__supervise`, `__replica`) every front end that starts runs must handle first
+//!   thing in `main` (`supervisor::run_hidden_command`).
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
 //!   processes) for a devices view.
@@ -20,16 +24,30 @@
 //! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
 //!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors).
 //! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
+//! - `metrics`: the trainer's metric records (schema re-exported, reader), `fmt_lr`.
+//! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
+//! - `format`: human formatting of durations, timestamps, percentages, losses.
+//! - `fsutil`: atomic file writes.
+//! - `spec`: the experiment spec type (`Spec`), re-exported from the trainer.
+//! - `error`: the one `Error`, and `Error::exit_code` for front ends.
+//!
+//! Front ends depend on this crate alone (not on `ddp-trainer`).
 
+pub mod actions;
 pub mod analysis;
 pub mod curves;
 pub mod devices;
 pub mod error;
 pub mod events;
+pub mod format;
+pub mod fsutil;
+pub mod metrics;
 pub mod plot;
 pub mod policy;
 pub mod run;
 pub mod run_list;
+pub mod spec;
+pub mod summary;
 pub mod supervisor;
 pub mod sweep;
 pub mod tail;
@@ -39,4 +57,5 @@ pub mod workspace;
 pub use error::{Error, Result};
 pub use events::{RunEvent, RunWatch, WatchFrom};
 pub use run::{Run, RunRecord, RunStatus, SupervisorEvent};
+pub use summary::Summary;
 pub use workspace::Workspace;

@@ -4,18 +4,14 @@
 
 mod cli;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let mut args = std::env::args_os();
-    let _exe = args.next();
-    // Hidden sub-commands used by the supervisor, before clap sees anything.
-    match args.next().as_deref().and_then(|a| a.to_str()) {
-        Some(ddp_workspaces::supervisor::REPLICA_COMMAND) => {
-            return ddp_trainer::cli::main_from(std::iter::once("ddp-trainer".into()).chain(args));
-        }
-        Some("__supervise") => return cli::supervise_main(args.collect()),
-        _ => {}
+    // The hidden sub-commands run by the supervisor and the replicas, before clap sees anything.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
+        return code;
     }
     cli::main()
 }

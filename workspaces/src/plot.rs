@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ddp_trainer::metrics::{MetricRecord, metrics_path, read_metrics};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -28,6 +27,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 pub use crate::curves::XAxis;
 use crate::curves::curves;
 use crate::error::{Error, Result};
+use crate::metrics::{MetricRecord, metrics_path, read_metrics};
 
 /// The metric records of one run and the name the legend gives it.
 #[derive(Debug, Clone, PartialEq)]
@@ -608,7 +608,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddp_trainer::metrics::MetricKind;
+    use crate::metrics::MetricKind;
 
     fn record(
         kind: MetricKind,

@@ -234,7 +234,7 @@ impl Run {
     pub fn save(&self) -> Result<()> {
         let bytes =
             serde_json::to_vec_pretty(&self.record).expect("a run record always serialises");
-        ddp_trainer::checkpoint::write_atomic(&self.dir.join(RUN_JSON), &bytes)?;
+        crate::fsutil::write_atomic(&self.dir.join(RUN_JSON), &bytes)?;
         Ok(())
     }
 
@@ -312,7 +312,7 @@ impl Run {
         if !text.is_empty() {
             text.push('\n');
         }
-        ddp_trainer::checkpoint::write_atomic(&self.dir.join(TAGS), text.as_bytes())?;
+        crate::fsutil::write_atomic(&self.dir.join(TAGS), text.as_bytes())?;
         Ok(())
     }
 
@@ -325,22 +325,22 @@ impl Run {
     }
 
     pub fn metrics_path(&self, rank: usize) -> PathBuf {
-        ddp_trainer::metrics::metrics_path(&self.dir, rank)
+        crate::metrics::metrics_path(&self.dir, rank)
     }
 
     /// Rank 0's metric records (train, val and test figures).
-    pub fn metrics(&self) -> Result<Vec<ddp_trainer::metrics::MetricRecord>> {
+    pub fn metrics(&self) -> Result<Vec<crate::metrics::MetricRecord>> {
         let p = self.metrics_path(0);
         if !p.exists() {
             return Ok(vec![]);
         }
-        Ok(ddp_trainer::metrics::read_metrics(&p)?)
+        crate::metrics::read_metrics(&p)
     }
 }
 
 /// Unix time in seconds.
 pub fn now() -> f64 {
-    ddp_trainer::metrics::unix_time()
+    crate::metrics::unix_time()
 }
 
 #[cfg(test)]

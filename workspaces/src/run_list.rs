@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use ddp_trainer::metrics::{MetricKind, MetricRecord, metrics_path};
+use crate::metrics::{MetricKind, MetricRecord, metrics_path};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;

@@ -1,6 +1,7 @@
-//! The supervisor: one process per run (`ddp __supervise RUN_DIR`), detached from whoever started
-//! it. It launches the replicas (replicas of the `ddp` executable itself, `ddp __replica`, with
-//! the trainer's environment contract), records every change in `run.json` and `events.jsonl`,
+//! The supervisor: one process per run (`EXE __supervise RUN_DIR`, where `EXE` is the binary of
+//! the front end that started the run: `ddp`, a TUI, ...), detached from whoever started it. It
+//! launches the replicas (replicas of that same executable, `EXE __replica`, with the trainer's
+//! environment contract; every such front end calls [`run_hidden_command`] first in `main`), records every change in `run.json` and `events.jsonl`,
 //! and applies the restart policy ([`crate::policy`]) when a replica dies. Before anything else,
 //! a run of a sweep with a parallelism limit waits for one of the sweep's slots
 //! ([`crate::sweep`]); then it waits for its devices ([`crate::devices`]).
@@ -11,6 +12,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,8 +25,63 @@ use crate::policy::{Decision, Exit, Outcome, decide};
 use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now};
 use crate::{Error, Result};
 
-/// The hidden sub-command of `ddp` that runs one replica (the `ddp-trainer` contract).
+/// The hidden sub-command that runs one replica (the `ddp-trainer` contract).
 pub const REPLICA_COMMAND: &str = "__replica";
+/// The hidden sub-command that runs a run's supervisor: `EXE __supervise RUN_DIR [--resume]`.
+pub const SUPERVISE_COMMAND: &str = "__supervise";
+
+/// Runs the hidden sub-command named by `args` (the whole command line, `args[0]` being the
+/// executable), if it names one, and returns its exit code; `None` for any other command line.
+///
+/// **Call this first in `main` of every front end that starts runs** (the `ddp` CLI, a TUI, a
+/// notebook kernel), before parsing arguments or starting anything:
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+///     if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
+///         return code;
+///     }
+///     // ... the front end itself
+///     std::process::ExitCode::SUCCESS
+/// }
+/// ```
+///
+/// A run's supervisor ([`spawn_supervisor`]) and its replicas are started from
+/// `std::env::current_exe()`, that is from the front end's own binary, with these arguments:
+/// - `EXE __supervise RUN_DIR [--resume]` runs the supervisor of the run in `RUN_DIR`
+///   ([`supervise`]); exit code 0 when the run completed, 1 otherwise, 2 without `RUN_DIR`.
+/// - `EXE __replica ...` runs one replica (delegating to the trainer's command line).
+pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
+    let rest = args.get(2..).unwrap_or_default();
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some(REPLICA_COMMAND) => Some(ddp_trainer::cli::main_from(
+            std::iter::once(OsString::from("ddp-trainer")).chain(rest.iter().cloned()),
+        )),
+        Some(SUPERVISE_COMMAND) => Some(supervise_main(rest)),
+        _ => None,
+    }
+}
+
+/// `EXE __supervise RUN_DIR [--resume]`, its arguments after the sub-command.
+fn supervise_main(args: &[OsString]) -> ExitCode {
+    let resume = args.iter().any(|a| a == "--resume");
+    let Some(dir) = args.iter().find(|a| *a != "--resume") else {
+        eprintln!("ddp __supervise: missing run folder");
+        return ExitCode::from(2);
+    };
+    match supervise(Path::new(dir), resume) {
+        Ok(RunStatus::Completed) => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("ddp supervisor: run {status}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("ddp supervisor: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -320,7 +377,8 @@ fn lock(run: &Arc<Mutex<Run>>) -> std::sync::MutexGuard<'_, Run> {
     run.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts `ddp __supervise RUN_DIR` as a detached process (its own session, so it survives the
+/// Starts `EXE __supervise RUN_DIR` (`EXE`: this executable, see [`run_hidden_command`]) as a
+/// detached process (its own session, so it survives the
 /// terminal and the caller), with its output in `logs/supervisor.log`. The caller should reap
 /// the child if it outlives it (`wait` on it from a thread), or simply drop it.
 pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child> {
@@ -335,7 +393,7 @@ pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Ch
         .map_err(|e| Error::io(&log_path, e))?;
     let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("__supervise").arg(run_dir);
+    cmd.arg(SUPERVISE_COMMAND).arg(run_dir);
     if resume {
         cmd.arg("--resume");
     }
@@ -353,4 +411,31 @@ pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Ch
     }
     cmd.spawn()
         .map_err(|e| Error::io(PathBuf::from("ddp __supervise"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_commands_are_recognised() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(run_hidden_command(&args(&["ddp", "ls"])), None);
+        assert_eq!(run_hidden_command(&args(&["ddp"])), None);
+        assert_eq!(run_hidden_command(&[]), None);
+        assert_eq!(
+            run_hidden_command(&args(&["ddp", SUPERVISE_COMMAND])),
+            Some(ExitCode::from(2))
+        );
+    }
+
+    #[test]
+    fn workspace_of_a_run_folder() {
+        assert_eq!(
+            workspace_root(Path::new(
+                "/ws/experiments/mnist/runs/20261121-101500-abc123"
+            )),
+            Path::new("/ws")
+        );
+    }
 }

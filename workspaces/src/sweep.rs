@@ -349,7 +349,7 @@ impl SweepRecord {
         let dir = ws_root.join(SWEEPS_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let bytes = serde_json::to_vec_pretty(self).expect("a sweep record always serialises");
-        ddp_trainer::checkpoint::write_atomic(&manifest_path(ws_root, &self.id), &bytes)?;
+        crate::fsutil::write_atomic(&manifest_path(ws_root, &self.id), &bytes)?;
         Ok(())
     }
 

@@ -54,7 +54,7 @@ impl Workspace {
             return Err(not_a_workspace(root));
         }
         std::fs::create_dir_all(root.join("experiments")).map_err(|e| Error::io(root, e))?;
-        ddp_trainer::checkpoint::write_atomic(&root.join(MARKER), MARKER_CONTENT.as_bytes())?;
+        crate::fsutil::write_atomic(&root.join(MARKER), MARKER_CONTENT.as_bytes())?;
         Ok(Workspace {
             root: root.to_path_buf(),
         })
@@ -100,13 +100,10 @@ impl Workspace {
             .join("runs")
             .join(&id);
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| Error::io(&dir, e))?;
-        ddp_trainer::checkpoint::write_atomic(
-            &dir.join(crate::run::SPEC),
-            spec.to_toml().as_bytes(),
-        )?;
+        crate::fsutil::write_atomic(&dir.join(crate::run::SPEC), spec.to_toml().as_bytes())?;
         // The user's annotations, empty until edited (any time, with any editor, or `ddp tag`).
         for file in [crate::run::NOTES, crate::run::TAGS] {
-            ddp_trainer::checkpoint::write_atomic(&dir.join(file), b"")?;
+            crate::fsutil::write_atomic(&dir.join(file), b"")?;
         }
         let run = Run {
             dir,
@@ -285,7 +282,7 @@ pub(crate) fn new_run_id() -> String {
 }
 
 /// Experiment names become folder names: keep `[A-Za-z0-9._-]`, replace the rest.
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
         .map(|c| {

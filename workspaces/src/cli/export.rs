@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use ddp_trainer::metrics::read_metrics;
 use ddp_workspaces::analysis::write_csv;
+use ddp_workspaces::fsutil::write_atomic;
+use ddp_workspaces::metrics::read_metrics;
 use ddp_workspaces::{Error, Workspace};
 
 pub fn export(root: &Path, address: &str, out: Option<&Path>, all_ranks: bool) -> Result<ExitCode> {
@@ -39,12 +40,12 @@ pub fn export(root: &Path, address: &str, out: Option<&Path>, all_ranks: bool) -
     write_csv(&records, &mut csv).expect("writing to memory");
     match out {
         Some(file) => {
-            // A bare file name is in the current folder (the atomic write needs its folder).
+            // A bare file name is in the current folder, and reported as `./FILE`.
             let file = match file.parent() {
                 Some(p) if !p.as_os_str().is_empty() => file.to_path_buf(),
                 _ => Path::new(".").join(file),
             };
-            ddp_trainer::checkpoint::write_atomic(&file, &csv)?;
+            write_atomic(&file, &csv)?;
             eprintln!(
                 "wrote {} records of run {} to {}",
                 records.len(),

@@ -6,15 +6,15 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Result, bail};
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
-use ddp_trainer::spec::Spec;
-use ddp_workspaces::supervisor::spawn_supervisor;
+use anyhow::Result;
+use ddp_workspaces::actions::{self, NewRun, SpecSummary, Started};
+use ddp_workspaces::format::{self, opt_duration, percent};
+use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, metrics_path};
 use ddp_workspaces::tail::{LineTailer, TailFrom};
-use ddp_workspaces::{Run, RunStatus, Workspace};
+use ddp_workspaces::{Run, RunStatus, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{list, table};
+use super::table;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -34,74 +34,16 @@ pub(super) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-pub fn run(
-    root: &Path,
-    spec_path: &Path,
-    mut overrides: Vec<String>,
-    replicas: Option<usize>,
-    detach: bool,
-    name: Option<String>,
-) -> Result<ExitCode> {
-    if let Some(n) = replicas {
-        overrides.push(format!("ddp.replicas={n}"));
-    }
-    let spec = Spec::load(spec_path, &overrides)?;
-    check_devices(&spec, spec_path)?;
-    let ws = Workspace::open_or_create(root)?;
-    let command: Vec<String> = std::env::args().collect();
-    let run = ws.create_run(&spec, command, name, None)?;
-    start(run, &spec, detach, false)
-}
-
-/// Refuses a spec whose devices can never be satisfied (more GPUs asked than exist, a list that
-/// does not match the replicas) before anything is created. GPUs held by other runs are not a
-/// reason to refuse: the run waits for them.
-fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
-    use ddp_workspaces::devices;
-    let discovery = devices::discover()?;
-    let request = devices::DeviceRequest::from_spec(&spec.ddp);
-    devices::plan(
-        &request,
-        &discovery,
-        &Default::default(),
-        devices::available_cores(),
-    )
-    .map_err(|e| ddp_workspaces::Error::Invalid(format!("{}: {e}", spec_path.display())))?;
-    Ok(())
+pub fn run(root: &Path, req: NewRun, detach: bool) -> Result<ExitCode> {
+    start(actions::start_run(root, &req)?, detach)
 }
 
 pub fn resume(root: &Path, address: &str, detach: bool) -> Result<ExitCode> {
-    let ws = Workspace::open(root)?;
-    let mut run = ws.run(address)?;
-    if !matches!(run.record.status, RunStatus::Stopped | RunStatus::Failed) {
-        bail!(
-            "run {} is {}: only a stopped or failed run can be resumed",
-            run.record.id,
-            run.record.status
-        );
-    }
-    let spec = Spec::load(&run.spec_path(), &[])?;
-    run.update(|r| {
-        r.status = RunStatus::Queued;
-        r.error = None;
-        r.ended = None;
-        r.supervisor = None;
-    })?;
-    start(run, &spec, detach, true)
+    start(actions::resume_run(root, address)?, detach)
 }
 
-fn start(mut run: Run, spec: &Spec, detach: bool, resume: bool) -> Result<ExitCode> {
-    let mut child = match spawn_supervisor(&run.dir, resume) {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("could not start the supervisor: {e}");
-            run.update(|r| {
-                r.status = RunStatus::Failed;
-                r.error = Some(msg.clone());
-            })?;
-            bail!(msg);
-        }
-    };
+fn start(started: Started, detach: bool) -> Result<ExitCode> {
+    let run = &started.run;
     println!(
         "run {} ({}) in {}",
         run.record.id,
@@ -115,15 +57,16 @@ fn start(mut run: Run, spec: &Spec, detach: bool, resume: bool) -> Result<ExitCo
         );
         return Ok(ExitCode::SUCCESS);
     }
-    // Reap the supervisor when it exits (it outlives us if we are interrupted: that is fine).
-    std::thread::spawn(move || child.wait());
-    follow(&run.dir, spec)
+    let spec = started.spec.clone();
+    // The supervisor outlives us if we are interrupted: that is fine.
+    let run = started.reap_in_background();
+    follow(&run.dir, &spec)
 }
 
 /// Shows progress until the run ends; Ctrl-C stops the run (and keeps following until it has).
-fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
+fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
     catch_interrupt();
-    let epochs = spec.train.epochs as u64;
+    let epochs = spec.epochs as u64;
     let bar = ProgressBar::new(epochs);
     bar.set_style(
         ProgressStyle::with_template(
@@ -133,25 +76,23 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
         .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let mut metrics = LineTailer::new(dir.join("metrics/rank-0.jsonl"), TailFrom::Start);
+    let mut metrics = LineTailer::new(metrics_path(dir, 0), TailFrom::Start);
     let mut sent_stop = false;
     let mut last_status = None;
     let mut last_train_loss: Option<f64> = None;
     loop {
         let run = Run::load_checked(dir)?;
-        if interrupted() && !sent_stop {
-            if let Some(sup) = &run.record.supervisor {
-                bar.println("interrupted: stopping the run (replicas finish their step)...");
-                // SAFETY: kill(2) on the supervisor pid recorded for this run.
-                unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) };
-                sent_stop = true;
-            }
+        if interrupted() && !sent_stop && run.record.supervisor.is_some() {
+            bar.println("interrupted: stopping the run (replicas finish their step)...");
+            // A failure means the supervisor is gone: the next read marks the run failed.
+            let _ = actions::request_stop(&run);
+            sent_stop = true;
         }
         if last_status != Some(run.record.status) {
             if run.record.status == RunStatus::Restarting {
                 bar.println(format!(
                     "restarting (restart {} of {})",
-                    run.record.restarts, spec.restart.max_restarts
+                    run.record.restarts, spec.max_restarts
                 ));
             }
             last_status = Some(run.record.status);
@@ -167,7 +108,7 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
                         "step {} loss {:.4} lr {} {:.0} samples/s",
                         m.step,
                         m.loss,
-                        ddp_trainer::report::fmt_lr(m.lr),
+                        fmt_lr(m.lr),
                         m.samples_per_sec * m.world_size as f64
                     ))
                 }
@@ -176,9 +117,9 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
                     bar.println(format!(
                         "epoch {}/{epochs}  train loss {}  val loss {:.4}  val accuracy {}",
                         m.epoch,
-                        last_train_loss.map_or("-".to_string(), |l| format!("{l:.4}")),
+                        format::loss(last_train_loss),
                         m.loss,
-                        table::percent(m.accuracy)
+                        percent(m.accuracy)
                     ));
                 }
                 MetricKind::Test => bar.set_position(epochs),
@@ -194,32 +135,19 @@ fn follow(dir: &Path, spec: &Spec) -> Result<ExitCode> {
 
 /// The results table at the end of a foreground run; the exit code follows the status.
 fn report(run: &Run) -> ExitCode {
-    let s = list::summarize(run, &run.metrics().unwrap_or_default());
+    let s = Summary::of(run);
     let r = &run.record;
     let rows = vec![
         vec!["status".to_string(), r.status.to_string()],
-        vec![
-            "duration".into(),
-            s.duration_s
-                .map(table::duration)
-                .unwrap_or_else(|| "-".into()),
-        ],
+        vec!["duration".into(), opt_duration(s.duration_s)],
         vec![
             "epochs".into(),
             format!("{} ({} steps)", s.epochs_done, s.steps),
         ],
         vec!["restarts".into(), r.restarts.to_string()],
-        vec![
-            "best val accuracy".into(),
-            table::percent(s.best_val_accuracy),
-        ],
-        vec![
-            "test loss".into(),
-            s.test_loss
-                .map(|v| format!("{v:.4}"))
-                .unwrap_or_else(|| "-".into()),
-        ],
-        vec!["test accuracy".into(), table::percent(s.test_accuracy)],
+        vec!["best val accuracy".into(), percent(s.best_val_accuracy)],
+        vec!["test loss".into(), format::loss(s.test_loss)],
+        vec!["test accuracy".into(), percent(s.test_accuracy)],
         vec!["folder".into(), run.dir.display().to_string()],
     ];
     print!("{}", table::render(&["run", &r.id], &rows));

@@ -4,72 +4,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
-use ddp_workspaces::{Run, RunStatus, Workspace};
-use serde::Serialize;
+use ddp_workspaces::format::{self, opt_duration, percent, timestamp};
+use ddp_workspaces::summary::RunOverview;
+use ddp_workspaces::{Run, RunStatus, Summary, Workspace};
 
 use super::table;
-
-/// What `ls --json` and `show --json` print per run: the record plus the figures.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    #[serde(flatten)]
-    record: &'a ddp_workspaces::RunRecord,
-    dir: &'a Path,
-    tags: Vec<String>,
-    summary: Summary,
-}
-
-impl<'a> RunJson<'a> {
-    fn of(run: &'a Run) -> Self {
-        RunJson {
-            record: &run.record,
-            dir: &run.dir,
-            tags: run.tags(),
-            summary: summarize(run, &run.metrics().unwrap_or_default()),
-        }
-    }
-}
-
-/// Figures from rank 0's metrics.
-#[derive(Serialize, Default)]
-pub struct Summary {
-    pub epochs_done: usize,
-    pub steps: u64,
-    pub last_train_loss: Option<f64>,
-    pub best_val_accuracy: Option<f64>,
-    pub final_val_loss: Option<f64>,
-    pub final_val_accuracy: Option<f64>,
-    pub test_loss: Option<f64>,
-    pub test_accuracy: Option<f64>,
-    pub duration_s: Option<f64>,
-}
-
-pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
-    let vals: Vec<&MetricRecord> = metrics
-        .iter()
-        .filter(|m| m.kind == MetricKind::Val)
-        .collect();
-    let test = metrics.iter().rev().find(|m| m.kind == MetricKind::Test);
-    let last_train = metrics.iter().rev().find(|m| m.kind == MetricKind::Train);
-    let r = &run.record;
-    Summary {
-        epochs_done: vals.iter().map(|v| v.epoch).max().unwrap_or(0),
-        steps: metrics.iter().map(|m| m.step).max().unwrap_or(0),
-        last_train_loss: last_train.map(|m| m.loss),
-        best_val_accuracy: vals
-            .iter()
-            .filter_map(|v| v.accuracy)
-            .fold(None, |b: Option<f64>, a| Some(b.map_or(a, |b| b.max(a)))),
-        final_val_loss: vals.last().map(|v| v.loss),
-        final_val_accuracy: vals.last().and_then(|v| v.accuracy),
-        test_loss: test.map(|t| t.loss),
-        test_accuracy: test.and_then(|t| t.accuracy),
-        duration_s: r
-            .started
-            .map(|s| r.ended.unwrap_or_else(ddp_workspaces::run::now) - s),
-    }
-}
 
 pub fn ls(
     root: &Path,
@@ -94,14 +33,14 @@ pub fn ls(
         .collect();
     if json {
         for r in runs {
-            println!("{}", serde_json::to_string(&RunJson::of(r))?);
+            println!("{}", serde_json::to_string(&RunOverview::of(r))?);
         }
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
-            let s = summarize(r, &r.metrics().unwrap_or_default());
+            let s = Summary::of(r);
             let rec = &r.record;
             vec![
                 rec.id.clone(),
@@ -110,11 +49,9 @@ pub fn ls(
                 rec.status.to_string(),
                 rec.replicas.to_string(),
                 rec.restarts.to_string(),
-                table::timestamp(rec.created),
-                s.duration_s
-                    .map(table::duration)
-                    .unwrap_or_else(|| "-".into()),
-                table::percent(s.test_accuracy.or(s.final_val_accuracy)),
+                timestamp(rec.created),
+                opt_duration(s.duration_s),
+                percent(s.test_accuracy.or(s.final_val_accuracy)),
             ]
         })
         .collect();
@@ -141,14 +78,12 @@ pub fn ls(
 pub fn show(root: &Path, address: &str, json: bool) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
-    let metrics = run.metrics().unwrap_or_default();
-    let summary = summarize(&run, &metrics);
     if json {
-        println!("{}", serde_json::to_string_pretty(&RunJson::of(&run))?);
+        println!("{}", serde_json::to_string_pretty(&RunOverview::of(&run))?);
         return Ok(ExitCode::SUCCESS);
     }
+    let summary = Summary::of(&run);
     let r = &run.record;
-    let opt = |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
     println!("run         {}", r.id);
     println!(
         "experiment  {}{}",
@@ -178,26 +113,23 @@ pub fn show(root: &Path, address: &str, json: bool) -> Result<ExitCode> {
         }
     );
     println!("restarts    {}", r.restarts);
-    println!("created     {}", table::timestamp(r.created));
-    println!("duration    {}", opt(summary.duration_s, table::duration));
+    println!("created     {}", timestamp(r.created));
+    println!("duration    {}", opt_duration(summary.duration_s));
     println!(
         "epochs      {} done, {} steps",
         summary.epochs_done, summary.steps
     );
-    println!(
-        "train loss  {}",
-        opt(summary.last_train_loss, |v| format!("{v:.4}"))
-    );
+    println!("train loss  {}", format::loss(summary.last_train_loss));
     println!(
         "val         loss {}  accuracy {} (best {})",
-        opt(summary.final_val_loss, |v| format!("{v:.4}")),
-        table::percent(summary.final_val_accuracy),
-        table::percent(summary.best_val_accuracy)
+        format::loss(summary.final_val_loss),
+        percent(summary.final_val_accuracy),
+        percent(summary.best_val_accuracy)
     );
     println!(
         "test        loss {}  accuracy {}",
-        opt(summary.test_loss, |v| format!("{v:.4}")),
-        table::percent(summary.test_accuracy)
+        format::loss(summary.test_loss),
+        percent(summary.test_accuracy)
     );
     println!("tags        {}", run.tags().join(", "));
     println!("spec hash   {}", r.spec_hash);

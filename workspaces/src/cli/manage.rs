@@ -2,69 +2,37 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
-use ddp_workspaces::{Run, Workspace};
+use anyhow::Result;
+use ddp_workspaces::Workspace;
+use ddp_workspaces::actions::{self, StopRequest};
+
+/// How long `ddp stop` waits for the run to stop.
+const STOP_LIMIT: Duration = Duration::from_secs(120);
 
 pub fn stop(root: &Path, address: &str) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
-    if run.record.status.is_terminal() {
-        println!("run {} is already {}", run.record.id, run.record.status);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let Some(sup) = run.record.supervisor.clone() else {
-        bail!(
-            "run {} has no supervisor yet (status {}); try again in a moment",
-            run.record.id,
-            run.record.status
-        );
-    };
-    // SAFETY: kill(2) with a pid we recorded and checked alive (load_checked).
-    if unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) } != 0 {
-        bail!(
-            "cannot signal the supervisor (pid {}): {}",
-            sup.pid,
-            std::io::Error::last_os_error()
-        );
-    }
-    println!(
-        "stopping run {} (replicas finish their step)...",
-        run.record.id
-    );
-    let limit = Duration::from_secs(120);
-    let start = Instant::now();
-    loop {
-        let now = Run::load_checked(&run.dir)?;
-        if now.record.status.is_terminal() {
-            println!("run {} {}", now.record.id, now.record.status);
+    match actions::request_stop(&run)? {
+        StopRequest::AlreadyTerminal(run) => {
+            println!("run {} is already {}", run.record.id, run.record.status);
             return Ok(ExitCode::SUCCESS);
         }
-        if start.elapsed() > limit {
-            bail!(
-                "run {} did not stop within {limit:?} (supervisor pid {}); see {}",
-                run.record.id,
-                sup.pid,
-                run.supervisor_log().display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
+        StopRequest::Signalled { run, .. } => println!(
+            "stopping run {} (replicas finish their step)...",
+            run.record.id
+        ),
     }
+    let now = actions::wait_until_terminal(&run.dir, STOP_LIMIT)?;
+    println!("run {} {}", now.record.id, now.record.status);
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn rm(root: &Path, address: &str) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
-    if !run.record.status.is_terminal() {
-        bail!(
-            "run {} is {}: stop it first (`ddp stop {}`)",
-            run.record.id,
-            run.record.status,
-            run.record.id
-        );
-    }
-    std::fs::remove_dir_all(&run.dir).map_err(|e| ddp_workspaces::Error::io(&run.dir, e))?;
+    actions::remove_run(&run)?;
     println!("removed {}", run.dir.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -72,25 +40,11 @@ pub fn rm(root: &Path, address: &str) -> Result<ExitCode> {
 pub fn tag(root: &Path, address: &str, tags: &[String], remove: bool) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
-    let mut current = run.tags();
-    if let Some(bad) = tags
-        .iter()
-        .find(|t| t.trim().is_empty() || t.contains('\n'))
-    {
-        bail!("invalid tag {bad:?}: tags are single non-empty lines");
-    }
-    if remove {
-        current.retain(|t| !tags.contains(t));
+    let now = if remove {
+        actions::remove_tags(&run, tags)?
     } else {
-        for t in tags {
-            if !current.contains(t) {
-                current.push(t.clone());
-            }
-        }
-    }
-    if !tags.is_empty() {
-        run.set_tags(&current)?;
-    }
-    println!("{}", current.join("\n"));
+        actions::add_tags(&run, tags)?
+    };
+    println!("{}", now.join("\n"));
     Ok(ExitCode::SUCCESS)
 }

@@ -10,11 +10,11 @@ mod plot;
 mod sweep;
 mod table;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::plot::XAxis;
 use ddp_workspaces::{RunStatus, Workspace};
 
@@ -176,7 +176,17 @@ pub fn main() -> ExitCode {
             replicas,
             detach,
             name,
-        } => follow::run(&root, &spec, overrides, replicas, detach, name),
+        } => follow::run(
+            &root,
+            NewRun {
+                spec,
+                overrides,
+                replicas,
+                name,
+                command: std::env::args().collect(),
+            },
+            detach,
+        ),
         Command::Ls {
             experiment,
             status,
@@ -241,34 +251,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// 2 for bad input (spec, arguments, unknown run), 1 otherwise.
+/// The library's exit code for its errors ([`ddp_workspaces::Error::exit_code`]), 1 otherwise.
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if let Some(t) = e.downcast_ref::<ddp_trainer::Error>() {
-        return t.exit_code().clamp(1, 255) as u8;
-    }
-    match e.downcast_ref::<ddp_workspaces::Error>() {
-        Some(ddp_workspaces::Error::NotFound(_) | ddp_workspaces::Error::Invalid(_)) => 2,
-        Some(ddp_workspaces::Error::Trainer(t)) => t.exit_code().clamp(1, 255) as u8,
-        _ => 1,
-    }
-}
-
-/// `ddp __supervise RUN_DIR [--resume]`: the per-run supervisor process.
-pub fn supervise_main(args: Vec<OsString>) -> ExitCode {
-    let resume = args.iter().any(|a| a == "--resume");
-    let Some(dir) = args.iter().find(|a| *a != "--resume") else {
-        eprintln!("ddp __supervise: missing run folder");
-        return ExitCode::from(2);
-    };
-    match ddp_workspaces::supervisor::supervise(std::path::Path::new(dir), resume) {
-        Ok(RunStatus::Completed) => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("ddp supervisor: run {status}");
-            ExitCode::from(1)
-        }
-        Err(e) => {
-            eprintln!("ddp supervisor: {e}");
-            ExitCode::from(1)
-        }
-    }
+    e.downcast_ref::<ddp_workspaces::Error>()
+        .map_or(1, |e| e.exit_code().clamp(1, 255) as u8)
 }

@@ -14,13 +14,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use ddp_workspaces::supervisor::spawn_supervisor;
-use ddp_workspaces::sweep::{GridAxis, SweepPlan, SweepRecord, create};
-use ddp_workspaces::{Run, RunStatus, Workspace};
+use ddp_workspaces::actions::{self, NewSweep};
+use ddp_workspaces::analysis::comparison;
+use ddp_workspaces::format::{duration, percent};
+use ddp_workspaces::sweep::SweepRecord;
+use ddp_workspaces::{Run, RunStatus, Summary};
 use serde::Serialize;
 
 use super::follow::{catch_interrupt, interrupted};
-use super::{compare, list, table};
+use super::{compare, table};
 
 pub struct SweepArgs {
     pub spec: PathBuf,
@@ -43,36 +45,22 @@ struct Started<'a> {
 }
 
 pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
-    let grid: Vec<GridAxis> = a.grid.iter().map(|g| g.parse()).collect::<Result<_, _>>()?;
-    let mut overrides = a.overrides;
-    if let Some(n) = a.replicas {
-        overrides.push(format!("ddp.replicas={n}"));
+    // Every combination is checked first: a bad key or value creates nothing.
+    let req = NewSweep {
+        spec: a.spec,
+        grid: a.grid,
+        overrides: a.overrides,
+        replicas: a.replicas,
+        max_parallel: a.max_parallel,
+        name: a.name,
+        command: std::env::args().collect(),
+    };
+    let started = actions::start_sweep(root, &req)?;
+    for (id, e) in &started.not_started {
+        eprintln!("ddp: run {id}: {e}");
     }
-    if a.max_parallel == Some(0) {
-        return Err(
-            ddp_workspaces::Error::Invalid("--max-parallel must be at least 1".into()).into(),
-        );
-    }
-    // Every combination is checked here: a bad key or value creates nothing.
-    let plan = SweepPlan::new(&a.spec, overrides, grid)?;
-    let ws = Workspace::open_or_create(root)?;
-    let command: Vec<String> = std::env::args().collect();
-    let (record, mut runs) = create(&ws, &plan, a.name, a.max_parallel, command)?;
-
-    let mut children = Vec::new();
-    for run in runs.iter_mut() {
-        match spawn_supervisor(&run.dir, false) {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                let msg = format!("could not start the supervisor: {e}");
-                eprintln!("ddp: run {}: {msg}", run.record.id);
-                run.update(|r| {
-                    r.status = RunStatus::Failed;
-                    r.error = Some(msg.clone());
-                })?;
-            }
-        }
-    }
+    // Reap the supervisors as they exit (they outlive us if we return first: that is fine).
+    let (record, runs) = started.reap_in_background();
     let id = &record.id;
     let limit = match record.max_parallel {
         Some(n) => format!("at most {n} at a time"),
@@ -89,7 +77,7 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
     if a.json && a.detach {
         let started = Started {
             sweep: &record,
-            manifest: ddp_workspaces::sweep::manifest_path(&ws.root, id),
+            manifest: ddp_workspaces::sweep::manifest_path(root, id),
             dirs: runs.iter().map(|r| r.dir.as_path()).collect(),
         };
         println!("{}", serde_json::to_string_pretty(&started)?);
@@ -121,13 +109,9 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // Reap the supervisors as they exit (they outlive us if we are interrupted: that is fine).
-    for mut c in children {
-        std::thread::spawn(move || c.wait());
-    }
     let finished = wait_all(&runs, &record, &say)?;
     say(String::new());
-    compare::print(&compare::comparison(&finished, Some(id.clone()))?, a.json)?;
+    compare::print(&comparison(&finished, Some(id.clone()))?, a.json)?;
     Ok(exit_code(finished.iter().map(|r| r.record.status)))
 }
 
@@ -161,12 +145,14 @@ fn wait_all(runs: &[Run], record: &SweepRecord, say: &dyn Fn(String)) -> Result<
                 continue;
             }
             let now = Run::load_checked(&run.dir)?;
-            if stopping && !signalled[i] && !now.record.status.is_terminal() {
-                if let Some(sup) = &now.record.supervisor {
-                    // SAFETY: kill(2) on the supervisor pid recorded for this run (checked alive).
-                    unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) };
-                    signalled[i] = true;
-                }
+            if stopping
+                && !signalled[i]
+                && !now.record.status.is_terminal()
+                && now.record.supervisor.is_some()
+            {
+                // A failure means the supervisor is gone: the next read marks the run failed.
+                let _ = actions::request_stop(&now);
+                signalled[i] = true;
             }
             if now.record.status.is_terminal() {
                 count += 1;
@@ -188,16 +174,16 @@ fn wait_all(runs: &[Run], record: &SweepRecord, say: &dyn Fn(String)) -> Result<
 /// `[2/4] 20261121-101500-abc123 lr=0.01,batch_size=64: completed in 12.3s, test accuracy 91.20%`.
 fn finish_line(count: usize, total: usize, run: &Run, label: &str) -> String {
     let r = &run.record;
-    let s = list::summarize(run, &run.metrics().unwrap_or_default());
+    let s = Summary::of(run);
     let took = s
         .duration_s
-        .map(|d| format!(" in {}", table::duration(d)))
+        .map(|d| format!(" in {}", duration(d)))
         .unwrap_or_default();
     let detail = match r.status {
         RunStatus::Failed => format!(": {}", r.error.as_deref().unwrap_or("see its logs")),
         _ => match (s.test_accuracy, s.final_val_accuracy) {
-            (Some(a), _) => format!(", test accuracy {}", table::percent(Some(a))),
-            (None, Some(a)) => format!(", val accuracy {}", table::percent(Some(a))),
+            (Some(a), _) => format!(", test accuracy {}", percent(Some(a))),
+            (None, Some(a)) => format!(", val accuracy {}", percent(Some(a))),
             (None, None) => String::new(),
         },
     };

@@ -1,0 +1,631 @@
+//! What every front end does to runs, as library calls that return data and print nothing:
+//! start a run ([`check_new_run`], [`start_run`]) or a sweep ([`check_new_sweep`],
+//! [`start_sweep`]), resume one ([`resume_run`]), stop one ([`request_stop`], then optionally
+//! [`wait_until_terminal`]), remove one ([`remove_run`]), and tag one ([`add_tags`],
+//! [`remove_tags`]). The `ddp` CLI is a thin layer over these; a TUI or a notebook kernel calls
+//! the same functions and gets the same checks and messages.
+//!
+//! Starting a run spawns its supervisor from `std::env::current_exe()`: the front end's binary
+//! must call [`crate::supervisor::run_hidden_command`] first thing in `main`.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use ddp_trainer::spec::Spec;
+use serde::Serialize;
+
+use crate::run::{Run, RunStatus};
+use crate::supervisor::spawn_supervisor;
+use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+
+/// A request for a new run (what `ddp run` takes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewRun {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// `KEY=VALUE` spec overrides (`--set`), applied in order.
+    pub overrides: Vec<String>,
+    /// The number of replicas (`ddp.replicas`), applied after `overrides`.
+    pub replicas: Option<usize>,
+    /// A name for the run (shown by `ddp ls` / `ddp show`).
+    pub name: Option<String>,
+    /// The command line recorded in `run.json` (`ddp run ...`, or what the front end did).
+    pub command: Vec<String>,
+}
+
+impl NewRun {
+    /// A request for `spec` with no overrides, name or command.
+    pub fn new(spec: impl Into<PathBuf>) -> NewRun {
+        NewRun {
+            spec: spec.into(),
+            ..NewRun::default()
+        }
+    }
+
+    /// `overrides` with `replicas` appended as `ddp.replicas=N`.
+    fn all_overrides(&self) -> Vec<String> {
+        let mut all = self.overrides.clone();
+        if let Some(n) = self.replicas {
+            all.push(format!("ddp.replicas={n}"));
+        }
+        all
+    }
+}
+
+/// The essentials of a validated spec, for a front end to show (a "new run" dialog, a progress
+/// bar's length, the restart budget).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpecSummary {
+    /// The spec's `name`.
+    pub name: String,
+    /// The experiment folder the run goes into (`name` made safe for a folder name).
+    pub experiment: String,
+    /// `model.name`, as written in specs (`mnist-cnn`, `resnet18`, ...).
+    pub model: String,
+    /// `data.name`, as written in specs (`mnist`, `cifar10`, `synthetic`, ...).
+    pub data: String,
+    pub replicas: usize,
+    pub epochs: usize,
+    /// `restart.max_restarts`.
+    pub max_restarts: u32,
+}
+
+impl SpecSummary {
+    fn of(spec: &Spec) -> SpecSummary {
+        let text = |v: serde_json::Result<serde_json::Value>| match v {
+            Ok(serde_json::Value::String(s)) => s,
+            Ok(other) => other.to_string(),
+            Err(e) => e.to_string(),
+        };
+        SpecSummary {
+            name: spec.name.clone(),
+            experiment: crate::workspace::sanitize(&spec.name),
+            model: text(serde_json::to_value(spec.model.name)),
+            data: text(serde_json::to_value(spec.data.name)),
+            replicas: spec.ddp.replicas,
+            epochs: spec.train.epochs,
+            max_restarts: spec.restart.max_restarts,
+        }
+    }
+}
+
+/// A run whose supervisor was just spawned.
+#[derive(Debug)]
+pub struct Started {
+    /// The run as it was when its supervisor was spawned (status queued).
+    pub run: Run,
+    pub spec: SpecSummary,
+    /// The supervisor process. It runs in its own session and outlives the caller; a caller that
+    /// stays alive should reap it when it exits ([`Started::reap_in_background`]) or it lingers
+    /// as a zombie; dropping it is fine for a caller about to exit.
+    pub supervisor: Child,
+}
+
+impl Started {
+    /// Reaps the supervisor from a background thread when it exits, and returns the run.
+    pub fn reap_in_background(self) -> Run {
+        let mut child = self.supervisor;
+        std::thread::spawn(move || child.wait());
+        self.run
+    }
+}
+
+/// Loads and validates the spec of `req` (the file, the overrides, the replicas) and checks that
+/// this machine can ever satisfy its devices, creating nothing. The same checks as
+/// [`start_run`], for a front end to validate a "new run" form.
+pub fn check_new_run(req: &NewRun) -> Result<SpecSummary> {
+    Ok(SpecSummary::of(&load_new_spec(req)?))
+}
+
+/// Starts a new run: validates as [`check_new_run`] does before creating anything (the workspace
+/// folder included), then creates the workspace if needed, the run (queued), and spawns the run's
+/// supervisor. If the supervisor cannot be spawned the run is marked failed with the message
+/// ([`Error::Supervisor`]).
+pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
+    let spec = load_new_spec(req)?;
+    let ws = Workspace::open_or_create(root)?;
+    let run = ws.create_run(&spec, req.command.clone(), req.name.clone(), None)?;
+    launch(run, &spec, false)
+}
+
+/// Continues a stopped or failed run (by address: id, prefix, `latest`, ...) from its newest
+/// checkpoint, in the same folder; refuses any other status ([`Error::Refused`]).
+pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
+    let ws = Workspace::open(root)?;
+    let mut run = ws.run(address)?;
+    if !matches!(run.record.status, RunStatus::Stopped | RunStatus::Failed) {
+        return Err(Error::Refused(format!(
+            "run {} is {}: only a stopped or failed run can be resumed",
+            run.record.id, run.record.status
+        )));
+    }
+    let spec = Spec::load(&run.spec_path(), &[])?;
+    run.update(|r| {
+        r.status = RunStatus::Queued;
+        r.error = None;
+        r.ended = None;
+        r.supervisor = None;
+    })?;
+    launch(run, &spec, true)
+}
+
+fn launch(mut run: Run, spec: &Spec, resume: bool) -> Result<Started> {
+    let supervisor = spawn_supervisor_or_fail(&mut run, resume)?;
+    Ok(Started {
+        run,
+        spec: SpecSummary::of(spec),
+        supervisor,
+    })
+}
+
+/// Spawns the supervisor of a created (queued) run; if that fails, marks the run failed with the
+/// message and returns it as [`Error::Supervisor`] (`could not start the supervisor: ...`).
+pub fn spawn_supervisor_or_fail(run: &mut Run, resume: bool) -> Result<Child> {
+    match spawn_supervisor(&run.dir, resume) {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            let msg = format!("could not start the supervisor: {e}");
+            run.update(|r| {
+                r.status = RunStatus::Failed;
+                r.error = Some(msg.clone());
+            })?;
+            Err(Error::Supervisor(msg))
+        }
+    }
+}
+
+/// The spec of a new run, validated, with its devices checked against this machine.
+fn load_new_spec(req: &NewRun) -> Result<Spec> {
+    let spec = Spec::load(&req.spec, &req.all_overrides())?;
+    check_devices(&spec, &req.spec)?;
+    Ok(spec)
+}
+
+/// Refuses a spec whose devices can never be satisfied (more GPUs asked than exist, a list that
+/// does not match the replicas). GPUs held by other runs are not a reason to refuse: the run
+/// waits for them.
+fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
+    use crate::devices;
+    let discovery = devices::discover()?;
+    let request = devices::DeviceRequest::from_spec(&spec.ddp);
+    devices::plan(
+        &request,
+        &discovery,
+        &Default::default(),
+        devices::available_cores(),
+    )
+    .map_err(|e| Error::Invalid(format!("{}: {e}", spec_path.display())))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps.
+
+/// A request for a sweep (what `ddp sweep` takes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewSweep {
+    pub spec: PathBuf,
+    /// `KEY=V1,V2,...` axes (`--grid`): one run per combination.
+    pub grid: Vec<String>,
+    /// `KEY=VALUE` overrides of every run (`--set`).
+    pub overrides: Vec<String>,
+    /// The number of replicas of every run (`ddp.replicas`), applied after `overrides`.
+    pub replicas: Option<usize>,
+    /// At most this many runs of the sweep at a time (at least 1; `None`: as devices allow).
+    pub max_parallel: Option<usize>,
+    /// A name for the sweep (its runs are named `NAME/<combination>`).
+    pub name: Option<String>,
+    /// The command line recorded in the sweep's manifest and its runs.
+    pub command: Vec<String>,
+}
+
+/// A sweep whose runs were created and whose supervisors were spawned.
+#[derive(Debug)]
+pub struct StartedSweep {
+    pub sweep: SweepRecord,
+    /// The runs, in the order of `sweep.runs`.
+    pub runs: Vec<Run>,
+    /// The supervisors that were spawned (reap them as for [`Started::supervisor`]).
+    pub supervisors: Vec<Child>,
+    /// The runs whose supervisor could not be spawned (id, [`Error::Supervisor`]); they are
+    /// marked failed.
+    pub not_started: Vec<(String, Error)>,
+}
+
+impl StartedSweep {
+    /// Reaps every supervisor from background threads when they exit, and returns the sweep and
+    /// its runs.
+    pub fn reap_in_background(self) -> (SweepRecord, Vec<Run>) {
+        for mut c in self.supervisors {
+            std::thread::spawn(move || c.wait());
+        }
+        (self.sweep, self.runs)
+    }
+}
+
+/// Parses the grid and validates every combination (each one's spec, with its overrides),
+/// creating nothing. The same checks as [`start_sweep`].
+pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
+    let grid: Vec<GridAxis> = req.grid.iter().map(|g| g.parse()).collect::<Result<_>>()?;
+    let mut overrides = req.overrides.clone();
+    if let Some(n) = req.replicas {
+        overrides.push(format!("ddp.replicas={n}"));
+    }
+    if req.max_parallel == Some(0) {
+        return Err(Error::Invalid("--max-parallel must be at least 1".into()));
+    }
+    SweepPlan::new(&req.spec, overrides, grid)
+}
+
+/// Starts a sweep: validates as [`check_new_sweep`] does before creating anything, then creates
+/// the workspace if needed, one queued run per combination and the sweep's manifest, and spawns
+/// every run's supervisor (each waits for a sweep slot and for its devices by itself).
+pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
+    let plan = check_new_sweep(req)?;
+    let ws = Workspace::open_or_create(root)?;
+    let (sweep, mut runs) = crate::sweep::create(
+        &ws,
+        &plan,
+        req.name.clone(),
+        req.max_parallel,
+        req.command.clone(),
+    )?;
+    let mut supervisors = Vec::new();
+    let mut not_started = Vec::new();
+    for run in runs.iter_mut() {
+        match spawn_supervisor_or_fail(run, false) {
+            Ok(c) => supervisors.push(c),
+            Err(e @ Error::Supervisor(_)) => not_started.push((run.record.id.clone(), e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(StartedSweep {
+        sweep,
+        runs,
+        supervisors,
+        not_started,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stopping and removing.
+
+/// What [`request_stop`] did.
+#[derive(Debug, Clone)]
+pub enum StopRequest {
+    /// The run had already ended: nothing was sent.
+    AlreadyTerminal(Run),
+    /// SIGTERM was sent to the run's supervisor (process `pid`): its replicas finish their step
+    /// and exit, then it marks the run stopped. [`wait_until_terminal`] waits for that.
+    Signalled { run: Run, pid: u32 },
+}
+
+/// Asks a run to stop, without waiting: reads the run again (a supervisor found dead marks it
+/// failed), and unless it has ended sends SIGTERM to its supervisor. A live run without a
+/// supervisor yet (it is being started) is [`Error::Refused`]: try again in a moment.
+pub fn request_stop(run: &Run) -> Result<StopRequest> {
+    let run = Run::load_checked(&run.dir)?;
+    if run.record.status.is_terminal() {
+        return Ok(StopRequest::AlreadyTerminal(run));
+    }
+    let Some(sup) = run.record.supervisor.clone() else {
+        return Err(Error::Refused(format!(
+            "run {} has no supervisor yet (status {}); try again in a moment",
+            run.record.id, run.record.status
+        )));
+    };
+    // SAFETY: kill(2) with a pid we recorded and checked alive (load_checked).
+    if unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) } != 0 {
+        return Err(Error::Supervisor(format!(
+            "cannot signal the supervisor (pid {}): {}",
+            sup.pid,
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(StopRequest::Signalled { run, pid: sup.pid })
+}
+
+/// How often [`wait_until_terminal`] reads `run.json`.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Blocks until the run in `dir` has ended (completed, failed or stopped) and returns it; after
+/// `timeout`, [`Error::Supervisor`] names the run, its supervisor's pid and its log. Meant for
+/// after [`request_stop`]: the message says the run "did not stop".
+pub fn wait_until_terminal(dir: &Path, timeout: Duration) -> Result<Run> {
+    let start = Instant::now();
+    loop {
+        let now = Run::load_checked(dir)?;
+        if now.record.status.is_terminal() {
+            return Ok(now);
+        }
+        if start.elapsed() > timeout {
+            let pid = now
+                .record
+                .supervisor
+                .as_ref()
+                .map_or_else(|| "none yet".to_string(), |p| p.pid.to_string());
+            return Err(Error::Supervisor(format!(
+                "run {} did not stop within {timeout:?} (supervisor pid {pid}); see {}",
+                now.record.id,
+                now.supervisor_log().display()
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Deletes the run's folder. Reads the run again first and refuses a run that is still live
+/// ([`Error::Refused`]: stop it first).
+pub fn remove_run(run: &Run) -> Result<()> {
+    let run = Run::load_checked(&run.dir)?;
+    if !run.record.status.is_terminal() {
+        return Err(Error::Refused(format!(
+            "run {} is {}: stop it first (`ddp stop {}`)",
+            run.record.id, run.record.status, run.record.id
+        )));
+    }
+    std::fs::remove_dir_all(&run.dir).map_err(|e| Error::io(&run.dir, e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tags.
+
+/// Tags are single non-empty lines; the first that is not is [`Error::Refused`].
+pub fn validate_tags(tags: &[String]) -> Result<()> {
+    match tags
+        .iter()
+        .find(|t| t.trim().is_empty() || t.contains('\n'))
+    {
+        Some(bad) => Err(Error::Refused(format!(
+            "invalid tag {bad:?}: tags are single non-empty lines"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Adds `tags` (validated first) after the run's current tags, each once, and returns the tags
+/// now. With no tags, nothing is written.
+pub fn add_tags(run: &Run, tags: &[String]) -> Result<Vec<String>> {
+    validate_tags(tags)?;
+    let mut current = run.tags();
+    for t in tags {
+        if !current.contains(t) {
+            current.push(t.clone());
+        }
+    }
+    if !tags.is_empty() {
+        run.set_tags(&current)?;
+    }
+    Ok(current)
+}
+
+/// Removes `tags` (validated first) from the run's tags and returns the tags now. With no tags,
+/// nothing is written.
+pub fn remove_tags(run: &Run, tags: &[String]) -> Result<Vec<String>> {
+    validate_tags(tags)?;
+    let mut current = run.tags();
+    current.retain(|t| !tags.contains(t));
+    if !tags.is_empty() {
+        run.set_tags(&current)?;
+    }
+    Ok(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::ProcessId;
+
+    const SPEC: &str = "name = 'mnist cnn'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[train]\nepochs = 3\n[restart]\nmax_restarts = 4\n";
+
+    fn spec_file(dir: &Path) -> PathBuf {
+        let p = dir.join("spec.toml");
+        std::fs::write(&p, SPEC).unwrap();
+        p
+    }
+
+    /// A workspace with one created (queued, never started) run in `status`.
+    fn run_in(dir: &Path, status: RunStatus, supervisor: Option<ProcessId>) -> Run {
+        let spec = Spec::load(&spec_file(dir), &[]).unwrap();
+        let ws = Workspace::open_or_create(&dir.join("ws")).unwrap();
+        let mut run = ws.create_run(&spec, vec![], None, None).unwrap();
+        run.update(|r| {
+            r.status = status;
+            r.supervisor = supervisor;
+        })
+        .unwrap();
+        run
+    }
+
+    #[test]
+    fn check_new_run_summarises_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = NewRun::new(spec_file(dir.path()));
+        req.overrides = vec!["train.epochs=5".into()];
+        req.replicas = Some(3);
+        let s = check_new_run(&req).unwrap();
+        assert_eq!(
+            s,
+            SpecSummary {
+                name: "mnist cnn".into(),
+                experiment: "mnist-cnn".into(),
+                model: "mlp".into(),
+                data: "synthetic".into(),
+                replicas: 3,
+                epochs: 5,
+                max_restarts: 4,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_specs_create_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let mut req = NewRun::new(spec_file(dir.path()));
+        req.overrides = vec!["train.lrr=0.1".into()];
+        let e = start_run(&root, &req).unwrap_err();
+        assert!(e.to_string().contains("did you mean `train.lr`"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        // Devices this machine can never give.
+        req.overrides = vec!["ddp.devices=[0, 99]".into()];
+        req.replicas = Some(2);
+        let e = start_run(&root, &req).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+        assert!(
+            e.to_string().starts_with(&req.spec.display().to_string()),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), 2);
+        let e = start_run(&root, &NewRun::new(dir.path().join("missing.toml"))).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn only_stopped_or_failed_runs_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_in(dir.path(), RunStatus::Completed, None);
+        let e = resume_run(&dir.path().join("ws"), "latest").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "run {} is completed: only a stopped or failed run can be resumed",
+                run.record.id
+            )
+        );
+        assert_eq!(e.exit_code(), 1);
+        let e = resume_run(&dir.path().join("ws"), "nope").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn stop_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = run_in(dir.path(), RunStatus::Stopped, None);
+        assert!(matches!(
+            request_stop(&done).unwrap(),
+            StopRequest::AlreadyTerminal(r) if r.record.status == RunStatus::Stopped
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let starting = run_in(dir.path(), RunStatus::Queued, None);
+        let e = request_stop(&starting).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("has no supervisor yet (status queued)"),
+            "{e}"
+        );
+        // A live "supervisor": a child process, which gets the SIGTERM.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let sup = ProcessId {
+            pid: child.id(),
+            start_ticks: 0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let live = run_in(dir.path(), RunStatus::Running, Some(sup));
+        match request_stop(&live).unwrap() {
+            StopRequest::Signalled { pid, run } => {
+                assert_eq!(pid, child.id());
+                assert_eq!(run.record.status, RunStatus::Running);
+            }
+            other => panic!("{other:?}"),
+        }
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn waiting_for_a_run_to_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = run_in(dir.path(), RunStatus::Failed, None);
+        let r = wait_until_terminal(&done.dir, Duration::ZERO).unwrap();
+        assert_eq!(r.record.status, RunStatus::Failed);
+        let dir = tempfile::tempdir().unwrap();
+        let live = run_in(dir.path(), RunStatus::Running, Some(ProcessId::current()));
+        let e = wait_until_terminal(&live.dir, Duration::from_millis(150)).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("did not stop within 150ms"), "{msg}");
+        assert!(
+            msg.contains(&format!("supervisor pid {}", std::process::id())),
+            "{msg}"
+        );
+        assert!(msg.ends_with("logs/supervisor.log"), "{msg}");
+        assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn only_ended_runs_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = run_in(dir.path(), RunStatus::Running, Some(ProcessId::current()));
+        let e = remove_run(&live).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "run {0} is running: stop it first (`ddp stop {0}`)",
+                live.record.id
+            )
+        );
+        assert!(live.dir.is_dir());
+        let mut done = live.clone();
+        done.update(|r| r.status = RunStatus::Completed).unwrap();
+        remove_run(&done).unwrap();
+        assert!(!done.dir.exists());
+    }
+
+    #[test]
+    fn tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_in(dir.path(), RunStatus::Completed, None);
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            add_tags(&run, &t(&["a", "b", "a"])).unwrap(),
+            t(&["a", "b"])
+        );
+        assert_eq!(
+            add_tags(&run, &t(&["c", "b"])).unwrap(),
+            t(&["a", "b", "c"])
+        );
+        assert_eq!(add_tags(&run, &[]).unwrap(), t(&["a", "b", "c"]));
+        assert_eq!(remove_tags(&run, &t(&["b", "x"])).unwrap(), t(&["a", "c"]));
+        assert_eq!(run.tags(), t(&["a", "c"]));
+        for bad in ["", "  ", "two\nlines"] {
+            let e = add_tags(&run, &t(&["ok", bad])).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid tag {bad:?}: tags are single non-empty lines")
+            );
+            assert_eq!(e.exit_code(), 1);
+            assert!(remove_tags(&run, &t(&[bad])).is_err());
+        }
+        assert_eq!(run.tags(), t(&["a", "c"]));
+    }
+
+    #[test]
+    fn check_new_sweep_validates_every_combination() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = NewSweep {
+            spec: spec_file(dir.path()),
+            grid: vec!["train.lr=0.1,0.01".into(), "train.batch_size=16,32".into()],
+            replicas: Some(1),
+            ..NewSweep::default()
+        };
+        let plan = check_new_sweep(&req).unwrap();
+        assert_eq!(plan.runs.len(), 4);
+        assert!(plan.runs.iter().all(|r| r.spec.ddp.replicas == 1));
+        req.max_parallel = Some(0);
+        let e = check_new_sweep(&req).unwrap_err();
+        assert_eq!(e.to_string(), "--max-parallel must be at least 1");
+        req.max_parallel = None;
+        req.grid.push("train.momentum=fast".into());
+        assert_eq!(check_new_sweep(&req).unwrap_err().exit_code(), 2);
+        let root = dir.path().join("ws");
+        assert!(start_sweep(&root, &req).is_err());
+        assert!(!root.exists());
+    }
+}

@@ -1,0 +1,86 @@
+//! Human formatting shared by front ends: durations, timestamps, percentages, losses. Every
+//! function is pure and renders a missing or meaningless value as `-`.
+
+/// Seconds as `1h02m`, `3m05s` or `12.3s`; `-` when negative or not finite.
+pub fn duration(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "-".into();
+    }
+    let s = seconds.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{seconds:.1}s")
+    }
+}
+
+/// An optional duration ([`duration`]), `-` when absent.
+pub fn opt_duration(seconds: Option<f64>) -> String {
+    seconds.map(duration).unwrap_or_else(|| "-".into())
+}
+
+/// Unix seconds as `2026-11-21 10:15:00` (UTC); `-` when out of range.
+pub fn timestamp(t: f64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp(t as i64) {
+        Ok(d) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            d.year(),
+            d.month() as u8,
+            d.day(),
+            d.hour(),
+            d.minute(),
+            d.second()
+        ),
+        Err(_) => "-".into(),
+    }
+}
+
+/// A fraction as a percentage with 2 decimals (`0.9123` → `91.23%`), `-` when absent.
+pub fn percent(a: Option<f64>) -> String {
+    a.map(|a| format!("{:.2}%", a * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A loss with 4 decimals (`0.1234`), `-` when absent.
+pub fn loss(l: Option<f64>) -> String {
+    l.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into())
+}
+
+/// A learning rate without trailing zeros (see [`crate::metrics::fmt_lr`]).
+pub use crate::metrics::fmt_lr as lr;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(65.0), "1m05s");
+        assert_eq!(duration(3.25), "3.2s");
+        assert_eq!(duration(59.96), "1m00s");
+        assert_eq!(duration(3725.0), "1h02m");
+        assert_eq!(duration(-1.0), "-");
+        assert_eq!(duration(f64::NAN), "-");
+        assert_eq!(opt_duration(None), "-");
+        assert_eq!(opt_duration(Some(12.34)), "12.3s");
+    }
+
+    #[test]
+    fn timestamps_are_utc() {
+        assert_eq!(timestamp(0.0), "1970-01-01 00:00:00");
+        assert_eq!(timestamp(1_795_270_959.8), "2026-11-21 14:22:39");
+        assert_eq!(timestamp(1e300), "-");
+    }
+
+    #[test]
+    fn percents_and_losses() {
+        assert_eq!(percent(Some(0.91234)), "91.23%");
+        assert_eq!(percent(Some(1.0)), "100.00%");
+        assert_eq!(percent(None), "-");
+        assert_eq!(loss(Some(0.123456)), "0.1235");
+        assert_eq!(loss(None), "-");
+        assert_eq!(lr(0.0005), "0.0005");
+    }
+}

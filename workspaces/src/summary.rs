@@ -1,0 +1,159 @@
+//! A run's figures at a glance (epochs, steps, losses, accuracies, duration), from rank 0's
+//! metric records: what `ddp ls`, `ddp show`, `ddp compare` and the end of `ddp run` print, and
+//! what their `--json` carries.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::metrics::MetricRecord;
+use crate::run::{Run, RunRecord, now};
+use crate::run_list::MetricDigest;
+
+/// Figures from rank 0's metrics (`None`: no such record yet).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Summary {
+    /// The highest epoch validated so far.
+    pub epochs_done: usize,
+    /// The highest optimizer step recorded.
+    pub steps: u64,
+    pub last_train_loss: Option<f64>,
+    pub best_val_accuracy: Option<f64>,
+    pub final_val_loss: Option<f64>,
+    pub final_val_accuracy: Option<f64>,
+    pub test_loss: Option<f64>,
+    pub test_accuracy: Option<f64>,
+    /// From the run's start to its end (or to now while it is live).
+    pub duration_s: Option<f64>,
+}
+
+impl Summary {
+    /// Reads the run's rank-0 metrics and summarises them; a run without readable metrics gets
+    /// the figures of no records.
+    pub fn of(run: &Run) -> Summary {
+        summarize(run, &run.metrics().unwrap_or_default())
+    }
+}
+
+/// Summarises `metrics` (rank 0's records of `run`). Pure apart from the clock: the duration of
+/// a live run is measured up to now.
+pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
+    let d = MetricDigest::of(metrics);
+    let r = &run.record;
+    Summary {
+        epochs_done: d.epochs_done,
+        steps: d.steps,
+        last_train_loss: d.last_train_loss,
+        best_val_accuracy: d.best_val_accuracy,
+        final_val_loss: d.last_val_loss,
+        final_val_accuracy: d.last_val_accuracy,
+        test_loss: d.test_loss,
+        test_accuracy: d.test_accuracy,
+        duration_s: r.started.map(|s| r.ended.unwrap_or_else(now) - s),
+    }
+}
+
+/// One run as `ddp ls --json` (one line each) and `ddp show --json` print it: the fields of
+/// `run.json`, then `dir`, `tags` and `summary`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOverview<'a> {
+    #[serde(flatten)]
+    pub record: &'a RunRecord,
+    pub dir: &'a Path,
+    pub tags: Vec<String>,
+    pub summary: Summary,
+}
+
+impl<'a> RunOverview<'a> {
+    /// Reads the run's tags and metrics.
+    pub fn of(run: &'a Run) -> Self {
+        RunOverview {
+            record: &run.record,
+            dir: &run.dir,
+            tags: run.tags(),
+            summary: Summary::of(run),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricKind;
+    use crate::run::RunStatus;
+
+    fn rec(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
+        MetricRecord {
+            time: 0.0,
+            rank: 0,
+            kind,
+            epoch,
+            step,
+            loss,
+            accuracy: acc,
+            lr: 0.001,
+            samples_per_sec: 1.0,
+            samples: None,
+            world_size: 2,
+        }
+    }
+
+    fn run(started: Option<f64>, ended: Option<f64>) -> Run {
+        let record: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": "20261121-101500-abc123", "experiment": "mnist", "status": "completed",
+            "spec_hash": "h", "command": ["ddp"], "host": "h", "replicas": 2, "created": 1.0,
+            "started": started, "ended": ended,
+        }))
+        .unwrap();
+        Run {
+            dir: "/ws/experiments/mnist/runs/20261121-101500-abc123".into(),
+            record,
+        }
+    }
+
+    #[test]
+    fn figures_from_records() {
+        use MetricKind::*;
+        let m = [
+            rec(Train, 1, 5, 1.0, None),
+            rec(Val, 1, 10, 0.8, Some(0.7)),
+            rec(Train, 2, 15, 0.6, None),
+            rec(Val, 2, 20, 0.5, Some(0.65)),
+            rec(Test, 2, 20, 0.45, Some(0.66)),
+        ];
+        let s = summarize(&run(Some(100.0), Some(112.5)), &m);
+        assert_eq!(
+            s,
+            Summary {
+                epochs_done: 2,
+                steps: 20,
+                last_train_loss: Some(0.6),
+                best_val_accuracy: Some(0.7),
+                final_val_loss: Some(0.5),
+                final_val_accuracy: Some(0.65),
+                test_loss: Some(0.45),
+                test_accuracy: Some(0.66),
+                duration_s: Some(12.5),
+            }
+        );
+        assert_eq!(summarize(&run(None, None), &[]), Summary::default());
+        let live = summarize(&run(Some(now() - 5.0), None), &[]);
+        assert!(live.duration_s.unwrap() >= 5.0);
+    }
+
+    #[test]
+    fn overview_json_flattens_the_record() {
+        let r = run(Some(1.0), Some(2.0));
+        assert_eq!(r.record.status, RunStatus::Completed);
+        let v = serde_json::to_value(RunOverview::of(&r)).unwrap();
+        assert_eq!(v["id"], "20261121-101500-abc123");
+        assert_eq!(v["status"], "completed");
+        assert_eq!(
+            v["dir"],
+            "/ws/experiments/mnist/runs/20261121-101500-abc123"
+        );
+        assert_eq!(v["tags"], serde_json::json!([]));
+        assert_eq!(v["summary"]["duration_s"], 1.0);
+        assert_eq!(v["summary"]["test_accuracy"], serde_json::Value::Null);
+    }
+}
