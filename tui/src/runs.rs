@@ -124,7 +124,10 @@ impl RunsState {
             }
         }
         if self.selected.is_none() {
-            self.selected = self.rows().iter().find_map(|r| r.dir().map(Path::to_path_buf));
+            self.selected = self
+                .rows()
+                .iter()
+                .find_map(|r| r.dir().map(Path::to_path_buf));
         }
     }
 
@@ -202,7 +205,9 @@ impl RunsState {
     /// Moves the selection by `delta` rows (headings skipped), clamped to the list.
     pub fn move_selection(&mut self, delta: isize) {
         let rows = self.rows();
-        let selectable: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].dir().is_some()).collect();
+        let selectable: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].dir().is_some())
+            .collect();
         if selectable.is_empty() {
             self.selected = None;
             return;
@@ -264,7 +269,8 @@ impl RunsState {
 /// accuracy, longest).
 fn compare(key: SortKey, a: &RunEntry, b: &RunEntry) -> std::cmp::Ordering {
     let (ra, rb) = (&a.run.record, &b.run.record);
-    let desc = |x: Option<f64>, y: Option<f64>| opt_cmp(y, x);
+    // Larger first, absent values still last.
+    let desc = |x: Option<f64>, y: Option<f64>| opt_cmp(x.map(|v| -v), y.map(|v| -v));
     match key {
         SortKey::Created => rb.id.cmp(&ra.id),
         SortKey::Status => ra.status.cmp(&rb.status),
@@ -281,7 +287,9 @@ fn compare(key: SortKey, a: &RunEntry, b: &RunEntry) -> std::cmp::Ordering {
 fn opt_cmp(x: Option<f64>, y: Option<f64>) -> std::cmp::Ordering {
     use std::cmp::Ordering::*;
     match (x, y) {
-        (Some(x), Some(y)) => x.partial_cmp(&y).unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
+        (Some(x), Some(y)) => x
+            .partial_cmp(&y)
+            .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
         (Some(_), None) => Less,
         (None, Some(_)) => Greater,
         (None, None) => Equal,
@@ -383,7 +391,9 @@ pub(crate) mod tests {
         assert_eq!(ids(&s.rows()), ["cccccc", "bbbbbb", "aaaaaa", "bad"]);
         assert_eq!(
             s.selected.as_deref(),
-            Some(Path::new("/ws/experiments/mnist/runs/20261103-000000-cccccc"))
+            Some(Path::new(
+                "/ws/experiments/mnist/runs/20261103-000000-cccccc"
+            ))
         );
         s.sort = SortKey::BestVal;
         assert_eq!(ids(&s.rows()), ["aaaaaa", "bbbbbb", "cccccc", "bad"]);
@@ -393,12 +403,26 @@ pub(crate) mod tests {
         s.group = true;
         assert_eq!(
             ids(&s.rows()),
-            ["# cifar 1", "bbbbbb", "# mnist 2", "aaaaaa", "cccccc", "bad"]
+            [
+                "# cifar 1",
+                "bbbbbb",
+                "# mnist 2",
+                "aaaaaa",
+                "cccccc",
+                "bad"
+            ]
         );
         s.filter = "BASE".into();
         assert_eq!(ids(&s.rows()), ["# mnist 1", "aaaaaa"]);
         s.fix_selection();
-        assert!(s.selected_entry().unwrap().run.record.id.ends_with("aaaaaa"));
+        assert!(
+            s.selected_entry()
+                .unwrap()
+                .run
+                .record
+                .id
+                .ends_with("aaaaaa")
+        );
         s.filter = "running".into();
         s.group = false;
         assert_eq!(ids(&s.rows()), ["bbbbbb"]);
@@ -408,7 +432,14 @@ pub(crate) mod tests {
     fn moving_marks_and_live_updates() {
         let mut s = state();
         s.move_selection(1);
-        assert!(s.selected_entry().unwrap().run.record.id.ends_with("bbbbbb"));
+        assert!(
+            s.selected_entry()
+                .unwrap()
+                .run
+                .record
+                .id
+                .ends_with("bbbbbb")
+        );
         s.move_selection(10);
         assert_eq!(s.selected_entry(), None); // the unreadable row
         assert!(s.selected.as_deref().unwrap().ends_with("bad"));
@@ -416,7 +447,11 @@ pub(crate) mod tests {
         s.toggle_mark();
         s.move_selection(2);
         s.toggle_mark();
-        let marked: Vec<_> = s.marked_entries().iter().map(|e| &e.run.record.id[16..]).collect();
+        let marked: Vec<_> = s
+            .marked_entries()
+            .iter()
+            .map(|e| &e.run.record.id[16..])
+            .collect();
         assert_eq!(marked, ["cccccc", "aaaaaa"]);
         // A run that finished, one that appeared, one that went.
         let mut b = entry("20261102-000000-bbbbbb", "cifar", RunStatus::Completed);

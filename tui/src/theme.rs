@@ -65,7 +65,9 @@ impl Theme {
 
     pub fn selected(self) -> Style {
         if self.color {
-            Style::new().bg(Color::DarkGray).add_modifier(Modifier::BOLD)
+            Style::new()
+                .bg(Color::DarkGray)
+                .add_modifier(Modifier::BOLD)
         } else {
             Style::new().add_modifier(Modifier::REVERSED)
         }

@@ -1,7 +1,7 @@
 //! Comparing and exporting runs (`ddp compare`, `ddp export`, the TUI's Compare view): choosing
 //! runs by address or sweep ([`select_runs`]), a run's frozen `spec.toml` as dotted keys, the keys
-//! that differ between runs with each run's value ([`SpecDiff`]) and figures ([`comparison`]), and
-//! metric records as CSV.
+//! that differ between runs with each run's values and figures ([`comparison`]), and metric
+//! records as CSV.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -185,39 +185,6 @@ pub fn differing_keys(specs: &[FlatSpec]) -> Vec<String> {
         .collect()
 }
 
-/// The spec keys that differ between runs, with each run's value.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SpecDiff {
-    /// Sorted, as [`differing_keys`].
-    pub keys: Vec<String>,
-    /// `values[k][r]`: run `r`'s value of `keys[k]` ([`display_value`]; `-` where it has none).
-    pub values: Vec<Vec<String>>,
-}
-
-/// Reads the specs (runs' `spec.toml`) and tells which keys differ and how.
-pub fn spec_diff(spec_paths: &[impl AsRef<Path>]) -> Result<SpecDiff> {
-    let specs = spec_paths
-        .iter()
-        .map(|p| read_flat_spec(p.as_ref()))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(diff_of(&specs))
-}
-
-/// [`spec_diff`] of specs already read.
-pub fn diff_of(specs: &[FlatSpec]) -> SpecDiff {
-    let keys = differing_keys(specs);
-    let values = keys
-        .iter()
-        .map(|k| {
-            specs
-                .iter()
-                .map(|s| s.get(k).map_or_else(|| "-".to_string(), display_value))
-                .collect()
-        })
-        .collect();
-    SpecDiff { keys, values }
-}
-
 /// A value for a table cell: strings without quotes, the rest as TOML (`0.001`, `[0, 1]`).
 pub fn display_value(v: &Value) -> String {
     match v {
@@ -292,9 +259,6 @@ mod tests {
             differing_keys(&[a.clone(), b.clone()]),
             ["train.lr", "train.max_steps"]
         );
-        let d = diff_of(&[a.clone(), b.clone()]);
-        assert_eq!(d.keys, ["train.lr", "train.max_steps"]);
-        assert_eq!(d.values, [["0.1", "0.01"], ["-", "3"]]);
         assert!(differing_keys(&[a.clone(), a.clone()]).is_empty());
         assert!(differing_keys(&[a]).is_empty());
         assert!(differing_keys(&[]).is_empty());

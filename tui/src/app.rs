@@ -1,0 +1,585 @@
+//! The one application state ([`App`]) and the one place it changes ([`App::update`]): every
+//! input, watcher event, tick and action result arrives as a [`Msg`]; `update` changes the state
+//! and returns the [`Effect`]s to carry out (start a watch, stop a run, ...), which the runtime
+//! executes off the UI thread and answers with more messages. Pure: tested without a terminal,
+//! files or processes.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
+use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
+use ddp_workspaces::run_list::RunListEvent;
+use ddp_workspaces::{Run, RunEvent, RunStatus};
+
+use crate::compare::{CompareTable, CompareView};
+use crate::dialog::{Confirm, Dialog};
+use crate::input::InputLine;
+use crate::keys::{self, Action, Context};
+use crate::run_view::{Pane, RunView};
+use crate::runs::RunsState;
+use crate::theme::Theme;
+
+/// Telemetry samples kept for the devices sparklines (one a second).
+pub const DEVICE_HISTORY: usize = 120;
+/// How long a notice stays in the footer, seconds.
+const NOTICE_S: f64 = 6.0;
+
+/// The top-level views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum View {
+    #[default]
+    Runs,
+    Run,
+    Devices,
+    Compare,
+}
+
+/// A line of feedback in the footer (action results, refusals).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub text: String,
+    pub error: bool,
+    pub at: f64,
+}
+
+/// What the user asked to start (`n`): the spec and the `ddp run` options the dialog accepts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewRunRequest {
+    pub spec: PathBuf,
+    pub overrides: Vec<String>,
+    pub name: Option<String>,
+    pub replicas: Option<usize>,
+}
+
+/// Work for the runtime: I/O and processes, never done by `update` itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Start following a run (its events arrive as [`Msg::Run`]) and read its spec.
+    WatchRun(Run),
+    /// Stop following a run.
+    UnwatchRun(PathBuf),
+    /// Follow the metrics of runs for Compare and read their specs ([`Msg::CompareSpecs`]).
+    WatchCompare(Vec<Run>),
+    UnwatchCompare,
+    /// Complete the path being typed in the new-run dialog ([`Msg::Completions`]).
+    Complete(String),
+    StartRun(NewRunRequest),
+    StopRun(Run),
+    ResumeRun(Run),
+    DeleteRun(Run),
+    SetTags(Run, Vec<String>),
+    /// Suspend the terminal and open `notes.md` in `$EDITOR`.
+    EditNotes(Run),
+}
+
+/// What an effect came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Started {
+        id: String,
+        dir: PathBuf,
+    },
+    /// The new-run dialog's request was refused (bad spec, devices, ...): nothing was created.
+    StartRefused(String),
+    Stopping(String),
+    Resumed(String),
+    Deleted(String),
+    TagsSet(String),
+    NotesEdited(String),
+    Failed(String),
+}
+
+/// Everything that can change the state.
+// `RunList` and `Run` carry whole records; they are the common case, so they stay unboxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize(u16, u16),
+    /// The clock (Unix seconds): durations, notices.
+    Tick(f64),
+    RunList(RunListEvent),
+    Run {
+        dir: PathBuf,
+        event: RunEvent,
+    },
+    Spec {
+        dir: PathBuf,
+        text: Result<String, String>,
+    },
+    CompareSpecs(Result<CompareTable, String>),
+    Telemetry(Telemetry),
+    Completions {
+        typed: String,
+        options: Vec<String>,
+    },
+    Done(Outcome),
+    /// SIGTERM, SIGHUP, or the input ended.
+    Quit,
+}
+
+#[derive(Debug)]
+pub struct App {
+    pub workspace: PathBuf,
+    pub theme: Theme,
+    pub view: View,
+    /// Where `Esc` goes from Devices.
+    pub previous: View,
+    pub runs: RunsState,
+    pub run: Option<RunView>,
+    pub compare: Option<CompareView>,
+    pub telemetry: Option<Telemetry>,
+    pub history: TelemetryHistory,
+    pub dialog: Option<Dialog>,
+    pub notice: Option<Notice>,
+    pub now: f64,
+    pub size: (u16, u16),
+    pub should_quit: bool,
+}
+
+impl App {
+    pub fn new(workspace: PathBuf, theme: Theme, now: f64, size: (u16, u16)) -> App {
+        App {
+            workspace,
+            theme,
+            view: View::Runs,
+            previous: View::Runs,
+            runs: RunsState::default(),
+            run: None,
+            compare: None,
+            telemetry: None,
+            history: TelemetryHistory::new(DEVICE_HISTORY),
+            dialog: None,
+            notice: None,
+            now,
+            size,
+            should_quit: false,
+        }
+    }
+
+    /// The keys that apply now.
+    pub fn context(&self) -> Context {
+        match self.view {
+            View::Runs => Context::Runs,
+            View::Run => Context::Run(self.run.as_ref().map_or(Pane::Charts, |r| r.pane)),
+            View::Devices => Context::Devices,
+            View::Compare => Context::Compare,
+        }
+    }
+
+    /// Rows a page-up/down moves: the terminal height less the header and footer.
+    pub fn page(&self) -> usize {
+        (self.size.1 as usize).saturating_sub(8).max(1)
+    }
+
+    pub fn notify(&mut self, text: impl Into<String>, error: bool) {
+        self.notice = Some(Notice {
+            text: text.into(),
+            error,
+            at: self.now,
+        });
+    }
+
+    /// Applies one message; returns the effects to carry out.
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        match msg {
+            Msg::Key(key) => {
+                if self.dialog.is_some() {
+                    return self.dialog_key(key);
+                }
+                match keys::action(self.context(), key) {
+                    Some(a) => self.act(a),
+                    None => vec![],
+                }
+            }
+            Msg::Mouse(m) => {
+                let action = match m.kind {
+                    MouseEventKind::ScrollUp => Action::Up,
+                    MouseEventKind::ScrollDown => Action::Down,
+                    _ => return vec![],
+                };
+                if self.dialog.is_some() {
+                    return vec![];
+                }
+                (0..3).flat_map(|_| self.act(action)).collect()
+            }
+            Msg::Resize(w, h) => {
+                self.size = (w, h);
+                vec![]
+            }
+            Msg::Tick(now) => {
+                self.now = now;
+                if self.notice.as_ref().is_some_and(|n| now - n.at > NOTICE_S) {
+                    self.notice = None;
+                }
+                vec![]
+            }
+            Msg::RunList(event) => self.on_run_list(event),
+            Msg::Run { dir, event } => {
+                if let Some(v) = self.run.as_mut().filter(|v| v.dir == dir) {
+                    v.apply(event.clone());
+                }
+                if let Some(c) = self.compare.as_mut() {
+                    c.apply(&dir, event);
+                }
+                vec![]
+            }
+            Msg::Spec { dir, text } => {
+                if let Some(v) = self.run.as_mut().filter(|v| v.dir == dir) {
+                    v.spec = Some(text);
+                }
+                vec![]
+            }
+            Msg::CompareSpecs(table) => {
+                if let Some(c) = self.compare.as_mut() {
+                    c.table = Some(table);
+                }
+                vec![]
+            }
+            Msg::Telemetry(t) => {
+                self.history.push(&t);
+                self.telemetry = Some(t);
+                vec![]
+            }
+            Msg::Completions { typed, options } => {
+                if let Some(Dialog::NewRun { input, hint, .. }) = self.dialog.as_mut() {
+                    crate::dialog::complete(input, hint, &typed, &options);
+                }
+                vec![]
+            }
+            Msg::Done(outcome) => {
+                self.on_outcome(outcome);
+                vec![]
+            }
+            Msg::Quit => {
+                self.should_quit = true;
+                vec![]
+            }
+        }
+    }
+
+    fn on_run_list(&mut self, event: RunListEvent) -> Vec<Effect> {
+        let removed = match &event {
+            RunListEvent::Removed { dir } => Some(dir.clone()),
+            _ => None,
+        };
+        self.runs.apply(event);
+        self.runs.fix_selection();
+        let Some(dir) = removed else {
+            return vec![];
+        };
+        let mut effects = vec![];
+        if self.run.as_ref().is_some_and(|v| v.dir == dir) {
+            let id = self.run.take().map(|v| v.record.id).unwrap_or_default();
+            if self.view == View::Run {
+                self.view = View::Runs;
+            }
+            if self.previous == View::Run {
+                self.previous = View::Runs;
+            }
+            self.notify(format!("run {id} was deleted"), true);
+            effects.push(Effect::UnwatchRun(dir));
+        }
+        effects
+    }
+
+    fn on_outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Started { id, dir } => {
+                self.dialog = None;
+                self.runs.selected = Some(dir);
+                self.notify(format!("started run {id}"), false);
+            }
+            Outcome::StartRefused(error) => match self.dialog.as_mut() {
+                Some(Dialog::NewRun { error: e, busy, .. }) => {
+                    *e = Some(error);
+                    *busy = false;
+                }
+                _ => self.notify(error, true),
+            },
+            Outcome::Stopping(id) => self.notify(
+                format!("stopping run {id} (replicas finish their step)"),
+                false,
+            ),
+            Outcome::Resumed(id) => self.notify(format!("resumed run {id}"), false),
+            Outcome::Deleted(id) => self.notify(format!("deleted run {id}"), false),
+            Outcome::TagsSet(id) => self.notify(format!("tags of {id} saved"), false),
+            Outcome::NotesEdited(id) => self.notify(format!("notes of {id} saved"), false),
+            Outcome::Failed(error) => self.notify(error, true),
+        }
+    }
+
+    /// The run an action applies to: the open run in the Run view, else the selected one.
+    fn target(&self) -> Option<Run> {
+        match self.view {
+            View::Run => {
+                let v = self.run.as_ref()?;
+                Some(Run {
+                    dir: v.dir.clone(),
+                    record: v.record.clone(),
+                })
+            }
+            _ => self.runs.selected_entry().map(|e| e.run.clone()),
+        }
+    }
+
+    /// Carries out a key's action in the current view.
+    pub fn act(&mut self, action: Action) -> Vec<Effect> {
+        let page = self.page();
+        match action {
+            Action::Quit => {
+                self.should_quit = true;
+                vec![]
+            }
+            Action::Help => {
+                self.dialog = Some(Dialog::Help);
+                vec![]
+            }
+            Action::Back => self.back(),
+            Action::Devices => {
+                if self.view != View::Devices {
+                    self.previous = self.view;
+                    self.view = View::Devices;
+                }
+                vec![]
+            }
+            Action::NewRun => {
+                self.dialog = Some(Dialog::NewRun {
+                    input: InputLine::default(),
+                    error: None,
+                    hint: None,
+                    busy: false,
+                });
+                vec![]
+            }
+            Action::Stop | Action::Resume | Action::Delete | Action::Tags | Action::Notes => {
+                self.run_action(action)
+            }
+            _ => match self.view {
+                View::Runs => self.act_runs(action, page),
+                View::Run => self.act_run(action, page),
+                View::Compare => {
+                    if let Some(c) = self.compare.as_mut() {
+                        c.act(action, page);
+                    }
+                    vec![]
+                }
+                View::Devices => vec![],
+            },
+        }
+    }
+
+    fn back(&mut self) -> Vec<Effect> {
+        match self.view {
+            View::Runs => {
+                if !self.runs.filter.is_empty() {
+                    self.runs.filter.clear();
+                    self.runs.fix_selection();
+                }
+                vec![]
+            }
+            View::Run => {
+                self.view = View::Runs;
+                match self.run.take() {
+                    Some(v) => vec![Effect::UnwatchRun(v.dir)],
+                    None => vec![],
+                }
+            }
+            View::Compare => {
+                self.view = View::Runs;
+                self.compare = None;
+                vec![Effect::UnwatchCompare]
+            }
+            View::Devices => {
+                self.view = match self.previous {
+                    View::Run if self.run.is_some() => View::Run,
+                    View::Compare if self.compare.is_some() => View::Compare,
+                    _ => View::Runs,
+                };
+                vec![]
+            }
+        }
+    }
+
+    fn act_runs(&mut self, action: Action, page: usize) -> Vec<Effect> {
+        let runs = &mut self.runs;
+        match action {
+            Action::Up => runs.move_selection(-1),
+            Action::Down => runs.move_selection(1),
+            Action::PageUp => runs.move_selection(-(page as isize)),
+            Action::PageDown => runs.move_selection(page as isize),
+            Action::Home => runs.move_selection(isize::MIN / 2),
+            Action::End => runs.move_selection(isize::MAX / 2),
+            Action::CycleSort => runs.cycle_sort(),
+            Action::ReverseSort => runs.reversed = !runs.reversed,
+            Action::ToggleGroup => runs.group = !runs.group,
+            Action::ToggleMark => {
+                runs.toggle_mark();
+                runs.move_selection(1);
+            }
+            Action::Find => {
+                self.dialog = Some(Dialog::Filter {
+                    input: InputLine::new(&self.runs.filter),
+                    before: self.runs.filter.clone(),
+                });
+            }
+            Action::Open => return self.open_selected(),
+            Action::Compare => return self.open_compare(),
+            _ => {}
+        }
+        vec![]
+    }
+
+    fn open_selected(&mut self) -> Vec<Effect> {
+        let Some(entry) = self.runs.selected_entry() else {
+            if let Some(u) = self
+                .runs
+                .selected
+                .as_ref()
+                .and_then(|d| self.runs.unreadable.iter().find(|u| &u.dir == d))
+            {
+                let text = format!("cannot open {}: {}", u.dir.display(), u.error);
+                self.notify(text, true);
+            }
+            return vec![];
+        };
+        let run = entry.run.clone();
+        let mut effects = vec![];
+        if let Some(old) = self.run.take() {
+            effects.push(Effect::UnwatchRun(old.dir));
+        }
+        self.run = Some(RunView::new(run.dir.clone(), run.record.clone()));
+        self.view = View::Run;
+        effects.push(Effect::WatchRun(run));
+        effects
+    }
+
+    fn open_compare(&mut self) -> Vec<Effect> {
+        let marked: Vec<Run> = self
+            .runs
+            .marked_entries()
+            .into_iter()
+            .map(|e| e.run.clone())
+            .collect();
+        if marked.len() < 2 {
+            self.notify(
+                "mark two or more runs with Space, then press c to compare them",
+                true,
+            );
+            return vec![];
+        }
+        self.compare = Some(CompareView::new(&marked));
+        self.view = View::Compare;
+        vec![Effect::WatchCompare(marked)]
+    }
+
+    fn act_run(&mut self, action: Action, page: usize) -> Vec<Effect> {
+        let Some(v) = self.run.as_mut() else {
+            return vec![];
+        };
+        match action {
+            Action::NextPane => v.pane = v.pane.next(),
+            Action::Pane(p) => v.pane = p,
+            _ => match v.pane {
+                Pane::Charts => match action {
+                    Action::Smoother => v.chart.smoother(),
+                    Action::Rougher => v.chart.rougher(),
+                    Action::ToggleLogScale => v.chart.log_loss = !v.chart.log_loss,
+                    Action::CycleX => v.chart.cycle_x(),
+                    _ => {}
+                },
+                Pane::Logs => {
+                    let replicas = v.record.replicas;
+                    match action {
+                        Action::NextLogTab => v.logs.switch(replicas, 1),
+                        Action::PrevLogTab => v.logs.switch(replicas, -1),
+                        Action::Find => {
+                            self.dialog = Some(Dialog::Search {
+                                input: InputLine::default(),
+                            });
+                        }
+                        _ => crate::dialog::log_key(v, action, page),
+                    }
+                }
+                Pane::Events => scroll(&mut v.events_scroll, action, page, v.events.len()),
+                Pane::Spec => {
+                    let lines = match &v.spec {
+                        Some(Ok(t)) => t.lines().count(),
+                        _ => 0,
+                    };
+                    scroll(&mut v.spec_scroll, action, page, lines)
+                }
+            },
+        }
+        vec![]
+    }
+
+    /// `s`, `r`, `d`, `t`, `e` on the target run: checks, then a confirmation or an effect.
+    fn run_action(&mut self, action: Action) -> Vec<Effect> {
+        if !matches!(self.view, View::Runs | View::Run) {
+            return vec![];
+        }
+        let Some(run) = self.target() else {
+            self.notify("no run selected", true);
+            return vec![];
+        };
+        let r = &run.record;
+        match action {
+            Action::Stop if r.status.is_terminal() => {
+                self.notify(format!("run {} is already {}", r.id, r.status), true);
+                vec![]
+            }
+            Action::Stop => {
+                self.dialog = Some(Dialog::Confirm(Confirm::Stop(run)));
+                vec![]
+            }
+            Action::Delete if !r.status.is_terminal() => {
+                let text = format!("run {} is {}: stop it first (s)", r.id, r.status);
+                self.notify(text, true);
+                vec![]
+            }
+            Action::Delete => {
+                self.dialog = Some(Dialog::Confirm(Confirm::Delete(run)));
+                vec![]
+            }
+            Action::Resume if !matches!(r.status, RunStatus::Stopped | RunStatus::Failed) => {
+                let text = format!(
+                    "run {} is {}: only a stopped or failed run can be resumed",
+                    r.id, r.status
+                );
+                self.notify(text, true);
+                vec![]
+            }
+            Action::Resume => vec![Effect::ResumeRun(run)],
+            Action::Tags => {
+                let tags = self
+                    .runs
+                    .entry(&run.dir)
+                    .map(|e| e.tags.join(" "))
+                    .unwrap_or_default();
+                self.dialog = Some(Dialog::Tags {
+                    run,
+                    input: InputLine::new(&tags),
+                });
+                vec![]
+            }
+            Action::Notes => vec![Effect::EditNotes(run)],
+            _ => vec![],
+        }
+    }
+}
+
+/// Up/down/page/home/end on a scroll position over `len` rows.
+pub(crate) fn scroll(pos: &mut usize, action: Action, page: usize, len: usize) {
+    let max = len.saturating_sub(1);
+    *pos = match action {
+        Action::Up => pos.saturating_sub(1),
+        Action::Down => (*pos + 1).min(max),
+        Action::PageUp => pos.saturating_sub(page),
+        Action::PageDown => (*pos + page).min(max),
+        Action::Home => 0,
+        Action::End => max,
+        _ => *pos,
+    };
+}

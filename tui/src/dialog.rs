@@ -1,0 +1,442 @@
+//! Dialogs and input lines over the views: help, confirmations, the new-run command line (with
+//! path completion), tags, the runs filter and the log search. Keys go to the open dialog first.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ddp_workspaces::Run;
+
+use crate::app::{App, Effect, NewRunRequest};
+use crate::input::{Edit, InputLine, split_words};
+use crate::keys::Action;
+use crate::run_view::RunView;
+
+/// An action that asks `y`/`n` first.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Confirm {
+    Stop(Run),
+    Delete(Run),
+}
+
+impl Confirm {
+    pub fn question(&self) -> String {
+        match self {
+            Confirm::Stop(r) => format!(
+                "Stop run {} ({})? The replicas finish their step and exit.",
+                r.record.id, r.record.experiment
+            ),
+            Confirm::Delete(r) => format!(
+                "Delete run {} ({}) and its folder {}?",
+                r.record.id,
+                r.record.experiment,
+                r.dir.display()
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    Help,
+    Confirm(Confirm),
+    /// `n`: `SPEC [--set key=value]... [--name NAME] [--replicas N]`.
+    NewRun {
+        input: InputLine,
+        /// Why the last request was refused (nothing was created).
+        error: Option<String>,
+        /// Completion candidates shown under the line.
+        hint: Option<String>,
+        /// A request is being carried out.
+        busy: bool,
+    },
+    Tags {
+        run: Run,
+        input: InputLine,
+    },
+    /// `/` in the runs list: filters as it is typed; `Esc` restores `before`.
+    Filter {
+        input: InputLine,
+        before: String,
+    },
+    /// `/` in a log: searched on Enter.
+    Search {
+        input: InputLine,
+    },
+}
+
+/// The usage line of the new-run dialog.
+pub const NEW_RUN_USAGE: &str = "SPEC.toml [--set key=value]... [--name NAME] [--replicas N]";
+
+/// Parses the new-run command line (the `ddp run` options the dialog accepts).
+pub fn parse_new_run(line: &str) -> Result<NewRunRequest, String> {
+    let words = split_words(line)?;
+    let mut req = NewRunRequest::default();
+    let mut spec = None;
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        let mut value = |opt: &str| {
+            it.next()
+                .ok_or_else(|| format!("{opt} needs a value ({NEW_RUN_USAGE})"))
+        };
+        match w.as_str() {
+            "--set" => req.overrides.push(value("--set")?),
+            "--name" => req.name = Some(value("--name")?),
+            "--replicas" => {
+                let v = value("--replicas")?;
+                req.replicas = Some(v.parse().map_err(|_| {
+                    format!("--replicas {v}: expected a number of replicas (1 or more)")
+                })?);
+            }
+            s if s.starts_with("--set=") => req.overrides.push(s["--set=".len()..].into()),
+            s if s.starts_with("--") => {
+                return Err(format!("unknown option {s} ({NEW_RUN_USAGE})"));
+            }
+            _ if spec.is_some() => {
+                return Err(format!("one spec only: `{w}` ({NEW_RUN_USAGE})"));
+            }
+            _ => spec = Some(PathBuf::from(w)),
+        }
+    }
+    for o in &req.overrides {
+        if !o.contains('=') {
+            return Err(format!("--set {o}: expected key=value"));
+        }
+    }
+    req.spec = spec.ok_or_else(|| format!("which spec? {NEW_RUN_USAGE}"))?;
+    Ok(req)
+}
+
+/// Applies completion candidates for `typed` (the last word when Tab was pressed): one
+/// candidate replaces the word, several extend it to their common prefix and are listed.
+pub fn complete(input: &mut InputLine, hint: &mut Option<String>, typed: &str, options: &[String]) {
+    if input.last_word() != typed {
+        return; // typed on since: stale
+    }
+    match options {
+        [] => *hint = Some("no match".into()),
+        [one] => {
+            input.replace_last_word(one);
+            *hint = None;
+        }
+        many => {
+            let prefix = common_prefix(many);
+            if prefix.len() > typed.len() {
+                input.replace_last_word(&prefix);
+            }
+            let names: Vec<&str> = many
+                .iter()
+                .map(|o| {
+                    let t = o.trim_end_matches('/');
+                    match t.rfind('/') {
+                        Some(i) => &o[i + 1..],
+                        None => o.as_str(),
+                    }
+                })
+                .collect();
+            *hint = Some(names.join("  "));
+        }
+    }
+}
+
+fn common_prefix(words: &[String]) -> String {
+    let first = &words[0];
+    let mut end = first.len();
+    for w in &words[1..] {
+        end = end.min(
+            first
+                .char_indices()
+                .zip(w.chars())
+                .find(|((_, a), b)| a != b)
+                .map_or(end.min(w.len()), |((i, _), _)| i),
+        );
+    }
+    first[..end].to_string()
+}
+
+/// Path completion candidates for `typed` in `cwd`: entries of its folder starting with its
+/// last part; folders end with `/`; hidden entries only when asked for. Sorted.
+pub fn path_candidates(cwd: &std::path::Path, typed: &str) -> Vec<String> {
+    let (dir_part, name_part) = match typed.rfind('/') {
+        Some(i) => (&typed[..=i], &typed[i + 1..]),
+        None => ("", typed),
+    };
+    let dir = if dir_part.is_empty() {
+        cwd.to_path_buf()
+    } else if let Some(rest) = dir_part.strip_prefix("~/") {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(rest)
+    } else {
+        cwd.join(dir_part)
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return vec![];
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(name_part)
+                || (name.starts_with('.') && !name_part.starts_with('.'))
+            {
+                return None;
+            }
+            let is_dir = e.path().is_dir();
+            Some(format!("{dir_part}{name}{}", if is_dir { "/" } else { "" }))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+impl App {
+    /// A key while a dialog is open.
+    pub(crate) fn dialog_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let Some(dialog) = self.dialog.take() else {
+            return vec![];
+        };
+        match dialog {
+            Dialog::Help => {
+                // Any key closes the help; `q` still quits from anywhere.
+                if key.code == KeyCode::Char('q') {
+                    self.should_quit = true;
+                }
+                vec![]
+            }
+            Dialog::Confirm(c) => match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => match c {
+                    Confirm::Stop(run) => vec![Effect::StopRun(run)],
+                    Confirm::Delete(run) => vec![Effect::DeleteRun(run)],
+                },
+                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
+                    vec![]
+                }
+                _ => {
+                    self.dialog = Some(Dialog::Confirm(c));
+                    vec![]
+                }
+            },
+            Dialog::NewRun {
+                mut input,
+                error,
+                hint,
+                busy,
+            } => {
+                if busy {
+                    // A request is on its way: only its answer closes the dialog.
+                    self.dialog = Some(Dialog::NewRun {
+                        input,
+                        error,
+                        hint,
+                        busy,
+                    });
+                    return vec![];
+                }
+                match input.key(key) {
+                    Edit::Cancel => vec![],
+                    Edit::Submit => match parse_new_run(&input.text) {
+                        Ok(req) => {
+                            self.dialog = Some(Dialog::NewRun {
+                                input,
+                                error: None,
+                                hint: None,
+                                busy: true,
+                            });
+                            vec![Effect::StartRun(req)]
+                        }
+                        Err(e) => {
+                            self.dialog = Some(Dialog::NewRun {
+                                input,
+                                error: Some(e),
+                                hint,
+                                busy,
+                            });
+                            vec![]
+                        }
+                    },
+                    Edit::Complete => {
+                        let typed = input.last_word().to_string();
+                        self.dialog = Some(Dialog::NewRun {
+                            input,
+                            error,
+                            hint,
+                            busy,
+                        });
+                        vec![Effect::Complete(typed)]
+                    }
+                    Edit::Changed | Edit::Ignored => {
+                        self.dialog = Some(Dialog::NewRun {
+                            input,
+                            error,
+                            hint: None,
+                            busy,
+                        });
+                        vec![]
+                    }
+                }
+            }
+            Dialog::Tags { run, mut input } => match input.key(key) {
+                Edit::Cancel => vec![],
+                Edit::Submit => {
+                    let mut tags: Vec<String> = Vec::new();
+                    for t in input.text.split([' ', ',']).filter(|t| !t.is_empty()) {
+                        if !tags.iter().any(|x| x == t) {
+                            tags.push(t.to_string());
+                        }
+                    }
+                    vec![Effect::SetTags(run, tags)]
+                }
+                _ => {
+                    self.dialog = Some(Dialog::Tags { run, input });
+                    vec![]
+                }
+            },
+            Dialog::Filter { mut input, before } => {
+                match input.key(key) {
+                    Edit::Cancel => self.runs.filter = before,
+                    Edit::Submit => self.runs.filter = input.text.clone(),
+                    _ => {
+                        self.runs.filter = input.text.clone();
+                        self.dialog = Some(Dialog::Filter { input, before });
+                    }
+                }
+                self.runs.fix_selection();
+                vec![]
+            }
+            Dialog::Search { mut input } => {
+                match input.key(key) {
+                    Edit::Cancel => {}
+                    Edit::Submit => {
+                        if let Some(v) = self.run.as_mut() {
+                            let (buf, state) = v.logs.current();
+                            if let Some(buf) = buf {
+                                state.set_search(&input.text, buf);
+                            }
+                        }
+                    }
+                    _ => self.dialog = Some(Dialog::Search { input }),
+                }
+                vec![]
+            }
+        }
+    }
+}
+
+/// Scrolling, follow, wrap and search keys in the Logs pane.
+pub(crate) fn log_key(v: &mut RunView, action: Action, page: usize) {
+    let (buf, state) = v.logs.current();
+    let empty = crate::logview::LogBuffer::new(1);
+    let buf = buf.unwrap_or(&empty);
+    match action {
+        Action::Up => state.scroll_up(1, buf),
+        Action::Down => state.scroll_down(1, buf),
+        Action::PageUp => state.scroll_up(page, buf),
+        Action::PageDown => state.scroll_down(page, buf),
+        Action::Home => state.home(buf),
+        Action::End => state.end(buf),
+        Action::ToggleFollow => state.toggle_follow(),
+        Action::ToggleWrap => state.toggle_wrap(),
+        Action::SearchNext => state.next_match(buf),
+        Action::SearchPrev => state.prev_match(buf),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_run_lines_parse_like_ddp_run() {
+        let r = parse_new_run("examples/mnist.toml --set train.lr=0.01 --set=train.epochs=1 --name 'quick one' --replicas 2").unwrap();
+        assert_eq!(r.spec, PathBuf::from("examples/mnist.toml"));
+        assert_eq!(r.overrides, ["train.lr=0.01", "train.epochs=1"]);
+        assert_eq!(r.name.as_deref(), Some("quick one"));
+        assert_eq!(r.replicas, Some(2));
+        assert!(parse_new_run("").unwrap_err().starts_with("which spec?"));
+        assert!(
+            parse_new_run("a.toml --set")
+                .unwrap_err()
+                .starts_with("--set needs a value")
+        );
+        assert_eq!(
+            parse_new_run("a.toml --set x").unwrap_err(),
+            "--set x: expected key=value"
+        );
+        assert!(
+            parse_new_run("a.toml --replicas two")
+                .unwrap_err()
+                .contains("expected a number")
+        );
+        assert!(
+            parse_new_run("a.toml --detach")
+                .unwrap_err()
+                .starts_with("unknown option --detach")
+        );
+        assert!(
+            parse_new_run("a.toml b.toml")
+                .unwrap_err()
+                .starts_with("one spec only")
+        );
+    }
+
+    #[test]
+    fn completion_of_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("examples/data")).unwrap();
+        std::fs::write(dir.path().join("examples/mnist.toml"), "").unwrap();
+        std::fs::write(dir.path().join("examples/mlp.toml"), "").unwrap();
+        std::fs::write(dir.path().join("examples/.hidden"), "").unwrap();
+        assert_eq!(path_candidates(dir.path(), "ex"), ["examples/"]);
+        assert_eq!(
+            path_candidates(dir.path(), "examples/m"),
+            ["examples/mlp.toml", "examples/mnist.toml"]
+        );
+        assert_eq!(
+            path_candidates(dir.path(), "examples/"),
+            ["examples/data/", "examples/mlp.toml", "examples/mnist.toml"]
+        );
+        assert!(path_candidates(dir.path(), "nope/x").is_empty());
+
+        let mut input = InputLine::new("ex");
+        let mut hint = None;
+        complete(
+            &mut input,
+            &mut hint,
+            "ex",
+            &path_candidates(dir.path(), "ex"),
+        );
+        assert_eq!(input.text, "examples/");
+        let typed = input.last_word().to_string();
+        complete(
+            &mut input,
+            &mut hint,
+            &typed,
+            &path_candidates(dir.path(), &typed),
+        );
+        assert_eq!(input.text, "examples/");
+        assert_eq!(hint.as_deref(), Some("data/  mlp.toml  mnist.toml"));
+        input.key(KeyEvent::from(KeyCode::Char('m')));
+        let typed = input.last_word().to_string();
+        complete(
+            &mut input,
+            &mut hint,
+            &typed,
+            &path_candidates(dir.path(), &typed),
+        );
+        assert_eq!(input.text, "examples/m");
+        input.key(KeyEvent::from(KeyCode::Char('n')));
+        let typed = input.last_word().to_string();
+        complete(
+            &mut input,
+            &mut hint,
+            &typed,
+            &path_candidates(dir.path(), &typed),
+        );
+        assert_eq!(input.text, "examples/mnist.toml");
+        // Stale candidates (the user typed on) are ignored.
+        complete(&mut input, &mut hint, "ex", &["examples/".into()]);
+        assert_eq!(input.text, "examples/mnist.toml");
+    }
+}

@@ -1,0 +1,352 @@
+//! The Runs view: one row per run, columns chosen by priority to fit the width.
+
+use ddp_workspaces::format;
+use ddp_workspaces::run_list::RunEntry;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{
+    Block, Borders, Cell, Paragraph, Row as TableRow, StatefulWidget, Table, TableState, Widget,
+    Wrap,
+};
+
+use super::text::{bar, sparkline, truncate};
+use crate::app::App;
+use crate::runs::{Row, duration, progress};
+use crate::theme::Theme;
+
+/// A column: its header, width, and priority (lower stays longer when space runs out).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Col {
+    Mark,
+    Status,
+    Experiment,
+    Id,
+    Progress,
+    Replicas,
+    Restarts,
+    Loss,
+    BestVal,
+    Test,
+    Created,
+    Duration,
+    Tags,
+}
+
+impl Col {
+    fn header(self) -> &'static str {
+        match self {
+            Col::Mark => "",
+            Col::Status => "STATUS",
+            Col::Experiment => "EXPERIMENT",
+            Col::Id => "RUN",
+            Col::Progress => "PROGRESS",
+            Col::Replicas => "REPLICAS",
+            Col::Restarts => "RST",
+            Col::Loss => "TRAIN LOSS",
+            Col::BestVal => "BEST",
+            Col::Test => "TEST",
+            Col::Created => "CREATED",
+            Col::Duration => "TIME",
+            Col::Tags => "TAGS",
+        }
+    }
+
+    fn width(self, wide_ids: bool) -> u16 {
+        match self {
+            Col::Mark => 1,
+            Col::Status => 10,
+            Col::Experiment => 12,
+            Col::Id if wide_ids => 22,
+            Col::Id => 13,
+            Col::Progress => 12,
+            Col::Replicas => 12,
+            Col::Restarts => 3,
+            Col::Loss => 16,
+            Col::BestVal => 7,
+            Col::Test => 7,
+            Col::Created => 19,
+            Col::Duration => 7,
+            Col::Tags => 16,
+        }
+    }
+
+    fn priority(self) -> u8 {
+        match self {
+            Col::Mark | Col::Status | Col::Id => 0,
+            Col::Progress | Col::Experiment => 1,
+            Col::Loss | Col::BestVal => 2,
+            Col::Test | Col::Duration => 3,
+            Col::Replicas | Col::Tags => 4,
+            Col::Restarts => 5,
+            Col::Created => 6,
+        }
+    }
+}
+
+const ORDER: [Col; 13] = [
+    Col::Mark,
+    Col::Status,
+    Col::Experiment,
+    Col::Id,
+    Col::Progress,
+    Col::Replicas,
+    Col::Restarts,
+    Col::Loss,
+    Col::BestVal,
+    Col::Test,
+    Col::Created,
+    Col::Duration,
+    Col::Tags,
+];
+
+/// The columns that fit `width` (dropping the lowest priorities first), in display order.
+fn columns(width: u16) -> (Vec<Col>, bool) {
+    let wide_ids = width >= 170;
+    for max_priority in (0..=6).rev() {
+        let cols: Vec<Col> = ORDER
+            .iter()
+            .copied()
+            .filter(|c| c.priority() <= max_priority)
+            .collect();
+        let need: u16 = cols.iter().map(|c| c.width(wide_ids) + 1).sum();
+        if need <= width {
+            return (cols, wide_ids);
+        }
+    }
+    (vec![Col::Mark, Col::Status, Col::Id], false)
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = app.theme;
+    let runs = &app.runs;
+    let mut title = vec![Span::styled(" Runs ", t.title())];
+    title.push(Span::styled(
+        format!(
+            "sorted by {}{}{} ",
+            runs.sort.name(),
+            if runs.reversed { " (reversed)" } else { "" },
+            if runs.group {
+                ", grouped by experiment"
+            } else {
+                ""
+            }
+        ),
+        t.dim(),
+    ));
+    if !runs.filter.is_empty() {
+        title.push(Span::styled(format!("filter /{} ", runs.filter), t.key()));
+    }
+    if !runs.marked.is_empty() {
+        title.push(Span::styled(
+            format!("{} marked (c compares) ", runs.marked.len()),
+            t.marked(),
+        ));
+    }
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(Line::from(title));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if !runs.loaded {
+        Paragraph::new(format!("Reading {} …", app.workspace.display()))
+            .style(t.dim())
+            .render(inner, buf);
+        return;
+    }
+    if runs.entries.is_empty() && runs.unreadable.is_empty() {
+        render_empty(app, inner, buf);
+        return;
+    }
+    let rows = runs.rows();
+    if rows.is_empty() {
+        Paragraph::new(format!(
+            "No run matches the filter /{} (Esc clears it).",
+            runs.filter
+        ))
+        .style(t.dim())
+        .render(inner, buf);
+        return;
+    }
+    let (cols, wide_ids) = columns(inner.width);
+    let header = TableRow::new(cols.iter().map(|c| Cell::from(c.header())))
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let body: Vec<TableRow> = rows
+        .iter()
+        .map(|r| table_row(app, r, &cols, wide_ids))
+        .collect();
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|c| {
+            if *c == Col::Tags {
+                Constraint::Min(c.width(wide_ids))
+            } else {
+                Constraint::Length(c.width(wide_ids))
+            }
+        })
+        .collect();
+    let table = Table::new(body, widths)
+        .header(header)
+        .column_spacing(1)
+        .row_highlight_style(t.selected());
+    let mut state = TableState::default().with_selected(runs.selected_index(&rows));
+    StatefulWidget::render(table, inner, buf, &mut state);
+}
+
+fn render_empty(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = app.theme;
+    let text = Text::from(vec![
+        Line::from(""),
+        Line::from(Span::styled(
+            format!("  No runs in {} yet.", app.workspace.display()),
+            Style::new().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(""),
+        Line::from(vec![
+            Span::raw("  Press "),
+            Span::styled("n", t.key()),
+            Span::raw(" to start one from a spec, or in another terminal:"),
+        ]),
+        Line::from(""),
+        Line::from(Span::styled("      ddp run examples/mnist.toml", t.title())),
+        Line::from(""),
+        Line::from(
+            "  Runs started anywhere (the ddp CLI, a notebook, this dashboard) appear here by themselves.",
+        ),
+    ]);
+    Paragraph::new(text)
+        .wrap(Wrap { trim: false })
+        .render(area, buf);
+}
+
+fn table_row<'a>(app: &App, row: &Row<'a>, cols: &[Col], wide_ids: bool) -> TableRow<'a> {
+    let t = app.theme;
+    match row {
+        Row::Group(exp, n) => TableRow::new(cols.iter().map(|c| match c {
+            Col::Status => Cell::from(Span::styled(format!("▾ {exp}"), t.title())),
+            Col::Experiment => Cell::from(Span::styled(format!("{n} runs"), t.dim())),
+            _ => Cell::from(""),
+        })),
+        Row::Unreadable(u) => {
+            let name = u
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let exp = u
+                .dir
+                .parent()
+                .and_then(|p| p.parent())
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            TableRow::new(cols.iter().map(|c| match c {
+                Col::Status => Cell::from(Span::styled("unreadable", t.warning())),
+                Col::Experiment => Cell::from(exp.clone()),
+                Col::Id => Cell::from(name.clone()),
+                Col::Progress => Cell::from(Span::styled(u.error.clone(), t.warning())),
+                _ => Cell::from(""),
+            }))
+        }
+        Row::Run(e) => TableRow::new(
+            cols.iter()
+                .map(|c| run_cell(app, t, e, *c, wide_ids))
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+fn run_cell(app: &App, t: Theme, e: &RunEntry, col: Col, wide_ids: bool) -> Cell<'static> {
+    let r = &e.run.record;
+    let m = &e.metrics;
+    match col {
+        Col::Mark => {
+            if app.runs.marked.contains(&e.run.dir) {
+                Cell::from(Span::styled("●", t.marked()))
+            } else {
+                Cell::from(" ")
+            }
+        }
+        Col::Status => Cell::from(Span::styled(r.status.as_str(), t.status(r.status))),
+        Col::Experiment => {
+            let name = match &r.name {
+                Some(n) => format!("{}/{n}", r.experiment),
+                None => r.experiment.clone(),
+            };
+            Cell::from(truncate(&name, col.width(wide_ids) as usize))
+        }
+        Col::Id => {
+            let id = if wide_ids {
+                r.id.clone()
+            } else {
+                r.id.get(9..).unwrap_or(&r.id).to_string()
+            };
+            if e.warnings.is_empty() {
+                Cell::from(id)
+            } else {
+                Cell::from(Line::from(vec![
+                    Span::raw(id),
+                    Span::styled("!", t.warning()),
+                ]))
+            }
+        }
+        Col::Progress => {
+            let done = if r.status == ddp_workspaces::RunStatus::Completed {
+                e.epochs_total.unwrap_or(m.epochs_done)
+            } else {
+                m.epochs_done
+            };
+            let total = e.epochs_total.map_or("?".into(), |n| n.to_string());
+            let frac = progress(e).unwrap_or(0.0);
+            Cell::from(Line::from(vec![
+                Span::raw(format!("{done:>2}/{total:<2} ")),
+                Span::styled(bar(frac, 6), t.status(r.status)),
+            ]))
+        }
+        Col::Replicas => {
+            let dev = r.devices.split(' ').next().unwrap_or("");
+            Cell::from(format!("{}× {}", r.replicas, dev))
+        }
+        Col::Restarts => Cell::from(r.restarts.to_string()),
+        Col::Loss => {
+            let loss = m.last_train_loss.map_or("-".into(), |l| format!("{l:.4}"));
+            Cell::from(Line::from(vec![
+                Span::raw(format!("{loss:<7} ")),
+                Span::styled(sparkline(&m.recent_train_loss, 8), t.dim()),
+            ]))
+        }
+        Col::BestVal => Cell::from(format::percent(m.best_val_accuracy)),
+        Col::Test => Cell::from(format::percent(m.test_accuracy)),
+        Col::Created => Cell::from(format::timestamp(r.created)),
+        Col::Duration => Cell::from(format::opt_duration(duration(e, Some(app.now)))),
+        Col::Tags => Cell::from(Span::styled(e.tags.join(" "), t.marked())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_fit_the_width() {
+        let (c, wide) = columns(80);
+        assert!(!wide);
+        let need: u16 = c.iter().map(|c| c.width(false) + 1).sum();
+        assert!(need <= 80, "{c:?}");
+        for must in [
+            Col::Status,
+            Col::Id,
+            Col::Progress,
+            Col::Experiment,
+            Col::Loss,
+        ] {
+            assert!(c.contains(&must), "{must:?} missing at 80 columns: {c:?}");
+        }
+        let (c, wide) = columns(200);
+        assert!(wide);
+        assert_eq!(c.len(), ORDER.len());
+        let (c, _) = columns(20);
+        assert_eq!(c, [Col::Mark, Col::Status, Col::Id]);
+    }
+}
