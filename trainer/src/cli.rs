@@ -79,14 +79,13 @@ pub fn run_args(args: Args) -> ExitCode {
     set_threads(&spec, &env);
     install_stop_handler();
     let rank = env.rank;
-    if rank == 0 {
-        println!(
-            "{} | {} | out {}",
-            spec.name,
-            env.describe(),
-            args.out.display()
-        );
-    }
+    // Every replica says who it is first, so each per-rank log starts with its place.
+    println!(
+        "{} | {} | out {}",
+        spec.name,
+        env.describe(),
+        args.out.display()
+    );
     let token = std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty());
     let result = train::run(RunOptions {
         spec,

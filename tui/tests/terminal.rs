@@ -22,10 +22,12 @@ fn tui_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ddp-tui"))
 }
 
-/// The `ddp` CLI beside `ddp-tui` (built by `cargo test --workspace`; built here otherwise).
+/// The `ddp` CLI beside `ddp-tui` (built by `cargo test --workspace`; built here when missing
+/// or older than `ddp-tui`, which is rebuilt whenever the code they share changes).
 fn ddp_bin() -> PathBuf {
     let path = tui_bin().with_file_name("ddp");
-    if !path.exists() {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&path) < modified(&tui_bin()) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .args([
@@ -155,6 +157,38 @@ impl Drop for Tmux {
     }
 }
 
+/// Stops the runs of a workspace when the test ends, passed or not (a detached run outlives
+/// the terminal by design; a failed test must not leave one training).
+struct StopRuns<'a> {
+    ddp: &'a Path,
+    ws: &'a Path,
+}
+
+impl Drop for StopRuns<'_> {
+    fn drop(&mut self) {
+        let Ok(exps) = std::fs::read_dir(self.ws.join("experiments")) else {
+            return;
+        };
+        for exp in exps.flatten() {
+            for run in std::fs::read_dir(exp.path().join("runs"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let id = run.file_name().to_string_lossy().into_owned();
+                let _ = Command::new(self.ddp)
+                    .args([
+                        "--workspace",
+                        self.ws.to_str().unwrap_or_default(),
+                        "stop",
+                        &id,
+                    ])
+                    .output();
+            }
+        }
+    }
+}
+
 fn status_of(run_json: &Path) -> String {
     let text = std::fs::read_to_string(run_json).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -166,8 +200,9 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     let ddp = ddp_bin();
+    let _stop = StopRuns { ddp: &ddp, ws: &ws };
     let tmux = Tmux::start("ddp-tui-e2e", &repo(), 120, 36);
-    tmux.wait_for("the shell prompt", |s| s.contains(PROMPT));
+    tmux.wait_for("the shell prompt", |s| s.contains(PROMPT.trim_end()));
     tmux.type_line(&format!(
         "{} --workspace {}",
         tui_bin().display(),
@@ -207,17 +242,25 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
     tmux.wait_for("the run view", |s| {
         s.contains(&id) && s.contains("1 Charts")
     });
-    tmux.wait_for("a chart with data", |s| {
-        s.contains("train") && !s.contains("no data yet")
+    tmux.wait_for("a loss chart with data", |s| {
+        s.contains("train") && s.chars().any(|c| ('\u{2801}'..='\u{28ff}').contains(&c))
     });
     tmux.save("run-charts");
     tmux.keys(&["2"]);
-    tmux.wait_for("rank 1 in the merged log", |s| s.contains("[rank 1]"));
-    tmux.keys(&["]", "]"]);
-    tmux.wait_for("rank 1's own log", |s| {
-        s.contains("all-reduce through") && !s.contains("[rank 1]")
+    tmux.wait_for("the merged log, following", |s| {
+        s.contains("[rank 0] epoch")
     });
-    tmux.keys(&["["]);
+    // Rank 1 speaks at start-up: the top of the merged log, then its own tab.
+    tmux.keys(&["g"]);
+    tmux.wait_for("rank 1 in the merged log", |s| {
+        s.contains("[rank 1] mnist-cnn | rank 1/2")
+    });
+    tmux.keys(&["G", "]", "]"]);
+    tmux.wait_for("rank 1's own log", |s| {
+        s.contains("mnist-cnn | rank 1/2") && !s.contains("[rank 1]")
+    });
+    tmux.keys(&["[", "["]);
+    tmux.wait_for("the merged log again", |s| s.contains("[rank 0] epoch"));
     tmux.save("run-logs");
 
     // Stop it from the dashboard: asks first, then run.json says stopped.
