@@ -224,7 +224,7 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
     let screen = tmux.wait_for("the run, running", |s| {
         s.contains("running") && s.contains("mnist-cnn")
     });
-    assert!(screen.contains("1 runs, 1 live"), "{screen}");
+    assert!(screen.contains("1 run, 1 live"), "{screen}");
     let run_dir = std::fs::read_dir(ws.join("experiments/mnist-cnn/runs"))
         .unwrap()
         .next()
@@ -286,6 +286,30 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
         s.contains("stopped") && s.contains("0 live")
     });
     tmux.save("runs");
+
+    // The other views and dialogs, as a user meets them.
+    tmux.keys(&["?"]);
+    tmux.wait_for("the help", |s| s.contains("Keys (any key closes)"));
+    tmux.save("help");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the help closed", |s| !s.contains("Keys (any key closes)"));
+    tmux.keys(&["D"]);
+    tmux.wait_for("the devices", |s| s.contains("cores") && s.contains("mem"));
+    tmux.save("devices");
+    // Escape and a key sent together read as Alt+key: one at a time.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the runs again", |s| {
+        s.contains("RUN") && !s.contains("Devices ─")
+    });
+    tmux.keys(&["n"]);
+    tmux.wait_for("the new-run dialog", |s| s.contains("New run"));
+    tmux.type_line("examples/nope.toml --set train.epochs=1");
+    tmux.wait_for("the spec error", |s| s.contains("nothing was created"));
+    tmux.save("new-run-error");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the runs again", |s| {
+        s.contains("Runs") && !s.contains("New run")
+    });
 
     // Quit: the shell is back, and quitting touched nothing.
     tmux.keys(&["q"]);

@@ -68,7 +68,11 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     let total = app.runs.entries.len();
     let live = app.runs.live_count();
     spans.push(Span::styled(
-        format!(" {total} runs, {live} live  {}", app.workspace.display()),
+        format!(
+            " {total} run{}, {live} live  {}",
+            if total == 1 { "" } else { "s" },
+            app.workspace.display()
+        ),
         t.dim(),
     ));
     Line::from(spans).render(area, buf);

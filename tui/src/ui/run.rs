@@ -61,12 +61,18 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
     let t = app.theme;
     let r = &v.record;
     let label = |s: &str| Span::styled(format!("{s} "), t.dim());
+    // The epoch in progress (the latest record's), of the spec's total.
+    let current = v
+        .metrics
+        .get(&0)
+        .and_then(|m| m.last())
+        .map_or(0, |m| m.epoch);
     let epochs = app
         .runs
         .entry(&v.dir)
         .map(|e| {
             let total = e.epochs_total.map_or("?".into(), |n| n.to_string());
-            format!("{}/{total}", e.metrics.epochs_done)
+            format!("{}/{total}", current.max(e.metrics.epochs_done))
         })
         .unwrap_or_else(|| "-".into());
     let step = v

@@ -147,8 +147,8 @@ enum Command {
         /// The image: FILE.svg or FILE.png.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
-        /// What the horizontal axis counts: step or epoch.
-        #[arg(long = "x", value_name = "step|epoch", default_value = "step")]
+        /// What the horizontal axis counts: step, epoch or time (seconds since the first record).
+        #[arg(long = "x", value_name = "step|epoch|time", default_value = "step")]
         x: XAxis,
     },
     /// Export a run's metric records (rank 0's, or every rank's) as CSV.

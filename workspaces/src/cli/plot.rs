@@ -1,4 +1,4 @@
-//! `ddp plot RUN... [--sweep ID] -o FILE.svg|FILE.png [--x step|epoch]`.
+//! `ddp plot RUN... [--sweep ID] -o FILE.svg|FILE.png [--x step|epoch|time]`.
 
 use std::path::Path;
 use std::process::ExitCode;
