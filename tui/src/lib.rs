@@ -24,6 +24,8 @@
 //! - [`bench`]: the performance benchmark (`ddp-tui --bench`).
 
 pub mod app;
+#[cfg(test)]
+mod app_tests;
 pub mod bench;
 pub mod chart;
 pub mod compare;

@@ -17,11 +17,9 @@ pub fn read_metrics(path: impl AsRef<Path>) -> Result<Vec<MetricRecord>> {
     Ok(ddp_trainer::metrics::read_metrics(path)?)
 }
 
-/// A learning rate without trailing zeros: `0.002`, `0.00098`, `1` (6 decimals at most).
-pub fn fmt_lr(lr: f64) -> String {
-    let s = format!("{lr:.6}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
+/// A learning rate without trailing zeros: `0.002`, `0.00098`, `1` (6 decimals at most), as the
+/// replicas print it in their logs.
+pub use ddp_trainer::report::fmt_lr;
 
 #[cfg(test)]
 mod tests {
