@@ -401,10 +401,16 @@ fn idle_cpu(root: &Path) -> Result<()> {
                     );
                     Ok(())
                 }
-                _ => Ok(println!("idle CPU: the dashboard process went away")),
+                _ => {
+                    println!("idle CPU: the dashboard process went away");
+                    Ok(())
+                }
             }
         }
-        None => Ok(println!("idle CPU: no pane pid")),
+        None => {
+            println!("idle CPU: no pane pid");
+            Ok(())
+        }
     };
     let _ = std::process::Command::new("tmux")
         .args(["kill-session", "-t", &name])
