@@ -275,6 +275,7 @@ pub fn bindings(ctx: Context) -> Vec<&'static Binding> {
         }
         Context::Compare => {
             v.extend(&CHARTS);
+            v.push(&DEVICES);
             v.extend(&MOVE);
         }
     }
