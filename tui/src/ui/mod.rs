@@ -13,6 +13,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
+use unicode_width::UnicodeWidthStr;
 
 use crate::app::{App, View};
 use crate::keys;
@@ -85,10 +86,31 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
         Line::from(Span::styled(format!(" {}", n.text), style)).render(area, buf);
         return;
     }
+    // Whole "key what" pairs only, as many as fit, and always `? help` (the way to the rest).
+    let pairs = keys::footer(app.context());
+    let cost = |(k, what): &(&str, &str)| k.width() + what.width() + 3;
+    let help = pairs.iter().find(|(k, _)| *k == "?").copied();
+    let mut room = (area.width as usize)
+        .saturating_sub(1)
+        .saturating_sub(help.as_ref().map_or(0, cost));
     let mut spans = vec![Span::raw(" ")];
-    for (k, what) in keys::footer(app.context()) {
+    let mut push = |(k, what): (&'static str, &'static str)| {
         spans.push(Span::styled(k, t.key()));
         spans.push(Span::raw(format!(" {what}  ")));
+    };
+    let mut help_shown = false;
+    for p in pairs {
+        if Some(p) == help {
+            help_shown = true;
+        } else if cost(&p) > room {
+            break;
+        } else {
+            room -= cost(&p);
+        }
+        push(p);
+    }
+    if let (Some(h), false) = (help, help_shown) {
+        push(h);
     }
     Line::from(spans).style(Style::new()).render(area, buf);
 }
