@@ -24,7 +24,8 @@ pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     let table_rows = match &c.table {
-        Some(Ok(tab)) => tab.differing_keys.len() as u16 + 6,
+        // The border, the header, 4 figures, and a row a key (or "the specs are identical").
+        Some(Ok(tab)) => tab.differing_keys.len().max(1) as u16 + 6,
         _ => 3,
     };
     let [charts, table] = Layout::vertical([
@@ -78,7 +79,8 @@ fn render_table(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
         .iter()
         .map(|k| k.len())
         .max()
-        .unwrap_or(4)
+        // Without keys the column holds "the specs are identical".
+        .unwrap_or(23)
         .clamp(12, 28) as u16;
     let col_w = ((area.width.saturating_sub(key_w + 1)) / n.max(1) as u16).clamp(6, 24);
     let mut header = vec![Cell::from("")];
