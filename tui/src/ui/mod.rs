@@ -114,3 +114,6 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     }
     Line::from(spans).style(Style::new()).render(area, buf);
 }
+
+#[cfg(test)]
+mod tests;
