@@ -168,6 +168,20 @@ impl App {
         }
     }
 
+    /// Whether the screen changes with the clock alone: a live run's duration is shown, a
+    /// notice is waiting to expire, or the Devices view is open.
+    pub fn shows_time(&self) -> bool {
+        self.notice.is_some()
+            || self.view == View::Devices
+            || match self.view {
+                View::Run => self
+                    .run
+                    .as_ref()
+                    .is_some_and(|v| !v.record.status.is_terminal()),
+                _ => self.runs.live_count() > 0,
+            }
+    }
+
     /// Rows a page-up/down moves: the terminal height less the header and footer.
     pub fn page(&self) -> usize {
         (self.size.1 as usize).saturating_sub(8).max(1)

@@ -205,10 +205,9 @@ async fn frames_of_list(root: &Path) -> Result<()> {
     let (tx, mut rx) = mpsc::channel(16_384);
     let _exec = Executor::start(root.to_path_buf(), tx);
     let mut app = App::new(root.to_path_buf(), Theme { color: true }, now(), (W, H));
-    while !app.runs.loaded {
-        if let Some(m) = rx.recv().await {
-            app.update(m);
-        }
+    // Everything read (the metric digests follow the snapshot): then only drawing is timed.
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(500), rx.recv()).await {
+        app.update(m);
     }
     let mut term = terminal()?;
     let times = time_frames(&mut term, &app, 500)?;

@@ -143,10 +143,16 @@ impl RunsState {
     /// Whether `entry` passes the filter: a case-insensitive substring of its id, experiment,
     /// name, status or one of its tags.
     pub fn matches(&self, entry: &RunEntry) -> bool {
-        let f = self.filter.trim().to_lowercase();
-        if f.is_empty() {
-            return true;
-        }
+        matches_filter(&self.filter.trim().to_lowercase(), entry)
+    }
+}
+
+/// [`RunsState::matches`] with the filter already trimmed and lowercased.
+fn matches_filter(f: &str, entry: &RunEntry) -> bool {
+    if f.is_empty() {
+        return true;
+    }
+    {
         let r = &entry.run.record;
         [
             r.id.as_str(),
@@ -156,12 +162,19 @@ impl RunsState {
         ]
         .into_iter()
         .chain(entry.tags.iter().map(String::as_str))
-        .any(|s| s.to_lowercase().contains(&f))
+        .any(|s| s.to_lowercase().contains(f))
     }
+}
 
+impl RunsState {
     /// The rows shown, in order: filtered, sorted, grouped; unreadable folders last.
     pub fn rows(&self) -> Vec<Row<'_>> {
-        let mut runs: Vec<&RunEntry> = self.entries.iter().filter(|e| self.matches(e)).collect();
+        let f = self.filter.trim().to_lowercase();
+        let mut runs: Vec<&RunEntry> = self
+            .entries
+            .iter()
+            .filter(|e| matches_filter(&f, e))
+            .collect();
         runs.sort_by(|a, b| {
             let o = compare(self.sort, a, b).then_with(|| b.run.record.id.cmp(&a.run.record.id));
             if self.reversed { o.reverse() } else { o }
@@ -186,7 +199,6 @@ impl RunsState {
         } else {
             rows.extend(runs.into_iter().map(Row::Run));
         }
-        let f = self.filter.trim().to_lowercase();
         rows.extend(
             self.unreadable
                 .iter()

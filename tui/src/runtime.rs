@@ -119,8 +119,13 @@ async fn event_loop(terminal: &mut Term, workspace: PathBuf) -> Result<()> {
         let mut list_changed = false;
         for msg in batch {
             list_changed |= matches!(msg, Msg::RunList(_));
-            // Telemetry only shows in the Devices view: no redraw for it elsewhere.
-            dirty |= !matches!(msg, Msg::Telemetry(_)) || app.view == crate::app::View::Devices;
+            dirty |= match &msg {
+                // Telemetry only shows in the Devices view.
+                Msg::Telemetry(_) => app.view == crate::app::View::Devices,
+                // The clock shows in live durations and ages out notices.
+                Msg::Tick(_) => app.shows_time(),
+                _ => true,
+            };
             for effect in app.update(msg) {
                 match effect {
                     Effect::EditNotes(run) => {
@@ -412,10 +417,7 @@ fn telemetry_loop(
         if tx.blocking_send(Msg::Telemetry(sample)).is_err() {
             return;
         }
-        // Sleep in short steps so that quitting never waits a whole period.
-        let until = Instant::now() + TICK;
-        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // Nobody waits for this thread: it ends at the next period after the stop.
+        std::thread::sleep(TICK);
     }
 }

@@ -2,7 +2,9 @@
 //! change (status, tags, metrics) or disappear, as typed events, from the run folders alone.
 //!
 //! [`Workspace::watch_runs`] returns a [`RunListWatch`]: its first event is always a
-//! [`RunListEvent::Snapshot`] of every run (newest first), then one event per change. Behind it
+//! [`RunListEvent::Snapshot`] of every run (newest first: records, tags, `train.epochs`), then
+//! one [`RunListEvent::Changed`] per run with its metric digest (newest first; deferred so that a
+//! workspace of thousands of runs is listed at once), then one event per change. Behind it
 //! one thread (the watch's owner: dropping the watch stops it) keeps, per run folder, the
 //! `run.json` and `tags` it last read and a [`LineTailer`] on rank 0's metrics folded into a
 //! [`MetricDigest`], and re-reads only what changed:
@@ -124,7 +126,8 @@ pub struct RunEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunListEvent {
     /// Every run (newest first) and every unreadable run folder, as of the first scan: always the
-    /// first event.
+    /// first event. The entries' metric digests are empty: each run with metrics follows as a
+    /// `Changed` event right after.
     Snapshot {
         entries: Vec<RunEntry>,
         unreadable: Vec<Unreadable>,
@@ -275,6 +278,8 @@ struct Scanner {
     watcher: Option<RecommendedWatcher>,
     watched: BTreeSet<PathBuf>,
     events: std_mpsc::Receiver<PathBuf>,
+    /// The first scan leaves the metrics for after the snapshot.
+    defer_metrics: bool,
 }
 
 impl Scanner {
@@ -305,6 +310,7 @@ impl Scanner {
             watcher,
             watched: BTreeSet::new(),
             events,
+            defer_metrics: false,
         }
     }
 
@@ -314,7 +320,9 @@ impl Scanner {
 
     fn run(mut self, tx: mpsc::Sender<RunListEvent>, stop: Arc<AtomicBool>) {
         let mut out = Vec::new();
+        self.defer_metrics = true;
         self.full_scan(&mut out);
+        self.defer_metrics = false;
         let mut entries = Vec::new();
         let mut unreadable = Vec::new();
         for event in out.drain(..) {
@@ -333,6 +341,20 @@ impl Scanner {
             .is_err()
         {
             return;
+        }
+        // The metrics, newest runs first (the top of a list).
+        let mut dirs: Vec<PathBuf> = self.tracked.keys().cloned().collect();
+        dirs.sort_by(|a, b| b.file_name().cmp(&a.file_name()));
+        for dir in dirs {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            self.check(&dir, &mut out);
+            for event in out.drain(..) {
+                if tx.blocking_send(event).is_err() {
+                    return;
+                }
+            }
         }
         let mut last_full = Instant::now();
         loop {
@@ -508,6 +530,7 @@ impl Scanner {
     /// Re-reads what changed in one run folder and reports it.
     fn check(&mut self, dir: &Path, out: &mut Vec<RunListEvent>) {
         self.watch(dir);
+        let defer_metrics = self.defer_metrics;
         let t = self
             .tracked
             .entry(dir.to_path_buf())
@@ -575,6 +598,12 @@ impl Scanner {
             }
         }
         let live = !entry.run.record.status.is_terminal();
+        if defer_metrics {
+            if changed {
+                out.push(RunListEvent::Changed(entry.clone()));
+            }
+            return;
+        }
         if t.metrics.is_none() && (live || !t.metrics_read) {
             t.metrics = Some(LineTailer::new(metrics_path(dir, 0), TailFrom::Start));
             t.metrics_read = true;

@@ -172,8 +172,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let (cols, wide_ids) = columns(inner.width);
     let header = TableRow::new(cols.iter().map(|c| Cell::from(c.header())))
         .style(Style::new().add_modifier(Modifier::BOLD));
+    // Only the rows on screen are built: the window that keeps the selection visible.
+    let height = inner.height.saturating_sub(1).max(1) as usize;
+    let selected = runs.selected_index(&rows);
+    let offset = selected.map_or(0, |s| (s + 1).saturating_sub(height));
     let body: Vec<TableRow> = rows
         .iter()
+        .skip(offset)
+        .take(height)
         .map(|r| table_row(app, r, &cols, wide_ids))
         .collect();
     let widths: Vec<Constraint> = cols
@@ -190,7 +196,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .header(header)
         .column_spacing(1)
         .row_highlight_style(t.selected());
-    let mut state = TableState::default().with_selected(runs.selected_index(&rows));
+    let mut state = TableState::default().with_selected(selected.map(|s| s - offset));
     StatefulWidget::render(table, inner, buf, &mut state);
 }
 
