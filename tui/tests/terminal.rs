@@ -1,5 +1,6 @@
 //! `ddp-tui` end to end in a real terminal (tmux): a run started by the `ddp` CLI appears live,
-//! its logs show rank 1, `s` `y` stops it (run.json says so), `q` gives the shell back.
+//! its logs show rank 1, `s` `y` stops it (run.json says so), `r` resumes it, `q` gives the shell
+//! back.
 //!
 //! Needs `tmux` (the test command in README installs it). With `DDP_TUI_SCREENS=DIR` the screens
 //! seen along the way are written to DIR (they are the ones in docs/tui.md).
@@ -189,6 +190,11 @@ impl Drop for StopRuns<'_> {
     }
 }
 
+/// Whether the Run view's header (its first line starts with the status word) says `status`.
+fn header_says(screen: &str, status: &str) -> bool {
+    screen.lines().any(|l| l.starts_with(&format!("{status} ")))
+}
+
 fn status_of(run_json: &Path) -> String {
     let text = std::fs::read_to_string(run_json).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -280,7 +286,36 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    tmux.wait_for("the header saying stopped", |s| s.contains("stopped"));
+    tmux.wait_for("the header saying stopped", |s| header_says(s, "stopped"));
+
+    // Resume it from the dashboard (from its newest checkpoint), then stop it again.
+    tmux.keys(&["r"]);
+    tmux.wait_for("the run resumed", |s| s.contains("resumed run"));
+    let start = Instant::now();
+    while status_of(&run_dir.join("run.json")) != "running" {
+        assert!(
+            start.elapsed() < WAIT,
+            "run.json did not become running again\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux.wait_for("the header saying running", |s| header_says(s, "running"));
+    tmux.keys(&["s"]);
+    tmux.wait_for("the stop question again", |s| {
+        s.contains(&format!("Stop run {id}"))
+    });
+    tmux.keys(&["y"]);
+    let start = Instant::now();
+    while status_of(&run_dir.join("run.json")) != "stopped" {
+        assert!(
+            start.elapsed() < WAIT,
+            "run.json did not become stopped again\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux.wait_for("the header saying stopped again", |s| header_says(s, "stopped"));
     tmux.keys(&["Escape"]);
     tmux.wait_for("the list saying stopped", |s| {
         s.contains("stopped") && s.contains("0 live")

@@ -17,7 +17,7 @@ use crate::theme::Theme;
 pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
     let t = app.theme;
     match dialog {
-        Dialog::Help => render_help(t, area, buf),
+        Dialog::Help => render_help(t, app.context(), area, buf),
         Dialog::Confirm(c) => {
             let lines = vec![
                 Line::from(c.question()),
@@ -144,36 +144,18 @@ fn boxed(t: Theme, title: &str, lines: Vec<Line>, width: u16, area: Rect, buf: &
         .render(r, buf);
 }
 
-fn render_help(t: Theme, area: Rect, buf: &mut Buffer) {
-    let sections = [
+fn render_help(t: Theme, ctx: Context, area: Rect, buf: &mut Buffer) {
+    let all = [
         ("Runs", Context::Runs),
         ("Run: charts", Context::Run(Pane::Charts)),
         ("Run: logs", Context::Run(Pane::Logs)),
         ("Compare", Context::Compare),
     ];
-    let mut left = Vec::new();
-    let mut right = Vec::new();
-    for (i, (name, ctx)) in sections.iter().enumerate() {
-        let col = if i == 0 { &mut left } else { &mut right };
-        col.push(Line::from(Span::styled(name.to_string(), t.title())));
-        for (k, what) in keys::help(*ctx) {
-            if i > 0 && ["?", "Esc", "q", "↑/k ↓/j", "PgUp PgDn", "Home/g End/G"].contains(&k) {
-                continue;
-            }
-            if i > 0 && ["s", "r", "d", "t", "e", "n", "D", "Tab", "1-4"].contains(&k) && i != 1 {
-                continue;
-            }
-            col.push(Line::from(vec![
-                Span::styled(format!("{k:<13}"), t.key()),
-                Span::raw(what.to_string()),
-            ]));
-        }
-        col.push(Line::from(""));
+    // Every view's keys, each pair once (Runs on the left); on a short terminal, this view's.
+    let (mut left, mut right) = help_columns(t, &all, true);
+    if left.len().max(right.len()) as u16 + 2 > area.height {
+        (left, right) = help_columns(t, &[("Keys of this view", ctx)], false);
     }
-    right.push(Line::from(Span::styled(
-        "Events, Spec: ↑ ↓ PgUp PgDn scroll; mouse wheel scrolls everywhere",
-        t.dim(),
-    )));
     let w = 100.min(area.width);
     let h = (left.len().max(right.len()) as u16 + 2).min(area.height);
     let [r] = Layout::horizontal([Constraint::Length(w)])
@@ -192,4 +174,47 @@ fn render_help(t: Theme, area: Rect, buf: &mut Buffer) {
         Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(inner);
     Paragraph::new(left).render(a, buf);
     Paragraph::new(right).render(b, buf);
+}
+
+/// The help's two columns: the first section on the left and the others on the right
+/// (`by_section`), or one section's pairs split in two halves.
+fn help_columns(
+    t: Theme,
+    sections: &[(&str, Context)],
+    by_section: bool,
+) -> (Vec<Line<'static>>, Vec<Line<'static>>) {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut columns: Vec<Vec<Line<'static>>> = Vec::new();
+    for (name, ctx) in sections {
+        let mut col = vec![Line::from(Span::styled(name.to_string(), t.title()))];
+        for pair in keys::help(*ctx) {
+            if seen.contains(&pair) {
+                continue;
+            }
+            seen.push(pair);
+            col.push(Line::from(vec![
+                Span::styled(format!("{:<13}", pair.0), t.key()),
+                Span::raw(pair.1.to_string()),
+            ]));
+        }
+        col.push(Line::from(""));
+        columns.push(col);
+    }
+    let hint = Line::from(Span::styled(
+        "Events, Spec: ↑ ↓ PgUp PgDn scroll; the mouse wheel scrolls",
+        t.dim(),
+    ));
+    if by_section {
+        let mut it = columns.into_iter();
+        let left = it.next().unwrap_or_default();
+        let mut right: Vec<Line> = it.flatten().collect();
+        right.push(hint);
+        (left, right)
+    } else {
+        let mut lines: Vec<Line> = columns.into_iter().flatten().collect();
+        lines.push(hint);
+        let half = lines.len().div_ceil(2);
+        let right = lines.split_off(half);
+        (lines, right)
+    }
 }
