@@ -315,7 +315,9 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    tmux.wait_for("the header saying stopped again", |s| header_says(s, "stopped"));
+    tmux.wait_for("the header saying stopped again", |s| {
+        header_says(s, "stopped")
+    });
     tmux.keys(&["Escape"]);
     tmux.wait_for("the list saying stopped", |s| {
         s.contains("stopped") && s.contains("0 live")
