@@ -401,6 +401,11 @@ mod tests {
 
         let mut input = InputLine::new("ex");
         let mut hint = None;
+        // What Tab does: candidates for the last word, applied.
+        let tab = |input: &mut InputLine, hint: &mut Option<String>| {
+            let typed = input.last_word().to_string();
+            complete(input, hint, &typed, &path_candidates(dir.path(), &typed));
+        };
         complete(
             &mut input,
             &mut hint,
@@ -408,32 +413,14 @@ mod tests {
             &path_candidates(dir.path(), "ex"),
         );
         assert_eq!(input.text, "examples/");
-        let typed = input.last_word().to_string();
-        complete(
-            &mut input,
-            &mut hint,
-            &typed,
-            &path_candidates(dir.path(), &typed),
-        );
+        tab(&mut input, &mut hint);
         assert_eq!(input.text, "examples/");
         assert_eq!(hint.as_deref(), Some("data/  mlp.toml  mnist.toml"));
         input.key(KeyEvent::from(KeyCode::Char('m')));
-        let typed = input.last_word().to_string();
-        complete(
-            &mut input,
-            &mut hint,
-            &typed,
-            &path_candidates(dir.path(), &typed),
-        );
+        tab(&mut input, &mut hint);
         assert_eq!(input.text, "examples/m");
         input.key(KeyEvent::from(KeyCode::Char('n')));
-        let typed = input.last_word().to_string();
-        complete(
-            &mut input,
-            &mut hint,
-            &typed,
-            &path_candidates(dir.path(), &typed),
-        );
+        tab(&mut input, &mut hint);
         assert_eq!(input.text, "examples/mnist.toml");
         // Stale candidates (the user typed on) are ignored.
         complete(&mut input, &mut hint, "ex", &["examples/".into()]);

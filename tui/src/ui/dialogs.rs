@@ -22,12 +22,7 @@ pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
             let lines = vec![
                 Line::from(c.question()),
                 Line::from(""),
-                Line::from(vec![
-                    Span::styled("y", t.key()),
-                    Span::raw(" yes    "),
-                    Span::styled("n", t.key()),
-                    Span::raw(" no"),
-                ]),
+                key_hints(t, &[("y", "yes"), ("n", "no")]),
             ];
             boxed(t, " Confirm ", lines, 60, area, buf);
         }
@@ -55,14 +50,14 @@ pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
                 lines.push(Line::from(Span::styled(e.clone(), t.error())));
                 lines.push(Line::from(Span::styled("nothing was created", t.dim())));
             } else {
-                lines.push(Line::from(vec![
-                    Span::styled("Tab", t.key()),
-                    Span::raw(" completes paths   "),
-                    Span::styled("Enter", t.key()),
-                    Span::raw(" starts   "),
-                    Span::styled("Esc", t.key()),
-                    Span::raw(" cancels"),
-                ]));
+                lines.push(key_hints(
+                    t,
+                    &[
+                        ("Tab", "completes paths"),
+                        ("Enter", "starts"),
+                        ("Esc", "cancels"),
+                    ],
+                ));
             }
             boxed(t, " New run ", lines, 90, area, buf);
         }
@@ -75,18 +70,24 @@ pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(""),
                 input_line(t, "> ", input),
                 Line::from(""),
-                Line::from(vec![
-                    Span::styled("Enter", t.key()),
-                    Span::raw(" saves   "),
-                    Span::styled("Esc", t.key()),
-                    Span::raw(" cancels"),
-                ]),
+                key_hints(t, &[("Enter", "saves"), ("Esc", "cancels")]),
             ];
             boxed(t, " Tags ", lines, 70, area, buf);
         }
         Dialog::Filter { input, .. } => bottom_line(t, "filter /", input, area, buf),
         Dialog::Search { input } => bottom_line(t, "search /", input, area, buf),
     }
+}
+
+/// "key what   key what" with the keys highlighted.
+fn key_hints(t: Theme, pairs: &[(&str, &str)]) -> Line<'static> {
+    let mut spans = Vec::new();
+    for (i, (k, what)) in pairs.iter().enumerate() {
+        let gap = if i + 1 < pairs.len() { "   " } else { "" };
+        spans.push(Span::styled(k.to_string(), t.key()));
+        spans.push(Span::raw(format!(" {what}{gap}")));
+    }
+    Line::from(spans)
 }
 
 /// The text of an input line with a visible cursor.

@@ -799,7 +799,7 @@ fn confirm_dialogs_ask_the_question() {
     );
     assert_has(
         &s,
-        "│ y yes    n no                                            │",
+        "│ y yes   n no                                             │",
     );
     key(&mut app, KeyCode::Char('n'));
     assert_lacks(&screen(&app, 80, 24), "Confirm");
