@@ -155,7 +155,7 @@ impl Default for RunListOptions {
     fn default() -> Self {
         RunListOptions {
             live_interval: Duration::from_millis(100),
-            rescan_interval: Duration::from_secs(2),
+            rescan_interval: Duration::from_secs(5),
             use_notify: true,
         }
     }
