@@ -191,9 +191,16 @@ fn edit_notes(
         },
         None => Outcome::Failed("$EDITOR is empty".into()),
     };
-    *terminal = ratatui::init();
-    let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    terminal.clear()?;
+    // A fresh alternate screen and a terminal whose last frame is empty, so the next draw is
+    // whole. (Not `Terminal::clear`: it asks the terminal for the cursor position, and the
+    // answer can be lost to the input reader, failing after a timeout.)
+    crossterm::terminal::enable_raw_mode()?;
+    execute!(
+        std::io::stdout(),
+        crossterm::terminal::EnterAlternateScreen,
+        EnableMouseCapture
+    )?;
+    *terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     let _ = tx.try_send(Msg::Done(outcome));
     Ok(EventStream::new())
 }

@@ -269,6 +269,12 @@ fn a_cli_run_appears_live_shows_rank_1_and_is_stopped_from_the_dashboard() {
     tmux.wait_for("the merged log again", |s| s.contains("[rank 0] epoch"));
     tmux.save("run-logs");
 
+    // `e`: the dashboard suspends for $EDITOR (here `true`, which saves at once) and comes back.
+    tmux.keys(&["e"]);
+    tmux.wait_for("back from the editor", |s| {
+        s.contains(&format!("notes of {id} saved"))
+    });
+
     // Stop it from the dashboard: asks first, then run.json says stopped.
     tmux.keys(&["s"]);
     tmux.wait_for("the stop question", |s| {
