@@ -397,6 +397,7 @@ fn start(root: &Path, req: NewRunRequest) -> Outcome {
         replicas: req.replicas,
         name: req.name,
         command,
+        spec_text: None,
     };
     match actions::start_run(root, &new) {
         Ok(started) => {

@@ -24,8 +24,11 @@ use crate::{Error, Result};
 /// A request for a new run (what `ddp run` takes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NewRun {
-    /// The spec file.
+    /// The spec file; with `spec_text`, the name the spec goes by in messages, and relative data
+    /// paths resolve against its folder (the file itself need not exist).
     pub spec: PathBuf,
+    /// The spec itself (TOML), instead of reading `spec`: a spec written in a notebook cell.
+    pub spec_text: Option<String>,
     /// `KEY=VALUE` spec overrides (`--set`), applied in order.
     pub overrides: Vec<String>,
     /// The number of replicas (`ddp.replicas`), applied after `overrides`.
@@ -179,7 +182,10 @@ pub fn spawn_supervisor_or_fail(run: &mut Run, resume: bool) -> Result<Child> {
 
 /// The spec of a new run, validated, with its devices checked against this machine.
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
-    let spec = Spec::load(&req.spec, &req.all_overrides())?;
+    let spec = match &req.spec_text {
+        Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
+        None => Spec::load(&req.spec, &req.all_overrides())?,
+    };
     check_devices(&spec, &req.spec)?;
     Ok(spec)
 }

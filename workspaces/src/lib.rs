@@ -26,6 +26,8 @@
 //! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
 //! - `metrics`: the trainer's metric records (schema re-exported, reader), `fmt_lr`.
 //! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
+//! - `report`: the text renderings front ends share: the `ddp ls` and `ddp compare` tables
+//!   (`Table`), what `ddp show` prints.
 //! - `format`: human formatting of durations, timestamps, percentages, losses.
 //! - `fsutil`: atomic file writes.
 //! - `spec`: the experiment spec type (`Spec`), re-exported from the trainer.
@@ -44,6 +46,7 @@ pub mod fsutil;
 pub mod metrics;
 pub mod plot;
 pub mod policy;
+pub mod report;
 pub mod run;
 pub mod run_list;
 pub mod spec;

@@ -12,9 +12,13 @@
 //! Layout:
 //! - [`Series`], [`XAxis`]: the input.
 //! - [`plot_runs`]: one image, loss and accuracy panels side by side, format from the extension.
+//! - [`plot_runs_svg`], [`plot_runs_png`] (and their `_sized` variants): the same image in
+//!   memory (SVG text, PNG file bytes), e.g. for a notebook.
 //! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` for one run folder.
 //! - `RunData`: a run's points ([`crate::curves`]: NaN skipped, resumed history replaced).
-//! - `draw_loss`, `draw_accuracy`: the panels; `render`: backends and the atomic file write.
+//! - `draw_loss`, `draw_accuracy`: the panels, text and margins scaled down on small images
+//!   (`Scale`); `encode`: the backends (SVG text, PNG bytes), shared by the in-memory and the
+//!   file variants; `write_file`: the atomic file write.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -67,6 +71,8 @@ pub const ACCURACY_SVG: &str = "accuracy.svg";
 const BOTH_SIZE: (u32, u32) = (1400, 560);
 /// Size of each single-panel image of [`plot_run_folder`], pixels.
 const PANEL_SIZE: (u32, u32) = (800, 520);
+/// The smallest image the `_sized` variants draw, pixels.
+pub const MIN_SIZE: (u32, u32) = (240, 120);
 
 /// Plots the loss (train, val, test) and the accuracy (val, test) of `series`, overlaid, against
 /// `x`, into one image: SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
@@ -77,7 +83,49 @@ const PANEL_SIZE: (u32, u32) = (800, 520);
 pub fn plot_runs(series: &[Series], x: XAxis, out: &Path) -> Result<()> {
     let format = format_of(out)?;
     let runs = prepare(series, x)?;
-    render(out, format, BOTH_SIZE, &Figure::new(Panels::Both, &runs, x))
+    let bytes = encode(&Figure::new(Panels::Both, &runs, x, BOTH_SIZE), format)
+        .map_err(|e| drawing_failed(Some(out), e))?;
+    write_file(out, &bytes)
+}
+
+/// The image of [`plot_runs`] (1400×560) as SVG text, in memory.
+pub fn plot_runs_svg(series: &[Series], x: XAxis) -> Result<String> {
+    plot_runs_svg_sized(series, x, BOTH_SIZE)
+}
+
+/// [`plot_runs_svg`] at `size` (width, height) pixels, at least [`MIN_SIZE`]: text, margins and
+/// legend shrink with images smaller than the default (down to 60%), so a small chart, e.g.
+/// 640×260 in a run card, stays readable.
+pub fn plot_runs_svg_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Result<String> {
+    let bytes = plot_in_memory(series, x, size, Format::Svg)?;
+    Ok(String::from_utf8(bytes).expect("plotters writes SVG as UTF-8"))
+}
+
+/// The image of [`plot_runs`] (1400×560) as the bytes of a PNG file, in memory.
+pub fn plot_runs_png(series: &[Series], x: XAxis) -> Result<Vec<u8>> {
+    plot_runs_png_sized(series, x, BOTH_SIZE)
+}
+
+/// [`plot_runs_png`] at `size` (width, height) pixels, at least [`MIN_SIZE`] (see
+/// [`plot_runs_svg_sized`]).
+pub fn plot_runs_png_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Result<Vec<u8>> {
+    plot_in_memory(series, x, size, Format::Png)
+}
+
+fn plot_in_memory(
+    series: &[Series],
+    x: XAxis,
+    size: (u32, u32),
+    format: Format,
+) -> Result<Vec<u8>> {
+    if size.0 < MIN_SIZE.0 || size.1 < MIN_SIZE.1 {
+        return Err(Error::Invalid(format!(
+            "plot size {}x{} is too small: at least {}x{} pixels",
+            size.0, size.1, MIN_SIZE.0, MIN_SIZE.1
+        )));
+    }
+    let runs = prepare(series, x)?;
+    encode(&Figure::new(Panels::Both, &runs, x, size), format).map_err(|e| drawing_failed(None, e))
 }
 
 /// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` for the run folder `run_dir`, read from
@@ -89,14 +137,16 @@ pub fn plot_run_folder(run_dir: &Path, out_dir: &Path) -> Result<()> {
     let runs = prepare(&series, XAxis::Step)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
     for (name, panels) in [(LOSS_SVG, Panels::Loss), (ACCURACY_SVG, Panels::Accuracy)] {
-        let figure = Figure::new(panels, &runs, XAxis::Step);
-        render(&out_dir.join(name), Format::Svg, PANEL_SIZE, &figure)?;
+        let out = out_dir.join(name);
+        let figure = Figure::new(panels, &runs, XAxis::Step, PANEL_SIZE);
+        let bytes = encode(&figure, Format::Svg).map_err(|e| drawing_failed(Some(&out), e))?;
+        write_file(&out, &bytes)?;
     }
     Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output format and file writing.
+// Output format, encoding and file writing.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -135,88 +185,132 @@ enum Panels {
     Accuracy,
 }
 
-/// An image's content, ready to draw on any backend.
+/// An image's content and size, ready to draw on any backend.
 struct Figure<'a> {
     panels: Panels,
     runs: &'a [RunData<'a>],
     x: XAxis,
     /// Right end of the x axis, shared by both panels.
     x_hi: f64,
+    /// Width and height, pixels.
+    size: (u32, u32),
+    scale: Scale,
 }
 
 impl<'a> Figure<'a> {
-    fn new(panels: Panels, runs: &'a [RunData<'a>], x: XAxis) -> Figure<'a> {
+    fn new(panels: Panels, runs: &'a [RunData<'a>], x: XAxis, size: (u32, u32)) -> Figure<'a> {
+        let full = if panels == Panels::Both {
+            BOTH_SIZE
+        } else {
+            PANEL_SIZE
+        };
         Figure {
             panels,
             runs,
             x,
             x_hi: x_upper(runs, x),
+            size,
+            scale: Scale::of(size, full),
         }
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         root.fill(&WHITE).map_err(draw_err)?;
-        let (runs, x, x_hi) = (self.runs, self.x, self.x_hi);
+        let (runs, x, x_hi, s) = (self.runs, self.x, self.x_hi, self.scale);
         match self.panels {
             Panels::Both => {
                 let (w, _) = root.dim_in_pixel();
                 let (left, right) = root.split_horizontally(w / 2);
-                draw_loss(&left, runs, x, x_hi)?;
-                draw_accuracy(&right, runs, x, x_hi)
+                draw_loss(&left, runs, x, x_hi, s)?;
+                draw_accuracy(&right, runs, x, x_hi, s)
             }
-            Panels::Loss => draw_loss(root, runs, x, x_hi),
-            Panels::Accuracy => draw_accuracy(root, runs, x, x_hi),
+            Panels::Loss => draw_loss(root, runs, x, x_hi, s),
+            Panels::Accuracy => draw_accuracy(root, runs, x, x_hi, s),
         }
     }
 }
 
-/// Draws `figure` on a `size` canvas of `format` and writes it to `out` through a temporary file
-/// in the same folder renamed over `out`, so readers never see a half-written image.
-fn render(out: &Path, format: Format, size: (u32, u32), figure: &Figure) -> Result<()> {
-    ensure_font()?;
-    let failed =
-        |e: String| Error::Invalid(format!("{}: drawing the plot failed: {e}", out.display()));
-    let tmp = temp_path(out, format);
-    // Creating the file first turns a missing folder or a permission problem into a plain I/O
-    // error (the PNG encoder would report it wrapped in its own error types).
-    std::fs::File::create(&tmp).map_err(|e| Error::io(out, e))?;
-    let written = match format {
+/// How much text, margins and the legend shrink on an image smaller than the default size of
+/// its kind: the smaller of the width and height ratios, between 0.6 and 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scale(f64);
+
+impl Scale {
+    fn of((w, h): (u32, u32), (full_w, full_h): (u32, u32)) -> Scale {
+        let r = (w as f64 / full_w as f64).min(h as f64 / full_h as f64);
+        Scale(r.clamp(0.6, 1.0))
+    }
+
+    /// `v` pixels at this scale.
+    fn px(self, v: i32) -> i32 {
+        (v as f64 * self.0).round() as i32
+    }
+}
+
+/// Draws `figure` with the backend of `format`: SVG text or the bytes of a PNG file.
+fn encode(figure: &Figure, format: Format) -> std::result::Result<Vec<u8>, String> {
+    ensure_font().map_err(|e| e.to_string())?;
+    let (w, h) = figure.size;
+    match format {
         Format::Svg => {
             let mut text = String::new();
-            let drawn = figure.draw(&SVGBackend::with_string(&mut text, size).into_drawing_area());
-            drawn
-                .map_err(failed)
-                .and_then(|()| std::fs::write(&tmp, text.as_bytes()).map_err(|e| Error::io(out, e)))
+            figure.draw(&SVGBackend::with_string(&mut text, figure.size).into_drawing_area())?;
+            Ok(text.into_bytes())
         }
         Format::Png => {
-            let root = BitMapBackend::new(&tmp, size).into_drawing_area();
-            figure.draw(&root).map_err(failed).and_then(|()| {
-                root.present()
-                    .map_err(|e| Error::io(out, std::io::Error::other(format!("writing PNG: {e}"))))
-            })
+            let mut rgb = vec![0u8; w as usize * h as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, figure.size).into_drawing_area();
+                figure.draw(&root)?;
+                root.present().map_err(draw_err)?;
+            }
+            encode_png(&rgb, w, h).map_err(|e| format!("encoding PNG: {e}"))
         }
-    };
-    let result = written.and_then(|()| std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e)));
+    }
+}
+
+/// An 8-bit RGB image as PNG file bytes.
+fn encode_png(rgb: &[u8], w: u32, h: u32) -> std::result::Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
+    Ok(out)
+}
+
+/// A drawing error, naming the file being written if any.
+fn drawing_failed(out: Option<&Path>, e: String) -> Error {
+    match out {
+        Some(out) => Error::Invalid(format!("{}: drawing the plot failed: {e}", out.display())),
+        None => Error::Invalid(format!("drawing the plot failed: {e}")),
+    }
+}
+
+/// Writes `bytes` to `out` through a temporary file in the same folder renamed over `out`, so
+/// readers never see a half-written image; errors are I/O errors naming `out`.
+fn write_file(out: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(out);
+    let result = std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, out))
+        .map_err(|e| Error::io(out, e));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
 }
 
-/// `DIR/.NAME.tmp-PID-N.EXT`: hidden, unique per process and call, and keeping the extension
-/// (the PNG encoder picks the format from it).
-fn temp_path(out: &Path, format: Format) -> PathBuf {
+/// `DIR/.NAME.tmp-PID-N`: hidden, unique per process and call.
+fn temp_path(out: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let ext = match format {
-        Format::Svg => "svg",
-        Format::Png => "png",
-    };
-    out.with_file_name(format!(".{name}.tmp-{}-{n}.{ext}", std::process::id()))
+    out.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,16 +470,16 @@ fn value_label(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
     move |v: &f64| format!("{v:.decimals$}")
 }
 
-fn caption_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 26).into_font().into()
+fn caption_style(s: Scale) -> TextStyle<'static> {
+    (FONT_FAMILY, s.px(26)).into_font().into()
 }
 
-fn label_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 17).into_font().into()
+fn label_style(s: Scale) -> TextStyle<'static> {
+    (FONT_FAMILY, s.px(17)).into_font().into()
 }
 
-fn axis_desc_style() -> TextStyle<'static> {
-    (FONT_FAMILY, 19).into_font().into()
+fn axis_desc_style(s: Scale) -> TextStyle<'static> {
+    (FONT_FAMILY, s.px(19)).into_font().into()
 }
 
 type Chart<'a, DB> = ChartContext<
@@ -400,6 +494,7 @@ fn draw_loss<DB: DrawingBackend>(
     runs: &[RunData],
     x: XAxis,
     x_hi: f64,
+    s: Scale,
 ) -> DrawResult {
     let values = runs.iter().flat_map(|r| {
         let test = r.test_loss.iter();
@@ -417,15 +512,7 @@ fn draw_loss<DB: DrawingBackend>(
     } else {
         lo + 1.0
     };
-    let mut chart = chart(
-        area,
-        "loss",
-        x,
-        x_hi,
-        (lo, hi),
-        "loss",
-        &value_label(lo, hi),
-    )?;
+    let mut chart = chart(area, "loss", x, x_hi, (lo, hi), &value_label(lo, hi), s)?;
     for (i, run) in runs.iter().enumerate() {
         let label = if run.has_loss() || run.has_accuracy() {
             run.label.to_string()
@@ -441,7 +528,7 @@ fn draw_loss<DB: DrawingBackend>(
             run.test_loss,
         )?;
     }
-    draw_legend(&mut chart, true, SeriesLabelPosition::UpperRight)
+    draw_legend(&mut chart, true, SeriesLabelPosition::UpperRight, s)
 }
 
 /// The accuracy panel: per run with accuracy figures, val (dashed, circles) and test
@@ -451,14 +538,15 @@ fn draw_accuracy<DB: DrawingBackend>(
     runs: &[RunData],
     x: XAxis,
     x_hi: f64,
+    s: Scale,
 ) -> DrawResult {
     if !runs.iter().any(RunData::has_accuracy) {
         let area = area
-            .margin(MARGIN, MARGIN, MARGIN, MARGIN)
-            .titled("accuracy", caption_style())
+            .margin(s.px(MARGIN), s.px(MARGIN), s.px(MARGIN), s.px(MARGIN))
+            .titled("accuracy", caption_style(s))
             .map_err(draw_err)?;
         let (w, h) = area.dim_in_pixel();
-        let style = axis_desc_style().pos(Pos::new(HPos::Center, VPos::Center));
+        let style = axis_desc_style(s).pos(Pos::new(HPos::Center, VPos::Center));
         let centre = (w as i32 / 2, h as i32 / 2);
         return area
             .draw(&Text::new("no accuracy (regression)", centre, style))
@@ -477,15 +565,7 @@ fn draw_accuracy<DB: DrawingBackend>(
     } else {
         (lo - 0.01, hi + 0.01)
     };
-    let mut chart = chart(
-        area,
-        "accuracy",
-        x,
-        x_hi,
-        (lo, hi),
-        "accuracy",
-        &value_label(lo, hi),
-    )?;
+    let mut chart = chart(area, "accuracy", x, x_hi, (lo, hi), &value_label(lo, hi), s)?;
     for (i, run) in runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
         draw_run(
             &mut chart,
@@ -496,34 +576,34 @@ fn draw_accuracy<DB: DrawingBackend>(
             run.test_acc,
         )?;
     }
-    draw_legend(&mut chart, false, SeriesLabelPosition::LowerRight)
+    draw_legend(&mut chart, false, SeriesLabelPosition::LowerRight, s)
 }
 
-/// A chart with its caption, axes, grid and axis descriptions.
+/// A chart with its caption (also the y axis description), axes, grid and axis descriptions.
 fn chart<'a, DB: DrawingBackend>(
     area: &'a DrawingArea<DB, Shift>,
     caption: &str,
     x: XAxis,
     x_hi: f64,
     (y_lo, y_hi): (f64, f64),
-    y_desc: &str,
     y_label: &dyn Fn(&f64) -> String,
+    s: Scale,
 ) -> std::result::Result<Chart<'a, DB>, String> {
     let mut chart = ChartBuilder::on(area)
-        .caption(caption, caption_style())
-        .margin(MARGIN)
-        .x_label_area_size(48)
-        .y_label_area_size(70)
+        .caption(caption, caption_style(s))
+        .margin(s.px(MARGIN))
+        .x_label_area_size(s.px(48))
+        .y_label_area_size(s.px(70))
         .build_cartesian_2d(0.0..x_hi, y_lo..y_hi)
         .map_err(draw_err)?;
     let x_label = x_label(x);
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x.description())
-        .y_desc(y_desc)
+        .y_desc(caption)
         .x_label_formatter(&x_label)
         .y_label_formatter(y_label)
-        .label_style(label_style())
-        .axis_desc_style(axis_desc_style())
+        .label_style(label_style(s))
+        .axis_desc_style(axis_desc_style(s))
         .light_line_style(RGBColor(240, 240, 240));
     if x == XAxis::Epoch && x_hi <= 20.0 {
         mesh.x_labels(x_hi as usize + 1);
@@ -569,6 +649,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     train: bool,
     position: SeriesLabelPosition,
+    s: Scale,
 ) -> DrawResult {
     let key = BLACK.stroke_width(LINE_WIDTH);
     let none = || std::iter::empty::<Circle<(f64, f64), i32>>();
@@ -596,9 +677,9 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(
     chart
         .configure_series_labels()
         .position(position)
-        .margin(10)
-        .legend_area_size(26)
-        .label_font(label_style())
+        .margin(s.px(10))
+        .legend_area_size(s.px(26))
+        .label_font(label_style(s))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(160, 160, 160))
         .draw()
@@ -743,6 +824,66 @@ mod tests {
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(png_size(&bytes), BOTH_SIZE);
         assert_eq!(only_file(dir.path()), ["one.png", "three.png"]);
+    }
+
+    #[test]
+    fn in_memory_images_match_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = [run("alpha", 2, true, 1.0), run("beta", 2, true, 1.2)];
+        let svg = plot_runs_svg(&runs, XAxis::Step).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+        assert!(svg.contains(r#"width="1400" height="560""#));
+        let out = dir.path().join("p.svg");
+        plot_runs(&runs, XAxis::Step, &out).unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), svg);
+
+        let png = plot_runs_png(&runs, XAxis::Epoch).unwrap();
+        assert_eq!(png_size(&png), BOTH_SIZE);
+        let out = dir.path().join("p.png");
+        plot_runs(&runs, XAxis::Epoch, &out).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), png);
+        assert_eq!(only_file(dir.path()), ["p.png", "p.svg"]);
+    }
+
+    #[test]
+    fn zz_tmp_dump() {
+        let runs = [run("20261121-120857-ad4c4d", 3, true, 1.0)];
+        std::fs::write("/tmp/small.png", plot_runs_png_sized(&runs, XAxis::Step, (640, 260)).unwrap()).unwrap();
+        std::fs::write("/tmp/big.png", plot_runs_png(&runs, XAxis::Step).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn small_sizes_scale_text_down() {
+        let runs = [run("alpha", 2, true, 1.0)];
+        let svg = plot_runs_svg_sized(&runs, XAxis::Step, (640, 260)).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains(r#"width="640" height="260""#));
+        let texts = svg_texts(&svg);
+        for t in ["alpha", "loss", "accuracy", "train", "val", "test"] {
+            assert!(texts.contains(&t), "no text {t:?} in {texts:?}");
+        }
+        let png = plot_runs_png_sized(&runs, XAxis::Step, (640, 260)).unwrap();
+        assert_eq!(png_size(&png), (640, 260));
+
+        assert_eq!(Scale::of((640, 260), BOTH_SIZE), Scale(0.6));
+        assert_eq!(Scale::of(BOTH_SIZE, BOTH_SIZE), Scale(1.0));
+        assert_eq!(Scale::of((2800, 1120), BOTH_SIZE), Scale(1.0));
+        assert_eq!(Scale::of((1050, 420), BOTH_SIZE).px(26), 20);
+
+        let err = plot_runs_svg_sized(&runs, XAxis::Step, (100, 260)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "plot size 100x260 is too small: at least 240x120 pixels"
+        );
+        let empty = Series {
+            label: "fresh".into(),
+            records: vec![],
+        };
+        let err = plot_runs_png(&[empty], XAxis::Step).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "nothing to plot: run `fresh` has no metric records"
+        );
     }
 
     #[test]

@@ -60,7 +60,13 @@ pub const KEYS: &[&str] = &[
 
 pub(super) fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let mut spec = parse(&text, path, overrides)?;
+    parse_at(&text, path, overrides)
+}
+
+/// [`parse`], then relative data paths resolved as for a spec file at `path` (which need not
+/// exist: a spec written in a notebook cell is resolved against the notebook's folder).
+pub(super) fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
+    let mut spec = parse(text, path, overrides)?;
     if let Some(p) = &spec.data.path {
         spec.data.path = Some(resolve_data_path(path, p));
     }

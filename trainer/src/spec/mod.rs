@@ -370,6 +370,13 @@ impl Spec {
         load::load(path, overrides)
     }
 
+    /// Parses and validates spec text as if it were the file `path` (named in messages; relative
+    /// data paths are resolved against its folder, as [`Spec::load`] does), e.g. a spec written
+    /// in a notebook cell. The file need not exist.
+    pub fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
+        load::parse_at(text, path, overrides)
+    }
+
     /// Parses and validates spec text; `file` is only used in messages.
     pub fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
         load::parse(text, file, overrides)

@@ -184,6 +184,7 @@ pub fn main() -> ExitCode {
                 replicas,
                 name,
                 command: std::env::args().collect(),
+                spec_text: None,
             },
             detach,
         ),

@@ -1,0 +1,152 @@
+//! Live run cards: a card is shown once (`display_data` with a `display_id`) and then kept up to
+//! date by a task that follows the run folder ([`Workspace::watch_with`]) and publishes
+//! `update_display_data` at most twice a second while what it shows changes, until the run
+//! reaches a final status. The task belongs to [`Cards`], which ends all of them at shutdown;
+//! the run itself belongs to its supervisor and never depends on the kernel.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ddp_workspaces::events::{RunWatchOptions, TryNext};
+use ddp_workspaces::{Run, WatchFrom, Workspace};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::output::Out;
+use crate::render::card::Card;
+
+/// At most this often a card is re-published.
+pub const UPDATE_INTERVAL: Duration = Duration::from_millis(500);
+/// After a final status, how long late lines (the test record, last log lines) may still come.
+const SETTLE: Duration = Duration::from_millis(400);
+/// Log lines read back per rank when a card opens.
+const LOG_BACKLOG: usize = 8;
+
+/// The owner of every live card's task.
+pub struct Cards {
+    runtime: Handle,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+/// A card being kept live.
+pub struct LiveCard {
+    pub display_id: String,
+    pub run_id: String,
+    done: Arc<AtomicBool>,
+}
+
+impl LiveCard {
+    /// Whether the run reached a final status and the card shows it.
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+}
+
+impl Cards {
+    pub fn new(runtime: Handle, shutdown: CancellationToken) -> Cards {
+        Cards {
+            runtime,
+            tasks: TaskTracker::new(),
+            shutdown,
+        }
+    }
+
+    /// Shows `run`'s card in `out`'s cell now and keeps it live in the background.
+    pub fn show(&self, ws_root: &std::path::Path, run: &Run, out: &Out) -> LiveCard {
+        let display_id = format!(
+            "ddp-run-{}-{}",
+            run.record.id,
+            uuid::Uuid::new_v4().simple()
+        );
+        let card = Card::new(run);
+        out.display(&card.render(), Some(&display_id));
+        let done = Arc::new(AtomicBool::new(false));
+        let live = LiveCard {
+            display_id: display_id.clone(),
+            run_id: run.record.id.clone(),
+            done: done.clone(),
+        };
+        let ws = Workspace {
+            root: ws_root.to_path_buf(),
+        };
+        let run = run.clone();
+        let out = out.clone();
+        let stop = self.shutdown.clone();
+        let _guard = self.runtime.enter();
+        self.tasks.spawn_on(
+            async move {
+                follow(ws, run, card, out, display_id, stop).await;
+                done.store(true, Ordering::SeqCst);
+            },
+            &self.runtime,
+        );
+        live
+    }
+
+    /// Ends every card task (kernel shutdown) and waits for them, at most `limit`.
+    pub async fn close(&self, limit: Duration) {
+        self.tasks.close();
+        let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
+    }
+}
+
+async fn follow(
+    ws: Workspace,
+    run: Run,
+    mut card: Card,
+    out: Out,
+    display_id: String,
+    stop: CancellationToken,
+) {
+    let options = RunWatchOptions {
+        log_backlog: Some(LOG_BACKLOG),
+        ..RunWatchOptions::default()
+    };
+    let mut watch = ws.watch_with(&run, WatchFrom::Start, options);
+    let mut shown = card.render();
+    let mut last_publish = Instant::now();
+    let mut final_since: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        // Take everything that is ready, then decide once.
+        let mut ended = false;
+        loop {
+            match watch.try_next() {
+                TryNext::Event(e) => {
+                    card.apply(&e);
+                }
+                TryNext::Empty => break,
+                TryNext::Ended => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if card.is_final() {
+            final_since.get_or_insert_with(Instant::now);
+        }
+        let settled = final_since.is_some_and(|t| t.elapsed() >= SETTLE);
+        if (last_publish.elapsed() >= UPDATE_INTERVAL || settled) && !stop.is_cancelled() {
+            let now = card.render();
+            if now != shown {
+                out.update(&now, &display_id);
+                shown = now;
+                last_publish = Instant::now();
+            }
+        }
+        if settled || ended {
+            return;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            event = watch.next() => match event {
+                Some(e) => { card.apply(&e); }
+                None => return,
+            },
+            _ = tick.tick() => {}
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! What the `%ddp` magics do, over `ddp-workspaces` (the same actions as the `ddp` CLI, so a run
+//! started here is a run like any other: supervised by its own process, outliving the kernel,
+//! listed by `ddp ls` and shown by `ddp-tui`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use ddp_workspaces::actions::{self, NewRun, StopRequest};
+use ddp_workspaces::analysis::{self, comparison};
+use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
+use ddp_workspaces::plot::Series;
+use ddp_workspaces::tail::{LineTailer, TailFrom};
+use ddp_workspaces::{Run, Workspace};
+
+use super::{CellCommand, Command, help, parse_cell, parse_line};
+use crate::cards::LiveCard;
+use crate::error::{Error, Result};
+use crate::kernel::Shared;
+use crate::output::Out;
+use crate::render::{self, Output};
+
+/// How long `%ddp stop` waits for the run to stop.
+const STOP_LIMIT: Duration = Duration::from_secs(120);
+/// How often a wait looks at the run and at interrupts.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Runs `%ddp ARGS`.
+pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
+    let magic = parse_line(args)?;
+    let root = shared.workspace();
+    match magic.command {
+        Command::Run {
+            spec,
+            overrides,
+            replicas,
+            name,
+            wait,
+        } => {
+            let spec = shared.notebook_path(&spec);
+            let mut command = vec!["%ddp".to_string()];
+            command.extend(super::words(args)?);
+            let req = NewRun {
+                spec,
+                overrides,
+                replicas,
+                name,
+                command,
+                spec_text: None,
+            };
+            start(&root, &req, wait, shared, out)
+        }
+        Command::Watch { run } => card(&open(&root)?.run(&run)?, false, shared, out),
+        Command::Wait { run } => card(&open(&root)?.run(&run)?, true, shared, out),
+        Command::Ls {
+            experiment,
+            status,
+            sweep,
+            json,
+        } => {
+            let ws = open(&root)?;
+            let (runs, bad) = ws.runs()?;
+            report_unreadable(&bad, out);
+            let sweep = sweep
+                .map(|s| ddp_workspaces::sweep::resolve(&ws.root, &runs, &s))
+                .transpose()?;
+            let runs: Vec<&Run> = runs
+                .iter()
+                .filter(|r| sweep.is_none() || r.record.sweep == sweep)
+                .filter(|r| {
+                    experiment
+                        .as_deref()
+                        .is_none_or(|e| r.record.experiment == e)
+                })
+                .filter(|r| status.is_none_or(|s| r.record.status == s))
+                .collect();
+            let shown = if json {
+                render::runs::ls_json(&runs)
+            } else {
+                render::runs::ls(&runs)
+            };
+            out.display(&shown, None);
+            Ok(())
+        }
+        Command::Show { run, json } => {
+            let run = open(&root)?.run(&run)?;
+            let shown = if json {
+                render::runs::show_json(&run)
+            } else {
+                render::runs::show(&run)
+            };
+            out.display(&shown, None);
+            Ok(())
+        }
+        Command::Logs { run, rank, tail } => logs(&open(&root)?.run(&run)?, rank, tail, out),
+        Command::Stop { run } => stop(&open(&root)?.run(&run)?, out),
+        Command::Resume { run, wait } => {
+            let started = actions::resume_run(&root, &run)?;
+            let run = started.reap_in_background();
+            out.stream(
+                false,
+                &format!(
+                    "resuming run {} from its newest checkpoint\n",
+                    run.record.id
+                ),
+            );
+            card(&run, wait, shared, out)
+        }
+        Command::Compare { runs, sweep, json } => {
+            let ws = open(&root)?;
+            let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
+            report_unreadable(&bad, out);
+            let sweep_id = match sweep {
+                Some(_) => selected.last().and_then(|r| r.record.sweep.clone()),
+                None => None,
+            };
+            let c = comparison(&selected, sweep_id)?;
+            let shown = if json {
+                render::runs::compare_json(&c)
+            } else {
+                render::runs::compare(&c)
+            };
+            out.display(&shown, None);
+            Ok(())
+        }
+        Command::Plot { runs, sweep, x } => {
+            let ws = open(&root)?;
+            let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
+            report_unreadable(&bad, out);
+            out.display(&render::runs::plot(&series(&selected)?, x)?, None);
+            Ok(())
+        }
+        Command::Devices => {
+            let runs = match Workspace::open(&root) {
+                Ok(ws) => ws.runs()?.0,
+                Err(_) => Vec::new(),
+            };
+            let mut sampler = TelemetrySampler::new(Some(root.clone()));
+            let owners = process_owners(&runs);
+            // CPU use is measured between two samples.
+            let _ = sampler.sample(&owners);
+            std::thread::sleep(Duration::from_millis(250));
+            out.display(&render::devices::devices(&sampler.sample(&owners)), None);
+            Ok(())
+        }
+        Command::Workspace { dir } => {
+            if let Some(dir) = dir {
+                shared.set_workspace(shared.notebook_path(&dir));
+            }
+            let root = shared.workspace();
+            let runs = Workspace::open(&root)
+                .ok()
+                .and_then(|ws| ws.runs().ok())
+                .map(|(r, _)| r.len());
+            let text = match runs {
+                Some(n) => format!(
+                    "workspace {} ({n} run{})",
+                    root.display(),
+                    if n == 1 { "" } else { "s" }
+                ),
+                None => format!(
+                    "workspace {} (not created yet: the first run creates it)",
+                    root.display()
+                ),
+            };
+            out.display(&Output::plain(text), None);
+            Ok(())
+        }
+        Command::Clear { wait } => {
+            out.clear(wait);
+            Ok(())
+        }
+        Command::Help { subcommand } => {
+            let text = help(subcommand.as_deref()).ok_or_else(|| {
+                Error::Usage(format!(
+                    "no subcommand `{}`; the subcommands are: {}",
+                    subcommand.unwrap_or_default(),
+                    super::subcommands().join(", ")
+                ))
+            })?;
+            let html = render::table::pre(&text);
+            out.display(&Output::rich(text, html), None);
+            Ok(())
+        }
+    }
+}
+
+/// Runs a `%%ddp ARGS` cell whose body is `body`.
+pub fn cell(args: &str, body: &str, shared: &Shared, out: &Out) -> Result<()> {
+    let magic = parse_cell(args)?;
+    let CellCommand::Run {
+        overrides,
+        replicas,
+        name,
+        wait,
+    } = magic.command;
+    let mut command = vec!["%%ddp".to_string()];
+    command.extend(super::words(args)?);
+    let req = NewRun {
+        // Named in messages; relative data paths resolve against the notebook's folder.
+        spec: shared.notebook_dir().join("<cell>.toml"),
+        spec_text: Some(body.to_string()),
+        overrides,
+        replicas,
+        name,
+        command,
+    };
+    start(&shared.workspace(), &req, wait, shared, out)
+}
+
+fn open(root: &Path) -> Result<Workspace> {
+    Ok(Workspace::open(root)?)
+}
+
+fn start(root: &Path, req: &NewRun, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
+    let started = actions::start_run(root, req)?;
+    let run = started.reap_in_background();
+    card(&run, wait, shared, out)
+}
+
+/// Shows `run`'s live card; with `wait`, returns when the run reaches a final status (or the
+/// request is interrupted: then only the waiting stops).
+fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
+    let live = shared.cards.show(&shared.workspace(), run, out);
+    if wait {
+        wait_for(&live, shared)?;
+    }
+    Ok(())
+}
+
+fn wait_for(live: &LiveCard, shared: &Shared) -> Result<()> {
+    loop {
+        if live.is_done() {
+            return Ok(());
+        }
+        if shared.interrupt.requested() {
+            return Err(Error::Interrupted(format!(
+                "stopped waiting for run {id}; the run goes on (its card keeps updating; `%ddp stop {id}` stops it)",
+                id = live.run_id
+            )));
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+}
+
+fn stop(run: &Run, out: &Out) -> Result<()> {
+    match actions::request_stop(run)? {
+        StopRequest::AlreadyTerminal(run) => {
+            out.stream(
+                false,
+                &format!("run {} is already {}\n", run.record.id, run.record.status),
+            );
+            return Ok(());
+        }
+        StopRequest::Signalled { run, .. } => out.stream(
+            false,
+            &format!(
+                "stopping run {} (replicas finish their step)...\n",
+                run.record.id
+            ),
+        ),
+    }
+    let now = actions::wait_until_terminal(&run.dir, STOP_LIMIT)?;
+    out.stream(
+        false,
+        &format!("run {} {}\n", now.record.id, now.record.status),
+    );
+    Ok(())
+}
+
+fn logs(run: &Run, rank: Option<usize>, tail: Option<usize>, out: &Out) -> Result<()> {
+    let ranks: Vec<usize> = match rank {
+        Some(r) => vec![r],
+        None => (0..run.record.replicas.max(1)).collect(),
+    };
+    let mut text = String::new();
+    for &r in &ranks {
+        let mut t = LineTailer::new(run.log_path(r), TailFrom::Start);
+        let lines = t.poll()?;
+        let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
+        for l in &lines[skip..] {
+            if ranks.len() > 1 {
+                text.push_str(&format!("[rank {r}] "));
+            }
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    out.stream(false, &text);
+    Ok(())
+}
+
+/// The plot's series: one per run, labelled by name (or id; the id too when names repeat), as
+/// `ddp plot` labels them.
+fn series(runs: &[Run]) -> Result<Vec<Series>> {
+    let names: Vec<String> = runs
+        .iter()
+        .map(|r| r.record.name.clone().unwrap_or_else(|| r.record.id.clone()))
+        .collect();
+    runs.iter()
+        .zip(&names)
+        .map(|(r, name)| {
+            let label = if names.iter().filter(|n| *n == name).count() > 1 {
+                format!("{name} ({})", r.record.id)
+            } else {
+                name.clone()
+            };
+            Ok(Series {
+                label,
+                records: r.metrics()?,
+            })
+        })
+        .collect()
+}
+
+fn report_unreadable(bad: &[ddp_workspaces::workspace::Unreadable], out: &Out) {
+    for b in bad {
+        out.stream(
+            true,
+            &format!("skipping {}: {}\n", b.dir.display(), b.error),
+        );
+    }
+}

@@ -1,0 +1,463 @@
+//! The run card: a notebook cell's live view of one run, updated in place while it trains.
+//!
+//! A [`Card`] starts from the run ([`Card::new`] reads the frozen spec once for the planned
+//! epochs and step limit) and folds the run's [`RunEvent`]s ([`Card::apply`]): the run record,
+//! rank 0's metric records, the last [`LOG_LINES`] lines of each rank's log and of the
+//! supervisor's, the last supervisor event. [`Card::render`] reads no file and draws the chart
+//! only when metrics arrived since the last render, so it can run twice a second.
+//!
+//! It shows: run id, experiment (and name), status badge, epoch E/N and step, a progress bar,
+//! samples/s (the latest train record's, all replicas), ETA (from the steps per second since the
+//! run's current attempt started recording), restarts, the last supervisor event, a loss and
+//! accuracy chart (once there are records), and per rank the last log lines (in a `<details>`).
+//! When the run is over: test accuracy and loss (completed), the error (failed), how to resume
+//! (stopped).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ddp_workspaces::format::{self, percent};
+use ddp_workspaces::metrics::{MetricKind, MetricRecord};
+use ddp_workspaces::plot::{self, Series, XAxis};
+use ddp_workspaces::run::SupervisorEvent;
+use ddp_workspaces::run_list::MetricDigest;
+use ddp_workspaces::{Run, RunEvent, RunRecord, RunStatus};
+
+use super::table::{bar, pre, status_badge, status_colour};
+use super::{Output, html_escape};
+
+/// Log lines kept per rank (and for the supervisor).
+pub const LOG_LINES: usize = 8;
+/// Size of the card's chart, pixels.
+pub const CHART_SIZE: (u32, u32) = (640, 260);
+/// Cells of the plain-text progress bar.
+const BAR_CELLS: usize = 10;
+/// Longest log line kept, characters (the rest is cut).
+const MAX_LINE: usize = 1000;
+
+/// What a run card shows, folded from the run's events.
+#[derive(Debug)]
+pub struct Card {
+    record: RunRecord,
+    /// `train.epochs` of the run's spec.
+    epochs_total: Option<usize>,
+    /// `train.max_steps` of the run's spec.
+    max_steps: Option<u64>,
+    /// Rank 0's metric records (labelled with the run id, for the chart).
+    series: Series,
+    digest: MetricDigest,
+    /// The epoch of the newest rank-0 record.
+    epoch: Option<usize>,
+    /// Optimizer steps per epoch, from the newest validation record (`step / epoch`).
+    steps_per_epoch: Option<u64>,
+    rate: Rate,
+    logs: BTreeMap<usize, VecDeque<String>>,
+    supervisor_log: VecDeque<String>,
+    last_event: Option<String>,
+    /// The chart's SVG (`None`: nothing to draw), drawn at the first render after a change.
+    chart: OnceLock<Option<String>>,
+}
+
+/// Steps per second between the first and the newest train record of the current stretch of
+/// steps (a record going back in steps, a resume or restart, starts a new stretch).
+#[derive(Debug, Clone, Copy, Default)]
+struct Rate {
+    origin: Option<(f64, u64)>,
+    last: Option<(f64, u64)>,
+}
+
+impl Rate {
+    fn push(&mut self, time: f64, step: u64) {
+        if !matches!(self.last, Some((_, s)) if step >= s) {
+            self.origin = Some((time, step));
+        }
+        self.last = Some((time, step));
+    }
+
+    fn steps_per_s(&self) -> Option<f64> {
+        let ((t0, s0), (t1, s1)) = (self.origin?, self.last?);
+        (t1 > t0 && s1 > s0).then(|| (s1 - s0) as f64 / (t1 - t0))
+    }
+}
+
+impl Card {
+    /// A card for `run`, with the planned epochs and step limit of its frozen spec (`spec.toml`;
+    /// unknown when it cannot be read).
+    pub fn new(run: &Run) -> Card {
+        let (epochs, max_steps) = read_plan(&run.spec_path());
+        Card::from_record(run.record.clone(), epochs, max_steps)
+    }
+
+    /// A card for the run of `record`, planned for `epochs_total` epochs and at most `max_steps`
+    /// steps when known.
+    pub fn from_record(
+        record: RunRecord,
+        epochs_total: Option<usize>,
+        max_steps: Option<u64>,
+    ) -> Card {
+        Card {
+            series: Series {
+                label: record.id.clone(),
+                records: Vec::new(),
+            },
+            record,
+            epochs_total,
+            max_steps,
+            digest: MetricDigest::default(),
+            epoch: None,
+            steps_per_epoch: None,
+            rate: Rate::default(),
+            logs: BTreeMap::new(),
+            supervisor_log: VecDeque::new(),
+            last_event: None,
+            chart: OnceLock::new(),
+        }
+    }
+
+    /// Folds one event; true when anything the card shows changed (metrics of other ranks and
+    /// unparsed lines change nothing).
+    pub fn apply(&mut self, event: &RunEvent) -> bool {
+        match event {
+            RunEvent::Status(r) if *r == self.record => false,
+            RunEvent::Status(r) => {
+                self.record = r.clone();
+                true
+            }
+            RunEvent::Metric(m) if m.rank != 0 => false,
+            RunEvent::Metric(m) => {
+                self.push_metric(m);
+                true
+            }
+            RunEvent::Log { rank, line } => {
+                let lines = match rank {
+                    Some(r) => self.logs.entry(*r).or_default(),
+                    None => &mut self.supervisor_log,
+                };
+                if lines.len() == LOG_LINES {
+                    lines.pop_front();
+                }
+                lines.push_back(clean_line(line));
+                true
+            }
+            RunEvent::Supervisor(e) => {
+                let text = describe(&e.event);
+                let changed = self.last_event.as_ref() != Some(&text);
+                self.last_event = Some(text);
+                changed
+            }
+            RunEvent::Unparsed { .. } => false,
+        }
+    }
+
+    fn push_metric(&mut self, m: &MetricRecord) {
+        self.digest.push(m);
+        self.epoch = Some(m.epoch);
+        match m.kind {
+            MetricKind::Train => self.rate.push(m.time, m.step),
+            MetricKind::Val if m.epoch > 0 && m.step > 0 => {
+                self.steps_per_epoch = Some(m.step / m.epoch as u64);
+            }
+            _ => {}
+        }
+        self.series.records.push(m.clone());
+        self.chart = OnceLock::new();
+    }
+
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// Whether the run is over (completed, failed or stopped; `%ddp resume` may start it again).
+    pub fn is_final(&self) -> bool {
+        self.record.status.is_terminal()
+    }
+
+    /// The planned number of optimizer steps: epochs × steps per epoch (once an epoch has been
+    /// validated), capped by `train.max_steps`.
+    pub fn total_steps(&self) -> Option<u64> {
+        let by_epochs = self
+            .steps_per_epoch
+            .zip(self.epochs_total)
+            .map(|(spe, n)| spe * n as u64);
+        match (by_epochs, self.max_steps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Done fraction in `[0, 1]`: steps of [`Card::total_steps`], else validated epochs of the
+    /// planned ones; 1 once completed.
+    pub fn progress(&self) -> Option<f64> {
+        if self.record.status == RunStatus::Completed {
+            return Some(1.0);
+        }
+        if let Some(total) = self.total_steps().filter(|&t| t > 0) {
+            return Some((self.digest.steps as f64 / total as f64).min(1.0));
+        }
+        let n = self.epochs_total.filter(|&n| n > 0)?;
+        Some((self.digest.epochs_done as f64 / n as f64).min(1.0))
+    }
+
+    /// Seconds left at the current rate, while running.
+    pub fn eta_s(&self) -> Option<f64> {
+        if self.record.status != RunStatus::Running {
+            return None;
+        }
+        let left = self.total_steps()?.saturating_sub(self.digest.steps);
+        Some(left as f64 / self.rate.steps_per_s()?)
+    }
+
+    /// The card: a multi-line text summary and the HTML card.
+    pub fn render(&self) -> Output {
+        let r = &self.record;
+        let id = &r.id;
+        let name = r
+            .name
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        let epoch = format!(
+            "{}/{}",
+            self.epoch.map_or("-".into(), |e| e.to_string()),
+            self.epochs_total.map_or("-".into(), |n| n.to_string())
+        );
+        let step = match self.total_steps() {
+            Some(t) => format!("{}/{t}", self.digest.steps),
+            None => self.digest.steps.to_string(),
+        };
+        let progress = self.progress();
+        let pct = progress.map(|p| format!("{:.0}%", p * 100.0));
+        let rate = self.digest.samples_per_sec.filter(|s| s.is_finite());
+        let rate = rate.map_or("-".into(), |s| format!("{s:.0}"));
+        let timing = if self.is_final() {
+            let d = r.started.zip(r.ended).map(|(s, e)| e - s);
+            ("duration", format::opt_duration(d))
+        } else {
+            ("ETA", format::opt_duration(self.eta_s()))
+        };
+
+        let mut lines: Vec<(&str, String)> = vec![
+            ("run", id.clone()),
+            ("experiment", format!("{}{name}", r.experiment)),
+            ("status", r.status.to_string()),
+            ("epoch", format!("{epoch}  step {step}")),
+            ("progress", text_bar(progress)),
+            ("samples/s", rate.clone()),
+            timing.clone(),
+            ("restarts", r.restarts.to_string()),
+        ];
+        let outcome = self.outcome();
+        if let Some((key, text)) = &outcome {
+            lines.push((*key, text.clone()));
+        }
+        if let Some(e) = &self.last_event {
+            lines.push(("event", e.clone()));
+        }
+        let rank_keys: Vec<String> = self.logs.keys().map(|k| format!("rank {k}")).collect();
+        for (key, log) in rank_keys.iter().zip(self.logs.values()) {
+            lines.push((key.as_str(), log.back().cloned().unwrap_or_default()));
+        }
+        let mut plain = String::new();
+        for (key, value) in &lines {
+            let _ = writeln!(plain, "{key:<12}{value}");
+        }
+
+        let colour = status_colour(r.status.as_str()).unwrap_or("#6b7280");
+        let mut h = String::new();
+        let _ = write!(
+            h,
+            "<div class=\"ddp-card\" style=\"border:1px solid #d1d5db;border-radius:6px;\
+             padding:8px 12px;max-width:680px;font-size:13px;line-height:1.6\">\n\
+             <div style=\"display:flex;align-items:center;gap:8px;flex-wrap:wrap\">\
+             <b>{}</b><span style=\"color:#6b7280\">{}</span>{}</div>\n",
+            html_escape(id),
+            html_escape(&format!("{}{name}", r.experiment)),
+            status_badge(r.status)
+        );
+        let _ = writeln!(
+            h,
+            "<div>epoch {} · step {} · {} samples/s · {} {} · restarts {}</div>",
+            html_escape(&epoch),
+            html_escape(&step),
+            html_escape(&rate),
+            timing.0,
+            html_escape(&timing.1),
+            r.restarts
+        );
+        let _ = writeln!(
+            h,
+            "<div style=\"display:flex;align-items:center;gap:8px\">\
+             <div style=\"flex:1\">{}</div><span>{}</span></div>",
+            bar(progress.unwrap_or(0.0) * 100.0, colour),
+            pct.as_deref().unwrap_or("-")
+        );
+        if let Some((key, text)) = &outcome {
+            let body = match r.status {
+                RunStatus::Stopped => format!(
+                    "stopped · resume with <code>%ddp resume {}</code>",
+                    html_escape(id)
+                ),
+                _ => format!("{key}: {}", html_escape(text)),
+            };
+            let _ = writeln!(
+                h,
+                "<div style=\"color:{colour};font-weight:600\">{body}</div>"
+            );
+        }
+        if let Some(e) = &self.last_event {
+            let _ = writeln!(h, "<div style=\"color:#6b7280\">{}</div>", html_escape(e));
+        }
+        if let Some(svg) = self.chart() {
+            let _ = writeln!(h, "<div class=\"ddp-chart\">{svg}</div>");
+        }
+        let supervisor = ("supervisor".to_string(), &self.supervisor_log);
+        let ranks = rank_keys.into_iter().zip(self.logs.values());
+        for (who, log) in ranks.chain(std::iter::once(supervisor)) {
+            if let Some(last) = log.back() {
+                let text: Vec<&str> = log.iter().map(String::as_str).collect();
+                let _ = writeln!(
+                    h,
+                    "<details><summary>{who} · <code>{}</code></summary>{}</details>",
+                    html_escape(&shorten(last, 120)),
+                    pre(&text.join("\n"))
+                );
+            }
+        }
+        h.push_str("</div>");
+        Output::rich(plain, h)
+    }
+
+    /// What ended the run, as a text line: `("test", ...)`, `("error", ...)`, `("stopped", ...)`.
+    fn outcome(&self) -> Option<(&'static str, String)> {
+        let d = &self.digest;
+        match self.record.status {
+            RunStatus::Completed => Some((
+                "test",
+                format!(
+                    "accuracy {}  loss {}",
+                    percent(d.test_accuracy),
+                    format::loss(d.test_loss)
+                ),
+            )),
+            RunStatus::Failed => Some((
+                "error",
+                self.record.error.clone().unwrap_or_else(|| "-".into()),
+            )),
+            RunStatus::Stopped => Some((
+                "stopped",
+                format!("resume with %ddp resume {}", self.record.id),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The chart's SVG, drawn once per change of the records.
+    fn chart(&self) -> Option<&str> {
+        self.chart
+            .get_or_init(|| {
+                if self.series.records.is_empty() {
+                    return None;
+                }
+                let series = std::slice::from_ref(&self.series);
+                plot::plot_runs_svg_sized(series, XAxis::Step, CHART_SIZE).ok()
+            })
+            .as_deref()
+    }
+}
+
+/// `train.epochs` and `train.max_steps` of a spec file.
+fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
+    let Some(value) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Value>(&t).ok())
+    else {
+        return (None, None);
+    };
+    let train = value.get("train");
+    let int = |key: &str| {
+        train
+            .and_then(|t| t.get(key))
+            .and_then(toml::Value::as_integer)
+    };
+    (
+        int("epochs").and_then(|e| usize::try_from(e).ok()),
+        int("max_steps").and_then(|s| u64::try_from(s).ok()),
+    )
+}
+
+/// `[#####.....] 50%`, or `-` when the progress is unknown.
+pub fn text_bar(progress: Option<f64>) -> String {
+    let Some(p) = progress.filter(|p| p.is_finite()) else {
+        return "-".into();
+    };
+    let p = p.clamp(0.0, 1.0);
+    let full = ((p * BAR_CELLS as f64).round() as usize).min(BAR_CELLS);
+    format!(
+        "[{}{}] {:.0}%",
+        "#".repeat(full),
+        ".".repeat(BAR_CELLS - full),
+        p * 100.0
+    )
+}
+
+/// One supervisor event in words.
+fn describe(e: &SupervisorEvent) -> String {
+    match e {
+        SupervisorEvent::Queued { waiting_for } => format!("queued: waiting for {waiting_for}"),
+        SupervisorEvent::Started {
+            attempt,
+            devices,
+            resume,
+        } => {
+            let resumed = if *resume { ", resumed" } else { "" };
+            format!("started attempt {attempt} on {devices}{resumed}")
+        }
+        SupervisorEvent::ReplicaExited { rank, code, signal } => match (code, signal) {
+            (_, Some(s)) => format!("rank {rank} killed by signal {s}"),
+            (Some(c), None) => format!("rank {rank} exited with code {c}"),
+            (None, None) => format!("rank {rank} exited"),
+        },
+        SupervisorEvent::Restarting {
+            attempt,
+            after_s,
+            reason,
+        } => format!("restarting (attempt {attempt}) in {after_s:.0}s: {reason}"),
+        SupervisorEvent::Stopped => "stopped".into(),
+        SupervisorEvent::Completed => "completed".into(),
+        SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
+    }
+}
+
+/// A log line as a terminal would leave it: the text after its last carriage return (progress
+/// bars redraw a line that way), without ANSI escape sequences or other control characters, cut
+/// at [`MAX_LINE`] characters.
+pub fn clean_line(line: &str) -> String {
+    let line = line.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte (0x40..=0x7e); other escapes: ESC + one char.
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else if !c.is_control() || c == '\t' {
+            out.push(c);
+        }
+    }
+    shorten(&out, MAX_LINE)
+}
+
+/// `s` cut to `max` characters, with `…` when cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}

@@ -1,0 +1,245 @@
+//! Tests of the run card, from hand-made records and events.
+
+use ddp_workspaces::metrics::MetricKind;
+use ddp_workspaces::run::{EventRecord, SupervisorEvent};
+use ddp_workspaces::{Run, RunEvent, RunStatus};
+
+use super::card::{Card, clean_line, text_bar};
+use super::tests::{metric, record};
+
+const ID: &str = "20261121-120857-ad4c4d";
+
+fn log(rank: usize, line: &str) -> RunEvent {
+    RunEvent::Log {
+        rank: Some(rank),
+        line: line.into(),
+    }
+}
+
+/// A running card after one validated epoch of 20 steps (of 2), at 1 step/s.
+fn half_done() -> Card {
+    let mut card = Card::from_record(record(ID, RunStatus::Running), Some(2), None);
+    for m in [
+        metric(MetricKind::Train, 1, 10, 100.0),
+        metric(MetricKind::Train, 1, 20, 110.0),
+        metric(MetricKind::Val, 1, 20, 112.0),
+    ] {
+        assert!(card.apply(&RunEvent::Metric(m)));
+    }
+    card
+}
+
+fn line<'a>(plain: &'a str, key: &str) -> &'a str {
+    plain
+        .lines()
+        .find(|l| l.starts_with(&format!("{key:<12}")))
+        .unwrap_or_else(|| panic!("no line {key:?} in\n{plain}"))
+}
+
+#[test]
+fn running_to_completed() {
+    let mut card = Card::from_record(record(ID, RunStatus::Running), Some(2), None);
+    assert!(!card.apply(&RunEvent::Status(record(ID, RunStatus::Running))));
+    let o = card.render();
+    assert_eq!(line(&o.plain, "epoch"), "epoch       -/2  step 0");
+    assert_eq!(line(&o.plain, "progress"), "progress    [..........] 0%");
+    assert_eq!(line(&o.plain, "ETA"), "ETA         -");
+    assert!(
+        !o.html.as_ref().unwrap().contains("<svg"),
+        "no chart without records"
+    );
+
+    let mut card = half_done();
+    let mut other = metric(MetricKind::Train, 1, 20, 110.0);
+    other.rank = 1;
+    assert!(
+        !card.apply(&RunEvent::Metric(other)),
+        "rank 1's metrics are not shown"
+    );
+    assert_eq!(card.total_steps(), Some(40));
+    assert_eq!(card.progress(), Some(0.5));
+    assert_eq!(card.eta_s(), Some(20.0));
+    for i in 0..10 {
+        assert!(card.apply(&log(0, &format!("line {i}"))));
+    }
+    assert!(card.apply(&log(1, "rank one says hi")));
+    let o = card.render();
+    let p = &o.plain;
+    assert!(p.starts_with(&format!(
+        "run         {ID}\nexperiment  mnist\nstatus      running\n"
+    )));
+    assert_eq!(line(p, "epoch"), "epoch       1/2  step 20/40");
+    assert_eq!(line(p, "progress"), "progress    [#####.....] 50%");
+    assert_eq!(line(p, "samples/s"), "samples/s   1000");
+    assert_eq!(line(p, "ETA"), "ETA         20.0s");
+    assert_eq!(line(p, "restarts"), "restarts    0");
+    assert_eq!(line(p, "rank 0"), "rank 0      line 9");
+    assert_eq!(line(p, "rank 1"), "rank 1      rank one says hi");
+    let h = o.html.unwrap();
+    assert!(h.contains("class=\"ddp-card\"") && h.contains("ddp-status-running"));
+    assert!(h.contains("width:50.0%"), "{h}");
+    assert!(h.contains("<svg"), "chart once there are records");
+    // Only the last 8 lines of rank 0.
+    assert!(
+        h.contains("line 2\nline 3") && !h.contains("line 1\n"),
+        "{h}"
+    );
+    assert_eq!(h.matches("<details>").count(), 2);
+    assert!(!card.is_final());
+
+    // Rendering again is the same; a new record redraws the chart.
+    assert_eq!(card.render(), card.render());
+    let before = card.render();
+    let mut test = metric(MetricKind::Test, 2, 40, 130.0);
+    test.accuracy = Some(0.969);
+    assert!(card.apply(&RunEvent::Metric(test)));
+    assert_ne!(card.render().html, before.html);
+
+    let mut done = record(ID, RunStatus::Completed);
+    done.ended = Some(108.9);
+    assert!(card.apply(&RunEvent::Status(done.clone())));
+    assert!(!card.apply(&RunEvent::Status(done)));
+    assert!(card.is_final());
+    let o = card.render();
+    assert_eq!(line(&o.plain, "status"), "status      completed");
+    assert_eq!(line(&o.plain, "progress"), "progress    [##########] 100%");
+    assert_eq!(
+        line(&o.plain, "test"),
+        "test        accuracy 96.90%  loss 0.0488"
+    );
+    assert_eq!(line(&o.plain, "duration"), "duration    8.9s");
+    assert!(!o.plain.contains("\nETA"));
+    let h = o.html.unwrap();
+    assert!(h.contains("test: accuracy 96.90%") && h.contains("ddp-status-completed"));
+}
+
+#[test]
+fn failed_shows_the_error_escaped() {
+    let mut card = half_done();
+    let mut failed = record(ID, RunStatus::Failed);
+    failed.error = Some("rank 1 exited with code 1 <oops>".into());
+    failed.restarts = 3;
+    assert!(card.apply(&RunEvent::Status(failed)));
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "error"),
+        "error       rank 1 exited with code 1 <oops>"
+    );
+    assert_eq!(line(&o.plain, "restarts"), "restarts    3");
+    assert_eq!(line(&o.plain, "progress"), "progress    [#####.....] 50%");
+    let h = o.html.unwrap();
+    assert!(
+        h.contains("error: rank 1 exited with code 1 &lt;oops&gt;"),
+        "{h}"
+    );
+    assert!(h.contains("ddp-status-failed") && h.contains("restarts 3"));
+    assert!(card.is_final());
+    assert_eq!(card.eta_s(), None);
+}
+
+#[test]
+fn stopped_says_how_to_resume() {
+    let mut card = half_done();
+    assert!(card.apply(&RunEvent::Status(record(ID, RunStatus::Stopped))));
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "stopped"),
+        format!("stopped     resume with %ddp resume {ID}")
+    );
+    let h = o.html.unwrap();
+    assert!(h.contains(&format!("<code>%ddp resume {ID}</code>")), "{h}");
+    assert!(card.is_final());
+}
+
+#[test]
+fn log_lines_are_escaped_and_cleaned() {
+    let mut card = Card::from_record(record(ID, RunStatus::Running), None, None);
+    assert!(card.apply(&log(0, "<script>alert('x')</script>")));
+    assert!(card.apply(&RunEvent::Log {
+        rank: None,
+        line: "supervisor: started & running".into(),
+    }));
+    let o = card.render();
+    let h = o.html.unwrap();
+    assert!(!h.contains("<script>"), "{h}");
+    assert!(h.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+    assert!(h.contains("supervisor · <code>supervisor: started &amp; running</code>"));
+    assert_eq!(
+        line(&o.plain, "rank 0"),
+        "rank 0      <script>alert('x')</script>"
+    );
+    assert_eq!(line(&o.plain, "progress"), "progress    -");
+    assert_eq!(line(&o.plain, "epoch"), "epoch       -/-  step 0");
+
+    assert_eq!(clean_line("\x1b[32mok\x1b[0m done"), "ok done");
+    assert_eq!(clean_line("10%\r20%\r"), "20%");
+    assert_eq!(clean_line("a\tb\x07"), "a\tb");
+    assert_eq!(clean_line(&"x".repeat(1200)).chars().count(), 1001);
+}
+
+#[test]
+fn supervisor_events_and_rate_after_a_restart() {
+    let mut card = Card::from_record(record(ID, RunStatus::Running), Some(10), Some(100));
+    let restarting = RunEvent::Supervisor(EventRecord {
+        time: 1.0,
+        event: SupervisorEvent::Restarting {
+            attempt: 2,
+            after_s: 1.0,
+            reason: "rank 1 exited with code 75".into(),
+        },
+    });
+    assert!(card.apply(&restarting));
+    assert!(
+        !card.apply(&restarting),
+        "the same event again changes nothing"
+    );
+    let p = card.render().plain;
+    assert_eq!(
+        line(&p, "event"),
+        "event       restarting (attempt 2) in 1s: rank 1 exited with code 75"
+    );
+    for (step, time) in [(10, 100.0), (20, 110.0), (15, 200.0), (25, 205.0)] {
+        card.apply(&RunEvent::Metric(metric(MetricKind::Train, 1, step, time)));
+    }
+    // max_steps is the plan until an epoch is validated; the rate counts from the resume.
+    assert_eq!(card.total_steps(), Some(100));
+    assert_eq!(card.eta_s(), Some(75.0 / 2.0));
+    assert!(!card.apply(&RunEvent::Unparsed {
+        path: "m".into(),
+        line: "x".into(),
+        error: "bad".into(),
+    }));
+}
+
+#[test]
+fn new_reads_the_plan_from_the_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("spec.toml"),
+        "name = \"m\"\n[train]\nepochs = 3\nmax_steps = 50\n",
+    )
+    .unwrap();
+    let run = Run {
+        dir: dir.path().into(),
+        record: record(ID, RunStatus::Running),
+    };
+    let mut card = Card::new(&run);
+    card.apply(&RunEvent::Metric(metric(MetricKind::Train, 1, 10, 1.0)));
+    assert_eq!(card.total_steps(), Some(50));
+    assert_eq!(card.progress(), Some(0.2));
+    assert!(card.render().plain.contains("epoch       1/3  step 10/50"));
+
+    let missing = Run {
+        dir: dir.path().join("nope"),
+        record: record(ID, RunStatus::Queued),
+    };
+    assert_eq!(Card::new(&missing).progress(), None);
+}
+
+#[test]
+fn text_bars() {
+    assert_eq!(text_bar(None), "-");
+    assert_eq!(text_bar(Some(0.5)), "[#####.....] 50%");
+    assert_eq!(text_bar(Some(1.7)), "[##########] 100%");
+    assert_eq!(text_bar(Some(f64::NAN)), "-");
+}

@@ -1,0 +1,101 @@
+//! `%ddp ls`, `show`, `compare` (text and HTML, or JSON with `--json`) and `plot` (SVG and PNG).
+//! The plain text is exactly what the `ddp` CLI prints.
+
+use ddp_workspaces::analysis::Comparison;
+use ddp_workspaces::plot::{self, Series, XAxis};
+use ddp_workspaces::report;
+use ddp_workspaces::summary::RunOverview;
+use ddp_workspaces::{Error, Run};
+use serde_json::Value;
+
+use super::table::{html_table, key_value_table, note, pre, status_badge};
+use super::{Output, html_escape};
+
+/// The run list (`ddp ls`): the CLI's table as text and as an HTML table.
+pub fn ls(runs: &[&Run]) -> Output {
+    let table = report::runs_table(runs);
+    let mut html = html_table(&table);
+    if runs.is_empty() {
+        html.push_str(&note("no runs"));
+    }
+    Output::rich(table.to_text(), html)
+}
+
+/// `ddp ls --json`: a JSON array of [`RunOverview`]s; the text is the CLI's (one JSON object
+/// per line).
+pub fn ls_json(runs: &[&Run]) -> Output {
+    let values: Vec<Value> = runs.iter().map(|r| overview(r)).collect();
+    let plain: String = values.iter().map(|v| format!("{v}\n")).collect();
+    Output::json(plain, Value::Array(values))
+}
+
+/// One run (`ddp show`): the CLI's text; as HTML a key/value table (status as a badge), the
+/// frozen spec in a `<pre>` and the notes.
+pub fn show(run: &Run) -> Output {
+    let d = report::run_details(run);
+    let mut rows = d.fields.clone();
+    if let Some(status) = rows.iter_mut().find(|(k, _)| *k == "status") {
+        let error = run.record.error.as_deref().map(html_escape);
+        status.1 = match error {
+            Some(e) => format!("{} {e}", status_badge(run.record.status)),
+            None => status_badge(run.record.status),
+        };
+    }
+    let mut html = String::from("<div class=\"ddp-show\">\n");
+    html.push_str(&key_value_table(&rows, &["status"]));
+    html.push_str(&format!(
+        "\n<details><summary>spec <code>{}</code></summary>\n{}\n</details>\n",
+        html_escape(&d.spec_path.display().to_string()),
+        pre(&d.spec)
+    ));
+    if !d.notes.is_empty() {
+        html.push_str(&format!(
+            "<div><b>notes</b> <code>{}</code></div>\n{}\n",
+            html_escape(&d.notes_path.display().to_string()),
+            pre(&d.notes)
+        ));
+    }
+    html.push_str("</div>");
+    Output::rich(d.to_text(), html)
+}
+
+/// `ddp show --json`: the run's [`RunOverview`]; the text is the CLI's (pretty-printed).
+pub fn show_json(run: &Run) -> Output {
+    let v = overview(run);
+    let plain = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    Output::json(plain, v)
+}
+
+/// A comparison (`ddp compare`): the CLI's table and note, as text and as HTML.
+pub fn compare(c: &Comparison) -> Output {
+    let (table, remark) = report::comparison_table(c);
+    let mut html = html_table(&table);
+    if let Some(r) = &remark {
+        html.push_str(&note(r));
+    }
+    Output::rich(report::comparison_text(c), html)
+}
+
+/// `ddp compare --json`: the comparison as one JSON object; the text is the CLI's.
+pub fn compare_json(c: &Comparison) -> Output {
+    let v = serde_json::to_value(c).unwrap_or(Value::Null);
+    let plain = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    Output::json(plain, v)
+}
+
+/// Loss and accuracy of `series` overlaid (as `ddp plot` draws them), as SVG and PNG; fails
+/// like [`plot::plot_runs`] when there is nothing to draw.
+pub fn plot(series: &[Series], x: XAxis) -> Result<Output, Error> {
+    let svg = plot::plot_runs_svg(series, x)?;
+    let png = plot::plot_runs_png(series, x)?;
+    let runs = if series.len() == 1 { "run" } else { "runs" };
+    let plain = format!(
+        "plot of {} {runs} (x = {x}): loss and accuracy",
+        series.len()
+    );
+    Ok(Output::image(plain, svg, png))
+}
+
+fn overview(run: &Run) -> Value {
+    serde_json::to_value(RunOverview::of(run)).unwrap_or(Value::Null)
+}

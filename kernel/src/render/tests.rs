@@ -1,0 +1,274 @@
+//! Tests of `Output`, the tables, `ls`/`show`/`compare`/`plot` and the devices view.
+
+use base64::Engine as _;
+use ddp_workspaces::devices::telemetry::{
+    CpuSample, GpuSample, MemorySample, Owner, ProcessSample, Telemetry,
+};
+use ddp_workspaces::metrics::{MetricKind, MetricRecord};
+use ddp_workspaces::plot::{Series, XAxis};
+use ddp_workspaces::report::{self, Table};
+use ddp_workspaces::{Run, RunRecord, RunStatus};
+use serde_json::json;
+
+use super::table::{html_table, status_badge};
+use super::{Output, devices, html_escape, runs};
+
+pub(super) fn record(id: &str, status: RunStatus) -> RunRecord {
+    let mut r: RunRecord = serde_json::from_value(json!({
+        "id": id, "experiment": "mnist", "status": "running", "spec_hash": "h",
+        "command": ["ddp", "run", "mnist.toml"], "host": "box", "replicas": 2,
+        "created": 0.0, "started": 100.0,
+    }))
+    .unwrap();
+    r.status = status;
+    r
+}
+
+pub(super) fn metric(kind: MetricKind, epoch: usize, step: u64, time: f64) -> MetricRecord {
+    MetricRecord {
+        time,
+        rank: 0,
+        kind,
+        epoch,
+        step,
+        loss: 2.0 / (1.0 + step as f64),
+        accuracy: (kind != MetricKind::Train).then_some(0.9 + epoch as f64 / 100.0),
+        lr: 0.01,
+        samples_per_sec: 500.0,
+        samples: Some(64),
+        world_size: 2,
+    }
+}
+
+/// A run folder in `dir` with a spec (`lr`) and, optionally, rank 0's metrics.
+fn run_in(dir: &std::path::Path, id: &str, lr: f64, metrics: &[MetricRecord]) -> Run {
+    let run_dir = dir.join(id);
+    std::fs::create_dir_all(run_dir.join("metrics")).unwrap();
+    let spec = format!("name = \"mnist\"\n[train]\nepochs = 2\nlr = {lr}\n");
+    std::fs::write(run_dir.join("spec.toml"), spec).unwrap();
+    let lines: String = metrics
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap() + "\n")
+        .collect();
+    std::fs::write(run_dir.join("metrics/rank-0.jsonl"), lines).unwrap();
+    let mut record = record(id, RunStatus::Completed);
+    record.ended = Some(112.5);
+    Run {
+        dir: run_dir,
+        record,
+    }
+}
+
+#[test]
+fn escapes_html() {
+    assert_eq!(
+        html_escape(r#"<script>alert('x' & "y")</script>"#),
+        "&lt;script&gt;alert(&#39;x&#39; &amp; &quot;y&quot;)&lt;/script&gt;"
+    );
+    assert_eq!(html_escape("épée 5°C"), "épée 5°C");
+}
+
+#[test]
+fn mime_bundle() {
+    let m = Output::plain("hi").to_mime_map();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m["text/plain"], "hi");
+
+    let o = Output::rich("t", "<b>t</b>").with_json(json!({"a": [1, 2]}));
+    let m = o.to_mime_map();
+    assert_eq!(m["text/html"], "<b>t</b>");
+    // The JSON value itself, not its text.
+    assert_eq!(m["application/json"], json!({"a": [1, 2]}));
+
+    let png = b"\x89PNG\r\n\x1a\nrest".to_vec();
+    let m = Output::image("img", "<svg/>".into(), png.clone()).to_mime_map();
+    assert_eq!(m["image/svg+xml"], "<svg/>");
+    let b64 = m["image/png"].as_str().unwrap();
+    let back = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    assert_eq!(back, png);
+    assert!(!m.contains_key("text/html"));
+}
+
+#[test]
+fn html_tables_escape_and_colour_statuses() {
+    let t = Table::new(
+        &["ID", "STATUS", "NOTE"],
+        vec![
+            vec!["a".into(), "failed".into(), "<b>x</b>".into()],
+            vec!["b".into(), "completed".into(), "y & z".into()],
+            vec!["c".into(), "weird".into(), String::new()],
+        ],
+    );
+    let h = html_table(&t);
+    assert!(h.starts_with("<table class=\"ddp-table\""), "{h}");
+    assert!(h.contains(">&lt;b&gt;x&lt;/b&gt;</td>"), "{h}");
+    assert!(h.contains(">y &amp; z</td>"));
+    assert!(
+        h.contains("color:#b91c1c;font-weight:600\">failed</td>"),
+        "{h}"
+    );
+    assert!(h.contains("color:#15803d;font-weight:600\">completed</td>"));
+    assert!(h.contains(">weird</td>") && !h.contains("color:#6b7280;font-weight:600\">weird"));
+    assert_eq!(h.matches("<tr>").count(), 4);
+    assert!(!h.contains("<script") && !h.contains("<style"));
+
+    let b = status_badge(RunStatus::Running);
+    assert!(
+        b.contains("background:#2563eb") && b.ends_with(">running</span>"),
+        "{b}"
+    );
+}
+
+#[test]
+fn ls_show_compare_plain_text_is_the_cli_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = [
+        metric(MetricKind::Train, 1, 5, 101.0),
+        metric(MetricKind::Val, 1, 10, 102.0),
+        metric(MetricKind::Test, 1, 10, 103.0),
+    ];
+    let mut a = run_in(dir.path(), "20261121-101500-aaaaaa", 0.1, &m);
+    a.record.name = Some("<first>".into());
+    let b = run_in(dir.path(), "20261121-101600-bbbbbb", 0.2, &[]);
+    std::fs::write(a.dir.join("notes.md"), "try <b>more</b>\n").unwrap();
+
+    let o = runs::ls(&[&a, &b]);
+    assert_eq!(o.plain, report::runs_table(&[&a, &b]).to_text());
+    assert!(o.plain.starts_with("ID  "));
+    let html = o.html.unwrap();
+    assert!(html.contains("&lt;first&gt;") && !html.contains("<first>"));
+    assert!(html.contains(">91.00%</td>"), "{html}");
+    assert!(runs::ls(&[]).html.unwrap().contains("no runs"));
+
+    let j = runs::ls_json(&[&a, &b]);
+    let arr = j.json.as_ref().unwrap().as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0]["id"], "20261121-101500-aaaaaa");
+    let acc = arr[0]["summary"]["test_accuracy"].as_f64().unwrap();
+    assert!((acc - 0.91).abs() < 1e-9, "{acc}");
+    assert_eq!(j.plain.lines().count(), 2);
+
+    let s = runs::show(&a);
+    assert_eq!(s.plain, report::show_text(&a));
+    let html = s.html.unwrap();
+    assert!(html.contains("ddp-status-completed"), "{html}");
+    assert!(html.contains("lr = 0.1"));
+    assert!(html.contains("try &lt;b&gt;more&lt;/b&gt;"), "{html}");
+    let sj = runs::show_json(&a);
+    assert_eq!(sj.json.as_ref().unwrap()["name"], "<first>");
+    assert!(sj.plain.starts_with("{\n"));
+
+    let c = ddp_workspaces::analysis::comparison(&[a.clone(), b.clone()], None).unwrap();
+    let o = runs::compare(&c);
+    assert_eq!(o.plain, report::comparison_text(&c));
+    assert!(o.plain.contains("train.lr"));
+    assert!(o.html.unwrap().contains(">train.lr</th>"));
+    let same = ddp_workspaces::analysis::comparison(&[b.clone(), b.clone()], None).unwrap();
+    let o = runs::compare(&same);
+    assert!(
+        o.plain
+            .ends_with("(no spec key differs between these runs)\n")
+    );
+    assert!(o.html.unwrap().contains("no spec key differs"));
+    assert_eq!(
+        runs::compare_json(&c).json.unwrap()["runs"][1]["id"],
+        b.record.id
+    );
+}
+
+#[test]
+fn plots_as_svg_and_png() {
+    let series = |label: &str| Series {
+        label: label.into(),
+        records: (1..=3)
+            .map(|e| metric(MetricKind::Val, e, e as u64 * 10, e as f64))
+            .collect(),
+    };
+    let o = runs::plot(&[series("a"), series("b")], XAxis::Epoch).unwrap();
+    assert_eq!(o.plain, "plot of 2 runs (x = epoch): loss and accuracy");
+    assert!(o.svg.as_ref().unwrap().starts_with("<svg"));
+    assert_eq!(&o.png.as_ref().unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(
+        runs::plot(&[series("a")], XAxis::Step).unwrap().plain,
+        "plot of 1 run (x = step): loss and accuracy"
+    );
+    let empty = Series {
+        label: "e".into(),
+        records: vec![],
+    };
+    let err = runs::plot(&[empty], XAxis::Step).unwrap_err();
+    assert!(err.to_string().contains("no metric records"), "{err}");
+}
+
+fn telemetry(gpus: Vec<GpuSample>, note: Option<&str>) -> Telemetry {
+    Telemetry {
+        time: 0.0,
+        interval_s: 1.0,
+        gpus,
+        gpu_note: note.map(String::from),
+        cpu: CpuSample {
+            per_core_pct: vec![10.0, 95.5],
+            total_pct: 52.7,
+        },
+        memory: MemorySample {
+            total_bytes: 16 << 30,
+            available_bytes: 12 << 30,
+        },
+        processes: vec![ProcessSample {
+            pid: 4242,
+            owner: Owner {
+                run_id: "r1".into(),
+                experiment: "mnist".into(),
+                rank: Some(1),
+            },
+            cpu_pct: Some(99.0),
+            rss_bytes: Some(300 << 20),
+            command: "ddp __replica <x>".into(),
+        }],
+        notes: vec!["/proc/77/stat: gone".into()],
+    }
+}
+
+#[test]
+fn devices_view() {
+    let gpu = GpuSample {
+        index: 0,
+        uuid: None,
+        name: "H100".into(),
+        utilization_pct: Some(87.0),
+        memory_used_bytes: Some(10 << 30),
+        memory_total_bytes: Some(80 << 30),
+        temperature_c: Some(61.0),
+        power_w: Some(300.0),
+        power_limit_w: Some(700.0),
+        processes: vec![],
+        held_by: Some("r1".into()),
+    };
+    let o = devices::devices(&telemetry(vec![gpu], None));
+    let p = &o.plain;
+    assert!(p.starts_with("GPUs\nGPU  NAME  UTIL  MEMORY"), "{p}");
+    assert!(p.contains("87%") && p.contains("10.0 GiB / 80.0 GiB") && p.contains("61°C"));
+    assert!(p.contains("r1"));
+    assert!(p.contains("CPU: 2 cores, 53% in use"), "{p}");
+    assert!(p.contains("memory: 4.0 GiB of 16.0 GiB used (25%)"), "{p}");
+    assert!(p.contains("rank 1") && p.contains("300.0 MiB") && p.contains("ddp __replica <x>"));
+    assert!(p.contains("note: /proc/77/stat: gone"));
+    let h = o.html.unwrap();
+    assert!(
+        h.contains("ddp __replica &lt;x&gt;") && h.contains("width:95.5%"),
+        "{h}"
+    );
+
+    let o = devices::devices(&telemetry(vec![], Some("no NVIDIA driver")));
+    assert!(
+        o.plain.starts_with("GPUs: none\n(no NVIDIA driver)\n"),
+        "{}",
+        o.plain
+    );
+    let o = devices::devices(&telemetry(vec![], None));
+    assert!(o.plain.starts_with("GPUs: none\n(no GPUs)\n"));
+    assert_eq!(devices::bytes(512), "512 B");
+    assert_eq!(devices::bytes(1536), "1.5 KiB");
+}

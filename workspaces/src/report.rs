@@ -1,0 +1,394 @@
+//! The text renderings of runs that every front end shows the same way: the `ddp ls` table, what
+//! `ddp show` prints, the `ddp compare` table. Each function returns data or a string and prints
+//! nothing; the `ddp` CLI prints them as they are and the Jupyter kernel uses them as the
+//! `text/plain` of its outputs (and [`Table`] as the cells of its HTML tables).
+//!
+//! The functions read what the run folder holds beyond its record (rank 0's metrics, tags, the
+//! frozen spec, notes) like [`Summary::of`] does; they never fail (what cannot be read is shown
+//! as `-` or left out).
+//!
+//! Layout:
+//! - [`Table`]: a header and rows of cells, and its plain text form ([`Table::to_text`]).
+//! - [`runs_table`]: `ddp ls`.
+//! - [`RunDetails`], [`run_details`], [`show_text`]: `ddp show`.
+//! - [`comparison_table`], [`comparison_text`]: `ddp compare`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::analysis::Comparison;
+use crate::format::{self, opt_duration, percent, timestamp};
+use crate::{Run, Summary};
+
+/// A table of text cells (values formatted with [`crate::format`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str], rows: Vec<Vec<String>>) -> Table {
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows,
+        }
+    }
+
+    /// The index of the column named `name`, if any.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.header.iter().position(|h| h == name)
+    }
+
+    /// Plain text: left-aligned columns two spaces apart, no trailing spaces, one line per row
+    /// (header first), each ending in a newline.
+    pub fn to_text(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+                if i + 1 == cells.len() {
+                    s.push_str(c);
+                } else {
+                    let _ = write!(s, "{c:<w$}  ");
+                }
+            }
+            s.trim_end().to_string()
+        };
+        let mut out = line(&self.header);
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The `ddp ls` table, one row per run in the order given.
+pub fn runs_table(runs: &[&Run]) -> Table {
+    let rows = runs
+        .iter()
+        .map(|r| {
+            let s = Summary::of(r);
+            let rec = &r.record;
+            vec![
+                rec.id.clone(),
+                rec.experiment.clone(),
+                rec.name.clone().unwrap_or_default(),
+                rec.status.to_string(),
+                rec.replicas.to_string(),
+                rec.restarts.to_string(),
+                timestamp(rec.created),
+                opt_duration(s.duration_s),
+                percent(s.test_accuracy.or(s.final_val_accuracy)),
+            ]
+        })
+        .collect();
+    Table::new(
+        &[
+            "ID",
+            "EXPERIMENT",
+            "NAME",
+            "STATUS",
+            "REPLICAS",
+            "RESTARTS",
+            "CREATED",
+            "DURATION",
+            "ACCURACY",
+        ],
+        rows,
+    )
+}
+
+/// What `ddp show RUN` shows, read once: `key → value` fields, the frozen spec, the notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDetails {
+    /// `run`, `experiment`, `status`, `folder`, `host`, `replicas`, `restarts`, `created`,
+    /// `duration`, `epochs`, `train loss`, `val`, `test`, `tags`, `spec hash`, `command`, with
+    /// their values as `ddp show` prints them.
+    pub fields: Vec<(&'static str, String)>,
+    pub spec_path: PathBuf,
+    /// The frozen spec's text (empty when it cannot be read).
+    pub spec: String,
+    pub notes_path: PathBuf,
+    /// The notes without trailing white space (empty when there are none).
+    pub notes: String,
+}
+
+impl RunDetails {
+    /// Everything `ddp show RUN` prints: the fields as `key  value` lines, then the spec and the
+    /// notes (when there are any).
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        for (key, value) in &self.fields {
+            let _ = writeln!(o, "{key:<12}{value}");
+        }
+        let _ = writeln!(o, "\nspec ({}):", self.spec_path.display());
+        o.push_str(&self.spec);
+        if !self.notes.trim().is_empty() {
+            let _ = writeln!(
+                o,
+                "\nnotes ({}):\n{}",
+                self.notes_path.display(),
+                self.notes
+            );
+        }
+        o
+    }
+}
+
+/// Reads what `ddp show RUN` shows (figures from rank 0's metrics, tags, spec, notes).
+pub fn run_details(run: &Run) -> RunDetails {
+    let summary = Summary::of(run);
+    let r = &run.record;
+    let name = r.name.as_ref().map(|n| format!(" ({n})"));
+    let error = r.error.as_ref().map(|e| format!(": {e}"));
+    let devices = if r.devices.is_empty() {
+        "-"
+    } else {
+        &r.devices
+    };
+    let fields = vec![
+        ("run", r.id.clone()),
+        (
+            "experiment",
+            format!("{}{}", r.experiment, name.unwrap_or_default()),
+        ),
+        (
+            "status",
+            format!("{}{}", r.status, error.unwrap_or_default()),
+        ),
+        ("folder", run.dir.display().to_string()),
+        ("host", r.host.clone()),
+        ("replicas", format!("{} on {devices}", r.replicas)),
+        ("restarts", r.restarts.to_string()),
+        ("created", timestamp(r.created)),
+        ("duration", opt_duration(summary.duration_s)),
+        (
+            "epochs",
+            format!("{} done, {} steps", summary.epochs_done, summary.steps),
+        ),
+        ("train loss", format::loss(summary.last_train_loss)),
+        (
+            "val",
+            format!(
+                "loss {}  accuracy {} (best {})",
+                format::loss(summary.final_val_loss),
+                percent(summary.final_val_accuracy),
+                percent(summary.best_val_accuracy)
+            ),
+        ),
+        (
+            "test",
+            format!(
+                "loss {}  accuracy {}",
+                format::loss(summary.test_loss),
+                percent(summary.test_accuracy)
+            ),
+        ),
+        ("tags", run.tags().join(", ")),
+        ("spec hash", r.spec_hash.clone()),
+        ("command", r.command.join(" ")),
+    ];
+    let notes = run.notes();
+    RunDetails {
+        fields,
+        spec_path: run.spec_path(),
+        spec: std::fs::read_to_string(run.spec_path()).unwrap_or_default(),
+        notes_path: run.dir.join(crate::run::NOTES),
+        notes: if notes.trim().is_empty() {
+            String::new()
+        } else {
+            notes.trim_end().to_string()
+        },
+    }
+}
+
+/// Everything `ddp show RUN` prints without `--json` ([`RunDetails::to_text`]).
+pub fn show_text(run: &Run) -> String {
+    run_details(run).to_text()
+}
+
+/// What [`comparison_table`] adds under a table of several runs whose specs are all the same.
+pub const NO_DIFFERING_KEY: &str = "(no spec key differs between these runs)";
+
+/// The `ddp compare` table (one row per run: id, name when any run has one, status, the
+/// differing spec keys, then figures) and the note printed under it, if any
+/// ([`NO_DIFFERING_KEY`]).
+pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
+    let named = c.runs.iter().any(|r| r.name.is_some());
+    let mut header: Vec<&str> = vec!["RUN"];
+    if named {
+        header.push("NAME");
+    }
+    header.push("STATUS");
+    header.extend(c.differing_keys.iter().map(String::as_str));
+    header.extend([
+        "BEST VAL ACC",
+        "FINAL VAL ACC",
+        "TEST LOSS",
+        "TEST ACC",
+        "DURATION",
+    ]);
+    let rows: Vec<Vec<String>> = c
+        .runs
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            let mut row = vec![r.id.clone()];
+            if named {
+                row.push(r.name.clone().unwrap_or_else(|| "-".into()));
+            }
+            row.push(r.status.to_string());
+            row.extend(r.cells.iter().cloned());
+            row.extend([
+                percent(s.best_val_accuracy),
+                percent(s.final_val_accuracy),
+                format::loss(s.test_loss),
+                percent(s.test_accuracy),
+                opt_duration(s.duration_s),
+            ]);
+            row
+        })
+        .collect();
+    let note = (c.differing_keys.is_empty() && c.runs.len() > 1).then(|| NO_DIFFERING_KEY.into());
+    (Table::new(&header, rows), note)
+}
+
+/// Everything `ddp compare` prints without `--json`: the table, then the note on a line of its
+/// own.
+pub fn comparison_text(c: &Comparison) -> String {
+    let (table, note) = comparison_table(c);
+    let mut text = table.to_text();
+    if let Some(note) = note {
+        text.push_str(&note);
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::ComparedRun;
+    use crate::run::{RunRecord, RunStatus};
+
+    #[test]
+    fn renders_aligned_columns() {
+        let t = Table::new(
+            &["ID", "STATUS"],
+            vec![
+                vec!["a".into(), "running".into()],
+                vec!["bbbb".into(), "failed".into()],
+            ],
+        );
+        assert_eq!(t.to_text(), "ID    STATUS\na     running\nbbbb  failed\n");
+        assert_eq!(t.column("STATUS"), Some(1));
+        assert_eq!(t.column("NAME"), None);
+        // Widths count characters; an empty last cell leaves no trailing spaces.
+        let t = Table::new(
+            &["É", "X"],
+            vec![vec!["ü".into(), String::new()], vec!["abc".into()]],
+        );
+        assert_eq!(t.to_text(), "É    X\nü\nabc\n");
+    }
+
+    fn run(dir: &std::path::Path, status: RunStatus, name: Option<&str>) -> Run {
+        let mut record: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": "20261121-101500-abc123", "experiment": "mnist", "status": "running",
+            "spec_hash": "h1", "command": ["ddp", "run", "x.toml"], "host": "box",
+            "replicas": 2, "created": 0.0, "started": 10.0, "ended": 22.5,
+        }))
+        .unwrap();
+        record.status = status;
+        record.name = name.map(String::from);
+        Run {
+            dir: dir.to_path_buf(),
+            record,
+        }
+    }
+
+    #[test]
+    fn ls_and_show() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = run(dir.path(), RunStatus::Failed, Some("first"));
+        r.record.error = Some("rank 1 exited with code 1".into());
+        let t = runs_table(&[&r]);
+        assert_eq!(t.header.len(), 9);
+        assert_eq!(
+            t.rows,
+            [[
+                "20261121-101500-abc123",
+                "mnist",
+                "first",
+                "failed",
+                "2",
+                "0",
+                "1970-01-01 00:00:00",
+                "12.5s",
+                "-"
+            ]]
+        );
+        std::fs::write(r.spec_path(), "[train]\nepochs = 3\n").unwrap();
+        std::fs::write(dir.path().join("notes.md"), "tried lr 0.1\n\n").unwrap();
+        let text = show_text(&r);
+        assert!(text.starts_with(
+            "run         20261121-101500-abc123\nexperiment  mnist (first)\n\
+             status      failed: rank 1 exited with code 1\n"
+        ));
+        assert!(text.contains("replicas    2 on -\n"));
+        assert!(text.contains("command     ddp run x.toml\n"));
+        let spec = format!(
+            "\nspec ({}):\n[train]\nepochs = 3\n",
+            r.spec_path().display()
+        );
+        assert!(text.contains(&spec), "{text}");
+        assert!(text.ends_with("notes.md):\ntried lr 0.1\n"), "{text}");
+        let d = run_details(&r);
+        assert_eq!(d.fields.len(), 16);
+        assert_eq!(d.fields[13], ("tags", String::new()));
+        assert_eq!(d.notes, "tried lr 0.1");
+        assert!(text.contains("\ntags        \n"), "{text}");
+    }
+
+    #[test]
+    fn comparison_note_only_for_identical_specs() {
+        let dir = tempfile::tempdir().unwrap();
+        let compared = |id: &str| ComparedRun {
+            id: id.into(),
+            experiment: "mnist".into(),
+            name: None,
+            sweep: None,
+            status: RunStatus::Completed,
+            error: None,
+            dir: dir.path().into(),
+            keys: Default::default(),
+            summary: Summary::default(),
+            cells: vec![],
+        };
+        let mut c = Comparison {
+            sweep: None,
+            differing_keys: vec![],
+            runs: vec![compared("a"), compared("b")],
+        };
+        let (t, note) = comparison_table(&c);
+        assert_eq!(t.header[..2], ["RUN", "STATUS"]);
+        assert_eq!(note.as_deref(), Some(NO_DIFFERING_KEY));
+        assert!(comparison_text(&c).ends_with("-\n(no spec key differs between these runs)\n"));
+        c.differing_keys = vec!["train.lr".into()];
+        c.runs[0].cells = vec!["0.1".into()];
+        c.runs[1].cells = vec!["0.2".into()];
+        c.runs[1].name = Some("b2".into());
+        let (t, note) = comparison_table(&c);
+        assert_eq!(note, None);
+        assert_eq!(t.header[..4], ["RUN", "NAME", "STATUS", "train.lr"]);
+        assert_eq!(t.rows[0][..4], ["a", "-", "completed", "0.1"]);
+        assert_eq!(comparison_text(&c), t.to_text());
+    }
+}
