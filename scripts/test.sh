@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, CI's .ci/run): installs what the tests need that cargo does not
-# (tmux, for the dashboard's end-to-end test in a real terminal), then runs every test.
+# (tmux, for the dashboard's end-to-end test in a real terminal; a Python venv with pinned Jupyter
+# clients, for the kernel's tests with real Jupyter clients), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v tmux >/dev/null 2>&1; then
@@ -14,4 +15,7 @@ if ! command -v tmux >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
+DDP_TEST_PYTHON=$(scripts/python-venv.sh)
+export DDP_TEST_PYTHON
 cargo test --workspace --locked "$@"

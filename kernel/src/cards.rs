@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ddp_workspaces::events::{RunWatchOptions, TryNext};
-use ddp_workspaces::{Run, WatchFrom, Workspace};
+use ddp_workspaces::tail::{LineTailer, TailFrom};
+use ddp_workspaces::{Run, RunEvent, WatchFrom, Workspace};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -61,14 +62,19 @@ impl Cards {
             run.record.id,
             uuid::Uuid::new_v4().simple()
         );
-        let card = Card::new(run);
-        out.display(&card.render(), Some(&display_id));
-        let done = Arc::new(AtomicBool::new(false));
+        let snapshot = snapshot(run);
+        out.display(&snapshot.render(), Some(&display_id));
+        let done = Arc::new(AtomicBool::new(snapshot.is_final()));
         let live = LiveCard {
             display_id: display_id.clone(),
             run_id: run.record.id.clone(),
             done: done.clone(),
         };
+        if snapshot.is_final() {
+            // Everything a finished run's card shows is on disk already.
+            return live;
+        }
+        let card = Card::new(run);
         let ws = Workspace {
             root: ws_root.to_path_buf(),
         };
@@ -93,6 +99,25 @@ impl Cards {
     }
 }
 
+/// The card of `run` as its folder says now: the record, rank 0's metrics, the last log lines
+/// of each rank.
+pub fn snapshot(run: &Run) -> Card {
+    let mut card = Card::new(run);
+    for record in run.metrics().unwrap_or_default() {
+        card.apply(&RunEvent::Metric(record));
+    }
+    for rank in 0..run.record.replicas.max(1) {
+        let mut tail = LineTailer::new(run.log_path(rank), TailFrom::LastLines(LOG_BACKLOG));
+        for line in tail.poll().unwrap_or_default() {
+            card.apply(&RunEvent::Log {
+                rank: Some(rank),
+                line,
+            });
+        }
+    }
+    card
+}
+
 async fn follow(
     ws: Workspace,
     run: Run,
@@ -106,7 +131,8 @@ async fn follow(
         ..RunWatchOptions::default()
     };
     let mut watch = ws.watch_with(&run, WatchFrom::Start, options);
-    let mut shown = card.render();
+    // The card shown so far is the snapshot; publish only once this card differs from it.
+    let mut shown = snapshot(&run).render();
     let mut last_publish = Instant::now();
     let mut final_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(100));

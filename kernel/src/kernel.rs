@@ -230,6 +230,12 @@ impl Kernel {
                 );
                 return Flow::Shutdown;
             }
+            Request::Malformed { msg_type, error } => {
+                log(&format!("{msg_type}: {error}"));
+                if msg_type.ends_with("_request") {
+                    answer(crate::protocol::malformed_reply(&msg_type, &error));
+                }
+            }
             Request::Unknown(t) => log(&format!("ignored a message of unknown type `{t}`")),
             Request::Unexpected(t) => {
                 log(&format!("ignored `{t}`: not a request a kernel answers"))

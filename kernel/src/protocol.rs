@@ -7,10 +7,13 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+use serde_json::Value;
+
 use jupyter_protocol::{
     CompleteRequest, ExecuteReply, ExecuteRequest, ExecutionCount, HistoryRequest, InspectRequest,
     IsCompleteRequest, JupyterMessage, JupyterMessageContent, ReplyError, ReplyStatus,
-    ShutdownRequest,
+    ShutdownRequest, Header, UnknownMessage,
 };
 
 /// The protocol version this kernel speaks.
@@ -46,6 +49,9 @@ pub enum Request {
     Comm,
     Shutdown(ShutdownRequest),
     Interrupt,
+    /// A request whose content does not parse even with the spec's defaults filled in: answered
+    /// with an error reply naming what is wrong.
+    Malformed { msg_type: String, error: String },
     /// A message type this kernel does not handle (logged and ignored), by its `msg_type`.
     Unknown(String),
     /// A message a client does not send to a kernel (a reply, an output), by its `msg_type`.
@@ -67,10 +73,98 @@ impl Request {
             C::CommOpen(_) | C::CommMsg(_) | C::CommClose(_) => Request::Comm,
             C::ShutdownRequest(r) => Request::Shutdown(r.clone()),
             C::InterruptRequest(_) => Request::Interrupt,
-            C::UnknownMessage(u) => Request::Unknown(u.msg_type.clone()),
+            C::UnknownMessage(u) => match u.content.get(MALFORMED) {
+                Some(error) => Request::Malformed {
+                    msg_type: u.msg_type.clone(),
+                    error: error.as_str().unwrap_or_default().to_string(),
+                },
+                None => Request::Unknown(u.msg_type.clone()),
+            },
             other => Request::Unexpected(other.message_type().to_string()),
         }
     }
+}
+
+/// The key under which [`decode`] leaves the parse error of a request it could not type.
+const MALFORMED: &str = "__ddp_malformed__";
+
+/// Decodes a signed-and-verified message into a [`JupyterMessage`], filling in the fields the
+/// messaging spec gives defaults for and clients may omit (jupyter_client leaves out `unique` and
+/// `n` of a history search; other clients `silent`, `store_history`, ...). A request whose
+/// content still does not parse becomes [`Request::Malformed`] (so it gets an error reply);
+/// `None` when not even the header parses (nothing to reply to).
+pub fn decode(identities: Vec<Bytes>, parts: &[Bytes]) -> Option<JupyterMessage> {
+    let header: Header = serde_json::from_slice(parts.first()?).ok()?;
+    let parent_header = parts.get(1).and_then(|p| serde_json::from_slice(p).ok());
+    let metadata = parts
+        .get(2)
+        .and_then(|p| serde_json::from_slice(p).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    let mut content: Value = parts
+        .get(3)
+        .and_then(|p| serde_json::from_slice(p).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    with_defaults(&header.msg_type, &mut content);
+    let content = match JupyterMessageContent::from_type_and_content(&header.msg_type, content) {
+        Ok(c) => c,
+        Err(e) => JupyterMessageContent::UnknownMessage(UnknownMessage {
+            msg_type: header.msg_type.clone(),
+            content: serde_json::json!({ MALFORMED: e.to_string() }),
+        }),
+    };
+    Some(JupyterMessage {
+        zmq_identities: identities,
+        header,
+        parent_header,
+        metadata,
+        content,
+        buffers: parts.get(4..).map(<[Bytes]>::to_vec).unwrap_or_default(),
+        channel: None,
+    })
+}
+
+/// Fills in the defaults the messaging spec states for optional request fields.
+fn with_defaults(msg_type: &str, content: &mut Value) {
+    let Some(obj) = content.as_object_mut() else {
+        return;
+    };
+    let mut default = |key: &str, value: Value| {
+        obj.entry(key.to_string()).or_insert(value);
+    };
+    match msg_type {
+        "execute_request" => {
+            default("silent", Value::Bool(false));
+            default("store_history", Value::Bool(true));
+            default("user_expressions", serde_json::json!({}));
+            default("allow_stdin", Value::Bool(true));
+            default("stop_on_error", Value::Bool(true));
+        }
+        "history_request" => {
+            default("output", Value::Bool(false));
+            default("raw", Value::Bool(true));
+            default("unique", Value::Bool(false));
+            default("n", Value::from(0));
+            default("start", Value::from(0));
+            default("stop", Value::from(0));
+        }
+        "inspect_request" => default("detail_level", Value::from(0)),
+        "shutdown_request" => default("restart", Value::Bool(false)),
+        _ => {}
+    }
+}
+
+/// An error reply to a request that could not be typed ([`Request::Malformed`]).
+pub fn malformed_reply(msg_type: &str, error: &str) -> JupyterMessageContent {
+    let unknown = UnknownMessage {
+        msg_type: msg_type.to_string(),
+        content: Value::Null,
+    };
+    unknown.reply(serde_json::json!({
+        "status": "error",
+        "ename": "MalformedRequest",
+        "evalue": format!("{msg_type}: {error}"),
+        "traceback": [],
+    }))
 }
 
 /// A message received on shell or control, with its typed request.
@@ -137,5 +231,49 @@ pub fn reply_error(ename: &str, evalue: &str, traceback: Option<Vec<String>>) ->
         evalue: evalue.to_string(),
         traceback: traceback
             .unwrap_or_else(|| evalue.lines().map(str::to_string).collect::<Vec<_>>()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(msg_type: &str, content: Value) -> Vec<Bytes> {
+        let header = serde_json::json!({
+            "msg_id": "1", "username": "u", "session": "s", "date": "2026-11-22T00:00:00Z",
+            "msg_type": msg_type, "version": "5.4"
+        });
+        [header, serde_json::json!({}), serde_json::json!({}), content]
+            .iter()
+            .map(|v| Bytes::from(serde_json::to_vec(v).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn omitted_fields_get_the_spec_defaults() {
+        let m = decode(vec![], &parts("history_request", serde_json::json!({
+            "hist_access_type": "search", "pattern": "40*", "output": false, "raw": true
+        }))).unwrap();
+        assert!(matches!(Request::of(&m), Request::History(HistoryRequest::Search { unique: false, .. })));
+        let m = decode(vec![], &parts("execute_request", serde_json::json!({"code": "1"}))).unwrap();
+        match Request::of(&m) {
+            Request::Execute(r) => assert!(r.store_history && !r.silent),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn content_that_does_not_parse_is_malformed_not_dropped() {
+        let m = decode(vec![], &parts("execute_request", serde_json::json!({"code": 5}))).unwrap();
+        match Request::of(&m) {
+            Request::Malformed { msg_type, error } => {
+                assert_eq!(msg_type, "execute_request");
+                assert!(error.contains("invalid type"), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let reply = serde_json::to_value(malformed_reply("execute_request", "bad")).unwrap();
+        assert_eq!(reply["status"], "error");
+        assert!(decode(vec![], &[Bytes::from_static(b"not json")]).is_none());
     }
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use jupyter_protocol::{ConnectionInfo, JupyterMessage, JupyterMessageContent};
 use jupyter_zmq_client::{
-    RuntimeError, create_kernel_control_connection, create_kernel_heartbeat_connection,
+    RawMessage, RuntimeError, create_kernel_control_connection, create_kernel_heartbeat_connection,
     create_kernel_iopub_connection, create_kernel_shell_connection, create_kernel_stdin_connection,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -25,7 +25,7 @@ use zeromq::{SocketRecv, SocketSend};
 
 use crate::error::{Error, Result};
 use crate::log;
-use crate::protocol::{Channel, Incoming};
+use crate::protocol::{Channel, Incoming, decode};
 
 /// Reads a connection file (the JSON a Jupyter client writes for the kernel).
 pub fn read_connection_file(path: &Path) -> Result<ConnectionInfo> {
@@ -150,12 +150,13 @@ pub async fn bind(info: &ConnectionInfo, shutdown: &CancellationToken) -> Result
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    read = recv.read() => match read {
-                        Ok(message) => {
+                    read = read_request(&mut recv) => match read {
+                        Ok(Some(message)) => {
                             if tx.send(Incoming::new(channel, message)).is_err() {
                                 break;
                             }
                         }
+                        Ok(None) => log(&format!("{} channel: dropped a message whose header does not parse", channel.name())),
                         Err(e) => dropped(channel.name(), &e).await,
                     },
                 }
@@ -264,6 +265,16 @@ pub async fn bind(info: &ConnectionInfo, shutdown: &CancellationToken) -> Result
             stdin: stdin_tx,
         },
     })
+}
+
+/// Reads one message: signature checked (`Err` when it is bad or missing), content typed with
+/// [`decode`] (`None` when the header is not even JSON).
+async fn read_request(
+    recv: &mut jupyter_zmq_client::RouterRecvConnection,
+) -> std::result::Result<Option<JupyterMessage>, RuntimeError> {
+    let frames = recv.socket.recv().await?;
+    let raw = RawMessage::from_multipart(frames, &recv.mac)?;
+    Ok(decode(raw.zmq_identities, &raw.jparts))
 }
 
 /// Logs a message that could not be read (and so is never acted on).

@@ -7,8 +7,9 @@
 //! saying so; they never skip.
 //!
 //! Each test gets a scratch folder: the kernelspec is installed under `<tmp>/jupyter-prefix` and
-//! found through `JUPYTER_PATH`; Jupyter's data, runtime and config folders and the ddp workspace
-//! (`DDP_WORKSPACE`) are inside it too, so nothing of the user's Jupyter setup is read or written.
+//! found through `JUPYTER_PATH`; Jupyter's data, runtime and config folders, `TMPDIR` and the ddp
+//! workspace (`DDP_WORKSPACE`) are inside it too, so nothing of the user's Jupyter setup is read
+//! or written.
 //! Every process left behind (the kernel, run supervisors, replicas) is stopped afterwards.
 //!
 //! - `DDP_JUPYTER_TIMEOUT_S=N`: time limit of each script (default 600 s, 900 s for the runs);
@@ -79,7 +80,7 @@ fn python() -> PathBuf {
             Ok(o) => tried.push(format!(
                 "{what} {}: {}",
                 path.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
+                text(&o.stderr).trim().lines().last().unwrap_or_default()
             )),
             Err(e) => tried.push(format!("{what} {}: {e}", path.display())),
         }
@@ -122,6 +123,7 @@ impl Sandbox {
             "jupyter-runtime",
             "jupyter-config",
             "evcxr-config",
+            "tmp",
         ] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
@@ -174,6 +176,8 @@ impl Sandbox {
             .env("EVCXR_CONFIG_DIR", self.root.join("evcxr-config"))
             .env("DDP_WORKSPACE", self.root.join("ws"))
             .env("DDP_REPO", repo())
+            // connection files, evcxr's build folders: removed with the sandbox
+            .env("TMPDIR", self.root.join("tmp"))
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUNBUFFERED", "1")
             .env(SANDBOX_VAR, &self.root)
@@ -261,11 +265,12 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         self.stop_leftovers();
-        if let Some(mut tmp) = self.tmp.take() {
-            if std::thread::panicking() && std::env::var_os("DDP_JUPYTER_KEEP").is_some() {
-                tmp.disable_cleanup(true);
-                eprintln!("kept the scratch folder {}", self.root.display());
-            }
+        if let Some(mut tmp) = self.tmp.take()
+            && std::thread::panicking()
+            && std::env::var_os("DDP_JUPYTER_KEEP").is_some()
+        {
+            tmp.disable_cleanup(true);
+            eprintln!("kept the scratch folder {}", self.root.display());
         }
     }
 }

@@ -93,9 +93,9 @@ pub fn plot_runs_svg(series: &[Series], x: XAxis) -> Result<String> {
     plot_runs_svg_sized(series, x, BOTH_SIZE)
 }
 
-/// [`plot_runs_svg`] at `size` (width, height) pixels, at least [`MIN_SIZE`]: text, margins and
-/// legend shrink with images smaller than the default (down to 60%), so a small chart, e.g.
-/// 640×260 in a run card, stays readable.
+/// [`plot_runs_svg`] at `size` (width, height) pixels, at least [`MIN_SIZE`]: text and margins
+/// shrink with images smaller than the default (down to 60%), so a small chart, e.g. 640×260 in
+/// a run card, stays readable.
 pub fn plot_runs_svg_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Result<String> {
     let bytes = plot_in_memory(series, x, size, Format::Svg)?;
     Ok(String::from_utf8(bytes).expect("plotters writes SVG as UTF-8"))
@@ -230,8 +230,9 @@ impl<'a> Figure<'a> {
     }
 }
 
-/// How much text, margins and the legend shrink on an image smaller than the default size of
-/// its kind: the smaller of the width and height ratios, between 0.6 and 1.
+/// How much text, margins and label areas shrink on an image smaller than the default size of
+/// its kind: the smaller of the width and height ratios, between 0.6 and 1 (markers, lines and
+/// legend swatches keep their size).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Scale(f64);
 
@@ -678,7 +679,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(
         .configure_series_labels()
         .position(position)
         .margin(s.px(10))
-        .legend_area_size(s.px(26))
+        .legend_area_size(26)
         .label_font(label_style(s))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(160, 160, 160))
@@ -843,13 +844,6 @@ mod tests {
         plot_runs(&runs, XAxis::Epoch, &out).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), png);
         assert_eq!(only_file(dir.path()), ["p.png", "p.svg"]);
-    }
-
-    #[test]
-    fn zz_tmp_dump() {
-        let runs = [run("20261121-120857-ad4c4d", 3, true, 1.0)];
-        std::fs::write("/tmp/small.png", plot_runs_png_sized(&runs, XAxis::Step, (640, 260)).unwrap()).unwrap();
-        std::fs::write("/tmp/big.png", plot_runs_png(&runs, XAxis::Step).unwrap()).unwrap();
     }
 
     #[test]

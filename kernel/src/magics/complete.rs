@@ -33,7 +33,14 @@ pub fn complete(
         all.into_iter().filter(|c| c.starts_with(word)).collect()
     };
     let matches = match words.as_slice() {
-        [] => prefixed(vec![format!("%{MAGIC}"), format!("%%{MAGIC}")]),
+        // As IPython: `%na` offers the line and the cell magic, `%%na` only the cell magic.
+        [] => [format!("%{MAGIC}"), format!("%%{MAGIC}")]
+            .into_iter()
+            .filter(|c| {
+                c.trim_start_matches('%').starts_with(word.trim_start_matches('%'))
+                    && (!word.starts_with("%%") || c.starts_with("%%"))
+            })
+            .collect(),
         [magic] if magic.trim_start_matches('%') == MAGIC => {
             if magic.starts_with("%%") {
                 prefixed(vec!["run".to_string()])
