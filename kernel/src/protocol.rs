@@ -11,9 +11,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use jupyter_protocol::{
-    CompleteRequest, ExecuteReply, ExecuteRequest, ExecutionCount, HistoryRequest, InspectRequest,
-    IsCompleteRequest, JupyterMessage, JupyterMessageContent, ReplyError, ReplyStatus,
-    ShutdownRequest, Header, UnknownMessage,
+    CompleteRequest, ExecuteReply, ExecuteRequest, ExecutionCount, Header, HistoryRequest,
+    InspectRequest, IsCompleteRequest, JupyterMessage, JupyterMessageContent, ReplyError,
+    ReplyStatus, ShutdownRequest, UnknownMessage,
 };
 
 /// The protocol version this kernel speaks.
@@ -51,7 +51,10 @@ pub enum Request {
     Interrupt,
     /// A request whose content does not parse even with the spec's defaults filled in: answered
     /// with an error reply naming what is wrong.
-    Malformed { msg_type: String, error: String },
+    Malformed {
+        msg_type: String,
+        error: String,
+    },
     /// A message type this kernel does not handle (logged and ignored), by its `msg_type`.
     Unknown(String),
     /// A message a client does not send to a kernel (a reply, an output), by its `msg_type`.
@@ -243,19 +246,38 @@ mod tests {
             "msg_id": "1", "username": "u", "session": "s", "date": "2026-11-22T00:00:00Z",
             "msg_type": msg_type, "version": "5.4"
         });
-        [header, serde_json::json!({}), serde_json::json!({}), content]
-            .iter()
-            .map(|v| Bytes::from(serde_json::to_vec(v).unwrap()))
-            .collect()
+        [
+            header,
+            serde_json::json!({}),
+            serde_json::json!({}),
+            content,
+        ]
+        .iter()
+        .map(|v| Bytes::from(serde_json::to_vec(v).unwrap()))
+        .collect()
     }
 
     #[test]
     fn omitted_fields_get_the_spec_defaults() {
-        let m = decode(vec![], &parts("history_request", serde_json::json!({
-            "hist_access_type": "search", "pattern": "40*", "output": false, "raw": true
-        }))).unwrap();
-        assert!(matches!(Request::of(&m), Request::History(HistoryRequest::Search { unique: false, .. })));
-        let m = decode(vec![], &parts("execute_request", serde_json::json!({"code": "1"}))).unwrap();
+        let m = decode(
+            vec![],
+            &parts(
+                "history_request",
+                serde_json::json!({
+                    "hist_access_type": "search", "pattern": "40*", "output": false, "raw": true
+                }),
+            ),
+        )
+        .unwrap();
+        assert!(matches!(
+            Request::of(&m),
+            Request::History(HistoryRequest::Search { unique: false, .. })
+        ));
+        let m = decode(
+            vec![],
+            &parts("execute_request", serde_json::json!({"code": "1"})),
+        )
+        .unwrap();
         match Request::of(&m) {
             Request::Execute(r) => assert!(r.store_history && !r.silent),
             other => panic!("{other:?}"),
@@ -264,7 +286,11 @@ mod tests {
 
     #[test]
     fn content_that_does_not_parse_is_malformed_not_dropped() {
-        let m = decode(vec![], &parts("execute_request", serde_json::json!({"code": 5}))).unwrap();
+        let m = decode(
+            vec![],
+            &parts("execute_request", serde_json::json!({"code": 5})),
+        )
+        .unwrap();
         match Request::of(&m) {
             Request::Malformed { msg_type, error } => {
                 assert_eq!(msg_type, "execute_request");

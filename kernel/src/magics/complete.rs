@@ -37,7 +37,8 @@ pub fn complete(
         [] => [format!("%{MAGIC}"), format!("%%{MAGIC}")]
             .into_iter()
             .filter(|c| {
-                c.trim_start_matches('%').starts_with(word.trim_start_matches('%'))
+                c.trim_start_matches('%')
+                    .starts_with(word.trim_start_matches('%'))
                     && (!word.starts_with("%%") || c.starts_with("%%"))
             })
             .collect(),

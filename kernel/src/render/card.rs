@@ -21,21 +21,17 @@ use std::sync::OnceLock;
 use ddp_workspaces::format::{self, percent};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::plot::{self, Series, XAxis};
-use ddp_workspaces::run::SupervisorEvent;
 use ddp_workspaces::run_list::MetricDigest;
 use ddp_workspaces::{Run, RunEvent, RunRecord, RunStatus};
 
 use super::table::{bar, pre, status_badge, status_colour};
+use super::text::{clean_line, describe, shorten, text_bar};
 use super::{Output, html_escape};
 
 /// Log lines kept per rank (and for the supervisor).
 pub const LOG_LINES: usize = 8;
 /// Size of the card's chart, pixels.
 pub const CHART_SIZE: (u32, u32) = (640, 260);
-/// Cells of the plain-text progress bar.
-const BAR_CELLS: usize = 10;
-/// Longest log line kept, characters (the rest is cut).
-const MAX_LINE: usize = 1000;
 
 /// What a run card shows, folded from the run's events.
 #[derive(Debug)]
@@ -385,79 +381,4 @@ fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
         int("epochs").and_then(|e| usize::try_from(e).ok()),
         int("max_steps").and_then(|s| u64::try_from(s).ok()),
     )
-}
-
-/// `[#####.....] 50%`, or `-` when the progress is unknown.
-pub fn text_bar(progress: Option<f64>) -> String {
-    let Some(p) = progress.filter(|p| p.is_finite()) else {
-        return "-".into();
-    };
-    let p = p.clamp(0.0, 1.0);
-    let full = ((p * BAR_CELLS as f64).round() as usize).min(BAR_CELLS);
-    format!(
-        "[{}{}] {:.0}%",
-        "#".repeat(full),
-        ".".repeat(BAR_CELLS - full),
-        p * 100.0
-    )
-}
-
-/// One supervisor event in words.
-fn describe(e: &SupervisorEvent) -> String {
-    match e {
-        SupervisorEvent::Queued { waiting_for } => format!("queued: waiting for {waiting_for}"),
-        SupervisorEvent::Started {
-            attempt,
-            devices,
-            resume,
-        } => {
-            let resumed = if *resume { ", resumed" } else { "" };
-            format!("started attempt {attempt} on {devices}{resumed}")
-        }
-        SupervisorEvent::ReplicaExited { rank, code, signal } => match (code, signal) {
-            (_, Some(s)) => format!("rank {rank} killed by signal {s}"),
-            (Some(c), None) => format!("rank {rank} exited with code {c}"),
-            (None, None) => format!("rank {rank} exited"),
-        },
-        SupervisorEvent::Restarting {
-            attempt,
-            after_s,
-            reason,
-        } => format!("restarting (attempt {attempt}) in {after_s:.0}s: {reason}"),
-        SupervisorEvent::Stopped => "stopped".into(),
-        SupervisorEvent::Completed => "completed".into(),
-        SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
-    }
-}
-
-/// A log line as a terminal would leave it: the text after its last carriage return (progress
-/// bars redraw a line that way), without ANSI escape sequences or other control characters, cut
-/// at [`MAX_LINE`] characters.
-pub fn clean_line(line: &str) -> String {
-    let line = line.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            // CSI: ESC [ parameters final-byte (0x40..=0x7e); other escapes: ESC + one char.
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-        } else if !c.is_control() || c == '\t' {
-            out.push(c);
-        }
-    }
-    shorten(&out, MAX_LINE)
-}
-
-/// `s` cut to `max` characters, with `…` when cut.
-fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }

@@ -4,8 +4,9 @@ use ddp_workspaces::metrics::MetricKind;
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
 use ddp_workspaces::{Run, RunEvent, RunStatus};
 
-use super::card::{Card, clean_line, text_bar};
+use super::card::Card;
 use super::tests::{metric, record};
+use super::text::{clean_line, text_bar};
 
 const ID: &str = "20261121-120857-ad4c4d";
 

@@ -18,13 +18,15 @@
 //! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (SVG, PNG).
 //! - `devices`: the GPUs, CPU, memory and the runs' processes ([`devices::devices`]).
 //! - `card`: the run card ([`card::Card`]), built from [`ddp_workspaces::RunEvent`]s and
-//!   re-rendered in place while the run trains.
+//!   re-rendered in place while the run trains; `text`: its text helpers (progress bar,
+//!   supervisor events in words, log lines cleaned of terminal escapes).
 //! - `tests`, `card_tests`: unit tests.
 
 pub mod card;
 pub mod devices;
 pub mod runs;
 pub mod table;
+pub mod text;
 
 #[cfg(test)]
 mod card_tests;

@@ -1,0 +1,84 @@
+//! Text helpers of the run card: the plain progress bar, supervisor events in words, log lines
+//! cleaned of terminal control sequences, shortening.
+
+use ddp_workspaces::run::SupervisorEvent;
+
+/// Cells of the plain-text progress bar.
+const BAR_CELLS: usize = 10;
+/// Longest log line kept, characters (the rest is cut).
+pub const MAX_LINE: usize = 1000;
+
+/// `[#####.....] 50%`, or `-` when the progress is unknown.
+pub fn text_bar(progress: Option<f64>) -> String {
+    let Some(p) = progress.filter(|p| p.is_finite()) else {
+        return "-".into();
+    };
+    let p = p.clamp(0.0, 1.0);
+    let full = ((p * BAR_CELLS as f64).round() as usize).min(BAR_CELLS);
+    format!(
+        "[{}{}] {:.0}%",
+        "#".repeat(full),
+        ".".repeat(BAR_CELLS - full),
+        p * 100.0
+    )
+}
+
+/// One supervisor event in words.
+pub fn describe(e: &SupervisorEvent) -> String {
+    match e {
+        SupervisorEvent::Queued { waiting_for } => format!("queued: waiting for {waiting_for}"),
+        SupervisorEvent::Started {
+            attempt,
+            devices,
+            resume,
+        } => {
+            let resumed = if *resume { ", resumed" } else { "" };
+            format!("started attempt {attempt} on {devices}{resumed}")
+        }
+        SupervisorEvent::ReplicaExited { rank, code, signal } => match (code, signal) {
+            (_, Some(s)) => format!("rank {rank} killed by signal {s}"),
+            (Some(c), None) => format!("rank {rank} exited with code {c}"),
+            (None, None) => format!("rank {rank} exited"),
+        },
+        SupervisorEvent::Restarting {
+            attempt,
+            after_s,
+            reason,
+        } => format!("restarting (attempt {attempt}) in {after_s:.0}s: {reason}"),
+        SupervisorEvent::Stopped => "stopped".into(),
+        SupervisorEvent::Completed => "completed".into(),
+        SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
+    }
+}
+
+/// A log line as a terminal would leave it: the text after its last carriage return (progress
+/// bars redraw a line that way), without ANSI escape sequences or other control characters, cut
+/// at [`MAX_LINE`] characters.
+pub fn clean_line(line: &str) -> String {
+    let line = line.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte (0x40..=0x7e); other escapes: ESC + one char.
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else if !c.is_control() || c == '\t' {
+            out.push(c);
+        }
+    }
+    shorten(&out, MAX_LINE)
+}
+
+/// `s` cut to `max` characters, with `…` when cut.
+pub fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
