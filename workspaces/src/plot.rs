@@ -62,6 +62,31 @@ impl Series {
     }
 }
 
+impl Series {
+    /// One series per run, labelled by the run's name (or id); a name several runs share gets
+    /// the id too. What `ddp plot` and the kernel's `%ddp plot` draw.
+    pub fn of_runs(runs: &[crate::Run]) -> Result<Vec<Series>> {
+        let names: Vec<String> = runs
+            .iter()
+            .map(|r| r.record.name.clone().unwrap_or_else(|| r.record.id.clone()))
+            .collect();
+        runs.iter()
+            .zip(&names)
+            .map(|(r, name)| {
+                let label = if names.iter().filter(|n| *n == name).count() > 1 {
+                    format!("{name} ({})", r.record.id)
+                } else {
+                    name.clone()
+                };
+                Ok(Series {
+                    label,
+                    records: r.metrics()?,
+                })
+            })
+            .collect()
+    }
+}
+
 /// The file name [`plot_run_folder`] gives the loss plot.
 pub const LOSS_SVG: &str = "loss.svg";
 /// The file name [`plot_run_folder`] gives the accuracy plot.

@@ -56,11 +56,10 @@ pub fn complete(
                 prefixed(options(sub))
             } else if previous == Some("--x") {
                 prefixed(vec!["step".into(), "epoch".into(), "time".into()])
-            } else if previous.is_some_and(|p| p.starts_with("--"))
-                && !is_flag(sub, previous.unwrap())
+            } else if previous.is_some_and(|p| p.starts_with("--") && !is_flag(p))
+                || magic.starts_with("%%")
             {
-                Vec::new()
-            } else if magic.starts_with("%%") {
+                // An option's value, or the body-less `%%ddp run` line: nothing to offer.
                 Vec::new()
             } else {
                 match sub {
@@ -85,8 +84,8 @@ pub fn complete(
 }
 
 /// Options that take no value (so the next word is positional again).
-fn is_flag(sub: &str, option: &str) -> bool {
-    matches!(option, "--wait" | "--json") || (sub == "ls" && option == "--json")
+fn is_flag(option: &str) -> bool {
+    matches!(option, "--wait" | "--json")
 }
 
 /// `latest`, every `EXPERIMENT@latest`, then the run ids, newest first.

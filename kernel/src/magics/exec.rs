@@ -126,7 +126,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             let ws = open(&root)?;
             let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
             report_unreadable(&bad, out);
-            out.display(&render::runs::plot(&series(&selected)?, x)?, None);
+            out.display(&render::runs::plot(&Series::of_runs(&selected)?, x)?, None);
             Ok(())
         }
         Command::Devices => {
@@ -287,29 +287,6 @@ fn logs(run: &Run, rank: Option<usize>, tail: Option<usize>, out: &Out) -> Resul
     }
     out.stream(false, &text);
     Ok(())
-}
-
-/// The plot's series: one per run, labelled by name (or id; the id too when names repeat), as
-/// `ddp plot` labels them.
-fn series(runs: &[Run]) -> Result<Vec<Series>> {
-    let names: Vec<String> = runs
-        .iter()
-        .map(|r| r.record.name.clone().unwrap_or_else(|| r.record.id.clone()))
-        .collect();
-    runs.iter()
-        .zip(&names)
-        .map(|(r, name)| {
-            let label = if names.iter().filter(|n| *n == name).count() > 1 {
-                format!("{name} ({})", r.record.id)
-            } else {
-                name.clone()
-            };
-            Ok(Series {
-                label,
-                records: r.metrics()?,
-            })
-        })
-        .collect()
 }
 
 fn report_unreadable(bad: &[ddp_workspaces::workspace::Unreadable], out: &Out) {

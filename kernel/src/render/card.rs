@@ -127,6 +127,10 @@ impl Card {
                 true
             }
             RunEvent::Log { rank, line } => {
+                if *rank == Some(0) && self.steps_per_epoch.is_none() {
+                    // The trainer's progress line says it before the first validation does.
+                    self.steps_per_epoch = steps_per_epoch_of(line);
+                }
                 let lines = match rank {
                     Some(r) => self.logs.entry(*r).or_default(),
                     None => &mut self.supervisor_log,
@@ -381,4 +385,22 @@ fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
         int("epochs").and_then(|e| usize::try_from(e).ok()),
         int("max_steps").and_then(|s| u64::try_from(s).ok()),
     )
+}
+
+/// `M` of a trainer progress line `epoch E/N step S/M loss ...` (rank 0's log).
+fn steps_per_epoch_of(line: &str) -> Option<u64> {
+    let rest = &line[line.find(" step ")? + " step ".len()..];
+    let (_, total) = rest.split_whitespace().next()?.split_once('/')?;
+    total.parse().ok().filter(|&m| m > 0)
+}
+
+#[cfg(test)]
+mod progress_line_tests {
+    #[test]
+    fn steps_per_epoch_from_the_progress_line() {
+        let f = super::steps_per_epoch_of;
+        assert_eq!(f("epoch 1/3 step 11/113 loss 2.0880 lr 0.002 199 samples/s"), Some(113));
+        assert_eq!(f("mnist-cnn | rank 0/2 (local 0/2) via torchrun"), None);
+        assert_eq!(f("epoch 1/3 step 11 loss"), None);
+    }
 }

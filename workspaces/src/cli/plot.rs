@@ -18,26 +18,7 @@ pub fn plot(
 ) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let runs = select_runs(&ws, addresses, sweep)?;
-    // Legend: the run's name, else its id; a name shared by several runs gets the id too.
-    let names: Vec<String> = runs
-        .iter()
-        .map(|r| r.record.name.clone().unwrap_or_else(|| r.record.id.clone()))
-        .collect();
-    let series: Vec<Series> = runs
-        .iter()
-        .zip(&names)
-        .map(|(r, name)| {
-            let label = if names.iter().filter(|n| *n == name).count() > 1 {
-                format!("{name} ({})", r.record.id)
-            } else {
-                name.clone()
-            };
-            Ok(Series {
-                label,
-                records: r.metrics()?,
-            })
-        })
-        .collect::<Result<_>>()?;
+    let series = Series::of_runs(&runs)?;
     plot_runs(&series, x, out)?;
     println!(
         "wrote {} ({} run{}, x = {x})",
