@@ -249,7 +249,10 @@ mod tests {
     fn unknown_subcommands_get_clap_suggestions() {
         let e = parse_line("lss").unwrap_err().to_string();
         assert!(e.contains("unrecognized subcommand 'lss'"), "{e}");
-        assert!(e.contains("similar subcommand") && e.contains("'ls'"), "{e}");
+        assert!(
+            e.contains("similar subcommand") && e.contains("'ls'"),
+            "{e}"
+        );
         assert!(!e.contains('\u{1b}'), "no colours: {e:?}");
     }
 

@@ -399,7 +399,10 @@ mod progress_line_tests {
     #[test]
     fn steps_per_epoch_from_the_progress_line() {
         let f = super::steps_per_epoch_of;
-        assert_eq!(f("epoch 1/3 step 11/113 loss 2.0880 lr 0.002 199 samples/s"), Some(113));
+        assert_eq!(
+            f("epoch 1/3 step 11/113 loss 2.0880 lr 0.002 199 samples/s"),
+            Some(113)
+        );
         assert_eq!(f("mnist-cnn | rank 0/2 (local 0/2) via torchrun"), None);
         assert_eq!(f("epoch 1/3 step 11 loss"), None);
     }
