@@ -65,6 +65,15 @@ pub fn main_from<I: IntoIterator<Item = T>, T: Into<OsString> + Clone>(args: I) 
 /// The replica (or, with `--standalone`, the local launcher, which starts replicas of the
 /// current executable with the same arguments).
 pub fn run_args(args: Args) -> ExitCode {
+    ExitCode::from(run_status(args))
+}
+
+/// [`main`]'s exit status as a number (for [`crate::main_with`], which exits the process).
+pub fn main_status() -> u8 {
+    run_status(Args::parse())
+}
+
+fn run_status(args: Args) -> u8 {
     let spec = match Spec::load(&args.spec, &args.overrides) {
         Ok(s) => s,
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
@@ -95,13 +104,13 @@ pub fn run_args(args: Args) -> ExitCode {
         token,
     });
     match result {
-        Ok(s) if s.stopped => ExitCode::from(EXIT_STOPPED),
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(s) if s.stopped => EXIT_STOPPED,
+        Ok(_) => 0,
         Err(e) => fail(&format!("ddp-trainer: rank {rank}: {e}"), e.exit_code()),
     }
 }
 
-fn standalone(args: &Args, spec: &Spec) -> ExitCode {
+fn standalone(args: &Args, spec: &Spec) -> u8 {
     let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
     if nproc == 0 {
         return fail("ddp-trainer: --nproc must be at least 1", EXIT_CONFIG);
@@ -131,7 +140,7 @@ fn standalone(args: &Args, spec: &Spec) -> ExitCode {
     opts.args = child_args;
     opts.threads_per_replica = spec.ddp.threads;
     match launch(&opts) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     }
 }
@@ -173,7 +182,7 @@ fn install_stop_handler() {
     }
 }
 
-fn fail(msg: &str, code: i32) -> ExitCode {
+fn fail(msg: &str, code: i32) -> u8 {
     eprintln!("{msg}");
-    ExitCode::from(code.clamp(1, 255) as u8)
+    code.clamp(1, 255) as u8
 }

@@ -37,3 +37,31 @@ pub mod tensorboard;
 pub mod train;
 
 pub use error::{Error, Result};
+
+/// Runs this executable as a `ddp-trainer` whose `[model] name = "custom"` is built by `model`
+/// from a candle `VarBuilder` (parameter names are its paths). The same command line,
+/// environment contract, spec, exit codes and outputs as `ddp-trainer`; `fn main() {
+/// ddp_trainer::main_with(model) }`. Exits the process with the trainer's exit code.
+pub fn main_with<F, M>(model: F) -> !
+where
+    F: Fn(candle_nn::VarBuilder<'static>) -> candle_core::Result<M> + Send + Sync + 'static,
+    M: candle_nn::Module + Send + Sync + 'static,
+{
+    models::custom::register(Box::new(move |vb| {
+        Ok(Box::new(models::custom::ModuleForward(model(vb)?)) as Box<dyn models::Forward>)
+    }));
+    std::process::exit(i32::from(cli::main_status()))
+}
+
+/// [`main_with`] for a `candle_nn::ModuleT` (dropout, BatchNorm): the model gets the train flag
+/// (`true` while training, `false` for validation and test).
+pub fn main_with_t<F, M>(model: F) -> !
+where
+    F: Fn(candle_nn::VarBuilder<'static>) -> candle_core::Result<M> + Send + Sync + 'static,
+    M: candle_nn::ModuleT + Send + Sync + 'static,
+{
+    models::custom::register(Box::new(move |vb| {
+        Ok(Box::new(models::custom::ModuleTForward(model(vb)?)) as Box<dyn models::Forward>)
+    }));
+    std::process::exit(i32::from(cli::main_status()))
+}

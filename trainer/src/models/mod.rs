@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - `small`: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
+//! - `custom`: the user's model (`custom`), registered by `ddp_trainer::main_with`.
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
 //! - `conv`: Conv2d as im2col + GEMM (forward and backward).
@@ -16,6 +17,7 @@
 
 mod batchnorm;
 mod conv;
+pub mod custom;
 mod init;
 mod linear;
 mod pool;
@@ -115,6 +117,8 @@ pub fn expected_input(name: ModelName) -> [usize; 3] {
         ModelName::MnistCnn | ModelName::Mlp | ModelName::ConvnetBn => [1, 28, 28],
         ModelName::Resnet18 | ModelName::Resnet50 => [3, 32, 32],
         ModelName::Linear => [1, 1, 10],
+        // The user's model takes what the data gives; synthetic data defaults to MNIST's shape.
+        ModelName::Custom => [1, 28, 28],
     }
 }
 
@@ -137,6 +141,7 @@ impl Network {
         let want = expected_input(name);
         let fits = match name {
             ModelName::Linear => input.iter().product::<usize>() == 10,
+            ModelName::Custom => true,
             _ => input == want,
         };
         if !fits {
@@ -159,6 +164,7 @@ impl Network {
             ModelName::Mlp => Box::new(small::mlp(classes, pb)?),
             ModelName::ConvnetBn => Box::new(small::convnet_bn(classes, pb)?),
             ModelName::Linear => Box::new(small::linear_model(pb)?),
+            ModelName::Custom => custom::build(pb.vb.clone())?,
             ModelName::Resnet18 => {
                 Box::new(resnet::resnet(resnet::ResNetConfig::resnet18(classes), pb)?)
             }
@@ -247,6 +253,7 @@ pub fn model_label(name: ModelName) -> &'static str {
         ModelName::Resnet18 => "resnet18",
         ModelName::Resnet50 => "resnet50",
         ModelName::Linear => "linear",
+        ModelName::Custom => "custom",
     }
 }
 

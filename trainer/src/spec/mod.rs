@@ -44,6 +44,8 @@ pub enum ModelName {
     Resnet18,
     Resnet50,
     Linear,
+    /// The user's model: the trainer executable is one made with `ddp_trainer::main_with`.
+    Custom,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
