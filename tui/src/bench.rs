@@ -75,6 +75,7 @@ fn record(id: &str, exp: &str, status: RunStatus, created: f64) -> RunRecord {
         ended: Some(created + 60.0),
         exit_codes: Default::default(),
         restarts: 0,
+        trainer: None,
         error: None,
     }
 }

@@ -359,6 +359,7 @@ pub(crate) mod tests {
                     ended: None,
                     exit_codes: Default::default(),
                     restarts: 0,
+                    trainer: None,
                     error: None,
                 },
             },

@@ -398,6 +398,7 @@ fn start(root: &Path, req: NewRunRequest) -> Outcome {
         name: req.name,
         command,
         spec_text: None,
+        trainer: None,
     };
     match actions::start_run(root, &new) {
         Ok(started) => {

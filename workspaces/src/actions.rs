@@ -29,6 +29,9 @@ pub struct NewRun {
     pub spec: PathBuf,
     /// The spec itself (TOML), instead of reading `spec`: a spec written in a notebook cell.
     pub spec_text: Option<String>,
+    /// The executable the replicas run instead of the built-in trainer (`--trainer PATH`: a
+    /// program made with `ddp_trainer::main_with`); checked before anything is created.
+    pub trainer: Option<PathBuf>,
     /// `KEY=VALUE` spec overrides (`--set`), applied in order.
     pub overrides: Vec<String>,
     /// The number of replicas (`ddp.replicas`), applied after `overrides`.
@@ -120,6 +123,9 @@ impl Started {
 /// this machine can ever satisfy its devices, creating nothing. The same checks as
 /// [`start_run`], for a front end to validate a "new run" form.
 pub fn check_new_run(req: &NewRun) -> Result<SpecSummary> {
+    if let Some(t) = &req.trainer {
+        check_trainer(t)?;
+    }
     Ok(SpecSummary::of(&load_new_spec(req)?))
 }
 
@@ -129,8 +135,12 @@ pub fn check_new_run(req: &NewRun) -> Result<SpecSummary> {
 /// ([`Error::Supervisor`]).
 pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
     let spec = load_new_spec(req)?;
+    let trainer = req.trainer.as_deref().map(check_trainer).transpose()?;
     let ws = Workspace::open_or_create(root)?;
-    let run = ws.create_run(&spec, req.command.clone(), req.name.clone(), None)?;
+    let mut run = ws.create_run(&spec, req.command.clone(), req.name.clone(), None)?;
+    if trainer.is_some() {
+        run.update(|r| r.trainer = trainer.clone())?;
+    }
     launch(run, &spec, false)
 }
 
@@ -181,11 +191,35 @@ pub fn spawn_supervisor_or_fail(run: &mut Run, resume: bool) -> Result<Child> {
 }
 
 /// The spec of a new run, validated, with its devices checked against this machine.
+/// `path` as the absolute path of an executable file, or an error saying what is wrong with it.
+pub fn check_trainer(path: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::Invalid(format!(
+            "--trainer {}: {e} (build it first, e.g. `cargo build --release -p ddp-custom-model`)",
+            path.display()
+        ))
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(Error::Invalid(format!(
+            "--trainer {}: not an executable file",
+            path.display()
+        )));
+    }
+    std::fs::canonicalize(path).map_err(|e| Error::io(path, e))
+}
+
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
     let spec = match &req.spec_text {
         Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
         None => Spec::load(&req.spec, &req.all_overrides())?,
     };
+    if spec.model.name == ddp_trainer::spec::ModelName::Custom && req.trainer.is_none() {
+        return Err(Error::Invalid(format!(
+            "{}: model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)",
+            req.spec.display()
+        )));
+    }
     check_devices(&spec, &req.spec)?;
     Ok(spec)
 }

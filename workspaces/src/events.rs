@@ -486,6 +486,7 @@ mod tests {
             ended: None,
             exit_codes: BTreeMap::new(),
             restarts: 0,
+            trainer: None,
             error: None,
         }
     }

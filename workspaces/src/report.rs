@@ -196,6 +196,10 @@ pub fn run_details(run: &Run) -> RunDetails {
         ("spec hash", r.spec_hash.clone()),
         ("command", r.command.join(" ")),
     ];
+    let mut fields = fields;
+    if let Some(t) = &r.trainer {
+        fields.push(("trainer", t.display().to_string()));
+    }
     let notes = run.notes();
     RunDetails {
         fields,

@@ -133,6 +133,10 @@ pub struct RunRecord {
     pub exit_codes: BTreeMap<usize, i32>,
     #[serde(default)]
     pub restarts: u32,
+    /// The executable the replicas run (`ddp run --trainer PATH`, a program made with
+    /// `ddp_trainer::main_with`); none: the built-in trainer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer: Option<std::path::PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -375,6 +379,7 @@ mod tests {
             ended: None,
             exit_codes: BTreeMap::new(),
             restarts: 0,
+            trainer: None,
             error: None,
         }
     }

@@ -100,7 +100,12 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
     }
     let run = Arc::new(Mutex::new(Run::load(run_dir)?));
     let spec = Spec::load(&lock(&run).spec_path(), &[])?;
-    let program = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+    // The replicas run the run's own trainer (`--trainer`), else this executable's built-in one.
+    let trainer = lock(&run).record.trainer.clone();
+    let program = match &trainer {
+        Some(t) => t.clone(),
+        None => std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?,
+    };
     lock(&run).update(|r| r.supervisor = Some(ProcessId::current()))?;
     // A run of a sweep with `--max-parallel` first takes one of the sweep's slots, held until
     // this function returns (see `crate::sweep`); it stays queued meanwhile.
@@ -195,12 +200,16 @@ fn launch_once(
     resume: bool,
 ) -> Outcome {
     let dir = lock(run).dir.clone();
-    let mut args: Vec<OsString> = vec![
-        REPLICA_COMMAND.into(),
+    let own_trainer = lock(run).record.trainer.is_some();
+    let mut args: Vec<OsString> = Vec::new();
+    if !own_trainer {
+        args.push(REPLICA_COMMAND.into());
+    }
+    args.extend([
         lock(run).spec_path().into(),
         "--out".into(),
         dir.clone().into(),
-    ];
+    ]);
     if resume {
         args.push("--resume".into());
     }

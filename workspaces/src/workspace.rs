@@ -125,6 +125,7 @@ impl Workspace {
                 ended: None,
                 exit_codes: Default::default(),
                 restarts: 0,
+                trainer: None,
                 error: None,
             },
         };

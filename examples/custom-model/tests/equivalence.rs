@@ -64,7 +64,11 @@ fn two_replicas_of_8_equal_one_of_16() {
         ),
     )
     .unwrap();
-    let (two, one, zero) = (dir.path().join("two"), dir.path().join("one"), dir.path().join("zero"));
+    let (two, one, zero) = (
+        dir.path().join("two"),
+        dir.path().join("one"),
+        dir.path().join("zero"),
+    );
     train(&spec, 2, &two, &["train.batch_size=8"]);
     train(&spec, 1, &one, &["train.batch_size=16"]);
     train(&spec, 1, &zero, &["train.batch_size=16", "train.lr=1e-12"]);
@@ -77,7 +81,14 @@ fn two_replicas_of_8_equal_one_of_16() {
     names.sort();
     assert_eq!(
         names,
-        ["conv.bias", "conv.weight", "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+        [
+            "conv.bias",
+            "conv.weight",
+            "fc1.bias",
+            "fc1.weight",
+            "fc2.bias",
+            "fc2.weight"
+        ]
     );
     let moved = max_diff(&b, &z);
     assert!(moved > 1e-3, "training did not move the weights ({moved})");

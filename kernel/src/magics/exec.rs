@@ -46,6 +46,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
                 name,
                 command,
                 spec_text: None,
+                trainer: None,
             };
             start(&root, &req, wait, shared, out)
         }
@@ -203,6 +204,7 @@ pub fn cell(args: &str, body: &str, shared: &Shared, out: &Out) -> Result<()> {
         replicas,
         name,
         command,
+        trainer: None,
     };
     start(&shared.workspace(), &req, wait, shared, out)
 }

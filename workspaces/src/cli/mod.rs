@@ -49,6 +49,10 @@ enum Command {
         /// A name for the run (shown by ls/show).
         #[arg(long)]
         name: Option<String>,
+        /// Run this executable as the replicas instead of the built-in trainer (a program made
+        /// with `ddp_trainer::main_with`, for `[model] name = "custom"`).
+        #[arg(long, value_name = "PATH")]
+        trainer: Option<PathBuf>,
     },
     /// List runs (newest first).
     Ls {
@@ -176,6 +180,7 @@ pub fn main() -> ExitCode {
             replicas,
             detach,
             name,
+            trainer,
         } => follow::run(
             &root,
             NewRun {
@@ -185,6 +190,7 @@ pub fn main() -> ExitCode {
                 name,
                 command: std::env::args().collect(),
                 spec_text: None,
+                trainer,
             },
             detach,
         ),

@@ -30,6 +30,7 @@ fn run(id: &str, status: RunStatus, supervisor: Option<u32>, replicas: &[(usize,
             ended: None,
             exit_codes: BTreeMap::new(),
             restarts: 0,
+            trainer: None,
             error: None,
         },
     }
