@@ -260,6 +260,8 @@ pub struct NewSweep {
     pub name: Option<String>,
     /// The command line recorded in the sweep's manifest and its runs.
     pub command: Vec<String>,
+    /// The executable every run's replicas run (`--trainer`), as for [`NewRun::trainer`].
+    pub trainer: Option<PathBuf>,
 }
 
 /// A sweep whose runs were created and whose supervisors were spawned.
@@ -297,7 +299,22 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
     if req.max_parallel == Some(0) {
         return Err(Error::Invalid("--max-parallel must be at least 1".into()));
     }
-    SweepPlan::new(&req.spec, overrides, grid)
+    if let Some(t) = &req.trainer {
+        check_trainer(t)?;
+    }
+    let plan = SweepPlan::new(&req.spec, overrides, grid)?;
+    if req.trainer.is_none()
+        && plan
+            .runs
+            .iter()
+            .any(|r| r.spec.model.name == ddp_trainer::spec::ModelName::Custom)
+    {
+        return Err(Error::Invalid(format!(
+            "{}: model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)",
+            req.spec.display()
+        )));
+    }
+    Ok(plan)
 }
 
 /// Starts a sweep: validates as [`check_new_sweep`] does before creating anything, then creates
@@ -305,6 +322,7 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
 /// every run's supervisor (each waits for a sweep slot and for its devices by itself).
 pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
     let plan = check_new_sweep(req)?;
+    let trainer = req.trainer.as_deref().map(check_trainer).transpose()?;
     let ws = Workspace::open_or_create(root)?;
     let (sweep, mut runs) = crate::sweep::create(
         &ws,
@@ -316,6 +334,9 @@ pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
     let mut supervisors = Vec::new();
     let mut not_started = Vec::new();
     for run in runs.iter_mut() {
+        if trainer.is_some() {
+            run.update(|r| r.trainer = trainer.clone())?;
+        }
         match spawn_supervisor_or_fail(run, false) {
             Ok(c) => supervisors.push(c),
             Err(e @ Error::Supervisor(_)) => not_started.push((run.record.id.clone(), e)),

@@ -130,3 +130,33 @@ fn a_custom_model_without_a_trainer_is_refused() {
     assert!(text(&o).contains("--trainer PATH"), "{}", text(&o));
     assert!(!ws.exists());
 }
+
+#[test]
+fn every_run_of_a_sweep_runs_the_given_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let trainer = own_trainer(dir.path());
+    let spec = spec(dir.path());
+    let out = ok(run_ddp(
+        &ws,
+        &[
+            "sweep",
+            spec.to_str().unwrap(),
+            "--grid",
+            "train.lr=0.001,0.002",
+            "--set",
+            "ddp.replicas=1",
+            "--trainer",
+            trainer.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    ));
+    let (runs, _) = Workspace::open(&ws).unwrap().runs().unwrap();
+    assert_eq!(runs.len(), 2, "{out}");
+    for r in &runs {
+        assert_eq!(r.record.status, RunStatus::Completed, "{out}");
+        assert!(r.record.trainer.is_some());
+    }
+    let marks = std::fs::read_to_string(dir.path().join("marks")).unwrap();
+    assert_eq!(marks.lines().count(), 2, "{marks}");
+}

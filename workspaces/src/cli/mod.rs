@@ -50,7 +50,7 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Run this executable as the replicas instead of the built-in trainer (a program made
-        /// with `ddp_trainer::main_with`, for `[model] name = "custom"`).
+        /// with `main_with` of the trainer library, for `[model] name = "custom"`).
         #[arg(long, value_name = "PATH")]
         trainer: Option<PathBuf>,
     },
@@ -122,6 +122,9 @@ enum Command {
         /// devices allow).
         #[arg(long, value_name = "N")]
         max_parallel: Option<usize>,
+        /// Run this executable as every run's replicas (see `ddp run --trainer`).
+        #[arg(long, value_name = "PATH")]
+        trainer: Option<PathBuf>,
         /// Return once the runs are created and their supervisors started.
         #[arg(long)]
         detach: bool,
@@ -217,6 +220,7 @@ pub fn main() -> ExitCode {
             overrides,
             replicas,
             max_parallel,
+            trainer,
             detach,
             name,
             json,
@@ -228,6 +232,7 @@ pub fn main() -> ExitCode {
                 overrides,
                 replicas,
                 max_parallel,
+                trainer,
                 detach,
                 name,
                 json,

@@ -30,6 +30,7 @@ pub struct SweepArgs {
     pub overrides: Vec<String>,
     pub replicas: Option<usize>,
     pub max_parallel: Option<usize>,
+    pub trainer: Option<PathBuf>,
     pub detach: bool,
     pub name: Option<String>,
     pub json: bool,
@@ -52,6 +53,7 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
         overrides: a.overrides,
         replicas: a.replicas,
         max_parallel: a.max_parallel,
+        trainer: a.trainer,
         name: a.name,
         command: std::env::args().collect(),
     };
