@@ -49,6 +49,8 @@ pub struct NewRunRequest {
     pub overrides: Vec<String>,
     pub name: Option<String>,
     pub replicas: Option<usize>,
+    /// `--trainer PATH`: the executable the replicas run (your own model).
+    pub trainer: Option<PathBuf>,
 }
 
 /// Work for the runtime: I/O and processes, never done by `update` itself.

@@ -392,6 +392,7 @@ fn new_run_dialog_starts_a_run_and_shows_a_refusal() {
         overrides: vec!["train.lr=0.01".into()],
         name: Some("quick one".into()),
         replicas: Some(2),
+        trainer: None,
     };
     assert_eq!(
         press(&mut app, KeyCode::Enter),

@@ -65,7 +65,8 @@ pub enum Dialog {
 }
 
 /// The usage line of the new-run dialog.
-pub const NEW_RUN_USAGE: &str = "SPEC.toml [--set key=value]... [--name NAME] [--replicas N]";
+pub const NEW_RUN_USAGE: &str =
+    "SPEC.toml [--set key=value]... [--name NAME] [--replicas N] [--trainer PATH]";
 
 /// Parses the new-run command line (the `ddp run` options the dialog accepts).
 pub fn parse_new_run(line: &str) -> Result<NewRunRequest, String> {
@@ -81,6 +82,7 @@ pub fn parse_new_run(line: &str) -> Result<NewRunRequest, String> {
         match w.as_str() {
             "--set" => req.overrides.push(value("--set")?),
             "--name" => req.name = Some(value("--name")?),
+            "--trainer" => req.trainer = Some(PathBuf::from(value("--trainer")?)),
             "--replicas" => {
                 let v = value("--replicas")?;
                 req.replicas = Some(v.parse().map_err(|_| {
@@ -354,6 +356,11 @@ mod tests {
         assert_eq!(r.overrides, ["train.lr=0.01", "train.epochs=1"]);
         assert_eq!(r.name.as_deref(), Some("quick one"));
         assert_eq!(r.replicas, Some(2));
+        let r = parse_new_run("custom.toml --trainer target/release/custom-model").unwrap();
+        assert_eq!(
+            r.trainer,
+            Some(PathBuf::from("target/release/custom-model"))
+        );
         assert!(parse_new_run("").unwrap_err().starts_with("which spec?"));
         assert!(
             parse_new_run("a.toml --set")

@@ -391,6 +391,10 @@ fn start(root: &Path, req: NewRunRequest) -> Outcome {
         command.push("--set".into());
         command.push(o.clone());
     }
+    if let Some(t) = &req.trainer {
+        command.push("--trainer".into());
+        command.push(t.display().to_string());
+    }
     let new = NewRun {
         spec: req.spec,
         overrides: req.overrides,
@@ -398,7 +402,7 @@ fn start(root: &Path, req: NewRunRequest) -> Outcome {
         name: req.name,
         command,
         spec_text: None,
-        trainer: None,
+        trainer: req.trainer,
     };
     match actions::start_run(root, &new) {
         Ok(started) => {
