@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::output::Out;
+use crate::render::Output;
 use crate::render::card::Card;
 
 /// At most this often a card is re-published.
@@ -63,7 +64,8 @@ impl Cards {
             uuid::Uuid::new_v4().simple()
         );
         let snapshot = snapshot(run);
-        out.display(&snapshot.render(), Some(&display_id));
+        let shown = snapshot.render();
+        out.display(&shown, Some(&display_id));
         let done = Arc::new(AtomicBool::new(snapshot.is_final()));
         let live = LiveCard {
             display_id: display_id.clone(),
@@ -84,7 +86,7 @@ impl Cards {
         let _guard = self.runtime.enter();
         self.tasks.spawn_on(
             async move {
-                follow(ws, run, card, out, display_id, stop).await;
+                follow(ws, run, card, shown, out, display_id, stop).await;
                 done.store(true, Ordering::SeqCst);
             },
             &self.runtime,
@@ -122,6 +124,8 @@ async fn follow(
     ws: Workspace,
     run: Run,
     mut card: Card,
+    // What the cell shows so far (the snapshot): published again only once the card differs.
+    mut shown: Output,
     out: Out,
     display_id: String,
     stop: CancellationToken,
@@ -131,8 +135,6 @@ async fn follow(
         ..RunWatchOptions::default()
     };
     let mut watch = ws.watch_with(&run, WatchFrom::Start, options);
-    // The card shown so far is the snapshot; publish only once this card differs from it.
-    let mut shown = snapshot(&run).render();
     let mut last_publish = Instant::now();
     let mut final_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(100));

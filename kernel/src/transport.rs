@@ -71,34 +71,6 @@ impl Outbox {
         let _ = self.stdin.send(InputAsk { request, answer });
         rx
     }
-
-    /// An outbox whose messages go to the returned receivers (for tests): iopub, shell, control.
-    pub fn detached() -> (Outbox, Detached) {
-        let (iopub, iopub_rx) = mpsc::unbounded_channel();
-        let (shell, shell_rx) = mpsc::unbounded_channel();
-        let (control, control_rx) = mpsc::unbounded_channel();
-        let (stdin, _) = mpsc::unbounded_channel();
-        (
-            Outbox {
-                iopub,
-                shell,
-                control,
-                stdin,
-            },
-            Detached {
-                iopub: iopub_rx,
-                shell: shell_rx,
-                control: control_rx,
-            },
-        )
-    }
-}
-
-/// The receiving ends of [`Outbox::detached`].
-pub struct Detached {
-    pub iopub: mpsc::UnboundedReceiver<JupyterMessage>,
-    pub shell: mpsc::UnboundedReceiver<JupyterMessage>,
-    pub control: mpsc::UnboundedReceiver<JupyterMessage>,
 }
 
 /// The bound sockets: requests come in on `incoming`, everything goes out through `outbox`.

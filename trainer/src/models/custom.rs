@@ -23,11 +23,6 @@ pub fn register(builder: Builder) {
     let _ = BUILDER.set(builder);
 }
 
-/// Whether this executable has a custom model.
-pub fn is_registered() -> bool {
-    BUILDER.get().is_some()
-}
-
 /// Builds the registered model.
 pub fn build(vb: VarBuilder<'static>) -> Result<Box<dyn Forward>> {
     let builder = BUILDER.get().ok_or_else(|| {
