@@ -33,6 +33,16 @@ What it measures, each figure printed beside its target:
    the card's `update_display_data` messages (their mean rate and the most in any 1 s). The run
    is stopped afterwards. The card's cost is the difference of the two.
 
+4. **`%%ddp train`: cell → first training step < 30 s with a warm build cache** (`--parts train`,
+   not in the default parts): a fresh kernel runs `%%ddp train examples/custom-model/custom.toml
+   --set train.log_every=1` cells whose body is the custom model of examples/custom-model (its
+   hidden width changed each time, so the cell's crate really recompiles). The figure is the time
+   from sending `execute_request` to the first `train` record in the run's `metrics/rank-0.jsonl`
+   (written after the first optimizer step), with the build's own seconds ("built in X s") apart.
+   First with an empty build cache (`DDP_BUILD_CACHE` in the scratch folder: candle and
+   ddp-trainer are compiled; recorded, no target; `--no-cold` skips it), then `--train-cells`
+   cells (default 3) with the cache warm: median and max. Each run is stopped once it trains.
+
 Everything runs in a scratch folder (kernelspec, Jupyter's data/runtime/config folders, TMPDIR,
 the workspace), removed at the end (`--keep` keeps it). Every wait has a time limit, and the
 whole bench is stopped after `--timeout-s` (default 1800 s); kernels are shut down, runs still
@@ -533,6 +543,99 @@ def bench_card(args: argparse.Namespace, root: Path, cwd: Path, ws: Path) -> dic
     }
 
 
+CUSTOM_MODEL = """use candle_core::{{Result, Tensor}};
+use candle_nn::{{Conv2d, Conv2dConfig, Linear, Module, VarBuilder}};
+
+pub struct Net {{ conv: Conv2d, fc1: Linear, fc2: Linear }}
+
+pub fn model(vb: VarBuilder) -> Result<Net> {{
+    let cfg = Conv2dConfig {{ stride: 2, ..Default::default() }};
+    Ok(Net {{
+        conv: candle_nn::conv2d(1, 8, 5, cfg, vb.pp("conv"))?,
+        fc1: candle_nn::linear(8 * 12 * 12, {hidden}, vb.pp("fc1"))?,
+        fc2: candle_nn::linear({hidden}, 10, vb.pp("fc2"))?,
+    }})
+}}
+
+impl Module for Net {{
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {{
+        x.apply(&self.conv)?.gelu()?.flatten_from(1)?.apply(&self.fc1)?.gelu()?.apply(&self.fc2)
+    }}
+}}
+"""
+
+
+def first_train_record(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "metrics" / "rank-0.jsonl"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # being written
+        if rec.get("kind") == "train":
+            return rec
+    return None
+
+
+def train_cell(k: Kernel, ws: Path, name: str, hidden: int, timeout: float) -> dict[str, float]:
+    """One `%%ddp train` cell: seconds to the first training step, and the build's seconds."""
+    import re
+
+    spec = REPO / "examples" / "custom-model" / "custom.toml"
+    code = f"%%ddp train {spec} --set train.log_every=1 --name {name}\n" + CUSTOM_MODEL.format(hidden=hidden)
+    sent = time.time()
+    outputs, replied = k.execute_ok(code, timeout)
+    text = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
+    built = re.search(r"built in (\d+(?:\.\d+)?) s", text)
+    if not built:
+        raise RuntimeError(f"no 'built in X s' in the cell's output:\n{text[-2000:]}")
+    run_dir, run_id = next((d, r["id"]) for d, r in run_records(ws) if r.get("name") == name)
+    deadline = time.monotonic() + timeout
+    while (rec := first_train_record(run_dir)) is None:
+        if time.monotonic() > deadline:
+            raise BenchTimeout(f"run {run_id} wrote no train record within {timeout:.0f} s")
+        time.sleep(0.02)
+    k.execute_ok(f"%ddp stop {run_id}", 120)
+    wait_status(ws, run_id, TERMINAL, 120)
+    return {"first_step_s": rec["time"] - sent, "build_s": float(built.group(1)), "reply_s": replied}
+
+
+def bench_train(args: argparse.Namespace, root: Path, cwd: Path, ws: Path) -> dict[str, Any]:
+    os.environ["DDP_BUILD_CACHE"] = str(root / "cell-build-cache")
+    k = Kernel(cwd)
+    out: dict[str, Any] = {}
+    try:
+        if args.cold:
+            log("cold build cache: the first cell compiles candle and ddp-trainer (minutes)")
+            out["cold"] = train_cell(k, ws, "bench-cold", 64, args.run_timeout_s)
+            log(f"cold: first step after {out['cold']['first_step_s']:.1f} s (build {out['cold']['build_s']:.1f} s)")
+        else:
+            log("warming the build cache (not measured)")
+            train_cell(k, ws, "bench-warmup", 64, args.run_timeout_s)
+        warm = []
+        for i in range(args.train_cells):
+            w = train_cell(k, ws, f"bench-warm-{i}", 65 + i, 600)
+            log(f"warm {i + 1}/{args.train_cells}: first step after {w['first_step_s']:.2f} s (build {w['build_s']:.1f} s)")
+            warm.append(w)
+        firsts = [w["first_step_s"] for w in warm]
+        builds = [w["build_s"] for w in warm]
+        out.update(
+            {
+                "n": len(warm),
+                "warm_median": statistics.median(firsts),
+                "warm_max": max(firsts),
+                "warm_build_median": statistics.median(builds),
+            }
+        )
+    finally:
+        k.close()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -549,7 +652,9 @@ def pick_kernel(explicit: str | None) -> tuple[Path, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", help="the ddp-kernel executable (default: target/release, else target/debug)")
-    ap.add_argument("--parts", default="start,ls,card", help="which measurements: start,ls,card")
+    ap.add_argument("--parts", default="start,ls,card", help="which measurements: start,ls,card,train")
+    ap.add_argument("--train-cells", type=int, default=3, help="%%%%ddp train cells measured with a warm cache")
+    ap.add_argument("--no-cold", dest="cold", action="store_false", help="skip the cold-cache %%%%ddp train cell")
     ap.add_argument("--starts", type=int, default=10, help="kernels started for the start-up time")
     ap.add_argument("--runs", type=int, default=100, help="runs in the workspace of %%ddp ls")
     ap.add_argument("--repeat", type=int, default=200, help="measured %%ddp ls round trips")
@@ -563,7 +668,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"start", "ls", "card"}
+    unknown = parts - {"start", "ls", "card", "train"}
     if unknown:
         ap.error(f"unknown parts {sorted(unknown)}")
 
@@ -612,6 +717,8 @@ def main() -> int:
             results["ls"] = bench_ls(args, root, cwd, ws)
         if "card" in parts:
             results["card"] = bench_card(args, root, cwd, ws)
+        if "train" in parts:
+            results["train"] = bench_train(args, root, cwd, ws)
     except (BenchTimeout, RuntimeError, OSError, subprocess.SubprocessError) as e:
         log(f"error: {type(e).__name__}: {e}")
         code = 2
@@ -685,6 +792,26 @@ def report(results: dict[str, Any], exe: Path, which: str) -> bool:
                 "≤ 2 /s",
                 f"{s['updates']} in {s['window_s']:.0f} s = {s['rate']:.2f} /s (most in 1 s: {s['max_per_s']})",
                 s["max_per_s"] <= 2,
+            )
+        )
+    if "train" in results:
+        s = results["train"]
+        if "cold" in s:
+            c = s["cold"]
+            rows.append(
+                (
+                    "`%%ddp train` cell → first step, cold build cache",
+                    "(recorded)",
+                    f"{c['first_step_s']:.1f} s (build {c['build_s']:.1f} s)",
+                    True,
+                )
+            )
+        rows.append(
+            (
+                f"`%%ddp train` cell → first step, warm cache ({s['n']} cells)",
+                "< 30 s",
+                f"median {s['warm_median']:.2f} s, max {s['warm_max']:.2f} s (build median {s['warm_build_median']:.2f} s)",
+                s["warm_max"] < 30,
             )
         )
     print()

@@ -17,6 +17,8 @@ pub enum Segment {
         name: String,
         args: String,
         body: String,
+        /// The cell's line number (1-based) of the body's first line, for messages about it.
+        body_line: usize,
     },
     /// Rust code (and evcxr commands).
     Rust(String),
@@ -28,10 +30,12 @@ pub fn segments(code: &str) -> Vec<Segment> {
     if let Some(rest) = trimmed.strip_prefix("%%") {
         let (first, body) = rest.split_once('\n').unwrap_or((rest, ""));
         let (name, args) = split_name(first);
+        let magic_line = code[..code.len() - trimmed.len()].matches('\n').count() + 1;
         return vec![Segment::CellMagic {
             name,
             args,
             body: body.to_string(),
+            body_line: magic_line + 1,
         }];
     }
     let mut out = Vec::new();
@@ -286,7 +290,8 @@ mod tests {
             vec![Segment::CellMagic {
                 name: "ddp".into(),
                 args: "run --wait".into(),
-                body: "name = \"x\"\n%ddp ls\n".into()
+                body: "name = \"x\"\n%ddp ls\n".into(),
+                body_line: 3,
             }]
         );
     }

@@ -31,6 +31,16 @@ pub enum Error {
     /// A wait was interrupted (`interrupt_request`).
     #[error("{0}")]
     Interrupted(String),
+    /// A `%%ddp train` cell did not compile: rustc's diagnostics, with the cell's line numbers.
+    #[error("{summary}")]
+    Compile {
+        summary: String,
+        diagnostics: Vec<String>,
+    },
+    /// Building a `%%ddp train` cell failed for another reason than its code (cargo could not
+    /// start, resolve or finish, or the build was interrupted or took too long).
+    #[error("{0}")]
+    Build(String),
 }
 
 impl Error {
@@ -48,7 +58,26 @@ impl Error {
             Error::Workspace(_) => "DdpError",
             Error::Interrupted(_) => "Interrupted",
             Error::Rust(_) => "RustContextError",
+            Error::Compile { .. } => "CompileError",
+            Error::Build(_) => "BuildError",
             _ => "KernelError",
+        }
+    }
+
+    /// The `traceback` of the `error` reply, when it is more than the message's lines.
+    pub fn traceback(&self) -> Option<Vec<String>> {
+        match self {
+            Error::Compile {
+                summary,
+                diagnostics,
+            } => Some(
+                diagnostics
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(summary.clone()))
+                    .collect(),
+            ),
+            _ => None,
         }
     }
 }

@@ -151,9 +151,14 @@ fn run_cell(
                 check_magic(&name, false)?;
                 magics::exec::line(&args, shared, out).map_err(to_reply)?;
             }
-            Segment::CellMagic { name, args, body } => {
+            Segment::CellMagic {
+                name,
+                args,
+                body,
+                body_line,
+            } => {
                 check_magic(&name, true)?;
-                magics::exec::cell(&args, &body, shared, out).map_err(to_reply)?;
+                magics::exec::cell(&args, &body, body_line, shared, out).map_err(to_reply)?;
             }
             Segment::Rust(code) => {
                 match rust.execute(&code, out, &shared.interrupt, request.allow_stdin) {
@@ -174,14 +179,14 @@ fn check_magic(name: &str, cell: bool) -> Result<(), ReplyError> {
     Err(reply_error(
         "UsageError",
         &format!(
-            "unknown magic `{sigil}{name}`: this kernel's magics are `%ddp` and `%%ddp run` (`%ddp help` lists them)"
+            "unknown magic `{sigil}{name}`: this kernel's magics are `%ddp`, `%%ddp run` and `%%ddp train` (`%ddp help` lists them)"
         ),
         None,
     ))
 }
 
 fn to_reply(e: crate::Error) -> ReplyError {
-    reply_error(e.ename(), &e.to_string(), None)
+    reply_error(e.ename(), &e.to_string(), e.traceback())
 }
 
 fn internal(panic: &Box<dyn std::any::Any + Send>) -> ReplyError {

@@ -13,6 +13,7 @@
 //! - `cell`: a cell split into line magics, a cell magic and Rust; `is_complete`.
 //! - `magics`: the `%ddp` command line (clap), what each subcommand does (`exec`), completion.
 //! - `rust`: the evcxr context, output forwarding, errors as replies.
+//! - `train`: `%%ddp train` cells: the cell as a crate, built with cargo, started as a run.
 //! - `cards`: live run cards (one task per card, owned by `Cards`, ended at shutdown).
 //! - `render`: rich outputs (HTML + faithful text, SVG/PNG plots, JSON) for magics and cards.
 //! - `output`: the outputs of one request (`stream`, `display_data`, `execute_result`, ...).
@@ -34,6 +35,7 @@ pub mod protocol;
 pub mod render;
 pub mod rust;
 pub mod server;
+pub mod train;
 pub mod transport;
 
 pub use error::{Error, Result};

@@ -403,6 +403,7 @@ fn start(root: &Path, req: NewRunRequest) -> Outcome {
         command,
         spec_text: None,
         trainer: req.trainer,
+        code: None,
     };
     match actions::start_run(root, &new) {
         Ok(started) => {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::run::{Run, RunStatus};
 use crate::supervisor::spawn_supervisor;
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
-use crate::workspace::Workspace;
+use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
 
 /// A request for a new run (what `ddp run` takes).
@@ -32,6 +32,11 @@ pub struct NewRun {
     /// The executable the replicas run instead of the built-in trainer (`--trainer PATH`: a
     /// program made with `ddp_trainer::main_with`); checked before anything is created.
     pub trainer: Option<PathBuf>,
+    /// A folder moved into the new run as `code/` (the crate a notebook cell was built from,
+    /// with its build); a `trainer` inside it is recorded at its new place. Before the trainer
+    /// is built, a request with `code` and no `trainer` passes [`check_new_run`] for a custom
+    /// model; [`start_run`] needs both.
+    pub code: Option<PathBuf>,
     /// `KEY=VALUE` spec overrides (`--set`), applied in order.
     pub overrides: Vec<String>,
     /// The number of replicas (`ddp.replicas`), applied after `overrides`.
@@ -136,11 +141,27 @@ pub fn check_new_run(req: &NewRun) -> Result<SpecSummary> {
 pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
     let spec = load_new_spec(req)?;
     let trainer = req.trainer.as_deref().map(check_trainer).transpose()?;
+    let code = match (&req.code, &trainer) {
+        (Some(code), Some(_)) => Some(std::fs::canonicalize(code).map_err(|e| Error::io(code, e))?),
+        (Some(code), None) => {
+            return Err(Error::Invalid(format!(
+                "{}: a run with its own code needs the trainer built from it",
+                code.display()
+            )));
+        }
+        (None, _) => None,
+    };
     let ws = Workspace::open_or_create(root)?;
-    let mut run = ws.create_run(&spec, req.command.clone(), req.name.clone(), None)?;
-    if trainer.is_some() {
-        run.update(|r| r.trainer = trainer.clone())?;
-    }
+    let run = ws.create_run_with(
+        &spec,
+        RunOrigin {
+            command: req.command.clone(),
+            name: req.name.clone(),
+            sweep: None,
+            trainer,
+            code,
+        },
+    )?;
     launch(run, &spec, false)
 }
 
@@ -214,7 +235,10 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
         Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
         None => Spec::load(&req.spec, &req.all_overrides())?,
     };
-    if spec.model.name == ddp_trainer::spec::ModelName::Custom && req.trainer.is_none() {
+    if spec.model.name == ddp_trainer::spec::ModelName::Custom
+        && req.trainer.is_none()
+        && req.code.is_none()
+    {
         return Err(Error::Invalid(format!(
             "{}: model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)",
             req.spec.display()
@@ -330,13 +354,11 @@ pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
         req.name.clone(),
         req.max_parallel,
         req.command.clone(),
+        trainer,
     )?;
     let mut supervisors = Vec::new();
     let mut not_started = Vec::new();
     for run in runs.iter_mut() {
-        if trainer.is_some() {
-            run.update(|r| r.trainer = trainer.clone())?;
-        }
         match spawn_supervisor_or_fail(run, false) {
             Ok(c) => supervisors.push(c),
             Err(e @ Error::Supervisor(_)) => not_started.push((run.record.id.clone(), e)),

@@ -181,6 +181,8 @@ pub enum SupervisorEvent {
 pub const RUN_JSON: &str = "run.json";
 pub const EVENTS: &str = "events.jsonl";
 pub const SPEC: &str = "spec.toml";
+/// The source and build of a notebook cell's model (`%%ddp train`), when the run has one.
+pub const CODE: &str = "code";
 /// Free-form user notes (Markdown), editable any time with any editor.
 pub const NOTES: &str = "notes.md";
 /// User tags, one per line, editable any time.

@@ -12,6 +12,21 @@ use crate::{Error, Result};
 pub const MARKER: &str = ".ddp-workspace";
 const MARKER_CONTENT: &str = "{\"format\": \"ddp-workspace/1\"}\n";
 
+/// Where a new run comes from, recorded in its `run.json` ([`Workspace::create_run_with`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOrigin {
+    /// The command line that asked for the run.
+    pub command: Vec<String>,
+    pub name: Option<String>,
+    /// The sweep the run belongs to.
+    pub sweep: Option<String>,
+    /// The executable the replicas run instead of the built-in trainer (absolute).
+    pub trainer: Option<PathBuf>,
+    /// A folder moved into the run as `code/` (a notebook cell's crate and its build); a
+    /// `trainer` inside it is recorded at its new place.
+    pub code: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
@@ -84,7 +99,8 @@ impl Workspace {
         self.root.join("locks")
     }
 
-    /// Creates the folder and first record of a new run (status queued), freezing the resolved spec.
+    /// Creates the folder and first record of a new run (status queued), freezing the resolved
+    /// spec: [`Workspace::create_run_with`] with only a command, a name and a sweep.
     pub fn create_run(
         &self,
         spec: &Spec,
@@ -92,6 +108,22 @@ impl Workspace {
         name: Option<String>,
         sweep: Option<String>,
     ) -> Result<Run> {
+        self.create_run_with(
+            spec,
+            RunOrigin {
+                command,
+                name,
+                sweep,
+                ..RunOrigin::default()
+            },
+        )
+    }
+
+    /// Creates the folder and first record of a new run (status queued), freezing the resolved
+    /// spec. `run.json` is written last, in one atomic write, so a run is either fully recorded
+    /// or not listed at all; if anything fails before, the folder is removed (and `origin.code`,
+    /// if it was already moved in, is moved back).
+    pub fn create_run_with(&self, spec: &Spec, origin: RunOrigin) -> Result<Run> {
         let experiment = sanitize(&spec.name);
         let id = new_run_id();
         let dir = self
@@ -99,38 +131,65 @@ impl Workspace {
             .join(&experiment)
             .join("runs")
             .join(&id);
-        std::fs::create_dir_all(dir.join("logs")).map_err(|e| Error::io(&dir, e))?;
-        crate::fsutil::write_atomic(&dir.join(crate::run::SPEC), spec.to_toml().as_bytes())?;
-        // The user's annotations, empty until edited (any time, with any editor, or `ddp tag`).
-        for file in [crate::run::NOTES, crate::run::TAGS] {
-            crate::fsutil::write_atomic(&dir.join(file), b"")?;
+        let mut moved_code = None;
+        let made = (|| {
+            std::fs::create_dir_all(dir.join("logs")).map_err(|e| Error::io(&dir, e))?;
+            crate::fsutil::write_atomic(&dir.join(crate::run::SPEC), spec.to_toml().as_bytes())?;
+            // The user's annotations, empty until edited (any time, with any editor, or `ddp tag`).
+            for file in [crate::run::NOTES, crate::run::TAGS] {
+                crate::fsutil::write_atomic(&dir.join(file), b"")?;
+            }
+            let mut trainer = origin.trainer.clone();
+            if let Some(code) = &origin.code {
+                let to = dir.join(crate::run::CODE);
+                std::fs::rename(code, &to).map_err(|e| {
+                    Error::io(
+                        code,
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("moving it into the run as {}: {e}", to.display()),
+                        ),
+                    )
+                })?;
+                moved_code = Some((code.clone(), to.clone()));
+                if let Some(inside) = trainer.as_ref().and_then(|t| t.strip_prefix(code).ok()) {
+                    trainer = Some(to.join(inside));
+                }
+            }
+            let run = Run {
+                dir: dir.clone(),
+                record: RunRecord {
+                    id: id.clone(),
+                    experiment: experiment.clone(),
+                    name: origin.name.clone(),
+                    sweep: origin.sweep.clone(),
+                    status: RunStatus::Queued,
+                    spec_hash: spec.hash(),
+                    command: origin.command.clone(),
+                    host: ddp_trainer::env::hostname(),
+                    replicas: spec.ddp.replicas,
+                    devices: String::new(),
+                    supervisor: None,
+                    replica_pids: Default::default(),
+                    created: now(),
+                    started: None,
+                    ended: None,
+                    exit_codes: Default::default(),
+                    restarts: 0,
+                    trainer,
+                    error: None,
+                },
+            };
+            run.save()?;
+            Ok(run)
+        })();
+        if made.is_err() {
+            if let Some((from, to)) = moved_code {
+                let _ = std::fs::rename(to, from);
+            }
+            let _ = std::fs::remove_dir_all(&dir);
         }
-        let run = Run {
-            dir,
-            record: RunRecord {
-                id,
-                experiment,
-                name,
-                sweep,
-                status: RunStatus::Queued,
-                spec_hash: spec.hash(),
-                command,
-                host: ddp_trainer::env::hostname(),
-                replicas: spec.ddp.replicas,
-                devices: String::new(),
-                supervisor: None,
-                replica_pids: Default::default(),
-                created: now(),
-                started: None,
-                ended: None,
-                exit_codes: Default::default(),
-                restarts: 0,
-                trainer: None,
-                error: None,
-            },
-        };
-        run.save()?;
-        Ok(run)
+        made
     }
 
     /// Every run folder, newest first; unreadable ones are returned separately (never fatal).
@@ -329,6 +388,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not exist yet"), "{e}");
+    }
+
+    #[test]
+    fn a_runs_code_is_moved_in_and_its_trainer_recorded_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open_or_create(&dir.path().join("ws")).unwrap();
+        let staged = ws.root.join(".build/cells/abc");
+        std::fs::create_dir_all(staged.join("target/release")).unwrap();
+        std::fs::write(staged.join("target/release/ddp-cell"), "#!/bin/sh\n").unwrap();
+        let run = ws
+            .create_run_with(
+                &spec(),
+                RunOrigin {
+                    trainer: Some(staged.join("target/release/ddp-cell")),
+                    code: Some(staged.clone()),
+                    ..RunOrigin::default()
+                },
+            )
+            .unwrap();
+        let code = run.dir.join(crate::run::CODE);
+        assert!(!staged.exists());
+        assert!(code.join("target/release/ddp-cell").is_file());
+        let saved = Run::load(&run.dir).unwrap();
+        assert_eq!(
+            saved.record.trainer,
+            Some(code.join("target/release/ddp-cell"))
+        );
+
+        // Code that cannot be moved: an error naming it, and no run folder left behind.
+        let missing = ws.root.join(".build/cells/gone");
+        let e = ws
+            .create_run_with(
+                &spec(),
+                RunOrigin {
+                    code: Some(missing.clone()),
+                    ..RunOrigin::default()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&*missing.to_string_lossy()), "{e}");
+        assert_eq!(ws.runs().unwrap().0.len(), 1);
+        assert!(ws.runs().unwrap().1.is_empty());
     }
 
     #[test]

@@ -400,7 +400,7 @@ fn bad_inputs_are_refused_and_create_nothing() {
     )
     .unwrap();
     let (sweep_record, created) =
-        ddp_workspaces::sweep::create(&w, &plan, None, None, vec![]).unwrap();
+        ddp_workspaces::sweep::create(&w, &plan, None, None, vec![], None).unwrap();
     let lone = w
         .create_run(&Spec::load(&spec, &[]).unwrap(), vec![], None, None)
         .unwrap();

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ddp_workspaces::Workspace;
 
-use super::{MAGIC, options, subcommands};
+use super::{MAGIC, cell_options, cell_subcommands, options, subcommands};
 
 /// Matches for the word before `cursor` (a char index into `line`, the cell's line the cursor is
 /// on) and the char range they replace; `None` when the line is not a magic.
@@ -44,7 +44,7 @@ pub fn complete(
             .collect(),
         [magic] if magic.trim_start_matches('%') == MAGIC => {
             if magic.starts_with("%%") {
-                prefixed(vec!["run".to_string()])
+                prefixed(cell_subcommands())
             } else {
                 prefixed(subcommands())
             }
@@ -52,15 +52,24 @@ pub fn complete(
         [magic, sub, rest @ ..] if magic.trim_start_matches('%') == MAGIC => {
             let sub = *sub;
             let previous = rest.last().copied();
+            let cell = magic.starts_with("%%");
             if word.starts_with('-') {
-                prefixed(options(sub))
+                prefixed(if cell {
+                    cell_options(sub)
+                } else {
+                    options(sub)
+                })
             } else if previous == Some("--x") {
                 prefixed(vec!["step".into(), "epoch".into(), "time".into()])
-            } else if previous.is_some_and(|p| p.starts_with("--") && !is_flag(p))
-                || magic.starts_with("%%")
-            {
-                // An option's value, or the body-less `%%ddp run` line: nothing to offer.
+            } else if previous.is_some_and(|p| p.starts_with("--") && !is_flag(p)) {
+                // An option's value: nothing to offer.
                 Vec::new()
+            } else if cell {
+                // `%%ddp train SPEC`; `%%ddp run` takes no positional word.
+                match sub {
+                    "train" if rest.is_empty() => spec_paths(word, notebook_dir),
+                    _ => Vec::new(),
+                }
             } else {
                 match sub {
                     "run" if rest.is_empty() => spec_paths(word, notebook_dir),
@@ -173,6 +182,12 @@ mod tests {
             vec!["epoch".to_string()]
         );
         assert_eq!(c("%%ddp r", d.path()).0, vec!["run".to_string()]);
+        assert_eq!(c("%%ddp t", d.path()).0, vec!["train".to_string()]);
+        assert_eq!(
+            c("%%ddp train x.toml --fe", d.path()).0,
+            vec!["--features".to_string()]
+        );
+        assert!(c("%%ddp run --set ", d.path()).0.is_empty());
         assert!(complete("let x = 1", 9, d.path(), d.path()).is_none());
     }
 

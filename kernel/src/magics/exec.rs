@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::kernel::Shared;
 use crate::output::Out;
 use crate::render::{self, Output};
+use crate::train::{self, TrainCell};
 
 /// How long `%ddp stop` waits for the run to stop.
 const STOP_LIMIT: Duration = Duration::from_secs(120);
@@ -47,6 +48,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
                 command,
                 spec_text: None,
                 trainer: None,
+                code: None,
             };
             start(&root, &req, wait, shared, out)
         }
@@ -185,28 +187,58 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
     }
 }
 
-/// Runs a `%%ddp ARGS` cell whose body is `body`.
-pub fn cell(args: &str, body: &str, shared: &Shared, out: &Out) -> Result<()> {
+/// Runs a `%%ddp ARGS` cell whose body is `body` (starting on the cell's line `body_line`).
+pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out) -> Result<()> {
     let magic = parse_cell(args)?;
-    let CellCommand::Run {
-        overrides,
-        replicas,
-        name,
-        wait,
-    } = magic.command;
     let mut command = vec!["%%ddp".to_string()];
     command.extend(super::words(args)?);
-    let req = NewRun {
-        // Named in messages; relative data paths resolve against the notebook's folder.
-        spec: shared.notebook_dir().join("<cell>.toml"),
-        spec_text: Some(body.to_string()),
-        overrides,
-        replicas,
-        name,
-        command,
-        trainer: None,
-    };
-    start(&shared.workspace(), &req, wait, shared, out)
+    match magic.command {
+        CellCommand::Run {
+            overrides,
+            replicas,
+            name,
+            wait,
+        } => {
+            let req = NewRun {
+                // Named in messages; relative data paths resolve against the notebook's folder.
+                spec: shared.notebook_dir().join("<cell>.toml"),
+                spec_text: Some(body.to_string()),
+                overrides,
+                replicas,
+                name,
+                command,
+                trainer: None,
+                code: None,
+            };
+            start(&shared.workspace(), &req, wait, shared, out)
+        }
+        CellCommand::Train {
+            spec,
+            overrides,
+            replicas,
+            name,
+            features,
+            wait,
+        } => {
+            let root = shared.workspace();
+            let cell = TrainCell {
+                magic_line: &format!("%%ddp {args}"),
+                body,
+                body_line,
+                run: NewRun {
+                    spec: shared.notebook_path(&spec),
+                    overrides,
+                    replicas,
+                    name,
+                    command,
+                    ..NewRun::default()
+                },
+                features,
+            };
+            let run = train::build_and_start(cell, &root, shared, out)?.reap_in_background();
+            card(&run, wait, shared, out)
+        }
+    }
 }
 
 fn open(root: &Path) -> Result<Workspace> {

@@ -126,11 +126,11 @@ pub enum Command {
 }
 
 /// `%%ddp run [--set KEY=VALUE]... [--replicas N] [--name NAME] [--wait]`: the cell body is the
-/// spec (TOML).
+/// spec (TOML). `%%ddp train SPEC [...]`: the cell body is a model (Rust), built and trained.
 #[derive(Parser, Debug)]
 #[command(
     name = "%%ddp",
-    about = "A cell whose body is a run's spec (TOML)",
+    about = "A cell whose body is a run's spec (TOML), or a model (Rust) to train",
     disable_help_subcommand = true,
     disable_version_flag = true
 )]
@@ -150,6 +150,27 @@ pub enum CellCommand {
         replicas: Option<usize>,
         #[arg(long)]
         name: Option<String>,
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Build the cell's body (Rust: `use` lines, types and `pub fn model(vb: VarBuilder) ->
+    /// Result<impl Module>`) into a trainer with cargo, then start a run of SPEC with it
+    /// (`model.name = "custom"`); the crate and its build are kept in the run folder (`code/`).
+    Train {
+        spec: PathBuf,
+        /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Number of replicas (ddp.replicas).
+        #[arg(long)]
+        replicas: Option<usize>,
+        /// A name for the run (shown by ls/show).
+        #[arg(long)]
+        name: Option<String>,
+        /// Features of ddp-trainer to build with (e.g. `cuda`), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        features: Vec<String>,
+        /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
         #[arg(long)]
         wait: bool,
     },
@@ -185,8 +206,11 @@ pub fn help(subcommand: Option<&str>) -> Option<String> {
         None => {
             let mut text = cmd.render_long_help().to_string();
             text.push_str(
-                "\nCell magic:\n  %%ddp run [--set KEY=VALUE]... [--name NAME] [--wait]\n      \
-                 the rest of the cell is the spec (TOML)\n\nRUN is any address `ddp` accepts: a run id, a unique prefix, \
+                "\nCell magics:\n  %%ddp run [--set KEY=VALUE]... [--name NAME] [--wait]\n      \
+                 the rest of the cell is the spec (TOML)\n  \
+                 %%ddp train SPEC [--set KEY=VALUE]... [--name NAME] [--features F] [--wait]\n      \
+                 the rest of the cell is Rust defining `pub fn model(vb: VarBuilder) -> Result<impl Module>`:\n      \
+                 built with cargo (release) and trained on SPEC (docs/custom-models.md)\n\nRUN is any address `ddp` accepts: a run id, a unique prefix, \
                  `latest`, `EXPERIMENT@latest`.\n",
             );
             Some(text)
@@ -201,16 +225,32 @@ pub fn help(subcommand: Option<&str>) -> Option<String> {
 
 /// The names of the subcommands, in declaration order.
 pub fn subcommands() -> Vec<String> {
-    LineMagic::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_string())
-        .collect()
+    names(LineMagic::command())
+}
+
+/// The subcommands of the cell magic (`%%ddp run`, `%%ddp train`).
+pub fn cell_subcommands() -> Vec<String> {
+    names(CellMagic::command())
 }
 
 /// The long options of a subcommand (`--set`, `--wait`, ...).
 pub fn options(subcommand: &str) -> Vec<String> {
-    LineMagic::command()
-        .find_subcommand(subcommand)
+    long_options(LineMagic::command(), subcommand)
+}
+
+/// The long options of a cell magic's subcommand.
+pub fn cell_options(subcommand: &str) -> Vec<String> {
+    long_options(CellMagic::command(), subcommand)
+}
+
+fn names(cmd: clap::Command) -> Vec<String> {
+    cmd.get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+fn long_options(cmd: clap::Command, subcommand: &str) -> Vec<String> {
+    cmd.find_subcommand(subcommand)
         .map(|c| {
             c.get_arguments()
                 .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
@@ -272,9 +312,32 @@ mod tests {
         let m = parse_cell("run --set train.lr=0.1 --wait").unwrap();
         let CellCommand::Run {
             overrides, wait, ..
-        } = m.command;
+        } = m.command
+        else {
+            panic!("{:?}", m.command)
+        };
         assert_eq!(overrides, vec!["train.lr=0.1"]);
         assert!(wait);
-        assert!(parse_cell("train").is_err());
+    }
+
+    #[test]
+    fn train_cell_takes_a_spec_and_features() {
+        let m = parse_cell("train mnist.toml --set train.epochs=1 --features cuda --wait").unwrap();
+        let CellCommand::Train {
+            spec,
+            overrides,
+            features,
+            wait,
+            ..
+        } = m.command
+        else {
+            panic!("{:?}", m.command)
+        };
+        assert_eq!(spec, PathBuf::from("mnist.toml"));
+        assert_eq!(overrides, vec!["train.epochs=1"]);
+        assert_eq!(features, vec!["cuda"]);
+        assert!(wait);
+        let e = parse_cell("train").unwrap_err().to_string();
+        assert!(e.contains("<SPEC>"), "{e}");
     }
 }

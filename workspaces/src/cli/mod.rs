@@ -194,6 +194,7 @@ pub fn main() -> ExitCode {
                 command: std::env::args().collect(),
                 spec_text: None,
                 trainer,
+                code: None,
             },
             detach,
         ),

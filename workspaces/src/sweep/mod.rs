@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::devices::locks::{Holder, LOCKS_DIR, try_flock};
 use crate::run::{Run, RunRecord, now};
-use crate::workspace::{Unreadable, Workspace, nearest, new_run_id};
+use crate::workspace::{RunOrigin, Unreadable, Workspace, nearest, new_run_id};
 use crate::{Error, Result};
 
 /// The folder of a workspace that holds the sweep manifests.
@@ -483,13 +483,14 @@ pub fn members<'a>(ws_root: &Path, runs: &'a [Run], id: &str) -> Vec<&'a Run> {
 
 /// Creates the sweep of `plan`: one queued run per combination (named `NAME/label`, or `label`
 /// without a name) grouped under a new sweep id, and its manifest. If any run cannot be created
-/// the ones already made are removed. Starts nothing: the caller starts each run's supervisor.
+/// the ones already made are removed. Every run records `trainer` (`--trainer`) when given. Starts nothing: the caller starts each run's supervisor.
 pub fn create(
     ws: &Workspace,
     plan: &SweepPlan,
     name: Option<String>,
     max_parallel: Option<usize>,
     command: Vec<String>,
+    trainer: Option<PathBuf>,
 ) -> Result<(SweepRecord, Vec<Run>)> {
     if max_parallel == Some(0) {
         return Err(Error::Invalid(
@@ -503,7 +504,14 @@ pub fn create(
             Some(n) => format!("{n}/{}", p.combination.label),
             None => p.combination.label.clone(),
         };
-        match ws.create_run(&p.spec, command.clone(), Some(run_name), Some(id.clone())) {
+        let origin = RunOrigin {
+            command: command.clone(),
+            name: Some(run_name),
+            sweep: Some(id.clone()),
+            trainer: trainer.clone(),
+            code: None,
+        };
+        match ws.create_run_with(&p.spec, origin) {
             Ok(r) => runs.push(r),
             Err(e) => {
                 for r in &runs {

@@ -130,6 +130,7 @@ fn create_resolve_and_members() {
         Some("seeds".into()),
         Some(2),
         vec!["ddp".into()],
+        None,
     )
     .unwrap();
     assert_eq!(runs.len(), 3);
@@ -153,7 +154,7 @@ fn create_resolve_and_members() {
         .collect();
     let want: Vec<&str> = runs.iter().map(|r| r.record.id.as_str()).collect();
     assert_eq!(ids, want);
-    let e = create(&ws, &plan, None, Some(0), vec![])
+    let e = create(&ws, &plan, None, Some(0), vec![], None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("--max-parallel must be at least 1"), "{e}");
@@ -191,7 +192,7 @@ fn waiting_for_a_slot() {
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let plan = SweepPlan::new(&spec, vec![], vec![axis("train.seed=1,2")]).unwrap();
-    let (_, runs) = create(&ws, &plan, None, Some(1), vec![]).unwrap();
+    let (_, runs) = create(&ws, &plan, None, Some(1), vec![], None).unwrap();
     let first = wait_for_slot(
         &ws.root,
         &runs[0].record,

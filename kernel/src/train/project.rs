@@ -1,0 +1,306 @@
+//! The crate a `%%ddp train` cell becomes (pure: text in, files' text out), and where the ddp
+//! sources it depends on are.
+//!
+//! `src/main.rs` keeps the cell's line numbers: its first lines are comments standing for the
+//! magic line (and any blank lines before it), so rustc's `src/main.rs:LINE` is the cell's
+//! `LINE`. Unless the cell has its own `fn main`, `fn main() { ddp_trainer::main_with(model) }`
+//! follows the body.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The crate's package and binary name.
+pub const PACKAGE: &str = "ddp-cell";
+/// The file rustc names in diagnostics about the cell.
+pub const MAIN_RS: &str = "src/main.rs";
+
+/// A ddp checkout: `trainer/` (the `ddp-trainer` crate), the workspace's `Cargo.toml` (candle's
+/// version) and `Cargo.lock` (the versions every dependency was built and tested with, so an
+/// offline build finds them in cargo's cache).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub root: PathBuf,
+}
+
+/// The environment variable naming the ddp checkout cells build against.
+pub const SOURCE_ENV: &str = "DDP_SOURCE_DIR";
+
+impl Source {
+    /// `$DDP_SOURCE_DIR`, else the checkout this kernel was built from; checked to hold
+    /// `trainer/Cargo.toml`.
+    pub fn locate() -> Result<Source> {
+        let (root, from) = match std::env::var_os(SOURCE_ENV) {
+            Some(dir) => (PathBuf::from(dir), format!("${SOURCE_ENV}")),
+            None => (
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+                "the checkout ddp-kernel was built from".to_string(),
+            ),
+        };
+        let manifest = root.join("trainer").join("Cargo.toml");
+        if !manifest.is_file() {
+            return Err(Error::Build(format!(
+                "{}: not found ({from}); `%%ddp train` builds against the ddp-trainer sources: set {SOURCE_ENV} to a ddp checkout",
+                manifest.display()
+            )));
+        }
+        Ok(Source { root })
+    }
+
+    pub fn trainer_dir(&self) -> PathBuf {
+        self.root.join("trainer")
+    }
+
+    /// The version requirement of `name` in the checkout's `[workspace.dependencies]`.
+    pub fn dependency_version(&self, name: &str) -> Result<String> {
+        let path = self.root.join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        version_in(&text, name).ok_or_else(|| {
+            Error::Build(format!(
+                "{}: no version of `{name}` in [workspace.dependencies]",
+                path.display()
+            ))
+        })
+    }
+
+    /// The checkout's `Cargo.lock`, if it has one.
+    pub fn lock(&self) -> Option<String> {
+        std::fs::read_to_string(self.root.join("Cargo.lock")).ok()
+    }
+}
+
+fn version_in(manifest: &str, name: &str) -> Option<String> {
+    let doc: toml::Table = manifest.parse().ok()?;
+    let dep = doc.get("workspace")?.get("dependencies")?.get(name)?;
+    match dep {
+        toml::Value::String(v) => Some(v.clone()),
+        toml::Value::Table(t) => t.get("version")?.as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// How the cell hands its model to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryPoint {
+    /// `fn model(vb: VarBuilder) -> Result<M>`: the crate's `main` calls `main_with(model)`.
+    Model,
+    /// The cell has its own `fn main` (e.g. `ddp_trainer::main_with_t(model)` for a `ModuleT`).
+    OwnMain,
+}
+
+/// Which entry point the cell's body gives, or what it lacks.
+pub fn entry_point(body: &str) -> Result<EntryPoint> {
+    if defines_fn(body, "main") {
+        Ok(EntryPoint::OwnMain)
+    } else if defines_fn(body, "model") {
+        Ok(EntryPoint::Model)
+    } else {
+        Err(Error::Usage(
+            "the cell defines no model: write `pub fn model(vb: VarBuilder) -> Result<impl Module>` \
+             (candle_core::Result, candle_nn::{Module, VarBuilder}), or your own `fn main` calling \
+             ddp_trainer::main_with / main_with_t (see docs/custom-models.md)"
+                .to_string(),
+        ))
+    }
+}
+
+/// Whether a line of `body` starts (after indentation and `pub`) with `fn NAME(` or `fn NAME<`.
+fn defines_fn(body: &str, name: &str) -> bool {
+    body.lines().any(|l| {
+        let l = l.trim_start();
+        let l = l.strip_prefix("pub ").map(str::trim_start).unwrap_or(l);
+        l.strip_prefix("fn ")
+            .map(str::trim_start)
+            .and_then(|r| r.strip_prefix(name))
+            .is_some_and(|r| r.trim_start().starts_with(['(', '<']))
+    })
+}
+
+/// The text of the crate's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellCrate {
+    pub cargo_toml: String,
+    pub main_rs: String,
+    /// The checkout's `Cargo.lock`, to build with the same versions (and offline).
+    pub cargo_lock: Option<String>,
+}
+
+/// What the crate is made of: the magic line, the body and where it starts in the cell, and the
+/// dependencies' places and versions.
+#[derive(Debug, Clone)]
+pub struct CellInput<'a> {
+    pub magic_line: &'a str,
+    pub body: &'a str,
+    /// The cell's line number of the body's first line.
+    pub body_line: usize,
+    pub trainer_dir: &'a Path,
+    pub candle_version: &'a str,
+    pub cargo_lock: Option<String>,
+}
+
+/// The crate of a cell whose body has `entry` (see [`entry_point`]).
+pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
+    let mut main_rs = String::new();
+    // Lines before the body stand for the magic line and the blank lines above it.
+    for n in 1..input.body_line {
+        if n + 1 == input.body_line {
+            main_rs.push_str(&format!("// {}\n", input.magic_line.trim()));
+        } else {
+            main_rs.push_str("//\n");
+        }
+    }
+    main_rs.push_str(input.body);
+    if !input.body.ends_with('\n') {
+        main_rs.push('\n');
+    }
+    if entry == EntryPoint::Model {
+        main_rs.push_str(
+            "\n// Added by ddp-kernel: this executable is a ddp-trainer whose custom model is `model`.\n\
+             fn main() {\n    ddp_trainer::main_with(model)\n}\n",
+        );
+    }
+    let trainer = toml::Value::String(input.trainer_dir.display().to_string());
+    let candle = toml::Value::String(input.candle_version.to_string());
+    let cargo_toml = format!(
+        "# A `%%ddp train` cell as a crate, written by ddp-kernel. Rebuild it with\n\
+         #   cargo build --release --manifest-path code/Cargo.toml\n\
+         # from the run's folder; the run's trainer is code/target/release/{PACKAGE}.\n\
+         [package]\n\
+         name = \"{PACKAGE}\"\n\
+         version = \"0.1.0\"\n\
+         edition = \"2024\"\n\
+         publish = false\n\
+         \n\
+         [dependencies]\n\
+         ddp-trainer = {{ path = {trainer} }}\n\
+         candle-core = {candle}\n\
+         candle-nn = {candle}\n\
+         \n\
+         [profile.release]\n\
+         debug = \"line-tables-only\"\n\
+         \n\
+         # Its own workspace, wherever the run folder is.\n\
+         [workspace]\n"
+    );
+    CellCrate {
+        cargo_toml,
+        main_rs,
+        cargo_lock: input.cargo_lock.clone(),
+    }
+}
+
+/// Writes the crate into `dir` (`Cargo.toml`, `Cargo.lock`, `src/main.rs`).
+pub fn write(dir: &Path, krate: &CellCrate) -> Result<()> {
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, e))?;
+    let mut files = vec![
+        (dir.join("Cargo.toml"), &krate.cargo_toml),
+        (dir.join(MAIN_RS), &krate.main_rs),
+    ];
+    if let Some(lock) = &krate.cargo_lock {
+        files.push((dir.join("Cargo.lock"), lock));
+    }
+    for (path, text) in files {
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
+
+/// rustc's rendered diagnostic about the crate, naming the cell instead of `src/main.rs` (line
+/// numbers are already the cell's).
+pub fn in_cell_terms(rendered: &str) -> String {
+    rendered.replace(MAIN_RS, "cell")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(body: &'a str, body_line: usize) -> CellInput<'a> {
+        CellInput {
+            magic_line: "%%ddp train mnist.toml --wait",
+            body,
+            body_line,
+            trainer_dir: Path::new("/src/ddp/trainer"),
+            candle_version: "0.11.1",
+            cargo_lock: None,
+        }
+    }
+
+    #[test]
+    fn main_rs_lines_are_the_cells() {
+        let body = "use candle_nn::VarBuilder;\npub fn model(vb: VarBuilder) {}\n";
+        // The magic on line 3 (two blank lines above it): the body starts on line 4.
+        let k = cell_crate(&input(body, 4), EntryPoint::Model);
+        let lines: Vec<&str> = k.main_rs.lines().collect();
+        assert_eq!(lines[2], "// %%ddp train mnist.toml --wait");
+        assert_eq!(lines[3], "use candle_nn::VarBuilder;");
+        assert_eq!(lines[4], "pub fn model(vb: VarBuilder) {}");
+        assert!(
+            k.main_rs
+                .ends_with("fn main() {\n    ddp_trainer::main_with(model)\n}\n")
+        );
+    }
+
+    #[test]
+    fn a_cell_with_its_own_main_gets_no_other() {
+        let body = "fn model() {}\nfn main() { ddp_trainer::main_with_t(model) }";
+        assert_eq!(entry_point(body).unwrap(), EntryPoint::OwnMain);
+        let k = cell_crate(&input(body, 2), EntryPoint::OwnMain);
+        assert_eq!(k.main_rs.matches("fn main").count(), 1);
+        assert!(k.main_rs.ends_with("main_with_t(model) }\n"));
+    }
+
+    #[test]
+    fn the_model_function_is_required() {
+        assert_eq!(
+            entry_point("pub fn model<'a>(vb: VarBuilder<'a>)").unwrap(),
+            EntryPoint::Model
+        );
+        assert_eq!(
+            entry_point("  fn model (vb: VarBuilder)").unwrap(),
+            EntryPoint::Model
+        );
+        for body in [
+            "fn models(vb: VarBuilder)",
+            "// fn model(vb)",
+            "let model = 1;",
+        ] {
+            let e = entry_point(body).unwrap_err().to_string();
+            assert!(e.contains("pub fn model(vb: VarBuilder)"), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_manifest_names_the_trainer_sources_and_candle() {
+        let k = cell_crate(&input("fn model() {}", 2), EntryPoint::Model);
+        let doc: toml::Table = k.cargo_toml.parse().unwrap();
+        assert_eq!(doc["package"]["name"].as_str(), Some(PACKAGE));
+        assert_eq!(
+            doc["dependencies"]["ddp-trainer"]["path"].as_str(),
+            Some("/src/ddp/trainer")
+        );
+        assert_eq!(doc["dependencies"]["candle-nn"].as_str(), Some("0.11.1"));
+        assert!(doc.contains_key("workspace"));
+    }
+
+    #[test]
+    fn versions_come_from_workspace_dependencies() {
+        let m = "[workspace.dependencies]\ncandle-core = \"0.11.1\"\nserde = { version = \"1\", features = [\"derive\"] }\n";
+        assert_eq!(version_in(m, "candle-core").as_deref(), Some("0.11.1"));
+        assert_eq!(version_in(m, "serde").as_deref(), Some("1"));
+        assert_eq!(version_in(m, "candle-nn"), None);
+    }
+
+    #[test]
+    fn diagnostics_name_the_cell() {
+        let r = "error[E0425]: cannot find value `x`\n --> src/main.rs:5:9\n  |\n5 |     x\n";
+        assert_eq!(
+            in_cell_terms(r),
+            "error[E0425]: cannot find value `x`\n --> cell:5:9\n  |\n5 |     x\n"
+        );
+    }
+}
