@@ -8,6 +8,8 @@
    same, and `ddp ls --json` and the dashboard say so.
 6. A `%%ddp train` cell defines a model that is not built in; it is built, trained with DDP on
    the embedded sample, and reaches >= 95 % test accuracy.
+7. A run made by a `%%ddp train` cell is resumed by the CLI after the kernel is gone: its
+   replicas run the trainer kept in the run folder (`code/target/release/ddp-cell`).
 
 Environment (set by front_ends.rs): DDP_WORKSPACE, DDP_REPO, DDP_BIN (the `ddp` CLI),
 DDP_TUI_BIN (`ddp-tui`), and the Jupyter folders with the `ddp` kernelspec installed.
@@ -40,6 +42,7 @@ from ddp_kernel_util import (  # noqa: E402
     plain,
     reply_error,
     repo,
+    run_named,
     runs,
     wait_run,
     workspace,
@@ -224,6 +227,44 @@ class FrontEnds(unittest.TestCase):
         accuracy = test_accuracy(shown)
         self.assertGreaterEqual(accuracy, 0.95, f"test accuracy {accuracy:.4f}: {json.dumps(shown)[:2000]}")
         print(f"custom model from a notebook cell: test accuracy {accuracy:.4f}", file=sys.stderr)
+
+    def test_a_cells_run_resumes_after_the_kernel_is_gone(self) -> None:
+        k = self.kernel
+        model = CUSTOM_MODEL.replace("64", "48")
+        k.execute_ok(
+            f"%%ddp train {mnist_spec()} --set train.epochs=30 --set ddp.replicas=2 --name cell-resume\n{model}",
+            timeout=BUILD_TIMEOUT,
+        )
+        run = wait_run("cell-resume", ["running"], WAIT)
+        trainer = Path(run["_dir"]) / "code" / "target" / "release" / "ddp-cell"
+        self.assertEqual(run.get("trainer"), str(trainer))
+        kernel = k.km.provisioner.process
+        os.kill(kernel.pid, signal.SIGKILL)
+        kernel.wait(timeout=30)
+        self.kernel_alive = False
+        k.kc.stop_channels()
+
+        ddp("stop", run["id"], timeout=180)
+        self.assertEqual(wait_run("cell-resume", TERMINAL, 30)["status"], "stopped")
+        self.assertIn(str(trainer), ddp("show", run["id"]).stdout)
+        ddp("resume", run["id"], "--detach")
+        wait_run("cell-resume", ["running"], WAIT)
+        deadline = time.monotonic() + WAIT
+        while True:
+            resumed = run_named("cell-resume")
+            pids = list((resumed.get("replica_pids") or {}).values())
+            exes = set()
+            for pid in pids:
+                try:
+                    exes.add(os.readlink(f"/proc/{pid}/exe"))
+                except OSError:
+                    pass
+            if len(pids) == 2 and len(exes) > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(exes, {str(trainer)}, f"the resumed replicas' executables: {json.dumps(resumed)}")
+        ddp("stop", run["id"], timeout=180)
+        self.assertEqual(wait_run("cell-resume", TERMINAL, 30)["status"], "stopped")
 
 
 def test_accuracy(shown: dict[str, Any]) -> float:
