@@ -30,27 +30,12 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
     let magic = parse_line(args)?;
     let root = shared.workspace();
     match magic.command {
-        Command::Run {
-            spec,
-            overrides,
-            replicas,
-            name,
-            wait,
-        } => {
+        Command::Run { spec, options } => {
             let spec = shared.notebook_path(&spec);
             let mut command = vec!["%ddp".to_string()];
             command.extend(super::words(args)?);
-            let req = NewRun {
-                spec,
-                overrides,
-                replicas,
-                name,
-                command,
-                spec_text: None,
-                trainer: None,
-                code: None,
-            };
-            start(&root, &req, wait, shared, out)
+            let wait = options.wait;
+            start(&root, &options.new_run(spec, command), wait, shared, out)
         }
         Command::Watch { run } => card(&open(&root)?.run(&run)?, false, shared, out),
         Command::Wait { run } => card(&open(&root)?.run(&run)?, true, shared, out),
@@ -193,46 +178,25 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
     let mut command = vec!["%%ddp".to_string()];
     command.extend(super::words(args)?);
     match magic.command {
-        CellCommand::Run {
-            overrides,
-            replicas,
-            name,
-            wait,
-        } => {
-            let req = NewRun {
-                // Named in messages; relative data paths resolve against the notebook's folder.
-                spec: shared.notebook_dir().join("<cell>.toml"),
-                spec_text: Some(body.to_string()),
-                overrides,
-                replicas,
-                name,
-                command,
-                trainer: None,
-                code: None,
-            };
+        CellCommand::Run { options } => {
+            let wait = options.wait;
+            // Named in messages; relative data paths resolve against the notebook's folder.
+            let mut req = options.new_run(shared.notebook_dir().join("<cell>.toml"), command);
+            req.spec_text = Some(body.to_string());
             start(&shared.workspace(), &req, wait, shared, out)
         }
         CellCommand::Train {
             spec,
-            overrides,
-            replicas,
-            name,
+            options,
             features,
-            wait,
         } => {
             let root = shared.workspace();
+            let wait = options.wait;
             let cell = TrainCell {
                 magic_line: &format!("%%ddp {args}"),
                 body,
                 body_line,
-                run: NewRun {
-                    spec: shared.notebook_path(&spec),
-                    overrides,
-                    replicas,
-                    name,
-                    command,
-                    ..NewRun::default()
-                },
+                run: options.new_run(shared.notebook_path(&spec), command),
                 features,
             };
             let run = train::build_and_start(cell, &root, shared, out)?.reap_in_background();

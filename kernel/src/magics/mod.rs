@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use ddp_workspaces::RunStatus;
+use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::plot::XAxis;
 
 use crate::error::{Error, Result};
@@ -36,18 +37,8 @@ pub enum Command {
     /// Start a run of SPEC (as `ddp run --detach`) and show its live run card.
     Run {
         spec: PathBuf,
-        /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        overrides: Vec<String>,
-        /// Number of replicas (ddp.replicas).
-        #[arg(long)]
-        replicas: Option<usize>,
-        /// A name for the run (shown by ls/show).
-        #[arg(long)]
-        name: Option<String>,
-        /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
-        #[arg(long)]
-        wait: bool,
+        #[command(flatten)]
+        options: RunOptions,
     },
     /// Show a live run card for an existing run.
     Watch { run: String },
@@ -144,36 +135,51 @@ pub enum CellCommand {
     /// Start a run whose spec is the cell's body; relative data paths resolve against the
     /// notebook's folder.
     Run {
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        overrides: Vec<String>,
-        #[arg(long)]
-        replicas: Option<usize>,
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long)]
-        wait: bool,
+        #[command(flatten)]
+        options: RunOptions,
     },
     /// Build the cell's body (Rust: `use` lines, types and `pub fn model(vb: VarBuilder) ->
     /// Result<impl Module>`) into a trainer with cargo, then start a run of SPEC with it
     /// (`model.name = "custom"`); the crate and its build are kept in the run folder (`code/`).
     Train {
         spec: PathBuf,
-        /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        overrides: Vec<String>,
-        /// Number of replicas (ddp.replicas).
-        #[arg(long)]
-        replicas: Option<usize>,
-        /// A name for the run (shown by ls/show).
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        options: RunOptions,
         /// Features of ddp-trainer to build with (e.g. `cuda`), comma-separated.
         #[arg(long, value_delimiter = ',')]
         features: Vec<String>,
-        /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
-        #[arg(long)]
-        wait: bool,
     },
+}
+
+/// The options of every magic that starts a run (`%ddp run`, `%%ddp run`, `%%ddp train`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Number of replicas (ddp.replicas).
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// A name for the run (shown by ls/show).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
+    #[arg(long)]
+    pub wait: bool,
+}
+
+impl RunOptions {
+    /// The request for a run of `spec` with these options, recording `command`.
+    pub fn new_run(self, spec: PathBuf, command: Vec<String>) -> NewRun {
+        NewRun {
+            spec,
+            overrides: self.overrides,
+            replicas: self.replicas,
+            name: self.name,
+            command,
+            ..NewRun::default()
+        }
+    }
 }
 
 /// Splits a magic's arguments as a shell would (quotes, escapes).
@@ -269,17 +275,11 @@ mod tests {
         let m =
             parse_line("run examples/mnist.toml --set train.epochs=1 --name 'a b' --wait").unwrap();
         match m.command {
-            Command::Run {
-                spec,
-                overrides,
-                name,
-                wait,
-                ..
-            } => {
+            Command::Run { spec, options } => {
                 assert_eq!(spec, PathBuf::from("examples/mnist.toml"));
-                assert_eq!(overrides, vec!["train.epochs=1"]);
-                assert_eq!(name.as_deref(), Some("a b"));
-                assert!(wait);
+                assert_eq!(options.overrides, vec!["train.epochs=1"]);
+                assert_eq!(options.name.as_deref(), Some("a b"));
+                assert!(options.wait);
             }
             other => panic!("{other:?}"),
         }
@@ -310,14 +310,11 @@ mod tests {
     #[test]
     fn cell_magic_takes_run_options() {
         let m = parse_cell("run --set train.lr=0.1 --wait").unwrap();
-        let CellCommand::Run {
-            overrides, wait, ..
-        } = m.command
-        else {
+        let CellCommand::Run { options } = m.command else {
             panic!("{:?}", m.command)
         };
-        assert_eq!(overrides, vec!["train.lr=0.1"]);
-        assert!(wait);
+        assert_eq!(options.overrides, vec!["train.lr=0.1"]);
+        assert!(options.wait);
     }
 
     #[test]
@@ -325,18 +322,16 @@ mod tests {
         let m = parse_cell("train mnist.toml --set train.epochs=1 --features cuda --wait").unwrap();
         let CellCommand::Train {
             spec,
-            overrides,
+            options,
             features,
-            wait,
-            ..
         } = m.command
         else {
             panic!("{:?}", m.command)
         };
         assert_eq!(spec, PathBuf::from("mnist.toml"));
-        assert_eq!(overrides, vec!["train.epochs=1"]);
+        assert_eq!(options.overrides, vec!["train.epochs=1"]);
         assert_eq!(features, vec!["cuda"]);
-        assert!(wait);
+        assert!(options.wait);
         let e = parse_cell("train").unwrap_err().to_string();
         assert!(e.contains("<SPEC>"), "{e}");
     }

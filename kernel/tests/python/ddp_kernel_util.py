@@ -156,6 +156,15 @@ class Kernel:
         finally:
             self.km.shutdown_kernel(now=False)
 
+    def stop_runs_and_close(self) -> None:
+        """Stops the workspace's runs still going (`%ddp stop`), then shuts the kernel down."""
+        try:
+            for run in runs():
+                if run.get("status") not in TERMINAL:
+                    self.execute(f"%ddp stop {run['id']}", timeout=180)
+        finally:
+            self.close()
+
     def restart(self, startup_timeout: float = 120) -> None:
         self.km.restart_kernel(now=False)
         self.kc.wait_for_ready(timeout=startup_timeout)

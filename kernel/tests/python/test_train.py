@@ -98,12 +98,7 @@ class TrainTests(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls) -> None:
-        try:
-            for run in runs():
-                if run.get("status") not in TERMINAL:
-                    cls.kernel.execute(f"%ddp stop {run['id']}", timeout=180)
-        finally:
-            cls.kernel.close()
+        cls.kernel.stop_runs_and_close()
 
     @property
     def k(self) -> Kernel:
