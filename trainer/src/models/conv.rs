@@ -122,26 +122,46 @@ impl Im2Col {
         ))
     }
 
-    /// Calls `f(col_row, out_pos, input_index)` for every in-bounds (row, position) pair of one
-    /// sample; rows are (c, ky, kx) in PyTorch's weight order.
-    fn for_each(&self, c: usize, h: usize, w: usize, mut f: impl FnMut(usize, usize, usize)) {
+    /// Calls `f(col_row, out_pos, input_index, len)` for every run of in-bounds positions of one
+    /// sample: `len` consecutive output positions from `out_pos` read the inputs `input_index`,
+    /// `input_index + stride`, ... (the bounds are worked out once per run, not per element); rows
+    /// are (c, ky, kx) in PyTorch's weight order.
+    fn for_each_run(
+        &self,
+        c: usize,
+        h: usize,
+        w: usize,
+        mut f: impl FnMut(usize, usize, usize, usize),
+    ) {
         let (oh, ow) = self.out_hw(h, w).expect("checked by the caller");
-        let k = self.k;
+        let (k, s, p) = (self.k, self.stride, self.padding);
+        // For each kx, the output columns whose input column ox·s + kx − p lies in 0..w.
+        let runs: Vec<(usize, usize, usize)> = (0..k)
+            .map(|kx| {
+                let first = p.saturating_sub(kx).div_ceil(s);
+                let end = if w + p > kx {
+                    ((w + p - kx - 1) / s + 1).min(ow)
+                } else {
+                    0
+                };
+                let ix0 = (first * s + kx).saturating_sub(p);
+                (first, end.saturating_sub(first), ix0)
+            })
+            .collect();
+        // The same order as a per-element loop (c, ky, kx, oy, ox), so gradients sum alike.
         for ci in 0..c {
             for ky in 0..k {
-                for kx in 0..k {
+                for (kx, &(first, len, ix0)) in runs.iter().enumerate() {
+                    if len == 0 {
+                        continue;
+                    }
                     let row = (ci * k + ky) * k + kx;
                     for oy in 0..oh {
-                        let iy = (oy * self.stride + ky) as isize - self.padding as isize;
-                        if iy < 0 || iy >= h as isize {
+                        let iy = oy * s + ky;
+                        if iy < p || iy - p >= h {
                             continue;
                         }
-                        for ox in 0..ow {
-                            let ix = (ox * self.stride + kx) as isize - self.padding as isize;
-                            if ix >= 0 && ix < w as isize {
-                                f(row, oy * ow + ox, (ci * h + iy as usize) * w + ix as usize);
-                            }
-                        }
+                        f(row, oy * ow + first, (ci * h + iy - p) * w + ix0, len);
                     }
                 }
             }
@@ -168,9 +188,19 @@ impl candle_core::CustomOp1 for Im2Col {
         let (rows, l) = (c * self.k * self.k, oh * ow);
         let width = n * l;
         let mut out = vec![0f32; (rows + usize::from(self.ones_row)) * width];
+        let step = self.stride;
         for s in 0..n {
             let x = &src[s * c * h * w..(s + 1) * c * h * w];
-            self.for_each(c, h, w, |row, pos, i| out[row * width + s * l + pos] = x[i]);
+            self.for_each_run(c, h, w, |row, pos, i, len| {
+                let dst = &mut out[row * width + s * l + pos..][..len];
+                if step == 1 {
+                    dst.copy_from_slice(&x[i..i + len]);
+                } else {
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        *d = x[i + j * step];
+                    }
+                }
+            });
         }
         if self.ones_row {
             out[rows * width..].fill(1.0);
@@ -193,9 +223,21 @@ impl candle_core::CustomOp1 for Im2Col {
         let width = n * l;
         let g = grad_res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let mut dx = vec![0f32; n * c * h * w];
+        let step = self.stride;
         for s in 0..n {
             let d = &mut dx[s * c * h * w..(s + 1) * c * h * w];
-            self.for_each(c, h, w, |row, pos, i| d[i] += g[row * width + s * l + pos]);
+            self.for_each_run(c, h, w, |row, pos, i, len| {
+                let src = &g[row * width + s * l + pos..][..len];
+                if step == 1 {
+                    for (d, g) in d[i..i + len].iter_mut().zip(src) {
+                        *d += g;
+                    }
+                } else {
+                    for (j, g) in src.iter().enumerate() {
+                        d[i + j * step] += g;
+                    }
+                }
+            });
         }
         Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
     }
@@ -211,7 +253,7 @@ mod tests {
     #[test]
     fn matches_candle_conv2d_forward_and_backward() {
         let dev = Device::Cpu;
-        for (padding, stride) in [(0, 1), (2, 1), (1, 2)] {
+        for (padding, stride) in [(0, 1), (2, 1), (1, 2), (0, 2), (3, 3)] {
             let x =
                 Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap()).unwrap();
             let w =
