@@ -86,27 +86,26 @@ fn run_job(job: Job, shared: &Shared, rust: &mut RustSession) {
             request,
         } => {
             let code = &request.code;
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rust.complete(code, byte_offset(code, request.cursor_pos))
-            }));
-            let content = match answer {
-                Ok(Some((matches, start, end))) => CompleteReply {
-                    matches,
-                    cursor_start: char_offset(code, start),
-                    cursor_end: char_offset(code, end),
-                    ..CompleteReply::default()
+            let content = answer(
+                || match rust.complete(code, byte_offset(code, request.cursor_pos)) {
+                    Some((matches, start, end)) => CompleteReply {
+                        matches,
+                        cursor_start: char_offset(code, start),
+                        cursor_end: char_offset(code, end),
+                        ..CompleteReply::default()
+                    },
+                    None => CompleteReply {
+                        cursor_start: request.cursor_pos,
+                        cursor_end: request.cursor_pos,
+                        ..CompleteReply::default()
+                    },
                 },
-                Ok(None) => CompleteReply {
-                    cursor_start: request.cursor_pos,
-                    cursor_end: request.cursor_pos,
-                    ..CompleteReply::default()
-                },
-                Err(panic) => CompleteReply {
+                |error| CompleteReply {
                     status: ReplyStatus::Error,
-                    error: Some(Box::new(internal(&panic))),
+                    error: Some(Box::new(error)),
                     ..CompleteReply::default()
                 },
-            };
+            );
             outbox.reply(channel, reply(&message, content));
             idle(shared, &message);
         }
@@ -116,26 +115,31 @@ fn run_job(job: Job, shared: &Shared, rust: &mut RustSession) {
             request,
         } => {
             let code = &request.code;
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rust.hover(code, byte_offset(code, request.cursor_pos))
-            }));
-            let content = match answer {
-                Ok(Some((plain, html))) => InspectReply {
-                    found: true,
-                    data: Media::new(vec![MediaType::Plain(plain), MediaType::Html(html)]),
-                    ..InspectReply::default()
+            let content = answer(
+                || match rust.hover(code, byte_offset(code, request.cursor_pos)) {
+                    Some((plain, html)) => InspectReply {
+                        found: true,
+                        data: Media::new(vec![MediaType::Plain(plain), MediaType::Html(html)]),
+                        ..InspectReply::default()
+                    },
+                    None => InspectReply::default(),
                 },
-                Ok(None) => InspectReply::default(),
-                Err(panic) => InspectReply {
+                |error| InspectReply {
                     status: ReplyStatus::Error,
-                    error: Some(Box::new(internal(&panic))),
+                    error: Some(Box::new(error)),
                     ..InspectReply::default()
                 },
-            };
+            );
             outbox.reply(channel, reply(&message, content));
             idle(shared, &message);
         }
     }
+}
+
+/// The reply `work` makes, or the error reply `failed` makes of its panic (logged).
+fn answer<T>(work: impl FnOnce() -> T, failed: impl FnOnce(ReplyError) -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+        .unwrap_or_else(|panic| failed(internal(&panic)))
 }
 
 /// Runs the cell's segments in order, stopping at the first error.

@@ -6,6 +6,7 @@ use common::*;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::time::Duration;
 
 use ddp_workspaces::{RunStatus, Workspace};
@@ -36,20 +37,30 @@ fn own_trainer(dir: &Path) -> PathBuf {
     p
 }
 
-#[test]
-fn the_replicas_run_the_given_trainer_and_the_run_records_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    let trainer = own_trainer(dir.path());
-    let spec = spec(dir.path());
-    let out = ok(run_ddp(
-        &ws,
+/// `ddp run SPEC --trainer TRAINER` on `ws`.
+fn run_with_trainer(ws: &Path, spec: &Path, trainer: &Path, limit: Duration) -> Output {
+    run_ddp(
+        ws,
         &[
             "run",
             spec.to_str().unwrap(),
             "--trainer",
             trainer.to_str().unwrap(),
         ],
+        limit,
+    )
+}
+
+#[test]
+fn the_replicas_run_the_given_trainer_and_the_run_records_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let trainer = own_trainer(dir.path());
+    let spec = spec(dir.path());
+    let out = ok(run_with_trainer(
+        &ws,
+        &spec,
+        &trainer,
         Duration::from_secs(180),
     ));
     assert!(out.contains("completed"), "{out}");
@@ -80,16 +91,7 @@ fn a_missing_or_non_executable_trainer_is_refused_before_anything_is_created() {
     let ws = dir.path().join("ws");
     let spec = spec(dir.path());
     let missing = dir.path().join("nope");
-    let o = run_ddp(
-        &ws,
-        &[
-            "run",
-            spec.to_str().unwrap(),
-            "--trainer",
-            missing.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let o = run_with_trainer(&ws, &spec, &missing, Duration::from_secs(30));
     assert!(!o.status.success());
     assert!(
         text(&o).contains("--trainer") && text(&o).contains("nope"),
@@ -98,16 +100,7 @@ fn a_missing_or_non_executable_trainer_is_refused_before_anything_is_created() {
     );
     let plain = dir.path().join("plain");
     std::fs::write(&plain, "not a program").unwrap();
-    let o = run_ddp(
-        &ws,
-        &[
-            "run",
-            spec.to_str().unwrap(),
-            "--trainer",
-            plain.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let o = run_with_trainer(&ws, &spec, &plain, Duration::from_secs(30));
     assert!(text(&o).contains("not an executable file"), "{}", text(&o));
     assert!(!ws.exists(), "nothing may be created");
 }

@@ -6,6 +6,7 @@
 //! (`CARGO_BUILD_BUILD_DIR`, under the workspace); the binary lands in the crate's own
 //! `target/release/`, so each run keeps its own trainer.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -135,7 +136,7 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
     ];
     let mut errors = Vec::new();
     let mut binary = None;
-    let mut stderr_tail: Vec<String> = Vec::new();
+    let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let outcome = loop {
         if observer.interrupted() {
             stop(&mut child);
@@ -171,9 +172,9 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
                 if !line.starts_with("error: could not compile") {
                     observer.progress(&line);
                 }
-                stderr_tail.push(line);
+                stderr_tail.push_back(line);
                 if stderr_tail.len() > 40 {
-                    stderr_tail.remove(0);
+                    stderr_tail.pop_front();
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -211,7 +212,7 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
         ))),
         (false, _) => Err(Error::Build(format!(
             "{described} failed ({status}):\n{}",
-            stderr_tail.join("\n")
+            Vec::from(stderr_tail).join("\n")
         ))),
     }
 }
