@@ -18,4 +18,6 @@ fi
 # kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON
+# A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo test --workspace --locked "$@"
