@@ -5,12 +5,19 @@
 //! `[Σx, Σx²]` go through a differentiable all-reduce ([`AllReduceSum`]: forward sums over ranks,
 //! backward sums the incoming gradients over ranks), so the gradient of every replica's input is
 //! exactly the gradient of the combined batch, as in PyTorch's SyncBatchNorm.
+//!
+//! On CPU (local statistics, or evaluation) the layer is one custom op over
+//! [`super::kernels::batchnorm`], optionally fused with the ReLU that follows it
+//! ([`BatchNorm2d::forward_relu`]); SyncBatchNorm and other devices compose candle ops.
 
 use std::sync::Arc;
 
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
 use candle_nn::Init;
 
+use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
+use super::kernels::batchnorm as kernel;
+use super::kernels::tasks::threads;
 use super::{BufferStore, ParamBuilder};
 
 /// Sums small host vectors across replicas (implemented by the DDP layer over a collective).
@@ -89,6 +96,66 @@ pub fn batch_norm2d(
 
 impl BatchNorm2d {
     pub fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        self.forward_with(x, train, false)
+    }
+
+    /// `relu(self.forward(x, train))` in one pass forward and one backward.
+    pub fn forward_relu(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        self.forward_with(x, train, true)
+    }
+
+    fn forward_with(&self, x: &Tensor, train: bool, relu: bool) -> candle_core::Result<Tensor> {
+        let synced = train && matches!(self.mode, BnMode::Sync(_));
+        if x.device().is_cpu() && x.dtype() == DType::F32 && !synced {
+            return self.forward_fused(x, train, relu);
+        }
+        let y = self.forward_composed(x, train)?;
+        if relu { y.relu() } else { Ok(y) }
+    }
+
+    /// CPU: statistics in one parallel pass, then one custom op for normalise(+ReLU) whose
+    /// backward is the closed-form BatchNorm gradient; only the output is kept for backward.
+    fn forward_fused(&self, x: &Tensor, train: bool, relu: bool) -> candle_core::Result<Tensor> {
+        let (n, c, h, w) = x.dims4()?;
+        let dims = (n, c, h * w);
+        let x = x.contiguous()?;
+        let eps = self.cfg.eps;
+        let (mean, inv_std) = if train {
+            let stats = with_f32(&x, "batch-norm input", |v| {
+                kernel::channel_stats(v, dims, threads())
+            })?;
+            let mean: Vec<f32> = stats.iter().map(|s| s.0 as f32).collect();
+            let var: Vec<f32> = stats.iter().map(|s| s.1 as f32).collect();
+            self.update_running(
+                &cpu_tensor(mean.clone(), c)?,
+                &cpu_tensor(var, c)?,
+                n * h * w,
+            )?;
+            let inv_std = stats
+                .iter()
+                .map(|s| (1.0 / (s.1 + eps).sqrt()) as f32)
+                .collect();
+            (mean, inv_std)
+        } else {
+            let mean: Vec<f32> = self.buffer("running_mean")?.to_vec1()?;
+            let var: Vec<f32> = self.buffer("running_var")?.to_vec1()?;
+            let inv_std = var
+                .iter()
+                .map(|v| (1.0 / (*v as f64 + eps).sqrt()) as f32)
+                .collect();
+            (mean, inv_std)
+        };
+        let op = NormalizeOp {
+            mean: Arc::new(mean),
+            inv_std: Arc::new(inv_std),
+            relu,
+            batch_stats: train,
+        };
+        x.apply_op3(&self.weight, &self.bias, op)
+    }
+
+    /// Composed of candle ops: other devices, and SyncBatchNorm.
+    fn forward_composed(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
         let c = x.dim(1)?;
         let (mean, var) = if train {
             let (mean, var, count) = self.batch_stats(x)?;
@@ -163,6 +230,83 @@ impl BatchNorm2d {
     }
 }
 
+/// `y = (x − mean)·inv_std·γ + β` (then ReLU) over (x, γ, β), the statistics fixed at
+/// construction; with `batch_stats` the backward also flows through mean and variance.
+#[derive(Clone)]
+struct NormalizeOp {
+    mean: Arc<Vec<f32>>,
+    inv_std: Arc<Vec<f32>>,
+    relu: bool,
+    batch_stats: bool,
+}
+
+impl candle_core::CustomOp3 for NormalizeOp {
+    fn name(&self) -> &'static str {
+        "batch-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        g: &CpuStorage,
+        gl: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, c, h, w) = xl.shape().dims4()?;
+        let gamma = storage_f32(g, gl, "batch-norm weight")?;
+        let beta = storage_f32(b, bl, "batch-norm bias")?;
+        if gamma.len() != c || beta.len() != c || self.mean.len() != c {
+            candle_core::bail!(
+                "batch-norm: {c} channels in the input {:?}, {} weights, {} biases",
+                xl.shape().dims(),
+                gamma.len(),
+                beta.len()
+            );
+        }
+        let scale: Vec<f32> = (0..c).map(|i| gamma[i] * self.inv_std[i]).collect();
+        let shift: Vec<f32> = (0..c).map(|i| beta[i] - self.mean[i] * scale[i]).collect();
+        let x = storage_f32(x, xl, "batch-norm input")?;
+        let y = kernel::normalize(x, (n, c, h * w), &scale, &shift, self.relu, threads());
+        Ok((CpuStorage::F32(y), xl.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        gamma: &Tensor,
+        _beta: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (n, c, h, w) = x.dims4()?;
+        let gamma_v: Vec<f32> = gamma.to_vec1()?;
+        let (dx, dg, db) = with_f32(x, "batch-norm input", |xv| {
+            with_f32(res, "batch-norm output", |y| {
+                with_f32(grad, "batch-norm output gradient", |g| {
+                    let saved = kernel::Saved {
+                        x: xv,
+                        relu_out: self.relu.then_some(y),
+                        mean: &self.mean,
+                        inv_std: &self.inv_std,
+                        gamma: &gamma_v,
+                        batch_stats: self.batch_stats,
+                    };
+                    kernel::backward(&saved, g, (n, c, h * w), threads())
+                })
+            })
+        })???;
+        Ok((
+            x.track_op()
+                .then(|| cpu_tensor(dx, x.shape()))
+                .transpose()?,
+            Some(cpu_tensor(dg, c)?),
+            Some(cpu_tensor(db, c)?),
+        ))
+    }
+}
+
 /// Differentiable all-reduce (sum) of a small f32 vector: gradients are summed over ranks too.
 #[derive(Clone)]
 struct AllReduceSum(Arc<dyn StatsReducer>);
@@ -226,7 +370,7 @@ impl candle_core::CustomOp1 for AllReduceSum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{Device, Var};
 
     fn bn(mode: BnMode) -> (BatchNorm2d, Arc<BufferStore>) {
         let varmap = candle_nn::VarMap::new();
@@ -276,6 +420,66 @@ mod tests {
             .to_scalar()
             .unwrap();
         assert_eq!(nb, 1);
+    }
+
+    /// The fused CPU op (local statistics and running statistics, with and without ReLU) gives
+    /// the outputs, input gradients and parameter gradients of the composed candle ops, and the
+    /// same running statistics.
+    #[test]
+    fn fused_op_matches_the_composed_ops() {
+        use crate::models::testing::assert_same_with_grads;
+        let dev = Device::Cpu;
+        for (train, relu) in [(true, false), (true, true), (false, false), (false, true)] {
+            let (fused, fused_buf) = bn(BnMode::Local);
+            let (composed, composed_buf) = bn(BnMode::Local);
+            let gamma = Tensor::new(&[1.5f32, -0.5], &dev).unwrap();
+            let beta = Tensor::new(&[0.1f32, 0.3], &dev).unwrap();
+            let vars: Vec<Var> = [gamma, beta]
+                .iter()
+                .map(|t| Var::from_tensor(t).unwrap())
+                .collect();
+            let with_params = |b: BatchNorm2d| BatchNorm2d {
+                weight: vars[0].as_tensor().clone(),
+                bias: vars[1].as_tensor().clone(),
+                ..b
+            };
+            let (fused, composed) = (with_params(fused), with_params(composed));
+            if !train {
+                for buf in [&fused_buf, &composed_buf] {
+                    buf.insert(
+                        "bn.running_mean".into(),
+                        Tensor::new(&[0.2f32, -0.1], &dev).unwrap(),
+                    );
+                    buf.insert(
+                        "bn.running_var".into(),
+                        Tensor::new(&[0.7f32, 1.3], &dev).unwrap(),
+                    );
+                }
+            }
+            let x = Var::from_tensor(
+                &(Tensor::randn(0f32, 2., (3, 2, 4, 5), &dev).unwrap() + 0.5).unwrap(),
+            )
+            .unwrap();
+            let ours = fused.forward_fused(x.as_tensor(), train, relu).unwrap();
+            let mut reference = composed.forward_composed(x.as_tensor(), train).unwrap();
+            if relu {
+                reference = reference.relu().unwrap();
+            }
+            assert_same_with_grads(
+                &ours,
+                &reference,
+                &[x.as_tensor(), vars[0].as_tensor(), vars[1].as_tensor()],
+                1e-4,
+                &format!("train {train} relu {relu}"),
+            );
+            for name in ["bn.running_mean", "bn.running_var"] {
+                let a: Vec<f32> = fused_buf.get(name).unwrap().to_vec1().unwrap();
+                let b: Vec<f32> = composed_buf.get(name).unwrap().to_vec1().unwrap();
+                for (p, q) in a.iter().zip(&b) {
+                    assert!((p - q).abs() < 1e-5, "{name}: {a:?} vs {b:?}");
+                }
+            }
+        }
     }
 
     struct Identity;

@@ -1,18 +1,17 @@
-//! 2-D convolution as im2col + matrix multiply, forward and backward, on CPU.
-//!
-//! candle's CPU conv2d backward runs a direct (non-GEMM) transposed convolution for the input
-//! gradient and a convolution with a batch-sized kernel for the weight gradient, which dominated
-//! the CNN's step time. Here the whole batch is unfolded once into `[C·k·k (+1), N·L]` (L output
-//! positions; the extra row of ones carries the bias), so the forward pass is one GEMM with the
-//! `[O, C·k·k (+1)]` weight matrix, and the backward passes are two GEMMs (candle's matmul
-//! backward) plus a fold (`col2im`) for the input gradient — no broadcast reductions, which are
-//! slow on candle's CPU backend. Other devices use candle's own conv2d.
+//! 2-D convolution on CPU as GEMMs over batch chunks ([`super::kernels::conv`]), forward and
+//! backward in one custom op each, so that nothing but the input is kept for the backward pass
+//! and the work is split over the replica's threads. Other devices use candle's own conv2d.
 //!
 //! The layer is a plain struct with a free constructor taking a `VarBuilder`, as in candle-nn,
 //! with PyTorch's parameter names (`weight` [O, C, k, k], `bias` [O]).
 
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 use candle_nn::{Init, VarBuilder};
+
+use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
+use super::kernels::conv::{self as kernel, ConvShape};
+use super::kernels::tasks::threads;
+use super::kernels::unfold::Unfold;
 
 /// `Config: Default` for [`conv2d`] / [`conv2d_no_bias`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,180 +65,143 @@ pub fn conv2d_no_bias(
 
 impl candle_core::Module for Conv2d {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (o, c, k, _) = self.weight.dims4()?;
-        let (n, _, h, w) = x.dims4()?;
         let ConvConfig { padding, stride } = self.cfg;
         if !x.device().is_cpu() {
+            let o = self.weight.dim(0)?;
             let y = x.conv2d(&self.weight, padding, stride, 1, 1)?;
             return match &self.bias {
                 Some(b) => y.broadcast_add(&b.reshape((1, o, 1, 1))?),
                 None => Ok(y),
             };
         }
-        let unfold = Im2Col {
-            k,
-            stride,
-            padding,
-            ones_row: self.bias.is_some(),
-        };
-        let (oh, ow) = unfold.out_hw(h, w)?;
-        let cols = x.contiguous()?.apply_op1(unfold)?; // [C·k·k (+1), N·L]
-        let wmat = self.weight.reshape((o, c * k * k))?;
-        let wmat = match &self.bias {
-            Some(b) => Tensor::cat(&[wmat, b.reshape((o, 1))?], 1)?,
-            None => wmat,
-        };
-        wmat.matmul(&cols)?
-            .reshape((o, n, oh, ow))?
-            .transpose(0, 1)?
-            .contiguous()
-    }
-}
-
-/// Unfolds `[N, C, H, W]` into `[C·k·k, N·OH·OW]` (zero padding), plus a row of ones when
-/// `ones_row`; its backward folds the gradient back (the ones row has none).
-#[derive(Clone, Copy)]
-struct Im2Col {
-    k: usize,
-    stride: usize,
-    padding: usize,
-    ones_row: bool,
-}
-
-impl Im2Col {
-    fn out_hw(&self, h: usize, w: usize) -> candle_core::Result<(usize, usize)> {
-        let (hp, wp) = (h + 2 * self.padding, w + 2 * self.padding);
-        if hp < self.k || wp < self.k {
+        let (_, c, k, k2) = self.weight.dims4()?;
+        let cin = x.dim(1)?;
+        if k != k2 || c != cin {
             candle_core::bail!(
-                "conv2d: input {h}x{w} (padding {}) is smaller than the {k}x{k} kernel",
-                self.padding,
-                k = self.k
+                "conv2d: weight {:?} does not fit an input of {cin} channels ({:?})",
+                self.weight.dims(),
+                x.dims()
             );
         }
-        Ok((
-            (hp - self.k) / self.stride + 1,
-            (wp - self.k) / self.stride + 1,
-        ))
-    }
-
-    /// Calls `f(col_row, out_pos, input_index, len)` for every run of in-bounds positions of one
-    /// sample: `len` consecutive output positions from `out_pos` read the inputs `input_index`,
-    /// `input_index + stride`, ... (the bounds are worked out once per run, not per element); rows
-    /// are (c, ky, kx) in PyTorch's weight order.
-    fn for_each_run(
-        &self,
-        c: usize,
-        h: usize,
-        w: usize,
-        mut f: impl FnMut(usize, usize, usize, usize),
-    ) {
-        let (oh, ow) = self.out_hw(h, w).expect("checked by the caller");
-        let (k, s, p) = (self.k, self.stride, self.padding);
-        // For each kx, the output columns whose input column ox·s + kx − p lies in 0..w.
-        let runs: Vec<(usize, usize, usize)> = (0..k)
-            .map(|kx| {
-                let first = p.saturating_sub(kx).div_ceil(s);
-                let end = if w + p > kx {
-                    ((w + p - kx - 1) / s + 1).min(ow)
-                } else {
-                    0
-                };
-                let ix0 = (first * s + kx).saturating_sub(p);
-                (first, end.saturating_sub(first), ix0)
-            })
-            .collect();
-        // The same order as a per-element loop (c, ky, kx, oy, ox), so gradients sum alike.
-        for ci in 0..c {
-            for ky in 0..k {
-                for (kx, &(first, len, ix0)) in runs.iter().enumerate() {
-                    if len == 0 {
-                        continue;
-                    }
-                    let row = (ci * k + ky) * k + kx;
-                    for oy in 0..oh {
-                        let iy = oy * s + ky;
-                        if iy < p || iy - p >= h {
-                            continue;
-                        }
-                        f(row, oy * ow + first, (ci * h + iy - p) * w + ix0, len);
-                    }
-                }
-            }
+        let op = ConvOp(Unfold { k, stride, padding });
+        let x = x.contiguous()?;
+        match &self.bias {
+            Some(b) => x.apply_op3(&self.weight, b, op),
+            None => x.apply_op2(&self.weight, op),
         }
     }
 }
 
-impl candle_core::CustomOp1 for Im2Col {
+/// The convolution as a custom op: (x, weight) or (x, weight, bias).
+#[derive(Clone, Copy)]
+struct ConvOp(Unfold);
+
+impl ConvOp {
+    fn shape(&self, x: &Shape, w: &Shape) -> candle_core::Result<ConvShape> {
+        let o = w.dims4()?.0;
+        ConvShape::new(x.dims4()?, o, self.0).map_err(candle_core::Error::Msg)
+    }
+
+    fn fwd(
+        &self,
+        (x, xl): (&CpuStorage, &Layout),
+        (w, wl): (&CpuStorage, &Layout),
+        bias: Option<(&CpuStorage, &Layout)>,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let s = self.shape(xl.shape(), wl.shape())?;
+        let b = match bias {
+            Some((b, bl)) => Some(storage_f32(b, bl, "conv2d bias")?),
+            None => None,
+        };
+        let y = kernel::forward(
+            &s,
+            storage_f32(x, xl, "conv2d input")?,
+            storage_f32(w, wl, "conv2d weight")?,
+            b,
+            threads(),
+        );
+        Ok((CpuStorage::F32(y), Shape::from((s.n, s.o, s.oh, s.ow))))
+    }
+
+    /// (dx if x needs one, dw, db if `with_bias`).
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        grad: &Tensor,
+        with_bias: bool,
+    ) -> candle_core::Result<(Option<Tensor>, Tensor, Option<Tensor>)> {
+        let s = self.shape(x.shape(), w.shape())?;
+        let want_dx = x.track_op();
+        let (dx, dw, db) = with_f32(x, "conv2d input", |xv| {
+            with_f32(w, "conv2d weight", |wv| {
+                with_f32(grad, "conv2d output gradient", |g| {
+                    kernel::backward(&s, xv, wv, g, want_dx, with_bias, threads())
+                })
+            })
+        })???;
+        Ok((
+            dx.map(|d| cpu_tensor(d, x.shape())).transpose()?,
+            cpu_tensor(dw, w.shape())?,
+            db.map(|d| cpu_tensor(d, s.o)).transpose()?,
+        ))
+    }
+}
+
+impl candle_core::CustomOp2 for ConvOp {
     fn name(&self) -> &'static str {
-        "im2col"
+        "conv2d-gemm"
     }
 
     fn cpu_fwd(
         &self,
-        storage: &CpuStorage,
-        layout: &Layout,
+        x: &CpuStorage,
+        xl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, c, h, w) = layout.shape().dims4()?;
-        let src = match (storage, layout.contiguous_offsets()) {
-            (CpuStorage::F32(v), Some((a, b))) => &v[a..b],
-            _ => candle_core::bail!("im2col: expected a contiguous f32 tensor"),
-        };
-        let (oh, ow) = self.out_hw(h, w)?;
-        let (rows, l) = (c * self.k * self.k, oh * ow);
-        let width = n * l;
-        let mut out = vec![0f32; (rows + usize::from(self.ones_row)) * width];
-        let step = self.stride;
-        for s in 0..n {
-            let x = &src[s * c * h * w..(s + 1) * c * h * w];
-            self.for_each_run(c, h, w, |row, pos, i, len| {
-                let dst = &mut out[row * width + s * l + pos..][..len];
-                if step == 1 {
-                    dst.copy_from_slice(&x[i..i + len]);
-                } else {
-                    for (j, d) in dst.iter_mut().enumerate() {
-                        *d = x[i + j * step];
-                    }
-                }
-            });
-        }
-        if self.ones_row {
-            out[rows * width..].fill(1.0);
-        }
-        Ok((
-            CpuStorage::F32(out),
-            Shape::from((rows + usize::from(self.ones_row), width)),
-        ))
+        self.fwd((x, xl), (w, wl), None)
     }
 
     fn bwd(
         &self,
-        arg: &Tensor,
+        x: &Tensor,
+        w: &Tensor,
         _res: &Tensor,
-        grad_res: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        let (n, c, h, w) = arg.dims4()?;
-        let (oh, ow) = self.out_hw(h, w)?;
-        let l = oh * ow;
-        let width = n * l;
-        let g = grad_res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let mut dx = vec![0f32; n * c * h * w];
-        let step = self.stride;
-        for s in 0..n {
-            let d = &mut dx[s * c * h * w..(s + 1) * c * h * w];
-            self.for_each_run(c, h, w, |row, pos, i, len| {
-                let src = &g[row * width + s * l + pos..][..len];
-                if step == 1 {
-                    for (d, g) in d[i..i + len].iter_mut().zip(src) {
-                        *d += g;
-                    }
-                } else {
-                    for (j, g) in src.iter().enumerate() {
-                        d[i + j * step] += g;
-                    }
-                }
-            });
-        }
-        Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, _) = ConvOp::bwd(self, x, w, grad, false)?;
+        Ok((dx, Some(dw)))
+    }
+}
+
+impl candle_core::CustomOp3 for ConvOp {
+    fn name(&self) -> &'static str {
+        "conv2d-gemm-bias"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.fwd((x, xl), (w, wl), Some((b, bl)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, db) = ConvOp::bwd(self, x, w, grad, true)?;
+        Ok((dx, Some(dw), db))
     }
 }
 
@@ -249,34 +211,71 @@ mod tests {
     use crate::models::testing::assert_same_with_grads;
     use candle_core::{Device, Module, Var};
 
-    /// Forward and both gradients agree with candle's reference conv2d (stride, padding, bias).
+    /// Forward and every gradient agree with candle's reference conv2d (kernel 3 and 1, stride,
+    /// padding, with and without bias).
     #[test]
     fn matches_candle_conv2d_forward_and_backward() {
         let dev = Device::Cpu;
-        for (padding, stride) in [(0, 1), (2, 1), (1, 2), (0, 2), (3, 3)] {
-            let x =
-                Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap()).unwrap();
-            let w =
-                Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, 3, 3), &dev).unwrap()).unwrap();
-            let b = Var::from_tensor(&Tensor::randn(0f32, 1., 4, &dev).unwrap()).unwrap();
-            let conv = Conv2d {
-                weight: w.as_tensor().clone(),
-                bias: Some(b.as_tensor().clone()),
-                cfg: ConvConfig { padding, stride },
-            };
-            let ours = conv.forward(x.as_tensor()).unwrap();
-            let reference = x
-                .conv2d(w.as_tensor(), padding, stride, 1, 1)
-                .unwrap()
-                .broadcast_add(&b.reshape((1, 4, 1, 1)).unwrap())
-                .unwrap();
-            assert_same_with_grads(
-                &ours,
-                &reference,
-                &[x.as_tensor(), w.as_tensor(), b.as_tensor()],
-                1e-4,
-                &format!("padding {padding} stride {stride}"),
-            );
+        let cases = [
+            (3, 0, 1),
+            (3, 2, 1),
+            (3, 1, 2),
+            (3, 0, 2),
+            (3, 3, 3),
+            (1, 0, 1),
+            (1, 0, 2),
+        ];
+        for (k, padding, stride) in cases {
+            for with_bias in [true, false] {
+                let x = Var::from_tensor(&Tensor::randn(0f32, 1., (2, 3, 7, 7), &dev).unwrap())
+                    .unwrap();
+                let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, k, k), &dev).unwrap())
+                    .unwrap();
+                let b = Var::from_tensor(&Tensor::randn(0f32, 1., 4, &dev).unwrap()).unwrap();
+                let conv = Conv2d {
+                    weight: w.as_tensor().clone(),
+                    bias: with_bias.then(|| b.as_tensor().clone()),
+                    cfg: ConvConfig { padding, stride },
+                };
+                let ours = conv.forward(x.as_tensor()).unwrap();
+                let mut reference = x.conv2d(w.as_tensor(), padding, stride, 1, 1).unwrap();
+                let mut inputs = vec![x.as_tensor(), w.as_tensor()];
+                if with_bias {
+                    reference = reference
+                        .broadcast_add(&b.reshape((1, 4, 1, 1)).unwrap())
+                        .unwrap();
+                    inputs.push(b.as_tensor());
+                }
+                assert_same_with_grads(
+                    &ours,
+                    &reference,
+                    &inputs,
+                    1e-4,
+                    &format!("k {k} padding {padding} stride {stride} bias {with_bias}"),
+                );
+            }
         }
+    }
+
+    /// An input that is data, not a result of other ops, gets no gradient computed.
+    #[test]
+    fn a_data_input_gets_no_gradient() {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1., (2, 3, 5, 5), &dev).unwrap();
+        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 3, 3, 3), &dev).unwrap()).unwrap();
+        let conv = Conv2d {
+            weight: w.as_tensor().clone(),
+            bias: None,
+            cfg: ConvConfig::default(),
+        };
+        let grads = conv
+            .forward(&x)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        assert!(grads.get(&x).is_none());
+        assert!(grads.get(w.as_tensor()).is_some());
     }
 }

@@ -6,7 +6,9 @@
 //! - `custom`: the user's model (`custom`), registered by `ddp_trainer::main_with`.
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
-//! - `conv`: Conv2d as im2col + GEMM (forward and backward).
+//! - `conv`: Conv2d as chunked im2col + GEMM, forward and backward in one custom op each.
+//! - `kernels`: the CPU kernels behind the custom ops (GEMM views, im2col, conv, BatchNorm),
+//!   plain functions over slices; `cpu_tensor` borrows tensors' values for them.
 //! - `linear`: Linear with a contiguous weight gradient.
 //! - `init`: PyTorch's default initialisation, seeded.
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
@@ -17,8 +19,10 @@
 
 mod batchnorm;
 mod conv;
+mod cpu_tensor;
 pub mod custom;
 mod init;
+mod kernels;
 mod linear;
 mod pool;
 mod resnet;

@@ -63,6 +63,11 @@ impl ConvBn {
     fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
         self.bn.forward(&self.conv.forward(x)?, train)
     }
+
+    /// `relu(forward(x))`, the ReLU fused into the BatchNorm.
+    fn forward_relu(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        self.bn.forward_relu(&self.conv.forward(x)?, train)
+    }
 }
 
 fn conv_bn(
@@ -134,10 +139,11 @@ impl Block {
         let mut y = x.clone();
         let last = self.convs.len() - 1;
         for (i, c) in self.convs.iter().enumerate() {
-            y = c.forward(&y, train)?;
-            if i != last {
-                y = y.relu()?;
-            }
+            y = if i != last {
+                c.forward_relu(&y, train)?
+            } else {
+                c.forward(&y, train)?
+            };
         }
         let identity = match &self.downsample {
             Some(d) => d.forward(x, train)?,
@@ -178,7 +184,7 @@ pub fn resnet(cfg: ResNetConfig, pb: ParamBuilder) -> candle_core::Result<ResNet
 
 impl Forward for ResNet {
     fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
-        let mut x = self.stem.forward(x, train)?.relu()?;
+        let mut x = self.stem.forward_relu(x, train)?;
         for b in &self.blocks {
             x = b.forward(&x, train)?;
         }

@@ -92,7 +92,7 @@ impl Forward for ConvNetBn {
     fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
         let mut x = x.clone();
         for (conv, bn) in &self.layers {
-            x = max_pool2d(&bn.forward(&conv.forward(&x)?, train)?.relu()?, 2)?;
+            x = max_pool2d(&bn.forward_relu(&conv.forward(&x)?, train)?, 2)?;
         }
         self.fc.forward(&x.flatten_from(1)?)
     }

@@ -1,0 +1,241 @@
+//! BatchNorm over `[N, C, H·W]`: per-channel statistics, the normalise(+ReLU) forward and its
+//! backward, each one or two passes over the data, parallel over channels (reductions) or
+//! samples (element-wise passes).
+//!
+//! Numerics follow PyTorch's CPU kernels: statistics from the batch (here summed in f64, two
+//! passes), the forward folded into `y = x·scale + shift` with `scale = γ/√(var+ε)` and
+//! `shift = β − mean·scale`, the ReLU mask `y > 0`.
+
+use super::tasks::{items_per_task, map_pieces, map_range};
+
+/// `(n, c, hw)` of an NCHW tensor with the spatial dimensions flattened.
+pub type Dims = (usize, usize, usize);
+
+/// The values of channel `ch` of sample `s`.
+fn plane(x: &[f32], (_, c, hw): Dims, s: usize, ch: usize) -> &[f32] {
+    &x[(s * c + ch) * hw..][..hw]
+}
+
+/// Per-channel mean and biased variance, in f64.
+pub fn channel_stats(x: &[f32], dims: Dims, threads: usize) -> Vec<(f64, f64)> {
+    let (n, c, hw) = dims;
+    let count = (n * hw).max(1) as f64;
+    map_range(c, threads, |ch| {
+        let sum: f64 = (0..n)
+            .map(|s| plane(x, dims, s, ch).iter().map(|v| *v as f64).sum::<f64>())
+            .sum();
+        let mean = sum / count;
+        let sq: f64 = (0..n)
+            .map(|s| {
+                plane(x, dims, s, ch)
+                    .iter()
+                    .map(|v| (*v as f64 - mean).powi(2))
+                    .sum::<f64>()
+            })
+            .sum();
+        (mean, sq / count)
+    })
+}
+
+/// `y = x·scale[c] + shift[c]`, then `max(y, 0)` when `relu`.
+pub fn normalize(
+    x: &[f32],
+    dims: Dims,
+    scale: &[f32],
+    shift: &[f32],
+    relu: bool,
+    threads: usize,
+) -> Vec<f32> {
+    let (n, c, hw) = dims;
+    let mut y = vec![0f32; x.len()];
+    map_pieces(&mut y, c * hw, items_per_task(n, threads), |first, out| {
+        for (i, out) in out.chunks_exact_mut(hw).enumerate() {
+            let (s, ch) = (first + i / c, i % c);
+            let (a, b) = (scale[ch], shift[ch]);
+            for (o, v) in out.iter_mut().zip(plane(x, dims, s, ch)) {
+                let t = v * a + b;
+                *o = if relu { t.max(0.0) } else { t };
+            }
+        }
+    });
+    y
+}
+
+/// What the backward pass needs of the forward.
+pub struct Saved<'a> {
+    pub x: &'a [f32],
+    /// The forward's output, for the ReLU mask (`None`: no ReLU).
+    pub relu_out: Option<&'a [f32]>,
+    pub mean: &'a [f32],
+    pub inv_std: &'a [f32],
+    pub gamma: &'a [f32],
+    /// Statistics of this batch (training): the gradient flows through mean and variance too.
+    /// Otherwise they are constants (running statistics).
+    pub batch_stats: bool,
+}
+
+/// `(dx, dγ, dβ)` for the output gradient `dy`.
+pub fn backward(
+    saved: &Saved,
+    dy: &[f32],
+    dims: Dims,
+    threads: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (n, c, hw) = dims;
+    let Saved {
+        x,
+        relu_out,
+        mean,
+        inv_std,
+        gamma,
+        batch_stats,
+    } = *saved;
+    let masked = |s: usize, ch: usize| {
+        let d = plane(dy, dims, s, ch);
+        let y = relu_out.map(|y| plane(y, dims, s, ch));
+        move |j: usize| match y {
+            Some(y) if y[j] <= 0.0 => 0.0,
+            _ => d[j],
+        }
+    };
+    // Σ dy' and Σ dy'·x̂ per channel.
+    let sums = map_range(c, threads, |ch| {
+        let (m, is) = (mean[ch] as f64, inv_std[ch] as f64);
+        let (mut sd, mut sdx) = (0f64, 0f64);
+        for s in 0..n {
+            let g = masked(s, ch);
+            let xs = plane(x, dims, s, ch);
+            for (j, v) in xs.iter().enumerate() {
+                let d = g(j) as f64;
+                sd += d;
+                sdx += d * (*v as f64 - m) * is;
+            }
+        }
+        (sd, sdx)
+    });
+    let dgamma: Vec<f32> = sums.iter().map(|s| s.1 as f32).collect();
+    let dbeta: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
+    // dx = a·dy' + b·x + d per channel.
+    let count = (n * hw).max(1) as f64;
+    let coef: Vec<(f32, f32, f32)> = (0..c)
+        .map(|ch| {
+            let (g, is, m) = (gamma[ch] as f64, inv_std[ch] as f64, mean[ch] as f64);
+            let a = g * is;
+            if !batch_stats {
+                return (a as f32, 0.0, 0.0);
+            }
+            let b = -a * is * sums[ch].1 / count;
+            let d = -a * sums[ch].0 / count - b * m;
+            (a as f32, b as f32, d as f32)
+        })
+        .collect();
+    let mut dx = vec![0f32; x.len()];
+    map_pieces(&mut dx, c * hw, items_per_task(n, threads), |first, out| {
+        for (i, out) in out.chunks_exact_mut(hw).enumerate() {
+            let (s, ch) = (first + i / c, i % c);
+            let (a, b, d) = coef[ch];
+            let g = masked(s, ch);
+            for (j, (o, v)) in out.iter_mut().zip(plane(x, dims, s, ch)).enumerate() {
+                *o = a * g(j) + b * v + d;
+            }
+        }
+    });
+    (dx, dgamma, dbeta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gradients against central differences of the scalar `Σ k·BN(x)` in f64.
+    #[test]
+    fn backward_matches_finite_differences() {
+        let dims = (3, 2, 5);
+        let x: Vec<f32> = (0..30)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+            .collect();
+        let k: Vec<f32> = (0..30)
+            .map(|i| ((i * 11 % 13) as f32 - 6.0) / 5.0)
+            .collect();
+        let (gamma, beta) = ([1.5f32, -0.7], [0.2f32, 0.4]);
+        let eps = 1e-5;
+        // Forward in f64, statistics from the batch, optional ReLU.
+        let loss = |x: &[f64], gamma: &[f64], beta: &[f64], relu: bool, fixed: bool| -> f64 {
+            let mut total = 0.0;
+            for ch in 0..2 {
+                let vals: Vec<f64> = (0..3)
+                    .flat_map(|s| (0..5).map(move |j| (s * 2 + ch) * 5 + j))
+                    .map(|i| x[i])
+                    .collect();
+                let (mean, var) = if fixed {
+                    (0.3, 0.8)
+                } else {
+                    let m = vals.iter().sum::<f64>() / 15.0;
+                    (m, vals.iter().map(|v| (v - m).powi(2)).sum::<f64>() / 15.0)
+                };
+                for s in 0..3 {
+                    for j in 0..5 {
+                        let i = (s * 2 + ch) * 5 + j;
+                        let y = (x[i] - mean) / (var + eps).sqrt() * gamma[ch] + beta[ch];
+                        total += k[i] as f64 * if relu { y.max(0.0) } else { y };
+                    }
+                }
+            }
+            total
+        };
+        for (relu, fixed) in [(false, false), (true, false), (false, true), (true, true)] {
+            let stats: Vec<(f64, f64)> = if fixed {
+                vec![(0.3, 0.8); 2]
+            } else {
+                channel_stats(&x, dims, 2)
+            };
+            let mean: Vec<f32> = stats.iter().map(|s| s.0 as f32).collect();
+            let inv_std: Vec<f32> = stats
+                .iter()
+                .map(|s| (1.0 / (s.1 + eps).sqrt()) as f32)
+                .collect();
+            let scale: Vec<f32> = (0..2).map(|c| gamma[c] * inv_std[c]).collect();
+            let shift: Vec<f32> = (0..2).map(|c| beta[c] - mean[c] * scale[c]).collect();
+            let y = normalize(&x, dims, &scale, &shift, relu, 2);
+            let saved = Saved {
+                x: &x,
+                relu_out: relu.then_some(&y[..]),
+                mean: &mean,
+                inv_std: &inv_std,
+                gamma: &gamma,
+                batch_stats: !fixed,
+            };
+            let (dx, dg, db) = backward(&saved, &k, dims, 2);
+            let x64: Vec<f64> = x.iter().map(|v| *v as f64).collect();
+            let (g64, b64) = (gamma.map(|v| v as f64), beta.map(|v| v as f64));
+            let h = 1e-6;
+            let what = format!("relu {relu} fixed stats {fixed}");
+            for i in 0..30 {
+                let (mut p, mut m) = (x64.clone(), x64.clone());
+                p[i] += h;
+                m[i] -= h;
+                let num = (loss(&p, &g64, &b64, relu, fixed) - loss(&m, &g64, &b64, relu, fixed))
+                    / (2.0 * h);
+                assert!(
+                    (num - dx[i] as f64).abs() < 1e-3,
+                    "dx[{i}] {what}: {num} vs {}",
+                    dx[i]
+                );
+            }
+            for ch in 0..2 {
+                let (mut p, mut m) = (g64, g64);
+                p[ch] += h;
+                m[ch] -= h;
+                let num = (loss(&x64, &p, &b64, relu, fixed) - loss(&x64, &m, &b64, relu, fixed))
+                    / (2.0 * h);
+                assert!((num - dg[ch] as f64).abs() < 1e-3, "dgamma {what}");
+                let (mut p, mut m) = (b64, b64);
+                p[ch] += h;
+                m[ch] -= h;
+                let num = (loss(&x64, &g64, &p, relu, fixed) - loss(&x64, &g64, &m, relu, fixed))
+                    / (2.0 * h);
+                assert!((num - db[ch] as f64).abs() < 1e-3, "dbeta {what}");
+            }
+        }
+    }
+}

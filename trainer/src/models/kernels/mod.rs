@@ -1,0 +1,18 @@
+//! CPU kernels behind the layers' custom ops: plain functions over `f32` slices, no candle types,
+//! unit-tested against naive loops.
+//!
+//! Layout:
+//! - `gemm`: row-major (or strided) matrix views over the `gemm` crate, the GEMM candle's own
+//!   matmul uses.
+//! - `tasks`: splitting a batch into contiguous per-thread ranges on rayon's pool (the pool the
+//!   launcher sizes with `RAYON_NUM_THREADS`), with a fixed order for summing partial results.
+//! - `unfold`: the im2col geometry (runs of in-bounds positions), im2col and col2im.
+//! - `conv`: convolution forward and backward, a batch chunk at a time, nothing kept between
+//!   the two passes but the input.
+//! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
+
+pub mod batchnorm;
+pub mod conv;
+pub mod gemm;
+pub mod tasks;
+pub mod unfold;
