@@ -1,6 +1,10 @@
-//! `dst = [dst +] a · b` for f32 matrices given as strided views, over the `gemm` crate.
+//! `dst = [dst +] a · b` for f32 matrices given as strided views: [`super::sgemm`] where the CPU
+//! has AVX2 and FMA, the `gemm` crate (candle's) elsewhere.
 
 use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::sgemm;
 
 /// A read-only matrix view: element (r, c) is `data[r * rs + c * cs]`.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +81,32 @@ pub fn gemm(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: Mat, b: Mat, th
             for r in 0..m {
                 dst[r * dst_rs..r * dst_rs + n].fill(0.0);
             }
+        }
+        return;
+    }
+    if sgemm::available() {
+        let a_at = |r0: usize| sgemm::Operand {
+            data: &a.data[r0 * a.rs..],
+            rs: a.rs,
+            cs: a.cs,
+        };
+        let b = sgemm::Operand {
+            data: b.data,
+            rs: b.rs,
+            cs: b.cs,
+        };
+        // Threads take row ranges of C (whole microkernel tiles each).
+        let per = m.div_ceil(threads.max(1)).next_multiple_of(6).min(m);
+        if threads <= 1 || per >= m {
+            sgemm::gemm(m, n, k, a_at(0), b, dst, dst_rs, accumulate);
+        } else {
+            dst.par_chunks_mut(per * dst_rs)
+                .enumerate()
+                .for_each(|(t, rows)| {
+                    let r0 = t * per;
+                    let mt = per.min(m - r0);
+                    sgemm::gemm(mt, n, k, a_at(r0), b, rows, dst_rs, accumulate);
+                });
         }
         return;
     }

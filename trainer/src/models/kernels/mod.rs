@@ -14,5 +14,6 @@
 pub mod batchnorm;
 pub mod conv;
 pub mod gemm;
+pub mod sgemm;
 pub mod tasks;
 pub mod unfold;
