@@ -12,7 +12,7 @@
 //! - backward: `dW += dY_chunk · colsᵀ`, `db += Σ dY_chunk`, `dcols = Wᵀ · dY_chunk` folded back
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
-use super::gemm::{Mat, gemm};
+use super::gemm::{Lhs, Mat, gemm, gemm_lhs};
 use super::tasks::{items_per_task, map_pieces};
 use super::unfold::Unfold;
 
@@ -135,7 +135,7 @@ impl ColsBuffer {
 pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: usize) -> Vec<f32> {
     let (l, o) = (s.l(), s.o);
     let plan = Plan::new(s, threads);
-    let wmat = Mat::row_major(w, o, s.ckk());
+    let wmat = Lhs::new(Mat::row_major(w, o, s.ckk()));
     let mut y = vec![0f32; s.n * s.out_plane()];
     map_pieces(&mut y, s.out_plane(), plan.per_task, |first, out| {
         let count = out.len() / s.out_plane();
@@ -151,10 +151,10 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
                         row.fill(*bias);
                     }
                 }
-                gemm(out, l, b.is_some(), wmat, xcols, plan.gemm_threads);
+                gemm_lhs(out, l, b.is_some(), &wmat, xcols, plan.gemm_threads);
             } else {
                 wide.resize(o * g * l, 0.0);
-                gemm(&mut wide, g * l, false, wmat, xcols, plan.gemm_threads);
+                gemm_lhs(&mut wide, g * l, false, &wmat, xcols, plan.gemm_threads);
                 for (oc, row) in wide.chunks_exact(g * l).enumerate() {
                     let bias = b.map_or(0.0, |b| b[oc]);
                     for (si, src) in row.chunks_exact(l).enumerate() {
@@ -183,7 +183,8 @@ pub fn backward(
 ) -> (Option<Vec<f32>>, Vec<f32>, Option<Vec<f32>>) {
     let (l, o, ckk) = (s.l(), s.o, s.ckk());
     let plan = Plan::new(s, threads);
-    let wt = Mat::row_major(w, o, ckk).t();
+    // Wᵀ packed once for every chunk's dX product.
+    let wt = want_dx.then(|| Lhs::new(Mat::row_major(w, o, ckk).t()));
     let mut dx = if want_dx {
         vec![0f32; s.n * s.plane()]
     } else {
@@ -219,13 +220,13 @@ pub fn backward(
             let xc = &x[a * s.plane()..(a + g) * s.plane()];
             let xcols = cols.unfold(s, xc, g);
             gemm(&mut dw, ckk, i > 0, dymat, xcols.t(), plan.gemm_threads);
-            if want_dx {
+            if let Some(wt) = &wt {
                 let dxc = &mut dx[c0 * s.plane()..(c0 + g) * s.plane()];
                 if s.unfold.is_pointwise() && g == 1 {
-                    gemm(dxc, l, false, wt, dymat, plan.gemm_threads);
+                    gemm_lhs(dxc, l, false, wt, dymat, plan.gemm_threads);
                 } else {
                     dcols.resize(ckk * width, 0.0);
-                    gemm(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
+                    gemm_lhs(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
                     s.unfold.col2im(&dcols, g, (s.c, s.h, s.w), dxc);
                 }
             }

@@ -2,7 +2,6 @@
 //! has AVX2 and FMA, the `gemm` crate (candle's) elsewhere.
 
 use gemm::Parallelism;
-use rayon::prelude::*;
 
 use super::sgemm;
 
@@ -59,10 +58,47 @@ impl<'a> Mat<'a> {
     }
 }
 
+/// A left operand prepared once for several products (a layer's weight across the chunks of a
+/// batch): packed for [`sgemm`], or the plain view for the `gemm` crate.
+pub enum Lhs<'a> {
+    Packed(sgemm::PackedA),
+    Plain(Mat<'a>),
+}
+
+impl<'a> Lhs<'a> {
+    pub fn new(a: Mat<'a>) -> Self {
+        if sgemm::available() && !a.is_empty() {
+            Lhs::Packed(sgemm::PackedA::new(
+                a.rows,
+                a.cols,
+                sgemm::Operand {
+                    data: a.data,
+                    rs: a.rs,
+                    cs: a.cs,
+                },
+            ))
+        } else {
+            Lhs::Plain(a)
+        }
+    }
+
+    fn dims(&self) -> (usize, usize) {
+        match self {
+            Lhs::Packed(p) => (p.rows(), p.depth()),
+            Lhs::Plain(a) => (a.rows, a.cols),
+        }
+    }
+}
+
 /// `dst = a · b` (or `dst += a · b` with `accumulate`); `dst` is row-major with row stride
-/// `dst_rs`. `threads > 1` lets the GEMM split its blocks over rayon's pool.
+/// `dst_rs`. `threads > 1` splits the product over rayon's pool.
 pub fn gemm(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: Mat, b: Mat, threads: usize) {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
+    gemm_lhs(dst, dst_rs, accumulate, &Lhs::new(a), b, threads)
+}
+
+/// [`gemm`] with a prepared left operand.
+pub fn gemm_lhs(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: &Lhs, b: Mat, threads: usize) {
+    let ((m, k), n) = (a.dims(), b.cols);
     assert_eq!(
         k, b.rows,
         "gemm: inner dimensions differ ({m}x{k} · {}x{n})",
@@ -84,32 +120,17 @@ pub fn gemm(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: Mat, b: Mat, th
         }
         return;
     }
-    if sgemm::available() {
-        let a_at = |r0: usize| sgemm::Operand {
-            data: &a.data[r0 * a.rs..],
-            rs: a.rs,
-            cs: a.cs,
-        };
-        let b = sgemm::Operand {
-            data: b.data,
-            rs: b.rs,
-            cs: b.cs,
-        };
-        // Threads take row ranges of C (whole microkernel tiles each).
-        let per = m.div_ceil(threads.max(1)).next_multiple_of(6).min(m);
-        if threads <= 1 || per >= m {
-            sgemm::gemm(m, n, k, a_at(0), b, dst, dst_rs, accumulate);
-        } else {
-            dst.par_chunks_mut(per * dst_rs)
-                .enumerate()
-                .for_each(|(t, rows)| {
-                    let r0 = t * per;
-                    let mt = per.min(m - r0);
-                    sgemm::gemm(mt, n, k, a_at(r0), b, rows, dst_rs, accumulate);
-                });
+    let a = match a {
+        Lhs::Packed(p) => {
+            let b = sgemm::Operand {
+                data: b.data,
+                rs: b.rs,
+                cs: b.cs,
+            };
+            return sgemm::gemm_packed(p, n, b, dst, dst_rs, accumulate, threads);
         }
-        return;
-    }
+        Lhs::Plain(a) => a,
+    };
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {

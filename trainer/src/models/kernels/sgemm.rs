@@ -45,8 +45,51 @@ pub fn available() -> bool {
     }
 }
 
+/// A left operand packed once for every block of every product it takes part in (a layer's
+/// weight across a batch's chunks): `[KC-deep block][MC-row block]` panels in loop order.
+pub struct PackedA {
+    data: Vec<f32>,
+    m: usize,
+    k: usize,
+}
+
+impl PackedA {
+    /// Packs the `m × k` matrix `a`.
+    pub fn new(m: usize, k: usize, a: Operand) -> Self {
+        let mut data = vec![0f32; m.next_multiple_of(MR) * k];
+        let mut at = 0;
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for ic in (0..m).step_by(MC) {
+                let mc = MC.min(m - ic);
+                let len = mc.next_multiple_of(MR) * kc;
+                pack_a(&a, ic, mc, pc, kc, &mut data[at..at + len]);
+                at += len;
+            }
+        }
+        PackedA { data, m, k }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    /// The packed (depth block starting at `pc`, row block starting at `ic`).
+    fn block(&self, pc: usize, ic: usize) -> &[f32] {
+        // Every depth block before `pc` holds all rows; within it, every row block before
+        // `ic` holds MC rows.
+        let at = pc * self.m.next_multiple_of(MR) + ic * KC.min(self.k - pc);
+        &self.data[at..]
+    }
+}
+
 /// `C = A·B` (or `C += A·B` with `accumulate`) for `A` m×k, `B` k×n, `C` row-major m×n with row
 /// stride `ldc`. The caller checked the bounds of every operand and [`available`].
+#[allow(clippy::too_many_arguments)]
 pub fn gemm(
     m: usize,
     n: usize,
@@ -56,36 +99,96 @@ pub fn gemm(
     c: &mut [f32],
     ldc: usize,
     accumulate: bool,
+    threads: usize,
 ) {
+    gemm_packed(&PackedA::new(m, k, a), n, b, c, ldc, accumulate, threads);
+}
+
+/// [`gemm`] with A packed beforehand. With `threads > 1`, threads take ranges of MC-row blocks.
+pub fn gemm_packed(
+    a: &PackedA,
+    n: usize,
+    b: Operand,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    threads: usize,
+) {
+    use rayon::prelude::*;
     assert!(available(), "sgemm needs AVX2 and FMA");
+    let (m, k) = (a.m, a.k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                c[r * ldc..r * ldc + n].fill(0.0);
+            }
+        }
+        return;
+    }
+    let row_blocks = m.div_ceil(MC);
+    let per = row_blocks.div_ceil(threads.clamp(1, row_blocks));
+    if per >= row_blocks {
+        row_range(a, 0..m, n, &b, c, ldc, accumulate);
+    } else {
+        c.par_chunks_mut(per * MC * ldc)
+            .enumerate()
+            .for_each(|(t, c)| {
+                let first = t * per * MC;
+                row_range(a, first..m.min(first + per * MC), n, &b, c, ldc, accumulate);
+            });
+    }
+}
+
+/// Rows `rows` of C (`c` starts at the first of them), every column.
+fn row_range(
+    a: &PackedA,
+    rows: std::ops::Range<usize>,
+    n: usize,
+    b: &Operand,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
     #[cfg(target_arch = "x86_64")]
     {
-        let mut apack = vec![0f32; MC * KC];
+        let k = a.k;
         let mut bpack = vec![0f32; KC * NC.min(n.next_multiple_of(NR))];
-        if k == 0 {
-            if !accumulate {
-                for r in 0..m {
-                    c[r * ldc..r * ldc + n].fill(0.0);
-                }
-            }
-            return;
-        }
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                pack_b(&b, pc, kc, jc, nc, &mut bpack);
+                pack_b(b, pc, kc, jc, nc, &mut bpack);
                 let load_c = accumulate || pc > 0;
-                for ic in (0..m).step_by(MC) {
-                    let mc = MC.min(m - ic);
-                    pack_a(&a, ic, mc, pc, kc, &mut apack);
-                    // SAFETY: AVX2 and FMA are available (asserted above); the panels hold
-                    // kc·MR / kc·NR values per tile and every tile of C lies inside `c` (the
-                    // caller checked m, n and ldc against its length).
-                    unsafe { block(mc, nc, kc, &apack, &bpack, c, ldc, ic, jc, load_c) };
+                for ic in rows.clone().step_by(MC) {
+                    let mc = MC.min(rows.end - ic);
+                    // SAFETY: AVX2 and FMA are available (asserted by gemm_packed); the panels
+                    // hold kc·MR / kc·NR values per tile and every tile of C lies inside `c`
+                    // (the caller checked m, n and ldc against its length).
+                    unsafe {
+                        block(
+                            mc,
+                            nc,
+                            kc,
+                            a.block(pc, ic),
+                            &bpack,
+                            c,
+                            ldc,
+                            ic - rows.start,
+                            jc,
+                            load_c,
+                        )
+                    };
                 }
             }
         }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, rows, n, b, c, ldc, accumulate);
+        unreachable!("sgemm::available() is false off x86-64");
     }
 }
 
@@ -243,8 +346,9 @@ mod tests {
             (13, 40, 300),
             (100, 33, 520),
             (5, 2100, 7),
+            (200, 20, 9),
         ];
-        for (m, n, k) in cases {
+        for ((m, n, k), threads) in cases.into_iter().zip([1, 2, 3].into_iter().cycle()) {
             for (transpose_a, transpose_b, accumulate) in [
                 (false, false, false),
                 (true, false, true),
@@ -281,7 +385,7 @@ mod tests {
                 };
                 let ldc = n + 3;
                 let mut c = vec![1f32; m * ldc];
-                gemm(m, n, k, a, b, &mut c, ldc, accumulate);
+                gemm(m, n, k, a, b, &mut c, ldc, accumulate, threads);
                 for r in 0..m {
                     for col in 0..ldc {
                         let want = if col >= n {
