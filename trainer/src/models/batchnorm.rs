@@ -110,7 +110,7 @@ impl BatchNorm2d {
             return self.forward_fused(x, train, relu);
         }
         let y = self.forward_composed(x, train)?;
-        if relu { y.relu() } else { Ok(y) }
+        if relu { super::relu(&y) } else { Ok(y) }
     }
 
     /// CPU: statistics in one parallel pass, then one custom op for normalise(+ReLU) whose

@@ -12,11 +12,13 @@
 //! - `linear`: Linear with a contiguous weight gradient.
 //! - `init`: PyTorch's default initialisation, seeded.
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
+//! - `activation`: ReLU with a one-pass backward.
 //!
 //! Parameters live in a candle `VarMap` (trainable), buffers (BatchNorm running statistics) in a
 //! [`BufferStore`]. Both are listed in name order, the order every rank uses for buckets,
 //! broadcasts and checkpoints.
 
+mod activation;
 mod batchnorm;
 mod conv;
 mod cpu_tensor;
@@ -28,6 +30,7 @@ mod pool;
 mod resnet;
 mod small;
 
+pub use activation::relu;
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
 pub use linear::{Linear, linear};

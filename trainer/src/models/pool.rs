@@ -2,54 +2,46 @@
 //! to the *first* maximal input of its window. candle's own max-pool backward splits the gradient
 //! among tied inputs, and ties are everywhere after a ReLU or on an image's constant background,
 //! which changes the gradients of every layer below the pool (and cost 1.5 points of MNIST
-//! accuracy). CPU tensors use this op; other devices fall back to candle's.
+//! accuracy). CPU tensors use this op ([`super::kernels::pool`]); other devices fall back to
+//! candle's.
+
+use std::sync::{Arc, OnceLock};
 
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
+
+use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
+use super::kernels::pool as kernel;
+use super::kernels::tasks::threads;
 
 /// `max_pool2d(x, kernel)` with stride = kernel.
 pub fn max_pool2d(x: &Tensor, kernel: usize) -> candle_core::Result<Tensor> {
     if !x.device().is_cpu() {
         return x.max_pool2d(kernel);
     }
-    x.contiguous()?.apply_op1(MaxPool2d { kernel })
+    x.contiguous()?.apply_op1(MaxPool2d {
+        kernel,
+        winners: Arc::default(),
+    })
 }
 
-#[derive(Clone, Copy)]
+/// The op of one forward pass: it keeps the winners of its windows for its backward pass.
+#[derive(Clone)]
 struct MaxPool2d {
     kernel: usize,
+    winners: Arc<OnceLock<Vec<u8>>>,
 }
 
 impl MaxPool2d {
-    /// (n·c, h, w, out_h, out_w) of a contiguous NCHW input.
-    fn dims(&self, shape: &Shape) -> candle_core::Result<(usize, usize, usize, usize, usize)> {
+    /// (n·c, h, w) of a contiguous NCHW input, checked against the window.
+    fn planes(&self, shape: &Shape) -> candle_core::Result<kernel::Planes> {
         let (n, c, h, w) = shape.dims4()?;
         let k = self.kernel;
-        if h < k || w < k {
-            candle_core::bail!("max-pool: input {h}x{w} is smaller than the {k}x{k} window");
+        if k == 0 || k > 16 || h < k || w < k {
+            candle_core::bail!(
+                "max-pool: a {k}x{k} window does not fit the input {h}x{w} (windows of 1..=16)"
+            );
         }
-        Ok((n * c, h, w, h / k, w / k))
-    }
-
-    /// Index (within its plane) of the first maximum of the window of output (oy, ox).
-    fn argmax(&self, plane: &[f32], w: usize, oy: usize, ox: usize) -> usize {
-        let k = self.kernel;
-        let mut best = (oy * k) * w + ox * k;
-        for dy in 0..k {
-            for dx in 0..k {
-                let i = (oy * k + dy) * w + ox * k + dx;
-                if plane[i] > plane[best] || plane[i].is_nan() && !plane[best].is_nan() {
-                    best = i;
-                }
-            }
-        }
-        best
-    }
-}
-
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
-    match (storage, layout.contiguous_offsets()) {
-        (CpuStorage::F32(v), Some((a, b))) => Ok(&v[a..b]),
-        _ => candle_core::bail!("max-pool: expected a contiguous f32 tensor"),
+        Ok((n * c, h, w))
     }
 }
 
@@ -63,19 +55,14 @@ impl candle_core::CustomOp1 for MaxPool2d {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(storage, layout)?;
-        let (planes, h, w, oh, ow) = self.dims(layout.shape())?;
-        let mut out = Vec::with_capacity(planes * oh * ow);
-        for p in 0..planes {
-            let plane = &src[p * h * w..(p + 1) * h * w];
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    out.push(plane[self.argmax(plane, w, oy, ox)]);
-                }
-            }
-        }
-        let (n, c, _, _) = layout.shape().dims4()?;
-        Ok((CpuStorage::F32(out), Shape::from((n, c, oh, ow))))
+        let x = storage_f32(storage, layout, "max-pool input")?;
+        let planes = self.planes(layout.shape())?;
+        let (y, winners) = kernel::forward(x, planes, self.kernel, threads());
+        // A second forward of the same op (never done by candle) would keep the first winners.
+        let _ = self.winners.set(winners);
+        let (n, c, h, w) = layout.shape().dims4()?;
+        let k = self.kernel;
+        Ok((CpuStorage::F32(y), Shape::from((n, c, h / k, w / k))))
     }
 
     fn bwd(
@@ -84,19 +71,14 @@ impl candle_core::CustomOp1 for MaxPool2d {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let (planes, h, w, oh, ow) = self.dims(arg.shape())?;
-        let x = arg.flatten_all()?.to_vec1::<f32>()?;
-        let g = grad_res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let mut dx = vec![0f32; x.len()];
-        for p in 0..planes {
-            let plane = &x[p * h * w..(p + 1) * h * w];
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    dx[p * h * w + self.argmax(plane, w, oy, ox)] += g[(p * oh + oy) * ow + ox];
-                }
-            }
-        }
-        Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
+        let planes = self.planes(arg.shape())?;
+        let Some(winners) = self.winners.get() else {
+            candle_core::bail!("max-pool: backward before forward");
+        };
+        let dx = with_f32(grad_res, "max-pool output gradient", |g| {
+            kernel::backward(g, winners, planes, self.kernel, threads())
+        })?;
+        Ok(Some(cpu_tensor(dx, arg.shape())?))
     }
 }
 

@@ -9,7 +9,7 @@ use candle_nn::Module;
 
 use super::{
     BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
-    conv2d_no_bias, linear,
+    conv2d_no_bias, linear, relu,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +149,7 @@ impl Block {
             Some(d) => d.forward(x, train)?,
             None => x.clone(),
         };
-        (y + identity)?.relu()
+        relu(&(y + identity)?)
     }
 }
 

@@ -5,7 +5,7 @@ use candle_nn::Module;
 
 use super::{
     BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
-    conv2d, linear, max_pool2d,
+    conv2d, linear, max_pool2d, relu,
 };
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
@@ -31,10 +31,10 @@ pub fn mnist_cnn(classes: usize, pb: ParamBuilder) -> candle_core::Result<MnistC
 
 impl Forward for MnistCnn {
     fn forward(&self, x: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-        let x = max_pool2d(&self.conv1.forward(x)?.relu()?, 2)?;
-        let x = max_pool2d(&self.conv2.forward(&x)?.relu()?, 2)?;
-        let x = self.conv3.forward(&x)?.relu()?.flatten_from(1)?;
-        self.dense2.forward(&self.dense1.forward(&x)?.relu()?)
+        let x = max_pool2d(&relu(&self.conv1.forward(x)?)?, 2)?;
+        let x = max_pool2d(&relu(&self.conv2.forward(&x)?)?, 2)?;
+        let x = relu(&self.conv3.forward(&x)?)?.flatten_from(1)?;
+        self.dense2.forward(&relu(&self.dense1.forward(&x)?)?)
     }
 }
 
@@ -57,8 +57,8 @@ pub fn mlp(classes: usize, pb: ParamBuilder) -> candle_core::Result<Mlp> {
 
 impl Forward for Mlp {
     fn forward(&self, x: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-        let x = self.layers[0].forward(&x.flatten_from(1)?)?.relu()?;
-        let x = self.layers[1].forward(&x)?.relu()?;
+        let x = relu(&self.layers[0].forward(&x.flatten_from(1)?)?)?;
+        let x = relu(&self.layers[1].forward(&x)?)?;
         self.layers[2].forward(&x)
     }
 }

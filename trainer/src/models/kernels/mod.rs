@@ -10,10 +10,12 @@
 //! - `conv`: convolution forward and backward, a batch chunk at a time, nothing kept between
 //!   the two passes but the input.
 //! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
+//! - `pool`: max-pooling that records each window's winner, so that backward is a scatter.
 
 pub mod batchnorm;
 pub mod conv;
 pub mod gemm;
+pub mod pool;
 pub mod sgemm;
 pub mod tasks;
 pub mod unfold;

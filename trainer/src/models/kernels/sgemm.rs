@@ -88,7 +88,9 @@ impl PackedA {
 }
 
 /// `C = A·B` (or `C += A·B` with `accumulate`) for `A` m×k, `B` k×n, `C` row-major m×n with row
-/// stride `ldc`. The caller checked the bounds of every operand and [`available`].
+/// stride `ldc`. The caller checked the bounds of every operand and [`available`]. (Callers
+/// pack through [`PackedA`]; this form is for the tests.)
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub fn gemm(
     m: usize,

@@ -1,0 +1,505 @@
+//! `ddp-bench`: the figures of `docs/performance.md`, measured the same way as the PyTorch
+//! references in `shared/bench/` (`torch_ref.py`, `torch_allreduce.py`).
+//!
+//! - **train**: for mnist-cnn and mlp (MNIST sample) and ResNet-18 (synthetic 3x32x32 data, as
+//!   `torch_ref.py --model resnet18 --synthetic N`), runs the sibling `ddp-trainer` executable
+//!   (`--standalone --nproc W`) in four configurations per round: world 1 × 1 thread, world 1 ×
+//!   T threads (`--threads`, default all cores; skipped when T = 1), world 2 × 1 thread per
+//!   replica, and 1+1 (two independent world-1 runs at once, 1 thread each). The generated spec
+//!   mirrors `torch_ref.py` (CNN: Adam lr 0.001 × world; MLP and ResNet-18: SGD momentum 0.9 lr
+//!   0.01 × world; all StepLR(1, 0.7); no validation split; no checkpoints); the bench then reads
+//!   the run's metrics JSONL. Each rank's training time is the sum of its `train` records'
+//!   `samples / samples_per_sec` (the logging windows tile every epoch's training loop,
+//!   evaluation and checkpoints excluded); the run's time is the slowest rank's, and its
+//!   throughput is the samples of all ranks divided by that time. Scaling efficiency = world-2
+//!   throughput / (2 × world-1 throughput); "vs 1 thread" = world 1 × T over world 1 × 1. Peak RSS
+//!   is the largest resident set among a run's processes (`wait4`'s rusage of the child).
+//! - **--compare-torch PYTHON**: also runs `torch_ref.py` at world 2 × 1 thread and world 1 × T
+//!   threads, alternating with our runs, and prints ddp / PyTorch ratios (medians over rounds).
+//! - **allreduce**: spawns itself twice as hidden workers (`--allreduce-worker`, with RANK,
+//!   WORLD_SIZE, MASTER_ADDR, MASTER_PORT) that join a `ProcessGroup` over loopback and run
+//!   `bench_all_reduce` on 1, 25 and 100 MiB; rank 0 prints `torch_allreduce.py`'s JSON keys.
+//!
+//! A table by default, JSON lines with `--json` (progress goes to stderr either way). Every wait
+//! on a child process has a deadline; children die with the bench (`PR_SET_PDEATHSIG`).
+//!
+//! # Layout
+//!
+//! - `main.rs`: the arguments, `main`, `bench` (checks, header, the parts in order), the tables.
+//! - `rounds.rs`: the training rounds: our configurations alternating with PyTorch's, scaling
+//!   and "vs 1 thread" per round, medians, the ddp / PyTorch comparison.
+//! - `train.rs`: one `ddp-trainer` run: models, configurations, the spec, the figures from its
+//!   metrics.
+//! - `torch.rs`: one `torch_ref.py` run: finding the script and torch, its summary line.
+//! - `allreduce.rs`: the all-reduce workers and their figures.
+//! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
+
+mod allreduce;
+mod procs;
+mod rounds;
+mod torch;
+mod train;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, ValueEnum};
+
+use allreduce::{AR_ENGINES, AR_WORLD, ArFigure, allreduce_worker, bench_allreduce};
+use procs::kib_to_mb;
+use rounds::{Comparison, Setup, TrainResults, bench_training};
+use torch::Torch;
+use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_trainer};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum What {
+    Train,
+    Allreduce,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ModelSel {
+    Cnn,
+    Mlp,
+    #[value(name = "resnet18")]
+    Resnet18,
+    /// cnn, mlp and resnet18.
+    All,
+}
+
+impl ModelSel {
+    fn models(self) -> &'static [Model] {
+        match self {
+            ModelSel::Cnn => &[Model::Cnn],
+            ModelSel::Mlp => &[Model::Mlp],
+            ModelSel::Resnet18 => &[Model::Resnet18],
+            ModelSel::All => &[Model::Cnn, Model::Mlp, Model::Resnet18],
+        }
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddp-bench",
+    version,
+    about = "Training throughput and all-reduce bandwidth, measured like shared/bench's PyTorch \
+             references (see docs/performance.md)"
+)]
+struct Args {
+    /// What to measure.
+    #[arg(long, value_enum, default_value = "all")]
+    what: What,
+    /// Models of the training benchmark.
+    #[arg(long, value_enum, default_value = "all")]
+    model: ModelSel,
+    /// Epochs per training run (torch_ref.py --epochs) [default: 3 for cnn and mlp, 1 for
+    /// resnet18].
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Batch size per replica (torch_ref.py --batch).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// resnet18: synthetic 3x32x32 training images, a quarter as many test images
+    /// (torch_ref.py --synthetic).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    synthetic: usize,
+    /// CPU threads per replica of the world-1 "all cores" configuration (also PyTorch's)
+    /// [default: the number of cores].
+    #[arg(long, value_name = "T")]
+    threads: Option<usize>,
+    /// Also run shared/bench/torch_ref.py with this Python (one with torch), alternating with our
+    /// runs, and print ddp / PyTorch ratios.
+    #[arg(long, value_name = "PYTHON")]
+    compare_torch: Option<PathBuf>,
+    /// The PyTorch reference script for --compare-torch [default: ../shared/bench/torch_ref.py
+    /// from the repository root, else from the current folder].
+    #[arg(long, value_name = "PATH")]
+    torch_ref: Option<PathBuf>,
+    /// MNIST-format data folder (default: examples/data/mnist-sample).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// One JSON line per figure instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The ddp-trainer executable (default: the one beside this executable).
+    #[arg(long)]
+    trainer: Option<PathBuf>,
+    /// Longest wait for one child run, in seconds (workers: their collectives' timeout).
+    #[arg(long, default_value_t = 900)]
+    timeout_s: u64,
+    /// Keep the temporary folder (specs, run folders, logs) and print where it is.
+    #[arg(long)]
+    keep: bool,
+    /// Rounds of the training benchmark (per model all configurations, alternating with
+    /// PyTorch's); the tables show each figure's median and the range of the scaling.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Internal: one rank of the all-reduce benchmark (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
+    #[arg(long, hide = true)]
+    allreduce_worker: bool,
+    /// Internal: the worker all-reduces through shared memory.
+    #[arg(long, hide = true)]
+    shm: bool,
+}
+
+impl Args {
+    fn wants_training(&self) -> bool {
+        matches!(self.what, What::Train | What::All)
+    }
+
+    fn wants_allreduce(&self) -> bool {
+        matches!(self.what, What::Allreduce | What::All)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.allreduce_worker {
+        return match allreduce_worker(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ddp-bench worker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Err(e) = check_args(&args) {
+        eprintln!("ddp-bench: {e}");
+        return ExitCode::from(2);
+    }
+    let tmp = match make_tmp_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("ddp-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = bench(&args, &tmp);
+    if let Err(e) = &result {
+        eprintln!("ddp-bench: {e}");
+    }
+    let empty = fs::read_dir(&tmp).map_or(true, |mut d| d.next().is_none());
+    if (args.keep || result.is_err()) && !empty {
+        eprintln!("ddp-bench: specs, runs and logs kept in {}", tmp.display());
+    } else {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Usage errors that clap does not catch.
+fn check_args(args: &Args) -> Result<(), String> {
+    if args.epochs == Some(0) || args.batch == 0 {
+        return Err("--epochs and --batch must be at least 1".into());
+    }
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1".into());
+    }
+    if args.synthetic < 4 {
+        return Err("--synthetic must be at least 4 (a quarter of it are test images)".into());
+    }
+    if args.compare_torch.is_some() && !args.wants_training() {
+        return Err("--compare-torch compares training runs: use --what train or all".into());
+    }
+    if args.torch_ref.is_some() && args.compare_torch.is_none() {
+        return Err("--torch-ref is the script of --compare-torch PYTHON: pass both".into());
+    }
+    Ok(())
+}
+
+fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = load_average();
+    say(
+        args,
+        &format!(
+            "ddp-bench {} | {cores} CPU cores | load average {load}",
+            env!("CARGO_PKG_VERSION")
+        ),
+    );
+    warn_if_busy(&load);
+    if args.wants_training() {
+        let setup = prepare_training(args, tmp, cores)?;
+        say(
+            args,
+            &format!("ddp-trainer: {}", setup.trainer.exe.display()),
+        );
+        if let Some(torch) = &setup.torch {
+            say(args, &torch.describe());
+        }
+        let results = bench_training(&setup)?;
+        if !args.json {
+            print_train_table(&setup, &results.figures);
+            print_comparisons(&setup, &results);
+        }
+    }
+    if args.wants_allreduce() {
+        let mut figures = Vec::new();
+        for (engine, shm) in AR_ENGINES {
+            figures.extend(bench_allreduce(args, tmp, engine, shm)?);
+        }
+        if args.json {
+            for f in &figures {
+                println!("{}", f.line);
+            }
+        } else {
+            print_allreduce_table(&figures);
+        }
+    }
+    Ok(())
+}
+
+/// A line of the header: on stdout with the tables, on stderr with `--json`.
+fn say(args: &Args, line: &str) {
+    if args.json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
+fn warn_if_busy(load: &str) {
+    let busy = load
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse::<f64>().ok());
+    if let Some(l) = busy.filter(|l| *l > 0.5) {
+        eprintln!(
+            "ddp-bench: warning: the machine is not idle (1-minute load average {l}); every figure \
+             depends on the CPU the replicas get"
+        );
+    }
+}
+
+/// The trainer, the data, PyTorch: everything the training runs need, found before any runs.
+fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setup<'a>, String> {
+    let timeout = Duration::from_secs(args.timeout_s);
+    let trainer = Trainer {
+        exe: find_trainer(args.trainer.as_deref())?,
+        tmp,
+        timeout,
+    };
+    let models = args.model.models();
+    let mnist = match models.iter().any(|m| m.uses_mnist()) {
+        true => Some(find_data_dir(args.data.as_deref())?),
+        false => None,
+    };
+    let workloads = models
+        .iter()
+        .map(|&model| Workload {
+            model,
+            epochs: args.epochs.unwrap_or(model.default_epochs()),
+            batch: args.batch,
+            data: match &mnist {
+                Some(dir) if model.uses_mnist() => Data::Mnist(dir.clone()),
+                _ => Data::Synthetic {
+                    train: args.synthetic,
+                },
+            },
+        })
+        .collect();
+    let torch = match &args.compare_torch {
+        Some(python) => Some(Torch::prepare(
+            python,
+            args.torch_ref.as_deref(),
+            tmp,
+            timeout,
+        )?),
+        None => None,
+    };
+    Ok(Setup {
+        trainer,
+        torch,
+        workloads,
+        threads: args.threads.unwrap_or(cores),
+        rounds: args.repeat,
+        json: args.json,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tables
+
+fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
+    println!();
+    println!(
+        "Training throughput: batch {} per replica, ddp-trainer --standalone; {}",
+        setup.workloads.first().map_or(0, |w| w.batch),
+        data_summary(&setup.workloads)
+    );
+    if setup.rounds > 1 {
+        println!(
+            "median of {} rounds (each scaling and vs 1 thread against its own round's world 1 x \
+             1 thread; scaling range in brackets)",
+            setup.rounds
+        );
+    }
+    println!(
+        "{:<8} {:>5} {:>7} {:>8} {:>9} {:>10} {:>8} {:>11} {:>9} {:>7} {:>11} {:>15}",
+        "model",
+        "world",
+        "threads",
+        "samples",
+        "train s",
+        "samples/s",
+        "scaling",
+        "vs 1 thread",
+        "test acc",
+        "wall s",
+        "peak RSS MB",
+        "scaling range"
+    );
+    for f in figures {
+        let range = match f.scaling_range {
+            Some((lo, hi)) if setup.rounds > 1 => {
+                format!("[{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi)
+            }
+            _ => String::new(),
+        };
+        println!(
+            "{:<8} {:>5} {:>7} {:>8} {:>9.2} {:>10.1} {:>8} {:>11} {:>9} {:>7.1} {:>11} {:>15}",
+            f.model.short(),
+            f.config.world_label(),
+            f.config.threads,
+            f.samples,
+            f.train_s,
+            f.samples_per_s,
+            percent(f.scaling, 1),
+            f.vs_one_thread
+                .map_or("-".to_string(), |v| format!("{v:.2}x")),
+            percent(f.test_acc, 2),
+            f.wall_s,
+            f.peak_rss_kib
+                .map_or("-".to_string(), |k| format!("{:.0}", kib_to_mb(k))),
+            range
+        );
+    }
+    println!(
+        "samples/s = training samples of all ranks / training time of the slowest rank (sum of its \
+         train records' samples / samples_per_sec); scaling = world-2 samples/s / (2 x world-1)"
+    );
+    println!(
+        "world 1+1 = two independent world-1 runs at the same time (no communication): the scaling \
+         this machine allows two replicas at all"
+    );
+    println!(
+        "threads = CPU threads per replica; vs 1 thread = samples/s / world-1 x 1-thread samples/s; \
+         peak RSS = the largest process of the run (launcher or replica; 1 MB = 1e6 bytes)"
+    );
+}
+
+/// "cnn, mlp: MNIST sample, 3 epochs; resnet18: 512 synthetic 3x32x32 images (128 test), 1 epoch".
+fn data_summary(workloads: &[Workload]) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for w in workloads {
+        let description = w.describe();
+        match groups.iter_mut().find(|(d, _)| *d == description) {
+            Some((_, models)) => models.push(w.model.short()),
+            None => groups.push((description, vec![w.model.short()])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(d, models)| format!("{}: {d}", models.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// "97.50%" (with `digits` decimals), or "-".
+fn percent(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |v| format!("{:.digits$}%", 100.0 * v))
+}
+
+fn print_comparisons(setup: &Setup, results: &TrainResults) {
+    let Some(torch) = &setup.torch else {
+        return;
+    };
+    for c in &results.comparisons {
+        print_comparison(setup, &torch.version, c);
+    }
+    if !results.comparisons.is_empty() {
+        println!(
+            "ratio = ddp / PyTorch (above 1: ddp has more samples/s, or uses more memory); best = \
+             ddp: the best of world 1 x 1 thread, world 1 x {t} and world 2 (not 1+1); PyTorch: \
+             the better of its two; PyTorch's samples/s = rank 0's epoch times between barriers \
+             (torch_ref.py)",
+            t = train::threads_text(setup.threads)
+        );
+    }
+}
+
+fn print_comparison(setup: &Setup, version: &str, c: &Comparison) {
+    println!();
+    println!(
+        "ddp-trainer vs PyTorch {version} (torch_ref.py): {}, {}, batch {} per replica",
+        c.workload.model.short(),
+        c.workload.describe(),
+        c.workload.batch
+    );
+    if setup.rounds > 1 {
+        println!(
+            "median of {} rounds (ddp and PyTorch alternate within a round); ratio = ddp median / \
+             PyTorch median",
+            setup.rounds
+        );
+    }
+    println!(
+        "{:<32} {:>13} {:>17} {:>7}",
+        "configuration", "ddp samples/s", "PyTorch samples/s", "ratio"
+    );
+    for r in &c.rows {
+        println!(
+            "{:<32} {:>13.1} {:>17.1} {:>7.2}",
+            r.label, r.ours, r.torch, r.ratio
+        );
+    }
+}
+
+fn print_allreduce_table(figures: &[ArFigure]) {
+    println!();
+    println!(
+        "All-reduce: world {AR_WORLD} on this host (ddp-tcp: TCP ring over loopback; ddp-shm: \
+         shared memory), sum of f32, median of 10 after 3 warm-ups"
+    );
+    println!(
+        "{:<8} {:>8} {:>11} {:>11} {:>11}",
+        "engine", "size", "median ms", "algbw GB/s", "busbw GB/s"
+    );
+    for f in figures {
+        println!(
+            "{:<8} {:>8} {:>11.3} {:>11.3} {:>11.3}",
+            f.engine,
+            format!("{} MiB", f.fig.bytes >> 20),
+            f.fig.median_s * 1e3,
+            f.fig.algbw_gbps,
+            f.fig.busbw_gbps
+        );
+    }
+    println!("algbw = bytes / median time (1 GB = 1e9 bytes); busbw = algbw x 2(W-1)/W");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn make_tmp_dir() -> Result<PathBuf, String> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("ddp-bench-{}-{nanos}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// `/proc/loadavg`'s first three fields (a busy machine makes every figure lower).
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}

@@ -1,0 +1,264 @@
+//! One run of the PyTorch reference `shared/bench/torch_ref.py` (`--compare-torch PYTHON`): the
+//! script and torch version found before anything runs, the process, and its summary line.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::procs::{clean_env, free_port, kib_to_mb, spawn, tail, wait_deadline};
+use crate::train::{Config, Data, Workload, json_num};
+
+/// The configurations PyTorch runs, in the order they alternate with ours: world 1 × all
+/// cores, then world 2 × 1 thread per process.
+pub fn torch_configs(threads: usize) -> [Config; 2] {
+    [Config::ddp(1, threads), Config::ddp(2, 1)]
+}
+
+/// The last `"summary": true` line of `torch_ref.py`.
+#[derive(Deserialize)]
+struct Summary {
+    engine: String,
+    threads: usize,
+    train_s: f64,
+    samples_per_s: f64,
+    test_acc: Option<f64>,
+}
+
+/// One `torch_ref.py` run's figures.
+#[derive(Clone)]
+pub struct TorchFigure {
+    /// As asked for (`threads` is what the script asked for, see `threads_used`).
+    pub config: Config,
+    /// `pytorch-<version>`, from the summary line.
+    pub engine: String,
+    /// `torch.get_num_threads()` of rank 0.
+    pub threads_used: usize,
+    /// Rank 0's epoch times (between barriers, evaluation excluded).
+    pub train_s: f64,
+    pub samples_per_s: f64,
+    pub test_acc: Option<f64>,
+    pub wall_s: f64,
+    /// The largest resident set of the launcher and its `mp.spawn` workers, KiB.
+    pub peak_rss_kib: Option<u64>,
+}
+
+impl TorchFigure {
+    /// The `--json` line of one run.
+    pub fn json_line(&self, w: &Workload, round: u32) -> String {
+        format!(
+            "{{\"bench\": \"train\", \"engine\": \"{}\", \"model\": \"{}\", \"world\": {}, \
+             \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \"train_s\": {:.3}, \
+             \"samples_per_s\": {:.1}, \"test_acc\": {}, \"wall_s\": {:.3}, \
+             \"peak_rss_mb\": {}, \"round\": {round}}}",
+            self.engine,
+            w.model.short(),
+            self.config.world,
+            self.threads_used,
+            w.batch,
+            w.epochs,
+            self.train_s,
+            self.samples_per_s,
+            json_num(self.test_acc, 4),
+            self.wall_s,
+            json_num(self.peak_rss_kib.map(kib_to_mb), 1),
+        )
+    }
+}
+
+/// The Python, the script, and what all runs share.
+pub struct Torch<'a> {
+    python: PathBuf,
+    script: PathBuf,
+    /// `torch.__version__`.
+    pub version: String,
+    tmp: &'a Path,
+    timeout: Duration,
+}
+
+impl<'a> Torch<'a> {
+    /// Finds the script and asks `python` for its torch version: every mistake in
+    /// `--compare-torch`/`--torch-ref` shows here, before anything is measured.
+    pub fn prepare(
+        python: &Path,
+        script: Option<&Path>,
+        tmp: &'a Path,
+        timeout: Duration,
+    ) -> Result<Torch<'a>, String> {
+        let script = find_script(script)?;
+        let version = torch_version(python, tmp, timeout)?;
+        Ok(Torch {
+            python: python.to_path_buf(),
+            script,
+            version,
+            tmp,
+            timeout,
+        })
+    }
+
+    /// "PyTorch 2.15.0 (PYTHON SCRIPT)", for the header.
+    pub fn describe(&self) -> String {
+        format!(
+            "PyTorch {} ({} {})",
+            self.version,
+            self.python.display(),
+            self.script.display()
+        )
+    }
+
+    /// One `torch_ref.py` run of `w` in `config`, in a folder named with `tag`.
+    pub fn run(&self, w: &Workload, config: Config, tag: &str) -> Result<TorchFigure, String> {
+        let dir = self.tmp.join(format!(
+            "torch-{}-w{}-t{}{tag}",
+            w.model.short(),
+            config.world,
+            config.threads
+        ));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
+        let cmd = self.command(w, config, free_port()?);
+        let what = format!("torch_ref.py ({} {}{tag})", w.model.short(), config.label());
+        let t0 = Instant::now();
+        let child =
+            spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
+        let exit = wait_deadline(child, self.timeout, &what)
+            .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        if !exit.status.success() {
+            return Err(format!(
+                "{what} failed ({})\n{}",
+                exit.status,
+                tail(&stderr)
+            ));
+        }
+        let s = read_summary(&stdout)?;
+        if s.threads != config.threads {
+            eprintln!(
+                "ddp-bench: warning: {what} ran {} threads per process, not {}",
+                s.threads, config.threads
+            );
+        }
+        Ok(TorchFigure {
+            config,
+            engine: s.engine,
+            threads_used: s.threads,
+            train_s: s.train_s,
+            samples_per_s: s.samples_per_s,
+            test_acc: s.test_acc,
+            wall_s,
+            peak_rss_kib: exit.peak_rss_kib,
+        })
+    }
+
+    /// `PYTHON torch_ref.py DATA --world W --model M --epochs E --batch B --threads T --port P
+    /// [--synthetic N]` (for ResNet-18 the data folder is ignored: the temporary folder).
+    fn command(&self, w: &Workload, config: Config, port: u16) -> Command {
+        let mut cmd = Command::new(&self.python);
+        clean_env(&mut cmd);
+        cmd.arg(&self.script);
+        match &w.data {
+            Data::Mnist(dir) => cmd.arg(dir),
+            Data::Synthetic { train } => {
+                cmd.arg(self.tmp).arg("--synthetic").arg(train.to_string())
+            }
+        };
+        cmd.arg("--world")
+            .arg(config.world.to_string())
+            .arg("--threads")
+            .arg(config.threads.to_string())
+            .arg("--model")
+            .arg(w.model.short())
+            .arg("--epochs")
+            .arg(w.epochs.to_string())
+            .arg("--batch")
+            .arg(w.batch.to_string())
+            .arg("--port")
+            .arg(port.to_string());
+        cmd
+    }
+}
+
+/// `--torch-ref`, else `../shared/bench/torch_ref.py` from the repository root or from the
+/// current folder.
+fn find_script(given: Option<&Path>) -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = match given {
+        Some(p) => vec![p.to_path_buf()],
+        None => vec![
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/torch_ref.py"),
+            PathBuf::from("../shared/bench/torch_ref.py"),
+        ],
+    };
+    for c in &candidates {
+        if c.is_file() {
+            return c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()));
+        }
+    }
+    let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+    Err(format!(
+        "torch_ref.py not found ({}): pass --torch-ref PATH (the PyTorch reference of \
+         shared/bench, see shared/bench/README.md)",
+        tried.join(", ")
+    ))
+}
+
+/// `torch.__version__` as `python` imports it.
+fn torch_version(python: &Path, tmp: &Path, timeout: Duration) -> Result<String, String> {
+    let (stdout, stderr) = (tmp.join("torch-version.out"), tmp.join("torch-version.err"));
+    let mut cmd = Command::new(python);
+    clean_env(&mut cmd);
+    cmd.arg("-c").arg("import torch; print(torch.__version__)");
+    let child = spawn(cmd, &stdout, &stderr).map_err(|e| {
+        // Nothing ran: no logs worth keeping.
+        let _ = (fs::remove_file(&stdout), fs::remove_file(&stderr));
+        format!(
+            "cannot start {} (--compare-torch): {e}; pass a Python executable that has torch",
+            python.display()
+        )
+    })?;
+    let what = format!("{} -c 'import torch'", python.display());
+    let exit = wait_deadline(child, timeout, &what)?;
+    if !exit.status.success() {
+        return Err(format!(
+            "{} cannot import torch ({}): pass a Python that has torch to --compare-torch\n{}",
+            python.display(),
+            exit.status,
+            tail(&stderr)
+        ));
+    }
+    let text = fs::read_to_string(&stdout).map_err(|e| format!("{}: {e}", stdout.display()))?;
+    let version = text.trim();
+    if version.is_empty() {
+        return Err(format!("{what} printed no version"));
+    }
+    Ok(version.to_string())
+}
+
+/// The last line of `stdout` that is JSON with `"summary": true`.
+fn read_summary(stdout: &Path) -> Result<Summary, String> {
+    let text = fs::read_to_string(stdout).map_err(|e| format!("{}: {e}", stdout.display()))?;
+    let line = text
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["summary"] == serde_json::Value::Bool(true))
+        .ok_or_else(|| {
+            format!(
+                "{}: no summary line (JSON with \"summary\": true) from torch_ref.py",
+                stdout.display()
+            )
+        })?;
+    let s: Summary = serde_json::from_value(line)
+        .map_err(|e| format!("{}: torch_ref.py's summary line: {e}", stdout.display()))?;
+    if !(s.samples_per_s.is_finite() && s.samples_per_s > 0.0) {
+        return Err(format!(
+            "{}: samples_per_s {} in torch_ref.py's summary line",
+            stdout.display(),
+            s.samples_per_s
+        ));
+    }
+    Ok(s)
+}

@@ -1,0 +1,503 @@
+//! One training run of `ddp-trainer --standalone`: the models, the configurations, the spec
+//! (`torch_ref.py`'s recipe), the process, and the figures read back from its metrics.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use ddp_trainer::metrics::{MetricKind, read_metrics};
+
+use crate::procs::{self, clean_env, kib_to_mb, spawn, tail, wait_deadline};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    Cnn,
+    Mlp,
+    Resnet18,
+}
+
+impl Model {
+    /// The name `torch_ref.py` uses (`--model cnn|mlp|resnet18`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Model::Cnn => "cnn",
+            Model::Mlp => "mlp",
+            Model::Resnet18 => "resnet18",
+        }
+    }
+
+    /// `model.name` of the spec.
+    pub fn spec_name(self) -> &'static str {
+        match self {
+            Model::Cnn => "mnist-cnn",
+            Model::Mlp => "mlp",
+            Model::Resnet18 => "resnet18",
+        }
+    }
+
+    /// Epochs when `--epochs` is not given (the issue's recipe: ResNet-18 trains 1 epoch).
+    pub fn default_epochs(self) -> usize {
+        match self {
+            Model::Cnn | Model::Mlp => 3,
+            Model::Resnet18 => 1,
+        }
+    }
+
+    /// Whether the model trains on the MNIST-format folder (else on synthetic CIFAR-shaped data).
+    pub fn uses_mnist(self) -> bool {
+        self != Model::Resnet18
+    }
+
+    /// `[train]` keys mirroring `torch_ref.py` (which applies StepLR(1, 0.7) to every model).
+    fn train_keys(self) -> &'static str {
+        match self {
+            Model::Cnn => "optimizer = \"adam\"\nlr = 0.001\n",
+            Model::Mlp | Model::Resnet18 => "optimizer = \"sgd\"\nlr = 0.01\nmomentum = 0.9\n",
+        }
+    }
+}
+
+/// What a model trains on.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// An MNIST-format folder (cnn, mlp).
+    Mnist(PathBuf),
+    /// Synthetic 3x32x32 images of 10 classes: `train` training images, `train / 4` test images.
+    Synthetic { train: usize },
+}
+
+/// What every run of one model trains, ours and PyTorch's alike.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub model: Model,
+    pub epochs: usize,
+    /// Batch size per replica.
+    pub batch: usize,
+    pub data: Data,
+}
+
+impl Workload {
+    /// The data and epochs, for table titles.
+    pub fn describe(&self) -> String {
+        let data = match &self.data {
+            Data::Mnist(_) => "MNIST sample".to_string(),
+            Data::Synthetic { train } => {
+                format!("{train} synthetic 3x32x32 images ({} test)", train / 4)
+            }
+        };
+        let plural = if self.epochs == 1 { "" } else { "s" };
+        format!("{data}, {} epoch{plural}", self.epochs)
+    }
+
+    /// The `[data]` keys of the spec: all training images, no validation split.
+    fn data_keys(&self) -> String {
+        match &self.data {
+            Data::Mnist(dir) => {
+                let path =
+                    serde_json::to_string(&dir.to_string_lossy()).expect("a string serializes");
+                format!("name = \"mnist\"\npath = {path}\nval_fraction = 0.0\n")
+            }
+            Data::Synthetic { train } => format!(
+                "name = \"synthetic\"\ntask = \"classification\"\nshape = [3, 32, 32]\n\
+                 classes = 10\ntrain_size = {train}\ntest_size = {test}\nval_fraction = 0.0\n",
+                test = train / 4
+            ),
+        }
+    }
+}
+
+/// Where a run's replicas are and how many CPU threads each has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Replicas (2 for the independent pair).
+    pub world: usize,
+    pub threads: usize,
+    /// Two independent world-1 runs at once ([`Trainer::run_pair`]), not one world-2 run.
+    pub independent: bool,
+}
+
+impl Config {
+    pub const PAIR: Config = Config {
+        world: 2,
+        threads: 1,
+        independent: true,
+    };
+
+    pub const fn ddp(world: usize, threads: usize) -> Config {
+        Config {
+            world,
+            threads,
+            independent: false,
+        }
+    }
+
+    /// "1", "2" or "1+1".
+    pub fn world_label(&self) -> String {
+        if self.independent {
+            "1+1".to_string()
+        } else {
+            self.world.to_string()
+        }
+    }
+
+    /// "world 2 x 1 thread", "world 1+1 x 1 thread".
+    pub fn label(&self) -> String {
+        format!(
+            "world {} x {}",
+            self.world_label(),
+            threads_text(self.threads)
+        )
+    }
+}
+
+/// "1 thread", "2 threads".
+pub fn threads_text(threads: usize) -> String {
+    if threads == 1 {
+        "1 thread".to_string()
+    } else {
+        format!("{threads} threads")
+    }
+}
+
+/// One training run's figures.
+#[derive(Clone)]
+pub struct TrainFigure {
+    pub model: Model,
+    pub config: Config,
+    /// Training samples of all ranks together.
+    pub samples: u64,
+    /// The slowest rank's training time.
+    pub train_s: f64,
+    pub samples_per_s: f64,
+    pub test_acc: Option<f64>,
+    /// The whole `ddp-trainer` run (start-up, data loading, test, exit) seen from here.
+    pub wall_s: f64,
+    /// The largest resident set of the run's processes (of both runs for 1+1), KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// Set on world 2 (and 1+1): samples/s over 2 × world 1 × 1 thread's.
+    pub scaling: Option<f64>,
+    /// Lowest and highest scaling over the rounds (`--repeat`).
+    pub scaling_range: Option<(f64, f64)>,
+    /// Set on world 1 with more than 1 thread: samples/s over world 1 × 1 thread's.
+    pub vs_one_thread: Option<f64>,
+}
+
+impl TrainFigure {
+    /// The `--json` line of one run.
+    pub fn json_line(&self, w: &Workload, round: u32) -> String {
+        format!(
+            "{{\"bench\": \"{}\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \
+             \"world\": {}, \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \
+             \"samples\": {}, \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \
+             \"scaling_efficiency\": {}, \"vs_1_thread\": {}, \"test_acc\": {}, \
+             \"wall_s\": {:.3}, \"peak_rss_mb\": {}, \"round\": {round}}}",
+            if self.config.independent {
+                "train-independent-pair"
+            } else {
+                "train"
+            },
+            env!("CARGO_PKG_VERSION"),
+            self.model.short(),
+            self.config.world,
+            self.config.threads,
+            w.batch,
+            w.epochs,
+            self.samples,
+            self.train_s,
+            self.samples_per_s,
+            json_num(self.scaling, 4),
+            json_num(self.vs_one_thread, 4),
+            json_num(self.test_acc, 4),
+            self.wall_s,
+            json_num(self.peak_rss_kib.map(kib_to_mb), 1),
+        )
+    }
+}
+
+/// A number with `digits` decimals, or `null`.
+pub fn json_num(v: Option<f64>, digits: usize) -> String {
+    v.map_or("null".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// The `ddp-trainer` beside this executable (or `--trainer`).
+pub fn find_trainer(given: Option<&Path>) -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => me.with_file_name(format!("ddp-trainer{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !path.is_file() {
+        return Err(format!(
+            "{} not found: build it first (cargo build --release -p ddp-trainer) or pass \
+             --trainer PATH",
+            path.display()
+        ));
+    }
+    if given.is_none() && older_than_library(&me, &path) {
+        eprintln!(
+            "ddp-bench: warning: {} is older than the library it is built from; `cargo run --bin \
+             ddp-bench` does not rebuild it: run `cargo build --release -p ddp-trainer` first",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// `cargo run --bin ddp-bench` rebuilds the library and this binary, not ddp-trainer: a trainer
+/// older than the newest library build in target/<profile>/deps measures old code.
+fn older_than_library(me: &Path, trainer: &Path) -> bool {
+    let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest_lib = me
+        .parent()
+        .and_then(|d| fs::read_dir(d.join("deps")).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("libddp_trainer-") && name.ends_with(".rlib")
+        })
+        .filter_map(|e| mtime(&e.path()))
+        .max();
+    matches!((mtime(trainer), newest_lib), (Some(t), Some(lib)) if t < lib)
+}
+
+/// The MNIST-format folder: `--data`, else the embedded sample (from the current folder or the
+/// repository).
+pub fn find_data_dir(given: Option<&Path>) -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = match given {
+        Some(d) => vec![d.to_path_buf()],
+        None => vec![
+            PathBuf::from("examples/data/mnist-sample"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/mnist-sample"),
+        ],
+    };
+    for c in &candidates {
+        if c.is_dir() {
+            return c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()));
+        }
+    }
+    Err(format!(
+        "data folder {} not found (pass --data DIR, an MNIST-format folder)",
+        candidates[0].display()
+    ))
+}
+
+/// "" for 1 thread (the names of the single-thread runs), "-t4" for 4 threads.
+fn threads_suffix(threads: usize) -> String {
+    if threads == 1 {
+        String::new()
+    } else {
+        format!("-t{threads}")
+    }
+}
+
+/// The spec of one run: torch_ref.py's recipe, no validation split, no checkpoints.
+fn spec_text(w: &Workload, world: usize, threads: usize) -> String {
+    let suffix = threads_suffix(threads);
+    format!(
+        "name = \"bench-{short}-w{world}{suffix}\"\n\n\
+         [model]\nname = \"{model}\"\n\n\
+         [data]\n{data}\n\
+         [train]\nepochs = {epochs}\nbatch_size = {batch}\n{keys}lr_scaling = \"linear\"\n\
+         scheduler = {{ kind = \"step\", step_size = 1, gamma = 0.7 }}\nseed = 1\n\n\
+         [ddp]\nreplicas = {world}\nthreads = {threads}\ntimeout_s = 300\n\n\
+         [checkpoint]\nevery_epochs = 0\n",
+        short = w.model.short(),
+        model = w.model.spec_name(),
+        data = w.data_keys(),
+        epochs = w.epochs,
+        batch = w.batch,
+        keys = w.model.train_keys(),
+    )
+}
+
+/// A training run in progress.
+struct Running {
+    child: Child,
+    what: String,
+    out: PathBuf,
+    stderr: PathBuf,
+    world: usize,
+    t0: Instant,
+}
+
+/// The training part of a run's metrics, all ranks together.
+struct RunMetrics {
+    samples: u64,
+    train_s: f64,
+    test_acc: Option<f64>,
+}
+
+/// The `ddp-trainer` executable and what all its runs share.
+pub struct Trainer<'a> {
+    pub exe: PathBuf,
+    pub tmp: &'a Path,
+    /// Longest wait for one run.
+    pub timeout: Duration,
+}
+
+impl Trainer<'_> {
+    /// One run of `w` in `config`, in folders named with `tag`.
+    pub fn run(&self, w: &Workload, config: Config, tag: &str) -> Result<TrainFigure, String> {
+        if config.independent {
+            return self.run_pair(w, config, tag);
+        }
+        let run = self.start(w, config.world, config.threads, tag)?;
+        self.finish(run, w, config)
+    }
+
+    /// Two independent world-1 runs at the same time, each on its own core and talking to nobody:
+    /// what the machine itself lets two replicas do (shared caches, memory bandwidth, the
+    /// hypervisor). Their combined samples/s over 2 × world 1 bounds any world-2 scaling here.
+    fn run_pair(&self, w: &Workload, config: Config, tag: &str) -> Result<TrainFigure, String> {
+        let single = Config::ddp(1, config.threads);
+        let a = self.start(w, 1, config.threads, &format!("{tag}-pair-a"))?;
+        let b = match self.start(w, 1, config.threads, &format!("{tag}-pair-b")) {
+            Ok(b) => b,
+            Err(e) => {
+                procs::stop(a.child);
+                return Err(e);
+            }
+        };
+        let (fa, fb) = (self.finish(a, w, single), self.finish(b, w, single));
+        let (fa, fb) = (fa?, fb?);
+        let samples = fa.samples + fb.samples;
+        let train_s = fa.train_s.max(fb.train_s);
+        Ok(TrainFigure {
+            model: w.model,
+            config,
+            samples,
+            train_s,
+            samples_per_s: samples as f64 / train_s,
+            test_acc: fa.test_acc,
+            wall_s: fa.wall_s.max(fb.wall_s),
+            peak_rss_kib: fa.peak_rss_kib.max(fb.peak_rss_kib),
+            scaling: None,
+            scaling_range: None,
+            vs_one_thread: None,
+        })
+    }
+
+    fn start(
+        &self,
+        w: &Workload,
+        world: usize,
+        threads: usize,
+        tag: &str,
+    ) -> Result<Running, String> {
+        let suffix = threads_suffix(threads);
+        let dir = self
+            .tmp
+            .join(format!("{}-w{world}{suffix}{tag}", w.model.short()));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let spec = dir.join("spec.toml");
+        fs::write(&spec, spec_text(w, world, threads))
+            .map_err(|e| format!("{}: {e}", spec.display()))?;
+        let out = dir.join("run");
+        let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
+        let mut cmd = Command::new(&self.exe);
+        clean_env(&mut cmd);
+        cmd.env("RAYON_NUM_THREADS", threads.to_string())
+            .arg(&spec)
+            .arg("--standalone")
+            .arg("--nproc")
+            .arg(world.to_string())
+            .arg("--out")
+            .arg(&out);
+        let what = format!(
+            "ddp-trainer ({} world {world}{suffix}{tag})",
+            w.model.spec_name()
+        );
+        let t0 = Instant::now();
+        let child =
+            spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
+        Ok(Running {
+            child,
+            what,
+            out,
+            stderr,
+            world,
+            t0,
+        })
+    }
+
+    fn finish(&self, run: Running, w: &Workload, config: Config) -> Result<TrainFigure, String> {
+        let Running {
+            child,
+            what,
+            out,
+            stderr,
+            world,
+            t0,
+        } = run;
+        let exit = wait_deadline(child, self.timeout, &what)
+            .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        if !exit.status.success() {
+            return Err(format!(
+                "{what} failed ({})\n{}",
+                exit.status,
+                tail(&stderr)
+            ));
+        }
+        let m = read_run_metrics(&out, world)?;
+        Ok(TrainFigure {
+            model: w.model,
+            config,
+            samples: m.samples,
+            train_s: m.train_s,
+            samples_per_s: m.samples as f64 / m.train_s,
+            test_acc: m.test_acc,
+            wall_s,
+            peak_rss_kib: exit.peak_rss_kib,
+            scaling: None,
+            scaling_range: None,
+            vs_one_thread: None,
+        })
+    }
+}
+
+/// Samples of all ranks, the slowest rank's training time, and rank 0's final test accuracy.
+fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
+    let mut m = RunMetrics {
+        samples: 0,
+        train_s: 0.0,
+        test_acc: None,
+    };
+    for rank in 0..world {
+        let path = out.join(format!("metrics/rank-{rank}.jsonl"));
+        let records = read_metrics(&path).map_err(|e| e.to_string())?;
+        let (mut n, mut t) = (0u64, 0f64);
+        for r in records.iter().filter(|r| r.kind == MetricKind::Train) {
+            let s = r
+                .samples
+                .ok_or_else(|| format!("{}: a train record without samples", path.display()))?;
+            if !(r.samples_per_sec.is_finite() && r.samples_per_sec > 0.0) {
+                return Err(format!(
+                    "{}: samples_per_sec {} in a train record",
+                    path.display(),
+                    r.samples_per_sec
+                ));
+            }
+            n += s;
+            t += s as f64 / r.samples_per_sec;
+        }
+        if n == 0 {
+            return Err(format!("{}: no train records", path.display()));
+        }
+        m.samples += n;
+        m.train_s = m.train_s.max(t);
+        if rank == 0 {
+            m.test_acc = records
+                .iter()
+                .rev()
+                .find(|r| r.kind == MetricKind::Test)
+                .and_then(|r| r.accuracy);
+        }
+    }
+    Ok(m)
+}
