@@ -13,7 +13,7 @@
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
 use super::gemm::{Lhs, Mat, gemm, gemm_lhs};
-use super::tasks::{items_per_task, map_pieces};
+use super::tasks::{Scratch, items_per_task, map_pieces};
 use super::unfold::Unfold;
 
 /// Columns of the unfolded chunk worth one GEMM call.
@@ -99,17 +99,18 @@ impl Plan {
     }
 }
 
-/// The reusable unfolded-matrix buffer of one thread range: zeroed when its width changes, so
-/// that padding positions (never written by im2col) stay zero.
+/// The unfolded-matrix buffer of one thread range, reused chunk after chunk: zeroed when it is
+/// taken and when its width changes, so that padding positions (never written by im2col) stay
+/// zero.
 struct ColsBuffer {
-    data: Vec<f32>,
+    data: Option<Scratch>,
     width: usize,
 }
 
 impl ColsBuffer {
     fn new() -> Self {
         ColsBuffer {
-            data: Vec::new(),
+            data: None,
             width: 0,
         }
     }
@@ -120,13 +121,17 @@ impl ColsBuffer {
         if s.unfold.is_pointwise() && g == 1 {
             return Mat::row_major(x, rows, width);
         }
-        if self.width != width {
-            self.data.clear();
-            self.data.resize(rows * width, 0.0);
+        if self.width != width || self.data.is_none() {
+            let mut data = Scratch::take(rows * width);
+            if s.unfold.padding > 0 {
+                data.fill(0.0);
+            }
+            self.data = Some(data);
             self.width = width;
         }
-        s.unfold.im2col(x, g, (s.c, s.h, s.w), &mut self.data);
-        Mat::row_major(&self.data, rows, width)
+        let data = self.data.as_mut().expect("set above");
+        s.unfold.im2col(x, g, (s.c, s.h, s.w), data);
+        Mat::row_major(data, rows, width)
     }
 }
 
@@ -140,7 +145,7 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
     map_pieces(&mut y, s.out_plane(), plan.per_task, |first, out| {
         let count = out.len() / s.out_plane();
         let mut cols = ColsBuffer::new();
-        let mut wide = Vec::new();
+        let mut wide = Scratch::take(0);
         for (c0, g) in plan.chunks(count) {
             let x = &x[(first + c0) * s.plane()..(first + c0 + g) * s.plane()];
             let xcols = cols.unfold(s, x, g);
@@ -153,7 +158,9 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
                 }
                 gemm_lhs(out, l, b.is_some(), &wmat, xcols, plan.gemm_threads);
             } else {
-                wide.resize(o * g * l, 0.0);
+                if wide.len() != o * g * l {
+                    wide = Scratch::take(o * g * l);
+                }
                 gemm_lhs(&mut wide, g * l, false, &wmat, xcols, plan.gemm_threads);
                 for (oc, row) in wide.chunks_exact(g * l).enumerate() {
                     let bias = b.map_or(0.0, |b| b[oc]);
@@ -192,7 +199,7 @@ pub fn backward(
     };
     let work = |first: usize, count: usize, dx: &mut [f32]| {
         let mut cols = ColsBuffer::new();
-        let (mut dy_wide, mut dcols) = (Vec::new(), Vec::new());
+        let (mut dy_wide, mut dcols) = (Scratch::take(0), Scratch::take(0));
         let mut dw = vec![0f32; o * ckk];
         let mut db = vec![0f32; if with_bias { o } else { 0 }];
         for (i, (c0, g)) in plan.chunks(count).enumerate() {
@@ -202,7 +209,9 @@ pub fn backward(
             let dymat = if g == 1 {
                 Mat::row_major(dyc, o, l)
             } else {
-                dy_wide.resize(o * width, 0.0);
+                if dy_wide.len() != o * width {
+                    dy_wide = Scratch::take(o * width);
+                }
                 for (si, sample) in dyc.chunks_exact(s.out_plane()).enumerate() {
                     for (oc, row) in sample.chunks_exact(l).enumerate() {
                         dy_wide[oc * width + si * l..][..l].copy_from_slice(row);
@@ -225,7 +234,9 @@ pub fn backward(
                 if s.unfold.is_pointwise() && g == 1 {
                     gemm_lhs(dxc, l, false, wt, dymat, plan.gemm_threads);
                 } else {
-                    dcols.resize(ckk * width, 0.0);
+                    if dcols.len() != ckk * width {
+                        dcols = Scratch::take(ckk * width);
+                    }
                     gemm_lhs(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
                     s.unfold.col2im(&dcols, g, (s.c, s.h, s.w), dxc);
                 }

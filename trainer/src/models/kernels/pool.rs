@@ -24,20 +24,30 @@ pub fn forward(x: &[f32], (planes, h, w): Planes, k: usize, threads: usize) -> (
         {
             let plane = &x[(first + i) * h * w..][..h * w];
             for oy in 0..oh {
+                let (out, won) = (&mut out[oy * ow..][..ow], &mut won[oy * ow..][..ow]);
+                if k == 2 {
+                    let r0 = &plane[2 * oy * w..][..2 * ow];
+                    let r1 = &plane[(2 * oy + 1) * w..][..2 * ow];
+                    for (ox, (o, at)) in out.iter_mut().zip(won.iter_mut()).enumerate() {
+                        (*o, *at) =
+                            first_max([r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]]);
+                    }
+                    continue;
+                }
                 for ox in 0..ow {
                     let origin = oy * k * w + ox * k;
                     let (mut best, mut at) = (plane[origin], 0u8);
                     for dy in 0..k {
                         let row = &plane[origin + dy * w..][..k];
                         for (dx, v) in row.iter().enumerate() {
-                            if *v > best || v.is_nan() && !best.is_nan() {
+                            if beats(*v, best) {
                                 best = *v;
                                 at = (dy * k + dx) as u8;
                             }
                         }
                     }
-                    out[oy * ow + ox] = best;
-                    won[oy * ow + ox] = at;
+                    out[ox] = best;
+                    won[ox] = at;
                 }
             }
         }
@@ -49,6 +59,24 @@ pub fn forward(x: &[f32], (planes, h, w): Planes, k: usize, threads: usize) -> (
         at += w.len();
     }
     (y, winner)
+}
+
+/// Whether `v` takes the lead from `best` (strictly greater, or the first NaN).
+#[inline(always)]
+fn beats(v: f32, best: f32) -> bool {
+    v > best || v.is_nan() && !best.is_nan()
+}
+
+/// The first maximum of a 2×2 window (row-major) and its position, without branches.
+#[inline(always)]
+fn first_max(v: [f32; 4]) -> (f32, u8) {
+    let (mut best, mut at) = (v[0], 0u8);
+    for (i, v) in v.into_iter().enumerate().skip(1) {
+        let b = beats(v, best);
+        best = if b { v } else { best };
+        at = if b { i as u8 } else { at };
+    }
+    (best, at)
 }
 
 /// The input gradient: each output's gradient at its window's winner, zeros elsewhere.
@@ -80,4 +108,58 @@ pub fn backward(
         },
     );
     dx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both window paths (2×2 and general) against the definition: first maximum, NaN wins,
+    /// ties everywhere; backward puts each gradient at the winner.
+    #[test]
+    fn winners_follow_the_definition() {
+        for k in [2, 3] {
+            let (planes, h, w) = (3, 2 * k + 1, 3 * k);
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|i| match i % 11 {
+                    7 => f32::NAN,
+                    r => (r % 4) as f32,
+                })
+                .collect();
+            let (y, won) = forward(&x, (planes, h, w), k, 2);
+            let (oh, ow) = (h / k, w / k);
+            for p in 0..planes {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut best: Option<(f32, usize)> = None;
+                        for dy in 0..k {
+                            for dx in 0..k {
+                                let v = x[p * h * w + (oy * k + dy) * w + ox * k + dx];
+                                let take = match best {
+                                    None => true,
+                                    Some((b, _)) => v > b || (v.is_nan() && !b.is_nan()),
+                                };
+                                if take {
+                                    best = Some((v, dy * k + dx));
+                                }
+                            }
+                        }
+                        let (v, at) = best.unwrap();
+                        let j = (p * oh + oy) * ow + ox;
+                        assert_eq!(won[j] as usize, at, "k {k} plane {p} ({oy}, {ox})");
+                        assert!(y[j] == v || (v.is_nan() && y[j].is_nan()));
+                    }
+                }
+            }
+            let dy: Vec<f32> = (0..y.len()).map(|i| i as f32 + 1.0).collect();
+            let dx = backward(&dy, &won, (planes, h, w), k, 2);
+            assert_eq!(dx.iter().sum::<f32>(), dy.iter().sum::<f32>());
+            for (j, at) in won.iter().enumerate() {
+                let (p, oy, ox) = (j / (oh * ow), j / ow % oh, j % ow);
+                let at = *at as usize;
+                let i = p * h * w + (oy * k + at / k) * w + ox * k + at % k;
+                assert_eq!(dx[i], dy[j]);
+            }
+        }
+    }
 }

@@ -9,6 +9,8 @@
 //! [`available`] says whether the CPU has AVX2 and FMA; [`super::gemm`] falls back to the `gemm`
 //! crate otherwise.
 
+use super::tasks::Scratch;
+
 /// Rows of C per microkernel tile.
 const MR: usize = 6;
 /// Columns of C per microkernel tile (two 8-lane vectors).
@@ -157,7 +159,7 @@ fn row_range(
     #[cfg(target_arch = "x86_64")]
     {
         let k = a.k;
-        let mut bpack = vec![0f32; KC * NC.min(n.next_multiple_of(NR))];
+        let mut bpack = Scratch::take(KC * NC.min(n.next_multiple_of(NR)));
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(KC) {

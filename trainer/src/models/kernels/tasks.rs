@@ -3,7 +3,62 @@
 //! A piece's place never depends on which thread ran it, and partial results come back in order,
 //! so with the same thread count every run sums in the same order (bit-reproducible).
 
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
+
 use rayon::prelude::*;
+
+thread_local! {
+    /// Buffers given back by [`Scratch`] on this thread.
+    static SCRATCH: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most buffers a thread keeps for reuse.
+const KEPT: usize = 8;
+
+/// A buffer of `len` values reused across calls on a thread (packing panels, unfolded chunks):
+/// no allocation and no zeroing in the steady state. Its values are whatever its last user
+/// left: callers that need zeros write them.
+pub struct Scratch {
+    buf: Vec<f32>,
+    len: usize,
+}
+
+impl Scratch {
+    pub fn take(len: usize) -> Self {
+        let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        Scratch { buf, len }
+    }
+}
+
+impl Deref for Scratch {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.buf[..self.len]
+    }
+}
+
+impl DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        // A thread being torn down has no pool any more: the buffer is simply freed.
+        let _ = SCRATCH.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < KEPT {
+                s.push(buf);
+            }
+        });
+    }
+}
 
 /// Threads of the pool the kernels run on (the launcher sets `RAYON_NUM_THREADS` per replica).
 pub fn threads() -> usize {
@@ -62,5 +117,20 @@ mod tests {
         assert_eq!(firsts, vec![(0, 8), (4, 8), (8, 4)]);
         assert!(data.iter().enumerate().all(|(i, v)| *v == i as f32 + 100.0));
         assert_eq!(map_range(5, 2, |i| i * i), vec![0, 1, 4, 9, 16]);
+    }
+
+    #[test]
+    fn scratch_buffers_are_reused_with_the_asked_length() {
+        let first = {
+            let mut a = Scratch::take(10);
+            a.fill(3.0);
+            a.as_ptr()
+        };
+        let b = Scratch::take(4);
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.as_ptr(), first, "the buffer given back is taken again");
+        let c = Scratch::take(20);
+        assert_eq!(c.len(), 20);
+        assert_ne!(c.as_ptr(), b.as_ptr());
     }
 }
