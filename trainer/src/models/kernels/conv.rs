@@ -12,7 +12,7 @@
 //! - backward: `dW += dY_chunk · colsᵀ`, `db += Σ dY_chunk`, `dcols = Wᵀ · dY_chunk` folded back
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
-use super::gemm::{Lhs, Mat, gemm, gemm_lhs};
+use super::gemm::{Mat, gemm};
 use super::tasks::{Scratch, items_per_task, map_pieces};
 use super::unfold::Unfold;
 
@@ -140,7 +140,7 @@ impl ColsBuffer {
 pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: usize) -> Vec<f32> {
     let (l, o) = (s.l(), s.o);
     let plan = Plan::new(s, threads);
-    let wmat = Lhs::new(Mat::row_major(w, o, s.ckk()));
+    let wmat = Mat::row_major(w, o, s.ckk());
     let mut y = vec![0f32; s.n * s.out_plane()];
     map_pieces(&mut y, s.out_plane(), plan.per_task, |first, out| {
         let count = out.len() / s.out_plane();
@@ -156,12 +156,12 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
                         row.fill(*bias);
                     }
                 }
-                gemm_lhs(out, l, b.is_some(), &wmat, xcols, plan.gemm_threads);
+                gemm(out, l, b.is_some(), wmat, xcols, plan.gemm_threads);
             } else {
                 if wide.len() != o * g * l {
                     wide = Scratch::take(o * g * l);
                 }
-                gemm_lhs(&mut wide, g * l, false, &wmat, xcols, plan.gemm_threads);
+                gemm(&mut wide, g * l, false, wmat, xcols, plan.gemm_threads);
                 for (oc, row) in wide.chunks_exact(g * l).enumerate() {
                     let bias = b.map_or(0.0, |b| b[oc]);
                     for (si, src) in row.chunks_exact(l).enumerate() {
@@ -190,8 +190,7 @@ pub fn backward(
 ) -> (Option<Vec<f32>>, Vec<f32>, Option<Vec<f32>>) {
     let (l, o, ckk) = (s.l(), s.o, s.ckk());
     let plan = Plan::new(s, threads);
-    // Wᵀ packed once for every chunk's dX product.
-    let wt = want_dx.then(|| Lhs::new(Mat::row_major(w, o, ckk).t()));
+    let wt = want_dx.then(|| Mat::row_major(w, o, ckk).t());
     let mut dx = if want_dx {
         vec![0f32; s.n * s.plane()]
     } else {
@@ -229,15 +228,15 @@ pub fn backward(
             let xc = &x[a * s.plane()..(a + g) * s.plane()];
             let xcols = cols.unfold(s, xc, g);
             gemm(&mut dw, ckk, i > 0, dymat, xcols.t(), plan.gemm_threads);
-            if let Some(wt) = &wt {
+            if let Some(wt) = wt {
                 let dxc = &mut dx[c0 * s.plane()..(c0 + g) * s.plane()];
                 if s.unfold.is_pointwise() && g == 1 {
-                    gemm_lhs(dxc, l, false, wt, dymat, plan.gemm_threads);
+                    gemm(dxc, l, false, wt, dymat, plan.gemm_threads);
                 } else {
                     if dcols.len() != ckk * width {
                         dcols = Scratch::take(ckk * width);
                     }
-                    gemm_lhs(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
+                    gemm(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
                     s.unfold.col2im(&dcols, g, (s.c, s.h, s.w), dxc);
                 }
             }

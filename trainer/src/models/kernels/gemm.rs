@@ -1,9 +1,6 @@
-//! `dst = [dst +] a · b` for f32 matrices given as strided views: [`super::sgemm`] where the CPU
-//! has AVX2 and FMA, the `gemm` crate (candle's) elsewhere.
+//! `dst = [dst +] a · b` for f32 matrices given as strided views, over the `gemm` crate.
 
 use gemm::Parallelism;
-
-use super::sgemm;
 
 /// A read-only matrix view: element (r, c) is `data[r * rs + c * cs]`.
 #[derive(Clone, Copy, Debug)]
@@ -58,47 +55,10 @@ impl<'a> Mat<'a> {
     }
 }
 
-/// A left operand prepared once for several products (a layer's weight across the chunks of a
-/// batch): packed for [`sgemm`], or the plain view for the `gemm` crate.
-pub enum Lhs<'a> {
-    Packed(sgemm::PackedA),
-    Plain(Mat<'a>),
-}
-
-impl<'a> Lhs<'a> {
-    pub fn new(a: Mat<'a>) -> Self {
-        if sgemm::available() && !a.is_empty() {
-            Lhs::Packed(sgemm::PackedA::new(
-                a.rows,
-                a.cols,
-                sgemm::Operand {
-                    data: a.data,
-                    rs: a.rs,
-                    cs: a.cs,
-                },
-            ))
-        } else {
-            Lhs::Plain(a)
-        }
-    }
-
-    fn dims(&self) -> (usize, usize) {
-        match self {
-            Lhs::Packed(p) => (p.rows(), p.depth()),
-            Lhs::Plain(a) => (a.rows, a.cols),
-        }
-    }
-}
-
 /// `dst = a · b` (or `dst += a · b` with `accumulate`); `dst` is row-major with row stride
-/// `dst_rs`. `threads > 1` splits the product over rayon's pool.
+/// `dst_rs`. `threads > 1` lets the GEMM split its blocks over rayon's pool.
 pub fn gemm(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: Mat, b: Mat, threads: usize) {
-    gemm_lhs(dst, dst_rs, accumulate, &Lhs::new(a), b, threads)
-}
-
-/// [`gemm`] with a prepared left operand.
-pub fn gemm_lhs(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: &Lhs, b: Mat, threads: usize) {
-    let ((m, k), n) = (a.dims(), b.cols);
+    let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(
         k, b.rows,
         "gemm: inner dimensions differ ({m}x{k} · {}x{n})",
@@ -120,17 +80,6 @@ pub fn gemm_lhs(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: &Lhs, b: Ma
         }
         return;
     }
-    let a = match a {
-        Lhs::Packed(p) => {
-            let b = sgemm::Operand {
-                data: b.data,
-                rs: b.rs,
-                cs: b.cs,
-            };
-            return sgemm::gemm_packed(p, n, b, dst, dst_rs, accumulate, threads);
-        }
-        Lhs::Plain(a) => a,
-    };
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {

@@ -16,6 +16,5 @@ pub mod batchnorm;
 pub mod conv;
 pub mod gemm;
 pub mod pool;
-pub mod sgemm;
 pub mod tasks;
 pub mod unfold;
