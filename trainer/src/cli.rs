@@ -150,7 +150,8 @@ fn standalone(args: &Args, spec: &Spec) -> u8 {
 /// How many times candle's element-wise worker threads spin before parking, unless
 /// `CANDLE_BARRIER_POOL_SPIN_LIMIT` says otherwise. candle's default (25,000 pauses, about half a
 /// millisecond after every element-wise op) kept a core busy between ops, taken from the
-/// convolution threads: a second thread per replica bought 1.14x instead of 1.7x.
+/// convolution threads: with 2 threads per replica the CNN went from 2,133 to 2,460 samples/s
+/// with this change alone (docs/performance.md, session 3).
 const CANDLE_SPIN_LIMIT: &str = "200";
 
 fn set_threads(spec: &Spec, env: &DistEnv) {

@@ -17,6 +17,30 @@ pub const DEFAULT_MASTER_ADDR: &str = "127.0.0.1";
 /// Rendezvous port when `MASTER_PORT` is not set (torchrun's default).
 pub const DEFAULT_MASTER_PORT: u16 = 29500;
 
+/// The variables that put a process into a launcher's world: the ones [`DistEnv::from_env`]
+/// detects torchrun, Slurm and Open MPI by, the placement read with them, the group's token and
+/// torchelastic's restart count. A process that starts a trainer outside its own launcher's
+/// world (a benchmark, a test) removes them from the child's environment, so that the child
+/// sees no launcher at all.
+pub const LAUNCHER_VARIABLES: [&str; 16] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_TASKS_PER_NODE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "DDP_TOKEN",
+    "TORCHELASTIC_RESTART_COUNT",
+];
+
 /// Most hosts [`expand_slurm_nodelist`] produces; a larger list is certainly a typo.
 const MAX_HOSTS: usize = 1 << 20;
 

@@ -40,20 +40,7 @@ pub fn write_spec(dir: &Path, model: &str, body: &str) -> PathBuf {
 /// A command for the trainer with a clean distributed environment and 1 CPU thread.
 pub fn trainer() -> Command {
     let mut c = Command::new(BIN);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "SLURM_PROCID",
-        "SLURM_NTASKS",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE",
-        "DDP_TOKEN",
-        "TORCHELASTIC_RESTART_COUNT",
-    ] {
+    for v in ddp_trainer::env::LAUNCHER_VARIABLES {
         c.env_remove(v);
     }
     c.env("RAYON_NUM_THREADS", "1");

@@ -8,29 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use ddp_trainer::env::LAUNCHER_VARIABLES;
+
 /// Time between SIGTERM and SIGKILL when a child is stopped (the launcher itself gives its
 /// replicas 10 s), and the longest wait for a killed child to be reaped.
 pub const GRACE: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(50);
-/// Variables of a surrounding launcher that must not leak into the children.
-const LAUNCHER_VARS: [&str; 16] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "SLURM_TASKS_PER_NODE",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "DDP_TOKEN",
-    "TORCHELASTIC_RESTART_COUNT",
-];
 
 /// How a reaped child ended.
 pub struct Exit {
@@ -46,7 +29,7 @@ pub fn kib_to_mb(kib: u64) -> f64 {
 }
 
 pub fn clean_env(cmd: &mut Command) {
-    for v in LAUNCHER_VARS {
+    for v in LAUNCHER_VARIABLES {
         cmd.env_remove(v);
     }
 }

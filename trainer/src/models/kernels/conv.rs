@@ -13,7 +13,7 @@
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
 use super::gemm::{Mat, gemm};
-use super::tasks::{Scratch, items_per_task, map_pieces};
+use super::tasks::{Scratch, items_per_task, map_pieces, map_range};
 use super::unfold::Unfold;
 
 /// Columns of the unfolded chunk worth one GEMM call.
@@ -248,8 +248,7 @@ pub fn backward(
             work(first, piece.len() / s.plane(), piece)
         })
     } else {
-        let mut none = vec![0f32; s.n.div_ceil(plan.per_task)];
-        map_pieces(&mut none, 1, 1, |t, _| {
+        map_range(s.n.div_ceil(plan.per_task), threads, |t| {
             let first = t * plan.per_task;
             work(first, plan.per_task.min(s.n - first), &mut [])
         })

@@ -13,7 +13,6 @@ pub fn forward(x: &[f32], (planes, h, w): Planes, k: usize, threads: usize) -> (
     let (oh, ow) = (h / k, w / k);
     let out_plane = oh * ow;
     let mut y = vec![0f32; planes * out_plane];
-    let mut winner = vec![0u8; planes * out_plane];
     let per = items_per_task(planes, threads);
     let winners = map_pieces(&mut y, out_plane, per, |first, out| {
         let mut won = vec![0u8; out.len()];
@@ -53,12 +52,7 @@ pub fn forward(x: &[f32], (planes, h, w): Planes, k: usize, threads: usize) -> (
         }
         won
     });
-    let mut at = 0;
-    for w in winners {
-        winner[at..at + w.len()].copy_from_slice(&w);
-        at += w.len();
-    }
-    (y, winner)
+    (y, winners.concat())
 }
 
 /// Whether `v` takes the lead from `best` (strictly greater, or the first NaN).
