@@ -24,6 +24,11 @@ fn adam_noise_only(model: &str, optimizer: &str, name: &str) -> bool {
 }
 
 fn equivalent(model: &str, optimizer: &str, extra: &str) {
+    equivalent_env(model, optimizer, extra, &[]);
+}
+
+/// [`equivalent`] with environment variables for the 2-replica run.
+fn equivalent_env(model: &str, optimizer: &str, extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     // The recipes' learning rates: SGD 0.01 with momentum 0.9, Adam 0.001.
     let lr = if optimizer == "adam" { 0.001 } else { 0.01 };
@@ -32,11 +37,13 @@ fn equivalent(model: &str, optimizer: &str, extra: &str) {
     );
     let spec = write_spec(dir.path(), model, &body);
     let (two, one) = (dir.path().join("two"), dir.path().join("one"));
-    let out = train_standalone(&spec, 2, &two, &["train.batch_size=8"]);
+    let out = train_standalone_env(&spec, 2, &two, &["train.batch_size=8"], env);
     let transport = if extra.contains("shared_memory = false") {
         "all-reduce through tcp ring (shared memory turned off)"
+    } else if env.contains(&("DDP_SHM_DIRECT", "0")) {
+        "all-reduce through shared memory (all ranks on this host; staged, DDP_SHM_DIRECT=0)"
     } else {
-        "all-reduce through shared memory"
+        "all-reduce through shared memory (all ranks on this host; "
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(transport), "{stdout}");
@@ -87,6 +94,11 @@ fn mnist_cnn_sgd() {
 #[test]
 fn mnist_cnn_sgd_over_the_tcp_ring() {
     equivalent("mnist-cnn", "sgd", "[ddp]\nshared_memory = false\n");
+}
+
+#[test]
+fn mnist_cnn_sgd_staged_through_shared_memory() {
+    equivalent_env("mnist-cnn", "sgd", "", &[("DDP_SHM_DIRECT", "0")]);
 }
 
 #[test]

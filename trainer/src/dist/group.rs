@@ -37,8 +37,9 @@ pub enum Transport {
     Single,
     /// The TCP ring; `why` says why shared memory is not used.
     Tcp { why: String },
-    /// A shared-memory segment between the ranks of this host.
-    SharedMemory,
+    /// Shared memory between the ranks of this host; `staged` says why the data is copied
+    /// through the segment instead of directly between the processes.
+    SharedMemory { staged: Option<String> },
 }
 
 impl std::fmt::Display for Transport {
@@ -46,7 +47,13 @@ impl std::fmt::Display for Transport {
         match self {
             Transport::Single => write!(f, "none (world of one)"),
             Transport::Tcp { why } => write!(f, "tcp ring ({why})"),
-            Transport::SharedMemory => write!(f, "shared memory (all ranks on this host)"),
+            Transport::SharedMemory { staged: None } => write!(
+                f,
+                "shared memory (all ranks on this host; direct copies between processes)"
+            ),
+            Transport::SharedMemory { staged: Some(why) } => {
+                write!(f, "shared memory (all ranks on this host; {why})")
+            }
         }
     }
 }
@@ -125,7 +132,10 @@ impl ProcessGroup {
             TcpRing::connect(&mut store, rank, world_size, bind_ip, token(cfg), timeout)?;
         let (shm, transport) = if cfg.shared_memory {
             match ShmReducer::establish(&mut ring, rank, world_size, timeout)? {
-                Ok(shm) => (Some(shm), Transport::SharedMemory),
+                Ok(shm) => {
+                    let staged = shm.staged_because().map(str::to_string);
+                    (Some(shm), Transport::SharedMemory { staged })
+                }
                 Err(why) => (None, Transport::Tcp { why }),
             }
         } else {

@@ -1,6 +1,8 @@
 //! All-reduce bandwidth: the bench spawns itself twice as hidden workers (`--allreduce-worker`,
 //! with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) that join a `ProcessGroup` over loopback and
 //! run `bench_all_reduce` on 1, 25 and 100 MiB; rank 0 prints `torch_allreduce.py`'s JSON keys.
+//! Beside them, this process times a plain copy of each size (`memcpy`): the memory bandwidth of
+//! the moment, which bounds every engine and moves with the machine's load.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,13 +20,40 @@ use crate::procs::{clean_env, free_port, kill_all, spawn, tail};
 pub const SIZES: [usize; 3] = [1 << 20, 25 << 20, 100 << 20];
 /// World size of the all-reduce benchmark.
 pub const AR_WORLD: usize = 2;
-/// `engine` of the all-reduce JSON lines, and whether that engine uses shared memory.
-pub const AR_ENGINES: [(&str, bool); 2] = [("ddp-tcp", false), ("ddp-shm", true)];
+/// One way of ours to all-reduce.
+#[derive(Clone, Copy)]
+pub struct Engine {
+    /// `engine` of the JSON lines.
+    pub name: &'static str,
+    /// Through shared memory (else the TCP ring).
+    pub shm: bool,
+    /// Shared memory staged through the segment (`DDP_SHM_DIRECT=0`) instead of direct copies.
+    pub staged: bool,
+}
+
+/// Our engines, in the order they run and print.
+pub const AR_ENGINES: [Engine; 3] = [
+    Engine {
+        name: "ddp-tcp",
+        shm: false,
+        staged: false,
+    },
+    Engine {
+        name: "ddp-shm",
+        shm: true,
+        staged: false,
+    },
+    Engine {
+        name: "ddp-shm-staged",
+        shm: true,
+        staged: true,
+    },
+];
 const POLL: Duration = Duration::from_millis(50);
 
 /// One all-reduce size: the figure and rank 0's JSON line as printed.
 pub struct ArFigure {
-    pub engine: &'static str,
+    pub engine: String,
     pub fig: AllReduceFigure,
     pub line: String,
 }
@@ -45,25 +74,26 @@ pub fn allreduce_worker(args: &Args) -> Result<(), String> {
     let figures = bench_all_reduce(group.collective(), &SIZES).map_err(|e| e.to_string())?;
     if env.rank == 0 {
         for f in &figures {
-            let engine = AR_ENGINES[args.shm as usize].0;
-            println!("{}", f.json_line(engine, env.world_size));
+            println!("{}", f.json_line(&args.engine, env.world_size));
         }
     }
     group.shutdown().map_err(|e| e.to_string())
 }
 
+/// Runs the two workers of `engine` (in a folder named with `tag`) and reads rank 0's figures.
 pub fn bench_allreduce(
     args: &Args,
     tmp: &Path,
-    engine: &'static str,
-    shm: bool,
+    engine: Engine,
+    tag: &str,
 ) -> Result<Vec<ArFigure>, String> {
     eprintln!(
-        "ddp-bench: {engine} all-reduce at world {AR_WORLD} ({} MiB) ...",
+        "ddp-bench: {} all-reduce at world {AR_WORLD} ({} MiB){tag} ...",
+        engine.name,
         SIZES.map(|s| (s >> 20).to_string()).join(", ")
     );
     let me = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let dir = tmp.join(format!("allreduce-{engine}"));
+    let dir = tmp.join(format!("allreduce-{}{tag}", engine.name));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let port = free_port()?;
     // The workers' collectives give up after this long without progress.
@@ -72,9 +102,14 @@ pub fn bench_allreduce(
     for rank in 0..AR_WORLD {
         let mut cmd = Command::new(&me);
         clean_env(&mut cmd);
-        cmd.arg("--allreduce-worker");
-        if shm {
+        cmd.arg("--allreduce-worker")
+            .arg("--engine")
+            .arg(engine.name);
+        if engine.shm {
             cmd.arg("--shm");
+        }
+        if engine.staged {
+            cmd.env("DDP_SHM_DIRECT", "0");
         }
         cmd.arg("--timeout-s")
             .arg(worker_timeout.to_string())
@@ -98,22 +133,57 @@ pub fn bench_allreduce(
         }
     }
     wait_workers(&mut children, Duration::from_secs(args.timeout_s))?;
-    read_figures(&dir.join("rank-0.out"), engine)
+    read_figures(&dir.join("rank-0.out"), engine.name)
 }
 
-/// Rank 0's JSON lines, one per size.
-fn read_figures(out: &Path, engine: &'static str) -> Result<Vec<ArFigure>, String> {
+/// A plain copy of each size in this process (3 warm-ups, median of 10), as engine `memcpy`:
+/// algbw = bytes copied per second.
+pub fn memcpy_figures() -> Vec<ArFigure> {
+    SIZES
+        .iter()
+        .map(|&bytes| {
+            let src = vec![1.0f32; bytes / 4];
+            let mut dst = vec![0.0f32; bytes / 4];
+            let mut times: Vec<f64> = (0..13)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    dst.copy_from_slice(std::hint::black_box(&src));
+                    std::hint::black_box(&mut dst);
+                    t0.elapsed().as_secs_f64()
+                })
+                .skip(3)
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let median_s = times[times.len() / 2];
+            let algbw_gbps = bytes as f64 / median_s / 1e9;
+            let fig = AllReduceFigure {
+                bytes,
+                median_s,
+                algbw_gbps,
+                busbw_gbps: algbw_gbps,
+            };
+            ArFigure {
+                engine: "memcpy".into(),
+                line: fig.json_line("memcpy", 1),
+                fig,
+            }
+        })
+        .collect()
+}
+
+/// The JSON lines of `out` (ours or `torch_allreduce.py`'s), one per size.
+pub fn read_figures(out: &Path, engine: &str) -> Result<Vec<ArFigure>, String> {
     let text = fs::read_to_string(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut figures = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("worker 0 printed {line:?}: {e}"))?;
+            serde_json::from_str(line).map_err(|e| format!("{engine} printed {line:?}: {e}"))?;
         let num = |k: &str| {
             v[k].as_f64()
-                .ok_or_else(|| format!("worker 0: no {k} in {line}"))
+                .ok_or_else(|| format!("{engine}: no {k} in {line}"))
         };
         figures.push(ArFigure {
-            engine,
+            engine: engine.to_string(),
             fig: AllReduceFigure {
                 bytes: num("bytes")? as usize,
                 median_s: num("median_s")?,
@@ -125,7 +195,7 @@ fn read_figures(out: &Path, engine: &'static str) -> Result<Vec<ArFigure>, Strin
     }
     if figures.len() != SIZES.len() {
         return Err(format!(
-            "worker 0 printed {} figures, expected {}",
+            "{engine} printed {} figures, expected {}",
             figures.len(),
             SIZES.len()
         ));

@@ -15,10 +15,13 @@
 //!   throughput / (2 × world-1 throughput); "vs 1 thread" = world 1 × T over world 1 × 1. Peak RSS
 //!   is the largest resident set among a run's processes (`wait4`'s rusage of the child).
 //! - **--compare-torch PYTHON**: also runs `torch_ref.py` at world 2 × 1 thread and world 1 × T
-//!   threads, alternating with our runs, and prints ddp / PyTorch ratios (medians over rounds).
-//! - **allreduce**: spawns itself twice as hidden workers (`--allreduce-worker`, with RANK,
-//!   WORLD_SIZE, MASTER_ADDR, MASTER_PORT) that join a `ProcessGroup` over loopback and run
-//!   `bench_all_reduce` on 1, 25 and 100 MiB; rank 0 prints `torch_allreduce.py`'s JSON keys.
+//!   threads, alternating with our runs, and prints ddp / PyTorch ratios (medians over rounds);
+//!   for the all-reduce, `torch_allreduce.py` (gloo) after our engines in every round.
+//! - **allreduce**: per round, for each engine (ddp-tcp, ddp-shm, ddp-shm-staged) spawns itself
+//!   twice as hidden workers (`--allreduce-worker`, with RANK, WORLD_SIZE, MASTER_ADDR,
+//!   MASTER_PORT) that join a `ProcessGroup` over loopback and run `bench_all_reduce` on 1, 25
+//!   and 100 MiB (rank 0 prints `torch_allreduce.py`'s JSON keys), then times a plain copy of
+//!   each size in this process (`memcpy`: the memory bandwidth of the moment).
 //!
 //! A table by default, JSON lines with `--json` (progress goes to stderr either way). Every wait
 //! on a child process has a deadline; children die with the bench (`PR_SET_PDEATHSIG`).
@@ -30,8 +33,9 @@
 //!   and "vs 1 thread" per round, medians, the ddp / PyTorch comparison.
 //! - `train.rs`: one `ddp-trainer` run: models, configurations, the spec, the figures from its
 //!   metrics.
-//! - `torch.rs`: one `torch_ref.py` run: finding the script and torch, its summary line.
-//! - `allreduce.rs`: the all-reduce workers and their figures.
+//! - `torch.rs`: one `torch_ref.py` run: finding the script and torch, its summary line; one
+//!   `torch_allreduce.py` run.
+//! - `allreduce.rs`: the all-reduce engines, workers and their figures; the memcpy reference.
 //! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
 
 mod allreduce;
@@ -47,9 +51,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
 
-use allreduce::{AR_ENGINES, AR_WORLD, ArFigure, allreduce_worker, bench_allreduce};
+use allreduce::{
+    AR_ENGINES, AR_WORLD, ArFigure, SIZES, allreduce_worker, bench_allreduce, memcpy_figures,
+};
 use procs::kib_to_mb;
-use rounds::{Comparison, Setup, TrainResults, bench_training};
+use rounds::{Comparison, Setup, TrainResults, bench_training, median};
 use torch::Torch;
 use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_trainer};
 
@@ -110,8 +116,8 @@ struct Args {
     /// [default: the number of cores].
     #[arg(long, value_name = "T")]
     threads: Option<usize>,
-    /// Also run shared/bench/torch_ref.py with this Python (one with torch), alternating with our
-    /// runs, and print ddp / PyTorch ratios.
+    /// Also run shared/bench/torch_ref.py (training) and torch_allreduce.py (all-reduce) with this
+    /// Python (one with torch), alternating with our runs, and print ddp / PyTorch ratios.
     #[arg(long, value_name = "PYTHON")]
     compare_torch: Option<PathBuf>,
     /// The PyTorch reference script for --compare-torch [default: ../shared/bench/torch_ref.py
@@ -133,8 +139,9 @@ struct Args {
     /// Keep the temporary folder (specs, run folders, logs) and print where it is.
     #[arg(long)]
     keep: bool,
-    /// Rounds of the training benchmark (per model all configurations, alternating with
-    /// PyTorch's); the tables show each figure's median and the range of the scaling.
+    /// Rounds of each benchmark (training: per model all configurations; all-reduce: every
+    /// engine; each alternating with PyTorch's); the tables show each figure's median and its
+    /// range.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// Internal: one rank of the all-reduce benchmark (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
@@ -143,6 +150,9 @@ struct Args {
     /// Internal: the worker all-reduces through shared memory.
     #[arg(long, hide = true)]
     shm: bool,
+    /// Internal: the worker's engine name in its JSON lines.
+    #[arg(long, hide = true, default_value = "ddp")]
+    engine: String,
 }
 
 impl Args {
@@ -205,9 +215,6 @@ fn check_args(args: &Args) -> Result<(), String> {
     if args.synthetic < 4 {
         return Err("--synthetic must be at least 4 (a quarter of it are test images)".into());
     }
-    if args.compare_torch.is_some() && !args.wants_training() {
-        return Err("--compare-torch compares training runs: use --what train or all".into());
-    }
     if args.torch_ref.is_some() && args.compare_torch.is_none() {
         return Err("--torch-ref is the script of --compare-torch PYTHON: pass both".into());
     }
@@ -241,16 +248,40 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
         }
     }
     if args.wants_allreduce() {
+        let timeout = Duration::from_secs(args.timeout_s);
+        let torch = match &args.compare_torch {
+            Some(python) => Some(Torch::prepare(
+                python,
+                args.torch_ref.as_deref(),
+                tmp,
+                timeout,
+            )?),
+            None => None,
+        };
         let mut figures = Vec::new();
-        for (engine, shm) in AR_ENGINES {
-            figures.extend(bench_allreduce(args, tmp, engine, shm)?);
-        }
-        if args.json {
-            for f in &figures {
-                println!("{}", f.line);
+        for round in 1..=args.repeat {
+            let tag = if args.repeat > 1 {
+                format!(" round {round}")
+            } else {
+                String::new()
+            };
+            let mut round_figures = Vec::new();
+            for engine in AR_ENGINES {
+                round_figures.extend(bench_allreduce(args, tmp, engine, &tag.replace(' ', "-"))?);
             }
-        } else {
-            print_allreduce_table(&figures);
+            if let Some(torch) = &torch {
+                round_figures.extend(torch.run_allreduce(&tag.replace(' ', "-"))?);
+            }
+            round_figures.extend(memcpy_figures());
+            if args.json {
+                for f in &round_figures {
+                    println!("{}", f.line);
+                }
+            }
+            figures.extend(round_figures);
+        }
+        if !args.json {
+            print_allreduce_table(&figures, args.repeat);
         }
     }
     Ok(())
@@ -462,26 +493,71 @@ fn print_comparison(setup: &Setup, version: &str, c: &Comparison) {
     }
 }
 
-fn print_allreduce_table(figures: &[ArFigure]) {
+/// Per engine and size the median algbw over the rounds (and its range), then each of our engines
+/// against gloo (medians' ratio) when PyTorch ran.
+fn print_allreduce_table(figures: &[ArFigure], rounds: u32) {
+    let mut engines: Vec<&str> = Vec::new();
+    for f in figures {
+        if !engines.contains(&f.engine.as_str()) {
+            engines.push(&f.engine);
+        }
+    }
+    let algbw = |engine: &str, bytes: usize| -> Vec<f64> {
+        figures
+            .iter()
+            .filter(|f| f.engine == engine && f.fig.bytes == bytes)
+            .map(|f| f.fig.algbw_gbps)
+            .collect()
+    };
     println!();
     println!(
-        "All-reduce: world {AR_WORLD} on this host (ddp-tcp: TCP ring over loopback; ddp-shm: \
-         shared memory), sum of f32, median of 10 after 3 warm-ups"
+        "All-reduce: world {AR_WORLD} on this host, sum of f32, each run the median of 10 after \
+         3 warm-ups; algbw in GB/s, {}",
+        if rounds > 1 {
+            format!("median of {rounds} alternating rounds [min-max]")
+        } else {
+            "one round".to_string()
+        }
     );
-    println!(
-        "{:<8} {:>8} {:>11} {:>11} {:>11}",
-        "engine", "size", "median ms", "algbw GB/s", "busbw GB/s"
-    );
-    for f in figures {
-        println!(
-            "{:<8} {:>8} {:>11.3} {:>11.3} {:>11.3}",
-            f.engine,
-            format!("{} MiB", f.fig.bytes >> 20),
-            f.fig.median_s * 1e3,
-            f.fig.algbw_gbps,
-            f.fig.busbw_gbps
-        );
+    print!("{:<20}", "engine");
+    for bytes in SIZES {
+        print!(" {:>20}", format!("{} MiB", bytes >> 20));
     }
+    println!();
+    for engine in &engines {
+        print!("{engine:<20}");
+        for bytes in SIZES {
+            let mut xs = algbw(engine, bytes);
+            xs.sort_by(f64::total_cmp);
+            let cell = match (median(xs.clone()), xs.first(), xs.last()) {
+                (Some(m), Some(lo), Some(hi)) if xs.len() > 1 => {
+                    format!("{m:.2} [{lo:.2}-{hi:.2}]")
+                }
+                (Some(m), _, _) => format!("{m:.2}"),
+                _ => "-".to_string(),
+            };
+            print!(" {cell:>20}");
+        }
+        println!();
+    }
+    if engines.contains(&"gloo") {
+        for engine in engines.iter().filter(|e| e.starts_with("ddp")) {
+            print!("{:<20}", format!("{engine}/gloo"));
+            for bytes in SIZES {
+                let ratio = median(algbw(engine, bytes))
+                    .zip(median(algbw("gloo", bytes)))
+                    .map_or("-".to_string(), |(a, g)| format!("{:.2}x", a / g));
+                print!(" {ratio:>20}");
+            }
+            println!();
+        }
+    }
+    println!(
+        "ddp-tcp: TCP ring over loopback; ddp-shm: shared memory, direct copies between the \
+         processes; ddp-shm-staged: shared memory staged through the segment (DDP_SHM_DIRECT=0); \
+         gloo: torch_allreduce.py; memcpy: one process copying a buffer of that size (the \
+         machine's memory bandwidth at the time)"
+    );
     println!("algbw = bytes / median time (1 GB = 1e9 bytes); busbw = algbw x 2(W-1)/W");
 }
 

@@ -224,7 +224,7 @@ fn median_figure(mut runs: Vec<&TrainFigure>) -> TrainFigure {
 }
 
 /// The middle value (the upper one of an even count, as [`median_figure`]).
-fn median(mut values: Vec<f64>) -> Option<f64> {
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied()
 }

@@ -1,5 +1,6 @@
 //! One run of the PyTorch reference `shared/bench/torch_ref.py` (`--compare-torch PYTHON`): the
-//! script and torch version found before anything runs, the process, and its summary line.
+//! script and torch version found before anything runs, the process, and its summary line; and
+//! one run of `torch_allreduce.py` beside it (gloo all-reduce bandwidth).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::allreduce::{AR_WORLD, ArFigure, read_figures};
 use crate::procs::{clean_env, free_port, kib_to_mb, spawn, tail, wait_deadline};
 use crate::train::{Config, Data, Workload, json_num};
 
@@ -150,6 +152,38 @@ impl<'a> Torch<'a> {
             wall_s,
             peak_rss_kib: exit.peak_rss_kib,
         })
+    }
+
+    /// One `torch_allreduce.py 2` run (gloo; the script beside `torch_ref.py`), in a folder
+    /// named with `tag`.
+    pub fn run_allreduce(&self, tag: &str) -> Result<Vec<ArFigure>, String> {
+        let script = self.script.with_file_name("torch_allreduce.py");
+        if !script.is_file() {
+            return Err(format!(
+                "{} not found: it sits beside torch_ref.py in shared/bench",
+                script.display()
+            ));
+        }
+        let dir = self.tmp.join(format!("torch-allreduce{tag}"));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
+        let mut cmd = Command::new(&self.python);
+        clean_env(&mut cmd);
+        cmd.arg(&script).arg(AR_WORLD.to_string());
+        let what = format!("torch_allreduce.py{tag}");
+        eprintln!("ddp-bench: gloo all-reduce at world {AR_WORLD} ({what}) ...");
+        let child =
+            spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
+        let exit = wait_deadline(child, self.timeout, &what)
+            .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
+        if !exit.status.success() {
+            return Err(format!(
+                "{what} failed ({})\n{}",
+                exit.status,
+                tail(&stderr)
+            ));
+        }
+        read_figures(&stdout, "gloo")
     }
 
     /// `PYTHON torch_ref.py DATA --world W --model M --epochs E --batch B --threads T --port P

@@ -5,22 +5,27 @@
 //! kernel's loopback. Other collectives (broadcast, gathers, barrier) stay on the TCP ring, which
 //! also tells when a neighbour dies.
 //!
-//! Layout of the segment: a header page (the arrival counter the ranks wait on with a futex, an
-//! abort word, and per rank the number of its last barrier and the length of its current op),
-//! then per rank two staging slots of [`SLOT_FLOATS`] floats.
+//! Two ways to move the data, chosen once when the group starts:
+//! - **direct** ([`direct`]): each rank reads the other ranks' buffers straight out of their
+//!   address space with `process_vm_readv` (cross-memory attach, as MPI's shared-memory transports
+//!   do), so a byte crosses memory once per reader. The segment holds only the header.
+//! - **staged** ([`staged`]): where the kernel refuses that (a Yama `ptrace_scope` of 2 or 3, a
+//!   seccomp filter, or `DDP_SHM_DIRECT=0`), the ranks copy through staging slots in the segment.
 //!
-//! One all-reduce processes the buffer in chunks of at most one slot. Per chunk each rank copies
-//! its chunk into its slot, waits at a barrier, sums its own part (1/W of the chunk, ranks added
-//! in rank order, so every rank ends with the same bits) from all slots, waits again, then copies
-//! the other ranks' parts out of their slots. Consecutive chunks alternate between the two slots,
-//! so a rank can fill the next chunk while slower ranks still read the previous one.
+//! Layout of the segment: a header page (the arrival counter the ranks wait on with a futex, an
+//! abort word, and per rank the number of its last barrier, its current op and, for direct copies,
+//! the address of its buffer), then (staged only) per rank [`SLOTS`] slots of [`SLOT_FLOATS`]
+//! floats.
+//!
+//! Either way each rank owns a part of the buffer (1/W of it) and sums that part over all ranks
+//! in rank order, so every rank ends with the same bits, then copies the other ranks' reduced
+//! parts.
 //!
 //! Every wait is bounded by the group's timeout and names the ranks that did not arrive; a
 //! neighbour whose ring socket closes, or a rank that fails and raises the abort word, ends the
 //! wait at once.
 
 use std::ffi::CString;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,8 +33,18 @@ use super::ReduceOp;
 use super::ring::{TcpRing, closed_by, segment};
 use crate::{Error, Result};
 
+mod direct;
+mod staged;
+
+use direct::Direct;
+
 /// Floats per staging slot (2 MiB): the largest chunk one barrier round moves.
 pub const SLOT_FLOATS: usize = 512 * 1024;
+/// Staging slots per rank, used in turn: a rank stages chunk k + 1 while the others may still
+/// gather chunk k − 1 (see [`staged`]).
+const SLOTS: usize = 3;
+/// Bytes of the header per rank: last barrier, current op, buffer address.
+const RANK_STRIDE: usize = 24;
 
 const COUNT_AT: usize = 0;
 const ABORT_AT: usize = 64;
@@ -57,11 +72,11 @@ impl Drop for Mapping {
 }
 
 fn segment_len(world: usize, slot_floats: usize) -> usize {
-    header_len(world) + world * 2 * slot_floats * 4
+    header_len(world) + world * SLOTS * slot_floats * 4
 }
 
 fn header_len(world: usize) -> usize {
-    (RANKS_AT + world * 16).next_multiple_of(4096)
+    (RANKS_AT + world * RANK_STRIDE).next_multiple_of(4096)
 }
 
 /// Creates (`create`) or opens the segment file `path` of `len` bytes and maps it.
@@ -133,16 +148,31 @@ fn host_identity() -> String {
     }
 }
 
+/// What [`ShmReducer::establish_with`] sets up.
+struct Setup {
+    /// This machine's identity: ranks with different identities cannot share memory.
+    host: String,
+    /// Floats per staging slot.
+    slot_floats: usize,
+    /// Try direct copies between the ranks' address spaces.
+    direct: bool,
+}
+
 /// Shared-memory all-reduce for a group whose ranks all run on one host.
 pub struct ShmReducer {
     rank: usize,
     world: usize,
+    /// Direct copies between the ranks' buffers, or `None` to stage through the slots.
+    direct: Option<Direct>,
+    /// Why the copies are staged (for the transport's description).
+    staged_why: String,
+    /// Floats per staging slot (0 with direct copies: the segment has no slots).
     slot_floats: usize,
     map: Mapping,
     timeout: Duration,
     /// Barriers passed by this rank; all ranks pass them in the same order.
     barriers: u64,
-    /// Chunks processed, to alternate the two slots.
+    /// Chunks staged, to use the slots in turn.
     chunks: u64,
 }
 
@@ -156,23 +186,38 @@ impl ShmReducer {
         world: usize,
         timeout: Duration,
     ) -> Result<std::result::Result<ShmReducer, String>> {
-        Self::establish_with(ring, rank, world, timeout, &host_identity(), SLOT_FLOATS)
+        let direct = std::env::var("DDP_SHM_DIRECT").map_or(true, |v| v != "0");
+        let setup = Setup {
+            host: host_identity(),
+            slot_floats: SLOT_FLOATS,
+            direct,
+        };
+        Self::establish_with(ring, rank, world, timeout, &setup)
     }
 
-    /// [`ShmReducer::establish`] with an explicit host identity and slot size (tests).
+    /// [`ShmReducer::establish`] with an explicit host identity, slot size and copy mode (tests).
     fn establish_with(
         ring: &mut TcpRing,
         rank: usize,
         world: usize,
         timeout: Duration,
-        host: &str,
-        slot_floats: usize,
+        setup: &Setup,
     ) -> Result<std::result::Result<ShmReducer, String>> {
         use super::Collective;
+        let host = setup.host.as_str();
         let hosts = ring.all_gather_bytes(host.as_bytes())?;
         if host.is_empty() || hosts.iter().any(|h| h != host.as_bytes()) {
             return Ok(Err("the ranks do not all run on one host".into()));
         }
+        let direct = if setup.direct {
+            Direct::establish(ring, rank)?
+        } else {
+            Err("staged, DDP_SHM_DIRECT=0".to_string())
+        };
+        let (direct, staged_why, slot_floats) = match direct {
+            Ok(d) => (Some(d), String::new(), 0),
+            Err(why) => (None, why, setup.slot_floats),
+        };
         let len = segment_len(world, slot_floats);
         // Rank 0 creates the segment and tells the others its name (or why it could not).
         let mut created = None;
@@ -221,6 +266,8 @@ impl ShmReducer {
         Ok(Ok(ShmReducer {
             rank,
             world,
+            direct,
+            staged_why,
             slot_floats,
             map,
             timeout,
@@ -241,17 +288,28 @@ impl ShmReducer {
 
     /// Rank `r`'s last barrier number.
     fn arrived(&self, r: usize) -> &AtomicU64 {
-        self.atomic_u64(RANKS_AT + r * 16)
+        self.atomic_u64(RANKS_AT + r * RANK_STRIDE)
     }
 
     /// Rank `r`'s current op: its sequence number (high 24 bits) and length (low 40 bits).
     fn op_of(&self, r: usize) -> &AtomicU64 {
-        self.atomic_u64(RANKS_AT + r * 16 + 8)
+        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 8)
+    }
+
+    /// The address of rank `r`'s buffer in its own address space (direct copies).
+    fn buffer_of(&self, r: usize) -> &AtomicU64 {
+        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 16)
+    }
+
+    /// How the all-reduces move their data, for the group's transport line: `None` for direct
+    /// copies, else why they are staged through the segment.
+    pub fn staged_because(&self) -> Option<&str> {
+        self.direct.is_none().then_some(self.staged_why.as_str())
     }
 
     fn slot_ptr(&self, r: usize, half: usize) -> *mut f32 {
-        let at = header_len(self.world) + (r * 2 + half) * self.slot_floats * 4;
-        // SAFETY: inside the mapping (segment_len counts 2 slots per rank).
+        let at = header_len(self.world) + (r * SLOTS + half) * self.slot_floats * 4;
+        // SAFETY: inside the mapping (segment_len counts SLOTS slots per rank).
         unsafe { self.map.base.add(at).cast() }
     }
 
@@ -280,14 +338,18 @@ impl ShmReducer {
             peer,
             msg,
         };
+        let passed = |seen: u32| seen.wrapping_sub(target) as i32 >= 0;
         let start = Instant::now();
         loop {
             let seen = count.load(Ordering::Acquire);
-            if seen.wrapping_sub(target) as i32 >= 0 {
+            if passed(seen) {
                 return Ok(());
             }
+            // A failure seen from here on may come after the last rank arrived: ranks that
+            // passed may already have finished and closed their sockets, which is no failure.
+            let failed_after_passing = || passed(count.load(Ordering::Acquire));
             let aborted = self.atomic_u32(ABORT_AT).load(Ordering::Acquire);
-            if aborted != 0 {
+            if aborted != 0 && !failed_after_passing() {
                 let r = aborted as usize - 1;
                 return Err(fail(
                     Some(r),
@@ -300,6 +362,9 @@ impl ShmReducer {
                 continue;
             }
             if let Some(peer) = ring.closed_neighbour() {
+                if failed_after_passing() {
+                    return Ok(());
+                }
                 self.abort();
                 return Err(fail(Some(peer), closed_by(peer)));
             }
@@ -328,54 +393,18 @@ impl ShmReducer {
         buf: &mut [f32],
         op: ReduceOp,
     ) -> Result<()> {
-        let result = self.all_reduce_chunks(ring, seq, buf, op);
+        let desc = (seq << 40) | buf.len() as u64;
+        self.op_of(self.rank).store(desc, Ordering::Release);
+        let scale = (op == ReduceOp::Avg).then_some(1.0 / self.world as f32);
+        let result = if self.direct.is_some() {
+            self.all_reduce_direct(ring, seq, desc, buf, scale)
+        } else {
+            self.all_reduce_staged(ring, seq, desc, buf, scale)
+        };
         if result.is_err() {
             self.abort();
         }
         result
-    }
-
-    fn all_reduce_chunks(
-        &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        buf: &mut [f32],
-        op: ReduceOp,
-    ) -> Result<()> {
-        let desc = (seq << 40) | buf.len() as u64;
-        self.op_of(self.rank).store(desc, Ordering::Release);
-        let (w, r) = (self.world, self.rank);
-        let scale = (op == ReduceOp::Avg).then_some(1.0 / w as f32);
-        let chunk_count = buf.len().div_ceil(self.slot_floats).max(1);
-        for k in 0..chunk_count {
-            let chunk = k * self.slot_floats..((k + 1) * self.slot_floats).min(buf.len());
-            let chunk = &mut buf[chunk];
-            let half = (self.chunks % 2) as usize;
-            self.chunks += 1;
-            // SAFETY: this rank's slot is written only by this rank, and only between the second
-            // barrier of the chunk before last and the first barrier of this one, when no rank
-            // reads it (see the module docs).
-            unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(r, half), chunk.len()) }
-                .copy_from_slice(chunk);
-            self.barrier(seq, ring)?;
-            if k == 0 {
-                self.check_same_op(seq, desc)?;
-            }
-            let mine = segment(chunk.len(), w, r);
-            self.reduce_part(half, mine.clone(), chunk, scale);
-            self.barrier(seq, ring)?;
-            for q in (0..w).filter(|&q| q != r) {
-                let part = segment(chunk.len(), w, q);
-                // SAFETY: rank q wrote its part of its slot before the barrier just passed and
-                // leaves it alone until the next chunk's first barrier (or the one after, for
-                // this slot).
-                let src = unsafe {
-                    std::slice::from_raw_parts(self.slot_ptr(q, half).add(part.start), part.len())
-                };
-                chunk[part].copy_from_slice(src);
-            }
-        }
-        Ok(())
     }
 
     /// Every rank must be in the same op with the same length.
@@ -398,33 +427,6 @@ impl ShmReducer {
             }
         }
         Ok(())
-    }
-
-    /// Sums part `mine` of the chunk over all ranks' slots (in rank order, block by block to stay
-    /// in cache) into `chunk` and into this rank's slot, where the others will copy it from.
-    fn reduce_part(&self, half: usize, mine: Range<usize>, chunk: &mut [f32], scale: Option<f32>) {
-        const BLOCK: usize = 2048;
-        let own = self.slot_ptr(self.rank, half);
-        let mut at = mine.start;
-        while at < mine.end {
-            let len = BLOCK.min(mine.end - at);
-            let dst = &mut chunk[at..at + len];
-            // SAFETY: every rank filled its slot before the first barrier; parts of other ranks'
-            // slots are only read here, and this rank's own part is written only by this rank.
-            unsafe {
-                let slot =
-                    |q: usize| std::slice::from_raw_parts(self.slot_ptr(q, half).add(at), len);
-                dst.copy_from_slice(slot(0));
-                for q in 1..self.world {
-                    dst.iter_mut().zip(slot(q)).for_each(|(d, x)| *d += x);
-                }
-                if let Some(scale) = scale {
-                    dst.iter_mut().for_each(|d| *d *= scale);
-                }
-                std::slice::from_raw_parts_mut(own.add(at), len).copy_from_slice(dst);
-            }
-            at += len;
-        }
     }
 }
 
@@ -454,163 +456,4 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::dist::ring::tests::{collective_err, data, sum_of, with_ring};
-
-    const T: Duration = Duration::from_secs(5);
-
-    /// Sets up shared memory on every rank of a fresh ring (slots of `slot` floats) and runs `f`.
-    fn with_shm<R: Send>(
-        w: usize,
-        slot: usize,
-        timeout: Duration,
-        f: impl Fn(usize, &mut TcpRing, &mut ShmReducer) -> R + Sync,
-    ) -> Vec<R> {
-        with_ring(w, T, |rank, ring| {
-            let mut shm = ShmReducer::establish_with(ring, rank, w, timeout, "host", slot)
-                .unwrap()
-                .expect("shared memory set up");
-            f(rank, ring, &mut shm)
-        })
-    }
-
-    /// Runs one all-reduce the way the process group does (numbered by the ring).
-    fn reduce(
-        ring: &mut TcpRing,
-        shm: &mut ShmReducer,
-        buf: &mut [f32],
-        op: ReduceOp,
-    ) -> Result<()> {
-        let seq = ring.begin_external("all_reduce")?;
-        let result = shm.all_reduce(ring, seq, buf, op);
-        ring.finish_external(result)
-    }
-
-    #[test]
-    fn sums_and_averages_any_length_in_one_or_many_chunks() {
-        for w in 2..=4 {
-            let results = with_shm(w, 64, T, |rank, ring, shm| {
-                let mut out = Vec::new();
-                for n in [0, 1, w - 1, 64, 65, 1001] {
-                    let mut buf = data(rank, n);
-                    reduce(ring, shm, &mut buf, ReduceOp::Sum).unwrap();
-                    out.push(buf);
-                    let mut buf = data(rank, n);
-                    reduce(ring, shm, &mut buf, ReduceOp::Avg).unwrap();
-                    out.push(buf);
-                }
-                out
-            });
-            for (rank, out) in results.iter().enumerate() {
-                for (k, n) in [0, 1, w - 1, 64, 65, 1001].into_iter().enumerate() {
-                    let sum = sum_of(w, n);
-                    let avg: Vec<f32> = sum.iter().map(|s| s * (1.0 / w as f32)).collect();
-                    assert_eq!(out[2 * k], sum, "sum, world {w}, rank {rank}, length {n}");
-                    assert_eq!(
-                        out[2 * k + 1],
-                        avg,
-                        "avg, world {w}, rank {rank}, length {n}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn every_rank_ends_with_the_same_bits() {
-        // Values whose sum depends on the order of addition: all ranks must still agree.
-        let results = with_shm(3, 1 << 10, T, |rank, ring, shm| {
-            let mut buf: Vec<f32> = (0..5000)
-                .map(|i| ((i * 7919 + rank * 104_729) % 1000) as f32 * 1e-3 + 1e4 * rank as f32)
-                .collect();
-            reduce(ring, shm, &mut buf, ReduceOp::Avg).unwrap();
-            buf
-        });
-        assert_eq!(results[0], results[1]);
-        assert_eq!(results[0], results[2]);
-    }
-
-    #[test]
-    fn a_segment_name_does_not_outlive_the_setup() {
-        let pid = std::process::id();
-        with_shm(2, 64, T, |_, _, _| ());
-        let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("ddp-{pid}-"))
-            })
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
-    }
-
-    #[test]
-    fn ranks_on_different_hosts_fall_back_to_the_ring() {
-        let results = with_ring(2, T, |rank, ring| {
-            let host = format!("host-{rank}");
-            ShmReducer::establish_with(ring, rank, 2, T, &host, 64)
-                .unwrap()
-                .err()
-        });
-        for why in results {
-            assert_eq!(why.as_deref(), Some("the ranks do not all run on one host"));
-        }
-    }
-
-    #[test]
-    fn different_lengths_are_refused_naming_the_rank() {
-        let results = with_shm(2, 64, T, |rank, ring, shm| {
-            let mut buf = vec![1.0; 10 + rank];
-            collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum))
-        });
-        let (op, seq, rank, peer, msg) = &results[0];
-        assert_eq!((*op, *seq, *rank, *peer), ("all_reduce", 4, 0, Some(1)));
-        assert!(msg.contains("rank 1 is in op #4 with 11 elements"), "{msg}");
-    }
-
-    #[test]
-    fn a_closed_neighbour_ends_the_wait_at_once() {
-        let results = with_shm(2, 64, T, |rank, ring, shm| {
-            let start = Instant::now();
-            if rank == 1 {
-                // Leaves the group as a crashed process would: its sockets close.
-                let _ = ring.finish_external::<()>(Err(Error::Model("gone".into())));
-                return None;
-            }
-            let mut buf = vec![1.0; 100];
-            let err = collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum));
-            Some((err, start.elapsed()))
-        });
-        let ((op, _, rank, peer, msg), elapsed) = results[0].clone().unwrap();
-        assert_eq!((op, rank, peer), ("all_reduce", 0, Some(1)));
-        assert!(msg.contains("connection closed by rank 1"), "{msg}");
-        assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
-    }
-
-    #[test]
-    fn a_missing_rank_times_out_by_name() {
-        let timeout = Duration::from_millis(300);
-        let results = with_shm(3, 64, timeout, |rank, ring, shm| {
-            if rank == 2 {
-                // Alive but never joins the op; waits until the others have given up.
-                std::thread::sleep(Duration::from_millis(900));
-                return None;
-            }
-            let mut buf = vec![1.0; 100];
-            Some(collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum)))
-        });
-        for r in [0, 1] {
-            let (op, _, rank, peer, msg) = results[r].clone().unwrap();
-            assert_eq!((op, rank), ("all_reduce", r));
-            // The first rank to time out names rank 2; the other may see its abort instead.
-            assert!(
-                (peer == Some(2) && msg.contains("timed out") && msg.contains("[2]"))
-                    || msg.contains("failed during a shared-memory all-reduce"),
-                "rank {r}: {msg}"
-            );
-        }
-    }
-}
+mod tests;

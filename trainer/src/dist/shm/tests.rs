@@ -1,0 +1,232 @@
+use super::*;
+use crate::dist::ring::tests::{collective_err, data, sum_of, with_ring};
+
+const T: Duration = Duration::from_secs(5);
+
+/// How a test's ranks move the data.
+#[derive(Clone, Copy, Debug)]
+enum Copies {
+    Direct,
+    /// Staged through slots of this many floats.
+    Staged(usize),
+}
+
+/// Both ways, with slots of `slot` floats for the staged one.
+fn both(slot: usize) -> [Copies; 2] {
+    [Copies::Direct, Copies::Staged(slot)]
+}
+
+fn setup(copies: Copies) -> Setup {
+    let (direct, slot_floats) = match copies {
+        Copies::Direct => (true, 0),
+        Copies::Staged(slot) => (false, slot),
+    };
+    Setup {
+        host: "host".into(),
+        slot_floats,
+        direct,
+    }
+}
+
+/// Sets up shared memory on every rank of a fresh ring and runs `f`.
+fn with_shm<R: Send>(
+    w: usize,
+    copies: Copies,
+    timeout: Duration,
+    f: impl Fn(usize, &mut TcpRing, &mut ShmReducer) -> R + Sync,
+) -> Vec<R> {
+    with_ring(w, T, |rank, ring| {
+        let mut shm = ShmReducer::establish_with(ring, rank, w, timeout, &setup(copies))
+            .unwrap()
+            .expect("shared memory set up");
+        match copies {
+            Copies::Direct => assert_eq!(shm.staged_because(), None),
+            Copies::Staged(_) => {
+                assert!(shm.staged_because().unwrap().contains("DDP_SHM_DIRECT=0"))
+            }
+        }
+        f(rank, ring, &mut shm)
+    })
+}
+
+/// Runs one all-reduce the way the process group does (numbered by the ring).
+fn reduce(ring: &mut TcpRing, shm: &mut ShmReducer, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+    let seq = ring.begin_external("all_reduce")?;
+    let result = shm.all_reduce(ring, seq, buf, op);
+    ring.finish_external(result)
+}
+
+#[test]
+fn sums_and_averages_any_length_in_one_or_many_chunks() {
+    // 100,003: more than one block of direct copies per part.
+    const LENGTHS: [usize; 7] = [0, 1, 2, 64, 65, 1001, 100_003];
+    for (w, copies) in (2..=4).flat_map(|w| both(64).map(|c| (w, c))) {
+        let results = with_shm(w, copies, T, |rank, ring, shm| {
+            let mut out = Vec::new();
+            for n in LENGTHS {
+                let mut buf = data(rank, n);
+                reduce(ring, shm, &mut buf, ReduceOp::Sum).unwrap();
+                out.push(buf);
+                let mut buf = data(rank, n);
+                reduce(ring, shm, &mut buf, ReduceOp::Avg).unwrap();
+                out.push(buf);
+            }
+            out
+        });
+        for (rank, out) in results.iter().enumerate() {
+            for (k, n) in LENGTHS.into_iter().enumerate() {
+                let sum = sum_of(w, n);
+                let avg: Vec<f32> = sum.iter().map(|s| s * (1.0 / w as f32)).collect();
+                let case = format!("{copies:?}, world {w}, rank {rank}, length {n}");
+                assert!(out[2 * k] == sum, "sum, {case}");
+                assert!(out[2 * k + 1] == avg, "avg, {case}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_rank_ends_with_the_same_bits_whichever_way_the_data_moves() {
+    // Values whose sum depends on the order of addition: all ranks must still agree, and both
+    // ways add in rank order.
+    let run = |copies| {
+        with_shm(3, copies, T, |rank, ring, shm| {
+            let mut buf: Vec<f32> = (0..100_000)
+                .map(|i| ((i * 7919 + rank * 104_729) % 1000) as f32 * 1e-3 + 1e4 * rank as f32)
+                .collect();
+            reduce(ring, shm, &mut buf, ReduceOp::Avg).unwrap();
+            buf
+        })
+    };
+    let [direct, staged] = both(1 << 10).map(run);
+    assert!(direct[0] == direct[1] && direct[0] == direct[2]);
+    assert!(staged[0] == staged[1] && staged[0] == staged[2]);
+    assert!(direct[0] == staged[0]);
+}
+
+#[test]
+fn many_ops_in_a_row_with_uneven_ranks_keep_every_chunk() {
+    // A slow rank and a fast one: the fast one stages the next chunk (or, directly, publishes its
+    // next buffer) while the slow one still reads the last; nothing may be overwritten early.
+    for copies in both(16) {
+        let results = with_shm(3, copies, T, |rank, ring, shm| {
+            let mut out = Vec::new();
+            for op in 0..40 {
+                let mut buf: Vec<f32> = (0..200).map(|i| (op * 1000 + i + rank) as f32).collect();
+                if rank == op % 3 {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                reduce(ring, shm, &mut buf, ReduceOp::Sum).unwrap();
+                out.push(buf);
+            }
+            out
+        });
+        for (rank, out) in results.iter().enumerate() {
+            for (op, buf) in out.iter().enumerate() {
+                let want: Vec<f32> = (0..200).map(|i| (3 * (op * 1000 + i) + 3) as f32).collect();
+                assert!(*buf == want, "{copies:?}, rank {rank}, op {op}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_segment_name_does_not_outlive_the_setup() {
+    let pid = std::process::id();
+    for copies in both(64) {
+        with_shm(2, copies, T, |_, _, _| ());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("ddp-{pid}-"))
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn ranks_on_different_hosts_fall_back_to_the_ring() {
+    let results = with_ring(2, T, |rank, ring| {
+        let setup = Setup {
+            host: format!("host-{rank}"),
+            ..setup(Copies::Direct)
+        };
+        ShmReducer::establish_with(ring, rank, 2, T, &setup)
+            .unwrap()
+            .err()
+    });
+    for why in results {
+        assert_eq!(why.as_deref(), Some("the ranks do not all run on one host"));
+    }
+}
+
+#[test]
+fn different_lengths_are_refused_naming_the_rank() {
+    for copies in both(64) {
+        let results = with_shm(2, copies, T, |rank, ring, shm| {
+            let mut buf = vec![1.0; 10 + rank];
+            collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum))
+        });
+        let (op, seq, rank, peer, msg) = &results[0];
+        assert_eq!((*op, *rank, *peer), ("all_reduce", 0, Some(1)));
+        let want = format!("rank 1 is in op #{seq} with 11 elements");
+        assert!(msg.contains(&want), "{copies:?}: {msg}");
+    }
+}
+
+#[test]
+fn a_closed_neighbour_ends_the_wait_at_once() {
+    for copies in both(64) {
+        let results = with_shm(2, copies, T, |rank, ring, shm| {
+            let start = Instant::now();
+            if rank == 1 {
+                // Leaves the group as a crashed process would: its sockets close.
+                let _ = ring.finish_external::<()>(Err(Error::Model("gone".into())));
+                return None;
+            }
+            let mut buf = vec![1.0; 100];
+            let err = collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum));
+            Some((err, start.elapsed()))
+        });
+        let ((op, _, rank, peer, msg), elapsed) = results[0].clone().unwrap();
+        assert_eq!((op, rank, peer), ("all_reduce", 0, Some(1)));
+        assert!(
+            msg.contains("connection closed by rank 1"),
+            "{copies:?}: {msg}"
+        );
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "{copies:?}: took {elapsed:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_rank_times_out_by_name() {
+    let timeout = Duration::from_millis(300);
+    for copies in both(64) {
+        let results = with_shm(3, copies, timeout, |rank, ring, shm| {
+            if rank == 2 {
+                // Alive but never joins the op; waits until the others have given up.
+                std::thread::sleep(Duration::from_millis(900));
+                return None;
+            }
+            let mut buf = vec![1.0; 100];
+            Some(collective_err(reduce(ring, shm, &mut buf, ReduceOp::Sum)))
+        });
+        for r in [0, 1] {
+            let (op, _, rank, peer, msg) = results[r].clone().unwrap();
+            assert_eq!((op, rank), ("all_reduce", r));
+            // The first rank to time out names rank 2; the other may see its abort instead.
+            assert!(
+                (peer == Some(2) && msg.contains("timed out") && msg.contains("[2]"))
+                    || msg.contains("failed during a shared-memory all-reduce"),
+                "{copies:?}, rank {r}: {msg}"
+            );
+        }
+    }
+}
