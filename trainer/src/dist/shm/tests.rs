@@ -9,6 +9,8 @@ enum Copies {
     Direct,
     /// Staged through slots of this many floats.
     Staged(usize),
+    /// Direct from this many floats on, staged (slots of 16 floats) below.
+    Mixed(usize),
 }
 
 /// Both ways, with slots of `slot` floats for the staged one.
@@ -17,14 +19,17 @@ fn both(slot: usize) -> [Copies; 2] {
 }
 
 fn setup(copies: Copies) -> Setup {
-    let (direct, slot_floats) = match copies {
-        Copies::Direct => (true, 0),
-        Copies::Staged(slot) => (false, slot),
+    let (direct, slot_floats, direct_min_floats) = match copies {
+        // Every op but the empty one uses direct copies.
+        Copies::Direct => (true, 64, 1),
+        Copies::Staged(slot) => (false, slot, 1),
+        Copies::Mixed(min) => (true, 16, min),
     };
     Setup {
         host: "host".into(),
         slot_floats,
         direct,
+        direct_min_floats,
     }
 }
 
@@ -40,7 +45,7 @@ fn with_shm<R: Send>(
             .unwrap()
             .expect("shared memory set up");
         match copies {
-            Copies::Direct => assert_eq!(shm.staged_because(), None),
+            Copies::Direct | Copies::Mixed(_) => assert_eq!(shm.staged_because(), None),
             Copies::Staged(_) => {
                 assert!(shm.staged_because().unwrap().contains("DDP_SHM_DIRECT=0"))
             }
@@ -108,11 +113,13 @@ fn every_rank_ends_with_the_same_bits_whichever_way_the_data_moves() {
 fn many_ops_in_a_row_with_uneven_ranks_keep_every_chunk() {
     // A slow rank and a fast one: the fast one stages the next chunk (or, directly, publishes its
     // next buffer) while the slow one still reads the last; nothing may be overwritten early.
-    for copies in both(16) {
+    // Mixed: ops of 100 floats staged, of 200 direct, in turn.
+    for copies in [Copies::Direct, Copies::Staged(16), Copies::Mixed(150)] {
         let results = with_shm(3, copies, T, |rank, ring, shm| {
             let mut out = Vec::new();
             for op in 0..40 {
-                let mut buf: Vec<f32> = (0..200).map(|i| (op * 1000 + i + rank) as f32).collect();
+                let n = if op % 2 == 0 { 200 } else { 100 };
+                let mut buf: Vec<f32> = (0..n).map(|i| (op * 1000 + i + rank) as f32).collect();
                 if rank == op % 3 {
                     std::thread::sleep(Duration::from_micros(300));
                 }
@@ -123,7 +130,8 @@ fn many_ops_in_a_row_with_uneven_ranks_keep_every_chunk() {
         });
         for (rank, out) in results.iter().enumerate() {
             for (op, buf) in out.iter().enumerate() {
-                let want: Vec<f32> = (0..200).map(|i| (3 * (op * 1000 + i) + 3) as f32).collect();
+                let n = if op % 2 == 0 { 200 } else { 100 };
+                let want: Vec<f32> = (0..n).map(|i| (3 * (op * 1000 + i) + 3) as f32).collect();
                 assert!(*buf == want, "{copies:?}, rank {rank}, op {op}");
             }
         }
