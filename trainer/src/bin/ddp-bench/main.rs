@@ -248,16 +248,7 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
         }
     }
     if args.wants_allreduce() {
-        let timeout = Duration::from_secs(args.timeout_s);
-        let torch = match &args.compare_torch {
-            Some(python) => Some(Torch::prepare(
-                python,
-                args.torch_ref.as_deref(),
-                tmp,
-                timeout,
-            )?),
-            None => None,
-        };
+        let torch = prepare_torch(args, tmp)?;
         let mut figures = Vec::new();
         for round in 1..=args.repeat {
             let tag = if args.repeat > 1 {
@@ -336,15 +327,7 @@ fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setu
             },
         })
         .collect();
-    let torch = match &args.compare_torch {
-        Some(python) => Some(Torch::prepare(
-            python,
-            args.torch_ref.as_deref(),
-            tmp,
-            timeout,
-        )?),
-        None => None,
-    };
+    let torch = prepare_torch(args, tmp)?;
     Ok(Setup {
         trainer,
         torch,
@@ -353,6 +336,15 @@ fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setu
         rounds: args.repeat,
         json: args.json,
     })
+}
+
+/// PyTorch for `--compare-torch PYTHON`, checked before anything runs.
+fn prepare_torch<'a>(args: &Args, tmp: &'a Path) -> Result<Option<Torch<'a>>, String> {
+    let Some(python) = &args.compare_torch else {
+        return Ok(None);
+    };
+    let timeout = Duration::from_secs(args.timeout_s);
+    Torch::prepare(python, args.torch_ref.as_deref(), tmp, timeout).map(Some)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{ShmReducer, segment};
+use super::{ShmReducer, add_rank, scale_sum, segment};
 use crate::dist::ring::TcpRing;
 use crate::{Error, Result};
 
@@ -116,15 +116,9 @@ impl ShmReducer {
                         self.read_part_with(&d.pids, seq, q, at, scratch)?;
                         scratch
                     };
-                    if q == 0 {
-                        sum.copy_from_slice(x);
-                    } else {
-                        sum.iter_mut().zip(x).for_each(|(s, x)| *s += x);
-                    }
+                    add_rank(sum, q, x);
                 }
-                if let Some(scale) = scale {
-                    sum.iter_mut().for_each(|s| *s *= scale);
-                }
+                scale_sum(sum, scale);
                 buf[at..at + len].copy_from_slice(sum);
                 at += len;
             }

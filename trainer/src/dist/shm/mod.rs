@@ -441,6 +441,23 @@ impl ShmReducer {
     }
 }
 
+/// Adds rank `q`'s values `x` into the running `sum` of a block (ranks in order: rank 0's
+/// values start it).
+fn add_rank(sum: &mut [f32], q: usize, x: &[f32]) {
+    if q == 0 {
+        sum.copy_from_slice(x);
+    } else {
+        sum.iter_mut().zip(x).for_each(|(s, x)| *s += x);
+    }
+}
+
+/// Scales a finished sum (`Avg`: by 1/W).
+fn scale_sum(sum: &mut [f32], scale: Option<f32>) {
+    if let Some(scale) = scale {
+        sum.iter_mut().for_each(|s| *s *= scale);
+    }
+}
+
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,

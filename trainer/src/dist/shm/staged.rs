@@ -7,7 +7,7 @@
 //! of chunk k out of their slots. A rank may stage chunk k + 1 while a slower one still copies out
 //! of chunk k − 1, hence [`SLOTS`] = 3 slots per rank, used in turn.
 
-use super::{SLOTS, ShmReducer, segment};
+use super::{SLOTS, ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
 use crate::dist::ring::TcpRing;
 
@@ -100,15 +100,9 @@ impl ShmReducer {
                     |q: usize| std::slice::from_raw_parts(self.slot_ptr(q, slot).add(at), len);
                 for q in 0..self.world {
                     let x: &[f32] = if q == self.rank { src } else { slot_of(q) };
-                    if q == 0 {
-                        dst.copy_from_slice(x);
-                    } else {
-                        dst.iter_mut().zip(x).for_each(|(d, x)| *d += x);
-                    }
+                    add_rank(dst, q, x);
                 }
-                if let Some(scale) = scale {
-                    dst.iter_mut().for_each(|d| *d *= scale);
-                }
+                scale_sum(dst, scale);
                 src.copy_from_slice(dst);
             }
             at += len;
