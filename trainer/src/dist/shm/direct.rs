@@ -90,66 +90,82 @@ impl ShmReducer {
             .store(buf.as_ptr() as u64, Ordering::Release);
         self.barrier(seq, ring)?;
         self.check_same_op(seq, desc)?;
-        self.reduce_own_part(seq, buf, scale)?;
+        let bases = (0..w)
+            .map(|q| self.buffer_of(q).load(Ordering::Acquire))
+            .collect();
+        let Ok(direct) = &mut self.copies else {
+            unreachable!("all_reduce_direct without direct copies");
+        };
+        let peers = Peers {
+            rank: r,
+            seq,
+            pids: direct.pids.clone(),
+            bases,
+        };
+        direct.reduce_own_part(&peers, buf, scale)?;
         self.barrier(seq, ring)?;
         for q in (0..w).filter(|&q| q != r) {
             let part = segment(buf.len(), w, q);
-            self.read_part(seq, q, part.start, &mut buf[part])?;
+            peers.read(q, part.start, &mut buf[part])?;
         }
         self.barrier(seq, ring)
     }
+}
 
-    /// Sums this rank's part of `buf` over all ranks, in rank order, block by block.
-    fn reduce_own_part(&mut self, seq: u64, buf: &mut [f32], scale: Option<f32>) -> Result<()> {
-        let mine = segment(buf.len(), self.world, self.rank);
-        let mut d = self.direct.take().expect("direct copies");
-        let result = (|| {
-            let mut at = mine.start;
-            while at < mine.end {
-                let len = BLOCK.min(mine.end - at);
-                let sum = &mut d.sum[..len];
-                for q in 0..self.world {
-                    let x: &[f32] = if q == self.rank {
-                        &buf[at..at + len]
-                    } else {
-                        let scratch = &mut d.scratch[..len];
-                        self.read_part_with(&d.pids, seq, q, at, scratch)?;
-                        scratch
-                    };
-                    add_rank(sum, q, x);
-                }
-                scale_sum(sum, scale);
-                buf[at..at + len].copy_from_slice(sum);
-                at += len;
-            }
-            Ok(())
-        })();
-        self.direct = Some(d);
-        result
-    }
+/// What one op knows of the ranks: this rank, the op's number, every rank's process id and
+/// buffer address (published before the op's first barrier).
+struct Peers {
+    rank: usize,
+    seq: u64,
+    pids: Vec<libc::pid_t>,
+    bases: Vec<u64>,
+}
 
+impl Peers {
     /// Reads `dst.len()` floats at float offset `at` of rank `q`'s buffer into `dst`.
-    fn read_part(&self, seq: u64, q: usize, at: usize, dst: &mut [f32]) -> Result<()> {
-        let pids = &self.direct.as_ref().expect("direct copies").pids;
-        self.read_part_with(pids, seq, q, at, dst)
-    }
-
-    fn read_part_with(
-        &self,
-        pids: &[libc::pid_t],
-        seq: u64,
-        q: usize,
-        at: usize,
-        dst: &mut [f32],
-    ) -> Result<()> {
-        let base = self.buffer_of(q).load(Ordering::Acquire);
-        read_from(pids[q], base + 4 * at as u64, bytes_of(dst)).map_err(|e| Error::Collective {
-            op: "all_reduce",
-            seq,
-            rank: self.rank,
-            peer: Some(q),
-            msg: format!("cannot read rank {q}'s buffer (process {}): {e}", pids[q]),
+    fn read(&self, q: usize, at: usize, dst: &mut [f32]) -> Result<()> {
+        let pid = self.pids[q];
+        read_from(pid, self.bases[q] + 4 * at as u64, bytes_of(dst)).map_err(|e| {
+            Error::Collective {
+                op: "all_reduce",
+                seq: self.seq,
+                rank: self.rank,
+                peer: Some(q),
+                msg: format!("cannot read rank {q}'s buffer (process {pid}): {e}"),
+            }
         })
+    }
+}
+
+impl Direct {
+    /// Sums this rank's part of `buf` over all ranks, in rank order, block by block.
+    fn reduce_own_part(
+        &mut self,
+        peers: &Peers,
+        buf: &mut [f32],
+        scale: Option<f32>,
+    ) -> Result<()> {
+        let world = peers.bases.len();
+        let mine = segment(buf.len(), world, peers.rank);
+        let mut at = mine.start;
+        while at < mine.end {
+            let len = BLOCK.min(mine.end - at);
+            let sum = &mut self.sum[..len];
+            for q in 0..world {
+                let x: &[f32] = if q == peers.rank {
+                    &buf[at..at + len]
+                } else {
+                    let scratch = &mut self.scratch[..len];
+                    peers.read(q, at, scratch)?;
+                    scratch
+                };
+                add_rank(sum, q, x);
+            }
+            scale_sum(sum, scale);
+            buf[at..at + len].copy_from_slice(sum);
+            at += len;
+        }
+        Ok(())
     }
 }
 

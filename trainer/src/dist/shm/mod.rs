@@ -5,17 +5,18 @@
 //! kernel's loopback. Other collectives (broadcast, gathers, barrier) stay on the TCP ring, which
 //! also tells when a neighbour dies.
 //!
-//! Two ways to move the data, chosen once when the group starts:
+//! Two ways to move the data:
 //! - **direct** ([`direct`]): each rank reads the other ranks' buffers straight out of their
 //!   address space with `process_vm_readv` (cross-memory attach, as MPI's shared-memory transports
-//!   do), so a byte crosses memory once per reader. The segment holds only the header.
-//! - **staged** ([`staged`]): where the kernel refuses that (a Yama `ptrace_scope` of 2 or 3, a
-//!   seccomp filter, or `DDP_SHM_DIRECT=0`), the ranks copy through staging slots in the segment.
+//!   do), so a byte crosses memory once per reader. Used for all-reduces of at least
+//!   [`DIRECT_MIN_FLOATS`] where the setup's probe found it allowed.
+//! - **staged** ([`staged`]): the ranks copy through staging slots in the segment: for smaller
+//!   all-reduces, and for all of them where the kernel refuses direct copies (a Yama
+//!   `ptrace_scope` of 2 or 3, a seccomp filter) or `DDP_SHM_DIRECT=0`.
 //!
 //! Layout of the segment: a header page (the arrival counter the ranks wait on with a futex, an
 //! abort word, and per rank the number of its last barrier, its current op and, for direct copies,
-//! the address of its buffer), then (staged only) per rank [`SLOTS`] slots of [`SLOT_FLOATS`]
-//! floats.
+//! the address of its buffer), then per rank [`SLOTS`] slots of [`SLOT_FLOATS`] floats.
 //!
 //! Either way each rank owns a part of the buffer (1/W of it) and sums that part over all ranks
 //! in rank order, so every rank ends with the same bits, then copies the other ranks' reduced
@@ -168,10 +169,8 @@ struct Setup {
 pub struct ShmReducer {
     rank: usize,
     world: usize,
-    /// Direct copies between the ranks' buffers, or `None` to stage through the slots.
-    direct: Option<Direct>,
-    /// Why the copies are staged (for the transport's description).
-    staged_why: String,
+    /// Direct copies between the ranks' buffers, or why the copies are staged through the slots.
+    copies: std::result::Result<Direct, String>,
     /// Floats per staging slot.
     slot_floats: usize,
     /// All-reduces of fewer floats are staged even where direct copies work.
@@ -218,16 +217,12 @@ impl ShmReducer {
         if host.is_empty() || hosts.iter().any(|h| h != host.as_bytes()) {
             return Ok(Err("the ranks do not all run on one host".into()));
         }
-        let direct = if setup.direct {
+        let copies = if setup.direct {
             Direct::establish(ring, rank)?
         } else {
             Err("staged, DDP_SHM_DIRECT=0".to_string())
         };
         let slot_floats = setup.slot_floats;
-        let (direct, staged_why) = match direct {
-            Ok(d) => (Some(d), String::new()),
-            Err(why) => (None, why),
-        };
         let len = segment_len(world, slot_floats);
         // Rank 0 creates the segment and tells the others its name (or why it could not).
         let mut created = None;
@@ -276,8 +271,7 @@ impl ShmReducer {
         Ok(Ok(ShmReducer {
             rank,
             world,
-            direct,
-            staged_why,
+            copies,
             slot_floats,
             direct_min_floats: setup.direct_min_floats,
             map,
@@ -315,7 +309,7 @@ impl ShmReducer {
     /// How the all-reduces move their data, for the group's transport line: `None` for direct
     /// copies, else why they are staged through the segment.
     pub fn staged_because(&self) -> Option<&str> {
-        self.direct.is_none().then_some(self.staged_why.as_str())
+        self.copies.as_ref().err().map(String::as_str)
     }
 
     fn slot_ptr(&self, r: usize, half: usize) -> *mut f32 {
@@ -407,7 +401,7 @@ impl ShmReducer {
         let desc = (seq << 40) | buf.len() as u64;
         self.op_of(self.rank).store(desc, Ordering::Release);
         let scale = (op == ReduceOp::Avg).then_some(1.0 / self.world as f32);
-        let result = if self.direct.is_some() && buf.len() >= self.direct_min_floats {
+        let result = if self.copies.is_ok() && buf.len() >= self.direct_min_floats {
             self.all_reduce_direct(ring, seq, desc, buf, scale)
         } else {
             self.all_reduce_staged(ring, seq, desc, buf, scale)
