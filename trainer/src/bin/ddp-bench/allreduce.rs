@@ -80,7 +80,7 @@ pub fn allreduce_worker(args: &Args) -> Result<(), String> {
     group.shutdown().map_err(|e| e.to_string())
 }
 
-/// Runs the two workers of `engine` (in a folder named with `tag`) and reads rank 0's figures.
+/// Runs the two workers of `engine` (`tag`, if any, names the round) and reads rank 0's figures.
 pub fn bench_allreduce(
     args: &Args,
     tmp: &Path,
@@ -88,12 +88,13 @@ pub fn bench_allreduce(
     tag: &str,
 ) -> Result<Vec<ArFigure>, String> {
     eprintln!(
-        "ddp-bench: {} all-reduce at world {AR_WORLD} ({} MiB){tag} ...",
+        "ddp-bench: {} all-reduce at world {AR_WORLD} ({} MiB{}) ...",
         engine.name,
-        SIZES.map(|s| (s >> 20).to_string()).join(", ")
+        SIZES.map(|s| (s >> 20).to_string()).join(", "),
+        round_suffix(tag, "; ")
     );
     let me = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let dir = tmp.join(format!("allreduce-{}{tag}", engine.name));
+    let dir = tmp.join(format!("allreduce-{}{}", engine.name, folder_suffix(tag)));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let port = free_port()?;
     // The workers' collectives give up after this long without progress.
@@ -134,6 +135,20 @@ pub fn bench_allreduce(
     }
     wait_workers(&mut children, Duration::from_secs(args.timeout_s))?;
     read_figures(&dir.join("rank-0.out"), engine.name)
+}
+
+/// `tag` after `sep`, or nothing for an untagged round.
+pub fn round_suffix(tag: &str, sep: &str) -> String {
+    if tag.is_empty() {
+        String::new()
+    } else {
+        format!("{sep}{tag}")
+    }
+}
+
+/// `tag` as part of a folder name: `-round-1-3` for "round 1/3".
+pub fn folder_suffix(tag: &str) -> String {
+    round_suffix(&tag.replace([' ', '/'], "-"), "-")
 }
 
 /// A plain copy of each size in this process (3 warm-ups, median of 10), as engine `memcpy`:

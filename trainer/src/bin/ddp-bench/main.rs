@@ -251,17 +251,18 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
         let torch = prepare_torch(args, tmp)?;
         let mut figures = Vec::new();
         for round in 1..=args.repeat {
+            // Names this round in its folders and progress lines when there are several.
             let tag = if args.repeat > 1 {
-                format!(" round {round}")
+                format!("round {round}/{}", args.repeat)
             } else {
                 String::new()
             };
             let mut round_figures = Vec::new();
             for engine in AR_ENGINES {
-                round_figures.extend(bench_allreduce(args, tmp, engine, &tag.replace(' ', "-"))?);
+                round_figures.extend(bench_allreduce(args, tmp, engine, &tag)?);
             }
             if let Some(torch) = &torch {
-                round_figures.extend(torch.run_allreduce(&tag.replace(' ', "-"))?);
+                round_figures.extend(torch.run_allreduce(&tag)?);
             }
             round_figures.extend(memcpy_figures());
             if args.json {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::allreduce::{AR_WORLD, ArFigure, read_figures};
+use crate::allreduce::{AR_WORLD, ArFigure, folder_suffix, read_figures, round_suffix};
 use crate::procs::{clean_env, free_port, kib_to_mb, spawn, tail, wait_deadline};
 use crate::train::{Config, Data, Workload, json_num};
 
@@ -154,8 +154,8 @@ impl<'a> Torch<'a> {
         })
     }
 
-    /// One `torch_allreduce.py 2` run (gloo; the script beside `torch_ref.py`), in a folder
-    /// named with `tag`.
+    /// One `torch_allreduce.py 2` run (gloo; the script beside `torch_ref.py`); `tag`, if any,
+    /// names the round.
     pub fn run_allreduce(&self, tag: &str) -> Result<Vec<ArFigure>, String> {
         let script = self.script.with_file_name("torch_allreduce.py");
         if !script.is_file() {
@@ -164,13 +164,15 @@ impl<'a> Torch<'a> {
                 script.display()
             ));
         }
-        let dir = self.tmp.join(format!("torch-allreduce{tag}"));
+        let dir = self
+            .tmp
+            .join(format!("torch-allreduce{}", folder_suffix(tag)));
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
         let mut cmd = Command::new(&self.python);
         clean_env(&mut cmd);
         cmd.arg(&script).arg(AR_WORLD.to_string());
-        let what = format!("torch_allreduce.py{tag}");
+        let what = format!("torch_allreduce.py{}", round_suffix(tag, ", "));
         eprintln!("ddp-bench: gloo all-reduce at world {AR_WORLD} ({what}) ...");
         let child =
             spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
