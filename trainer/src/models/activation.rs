@@ -4,7 +4,7 @@
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
-use super::kernels::tasks::{items_per_task, map_pieces, threads};
+use super::kernels::tasks::{items_per_task, threads, written_pieces};
 
 /// `max(x, 0)`.
 pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
@@ -18,10 +18,8 @@ pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
 const PIECE: usize = 1 << 16;
 
 fn map(out_len: usize, f: impl Fn(usize, &mut [f32]) + Sync) -> Vec<f32> {
-    let mut out = vec![0f32; out_len];
     let per = items_per_task(out_len.div_ceil(PIECE), threads()) * PIECE;
-    map_pieces(&mut out, 1, per, f);
-    out
+    written_pieces(out_len, 1, per, f).0
 }
 
 #[derive(Clone, Copy)]

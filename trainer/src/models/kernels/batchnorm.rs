@@ -6,7 +6,7 @@
 //! passes), the forward folded into `y = x·scale + shift` with `scale = γ/√(var+ε)` and
 //! `shift = β − mean·scale`, the ReLU mask `y > 0`.
 
-use super::tasks::{items_per_task, map_pieces, map_range};
+use super::tasks::{items_per_task, map_range, written_pieces};
 
 /// `(n, c, hw)` of an NCHW tensor with the spatial dimensions flattened.
 pub type Dims = (usize, usize, usize);
@@ -65,8 +65,7 @@ pub fn normalize(
     threads: usize,
 ) -> Vec<f32> {
     let (n, c, hw) = dims;
-    let mut y = vec![0f32; x.len()];
-    map_pieces(&mut y, c * hw, items_per_task(n, threads), |first, out| {
+    let (y, _) = written_pieces(x.len(), c * hw, items_per_task(n, threads), |first, out| {
         for (i, out) in out.chunks_exact_mut(hw).enumerate() {
             let (s, ch) = (first + i / c, i % c);
             let (a, b) = (scale[ch], shift[ch]);
@@ -144,8 +143,7 @@ pub fn backward(
             (a as f32, b as f32, d as f32)
         })
         .collect();
-    let mut dx = vec![0f32; x.len()];
-    map_pieces(&mut dx, c * hw, items_per_task(n, threads), |first, out| {
+    let (dx, _) = written_pieces(x.len(), c * hw, items_per_task(n, threads), |first, out| {
         for (i, out) in out.chunks_exact_mut(hw).enumerate() {
             let (s, ch) = (first + i / c, i % c);
             let (a, b, d) = coef[ch];

@@ -13,7 +13,7 @@
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
 use super::gemm::{Mat, gemm};
-use super::tasks::{Scratch, items_per_task, map_pieces, map_range};
+use super::tasks::{Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces};
 use super::unfold::Unfold;
 
 /// Columns of the unfolded chunk worth one GEMM call.
@@ -141,39 +141,43 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
     let (l, o) = (s.l(), s.o);
     let plan = Plan::new(s, threads);
     let wmat = Mat::row_major(w, o, s.ckk());
-    let mut y = vec![0f32; s.n * s.out_plane()];
-    map_pieces(&mut y, s.out_plane(), plan.per_task, |first, out| {
-        let count = out.len() / s.out_plane();
-        let mut cols = ColsBuffer::new();
-        let mut wide = Scratch::take(0);
-        for (c0, g) in plan.chunks(count) {
-            let x = &x[(first + c0) * s.plane()..(first + c0 + g) * s.plane()];
-            let xcols = cols.unfold(s, x, g);
-            let out = &mut out[c0 * s.out_plane()..(c0 + g) * s.out_plane()];
-            if g == 1 {
-                if let Some(b) = b {
-                    for (row, bias) in out.chunks_exact_mut(l).zip(b) {
-                        row.fill(*bias);
+    let (y, _) = written_pieces(
+        s.n * s.out_plane(),
+        s.out_plane(),
+        plan.per_task,
+        |first, out| {
+            let count = out.len() / s.out_plane();
+            let mut cols = ColsBuffer::new();
+            let mut wide = Scratch::take(0);
+            for (c0, g) in plan.chunks(count) {
+                let x = &x[(first + c0) * s.plane()..(first + c0 + g) * s.plane()];
+                let xcols = cols.unfold(s, x, g);
+                let out = &mut out[c0 * s.out_plane()..(c0 + g) * s.out_plane()];
+                if g == 1 {
+                    if let Some(b) = b {
+                        for (row, bias) in out.chunks_exact_mut(l).zip(b) {
+                            row.fill(*bias);
+                        }
                     }
-                }
-                gemm(out, l, b.is_some(), wmat, xcols, plan.gemm_threads);
-            } else {
-                if wide.len() != o * g * l {
-                    wide = Scratch::take(o * g * l);
-                }
-                gemm(&mut wide, g * l, false, wmat, xcols, plan.gemm_threads);
-                for (oc, row) in wide.chunks_exact(g * l).enumerate() {
-                    let bias = b.map_or(0.0, |b| b[oc]);
-                    for (si, src) in row.chunks_exact(l).enumerate() {
-                        let dst = &mut out[si * s.out_plane() + oc * l..][..l];
-                        for (d, v) in dst.iter_mut().zip(src) {
-                            *d = v + bias;
+                    gemm(out, l, b.is_some(), wmat, xcols, plan.gemm_threads);
+                } else {
+                    if wide.len() != o * g * l {
+                        wide = Scratch::take(o * g * l);
+                    }
+                    gemm(&mut wide, g * l, false, wmat, xcols, plan.gemm_threads);
+                    for (oc, row) in wide.chunks_exact(g * l).enumerate() {
+                        let bias = b.map_or(0.0, |b| b[oc]);
+                        for (si, src) in row.chunks_exact(l).enumerate() {
+                            let dst = &mut out[si * s.out_plane() + oc * l..][..l];
+                            for (d, v) in dst.iter_mut().zip(src) {
+                                *d = v + bias;
+                            }
                         }
                     }
                 }
             }
-        }
-    });
+        },
+    );
     y
 }
 
@@ -192,7 +196,7 @@ pub fn backward(
     let plan = Plan::new(s, threads);
     let wt = want_dx.then(|| Mat::row_major(w, o, ckk).t());
     let mut dx = if want_dx {
-        vec![0f32; s.n * s.plane()]
+        output_vec(s.n * s.plane())
     } else {
         Vec::new()
     };
@@ -237,6 +241,7 @@ pub fn backward(
                         dcols = Scratch::take(ckk * width);
                     }
                     gemm(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
+                    dxc.fill(0.0);
                     s.unfold.col2im(&dcols, g, (s.c, s.h, s.w), dxc);
                 }
             }

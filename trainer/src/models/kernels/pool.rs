@@ -2,7 +2,7 @@
 //! output's gradient goes to the first maximal input of its window (NaN counts as maximal).
 //! The forward pass records each window's winner (a byte), so the backward pass is a scatter.
 
-use super::tasks::{items_per_task, map_pieces};
+use super::tasks::{items_per_task, written_pieces, zeroed_pieces};
 
 /// `(n·c planes, h, w)` of a contiguous NCHW tensor.
 pub type Planes = (usize, usize, usize);
@@ -12,9 +12,8 @@ pub fn forward(x: &[f32], (planes, h, w): Planes, k: usize, threads: usize) -> (
     assert!(k >= 1 && k * k <= 256, "max-pool window {k} is not 1..=16");
     let (oh, ow) = (h / k, w / k);
     let out_plane = oh * ow;
-    let mut y = vec![0f32; planes * out_plane];
     let per = items_per_task(planes, threads);
-    let winners = map_pieces(&mut y, out_plane, per, |first, out| {
+    let (y, winners) = written_pieces(planes * out_plane, out_plane, per, |first, out| {
         let mut won = vec![0u8; out.len()];
         for (i, (out, won)) in out
             .chunks_exact_mut(out_plane.max(1))
@@ -83,9 +82,8 @@ pub fn backward(
 ) -> Vec<f32> {
     let (oh, ow) = (h / k, w / k);
     let out_plane = oh * ow;
-    let mut dx = vec![0f32; planes * h * w];
-    map_pieces(
-        &mut dx,
+    zeroed_pieces(
+        planes * h * w,
         h * w,
         items_per_task(planes, threads),
         |first, piece| {
@@ -100,8 +98,8 @@ pub fn backward(
                 }
             }
         },
-    );
-    dx
+    )
+    .0
 }
 
 #[cfg(test)]

@@ -89,6 +89,49 @@ pub fn map_pieces<R: Send>(
         .collect()
 }
 
+/// A vector of `len` values that the caller writes completely before anyone reads it (a kernel's
+/// output), without the zero-fill `vec![0.0; len]` costs: that fill was a serial pass over every
+/// output on the calling thread (a tenth of the CNN's single-thread time, all of it serial with
+/// more threads). Debug builds (tests included) fill it with NaN instead, so a value a kernel
+/// leaves unwritten shows up in the results.
+pub fn output_vec(len: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(len);
+    // SAFETY: the capacity is `len`, and `f32` has no invalid bit patterns. Callers write every
+    // value before reading any (see above; debug builds make a missed write visible as NaN).
+    unsafe { v.set_len(len) };
+    if cfg!(debug_assertions) {
+        v.fill(f32::NAN);
+    }
+    v
+}
+
+/// [`map_pieces`] over a new output vector of `len` values that `f` writes completely.
+pub fn written_pieces<R: Send>(
+    len: usize,
+    item_len: usize,
+    per: usize,
+    f: impl Fn(usize, &mut [f32]) -> R + Sync,
+) -> (Vec<f32>, Vec<R>) {
+    let mut out = output_vec(len);
+    let results = map_pieces(&mut out, item_len, per, f);
+    (out, results)
+}
+
+/// [`map_pieces`] over a new vector of `len` zeros, each piece zeroed by the thread that then
+/// works on it (in parallel, and while it is in that thread's cache), for kernels that add
+/// into their output.
+pub fn zeroed_pieces<R: Send>(
+    len: usize,
+    item_len: usize,
+    per: usize,
+    f: impl Fn(usize, &mut [f32]) -> R + Sync,
+) -> (Vec<f32>, Vec<R>) {
+    written_pieces(len, item_len, per, |first, piece| {
+        piece.fill(0.0);
+        f(first, piece)
+    })
+}
+
 /// `(0..n).map(f)`, in parallel when `threads > 1`, results in order.
 pub fn map_range<R: Send>(n: usize, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     if threads <= 1 || n <= 1 {
