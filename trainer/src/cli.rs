@@ -10,9 +10,11 @@ use std::sync::atomic::Ordering;
 
 use clap::Parser;
 
+use crate::batch_parts;
 use crate::env::DistEnv;
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::launcher::{LaunchOptions, launch};
+use crate::models::samples_independent;
 use crate::spec::Spec;
 use crate::train::{self, RunOptions, STOP_REQUESTED};
 
@@ -159,9 +161,27 @@ fn set_threads(spec: &Spec, env: &DistEnv) {
         // SAFETY: called at start-up, before any thread of ours or candle's exists.
         unsafe { std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", CANDLE_SPIN_LIMIT) };
     }
-    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
-        return;
+    let threads = match std::env::var("RAYON_NUM_THREADS") {
+        Ok(v) => v.trim().parse().unwrap_or(1),
+        Err(_) => default_threads(spec, env),
+    };
+    let parts = batch_parts::parts_for(
+        threads,
+        samples_independent(spec.model.name),
+        true,
+        batch_parts::enabled_by_env(),
+    );
+    if parts > 1 && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        // Each thread trains its own part of the batch: candle's element-wise ops run on that
+        // thread, not on a second pool whose one lock the parts would queue at.
+        // SAFETY: called at start-up, before any thread of ours or candle's exists.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
     }
+}
+
+/// Threads of one replica unless `RAYON_NUM_THREADS` says: `ddp.threads`, `DDP_THREADS`, or the
+/// cores shared by the replicas of this host; sets `RAYON_NUM_THREADS` to it.
+fn default_threads(spec: &Spec, env: &DistEnv) -> usize {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -176,6 +196,7 @@ fn set_threads(spec: &Spec, env: &DistEnv) {
         .unwrap_or((cores / env.local_world_size.max(1)).max(1));
     // SAFETY: called at start-up, before any thread of ours or candle's exists.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
+    threads
 }
 
 extern "C" fn on_stop_signal(_: libc::c_int) {

@@ -17,6 +17,7 @@
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
 //! - `train`: one replica's training loop; `cli`: the `ddp-trainer` command line.
 
+pub mod batch_parts;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;

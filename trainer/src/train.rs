@@ -6,17 +6,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor};
+use rayon::prelude::*;
 
+use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{Augment, Batch, Dataset, DistributedSampler, Split, Targets};
+use crate::data::{Augment, Batch, BatchRows, Dataset, DistributedSampler, Split, Targets};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
 use crate::device_step::{self, DeviceStep};
 use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
-use crate::models::{BnMode, Network, is_regression};
+use crate::models::{BnMode, Network, is_regression, samples_independent, serially};
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
@@ -248,7 +251,19 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         batch: Batch::new(),
         indices: Vec::new(),
         augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
+        parts: batch_parts::parts_for(
+            rayon::current_num_threads(),
+            samples_independent(spec.model.name),
+            device.is_cpu(),
+            batch_parts::enabled_by_env(),
+        ),
     };
+    if rank == 0 && loop_state.parts > 1 {
+        println!(
+            "each batch trained in {} parts side by side, one per thread (DDP_BATCH_PARTS=0 splits every kernel instead)",
+            loop_state.parts
+        );
+    }
     let mut train_time = 0.0f64;
     let mut train_samples = 0u64;
     let mut stopped = false;
@@ -270,8 +285,10 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             let scale = 1.0 / group.len().div_ceil(spec.train.batch_size) as f32;
             for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
                 let micro_step = global_step * spec.train.grad_accum as u64 + k as u64;
-                let (loss, grads) = loop_state.forward_backward(mb, epoch, micro_step)?;
-                engine.accumulate(&mut ddp, &net, &grads, scale)?;
+                let (loss, parts) = loop_state.forward_backward(mb, epoch, micro_step)?;
+                for grads in &parts {
+                    engine.accumulate(&mut ddp, &net, grads, scale)?;
+                }
                 window.add(loss as f64, mb.len());
             }
             stopped = engine.sync(&mut ddp, STOP_REQUESTED.load(Ordering::Relaxed))?;
@@ -435,34 +452,63 @@ struct Loop<'a> {
     batch: Batch,
     indices: Vec<usize>,
     augment: Option<Augment>,
+    /// Most parts a batch is trained in, side by side (see [`batch_parts`]).
+    parts: usize,
 }
 
 impl Loop<'_> {
-    /// Forward + backward of one micro-batch; returns (loss, gradients).
+    /// Forward + backward of one micro-batch; returns its loss and the gradients of its parts,
+    /// each already scaled by its share of the batch (their sum is the batch's gradient).
     fn forward_backward(
         &mut self,
         idx: &[usize],
         epoch: usize,
         micro_step: u64,
-    ) -> Result<(f32, candle_core::backprop::GradStore)> {
+    ) -> Result<(f32, Vec<GradStore>)> {
         if let Some(a) = self.augment.as_mut() {
             a.set_position(epoch as u64, self.rank, micro_step);
         }
         self.train
             .gather(idx, &mut self.batch, self.augment.as_mut());
-        let (loss, _) = batch_loss(self.net, &self.batch, true)?;
-        let grads = loss.backward()?;
-        Ok((loss.to_scalar::<f32>()?, grads))
+        let len = self.batch.len;
+        let ranges = batch_parts::part_ranges(len, self.parts);
+        if let [all] = ranges.as_slice() {
+            let (loss, _) = batch_loss(self.net, self.batch.rows(all.clone()), true)?;
+            let grads = loss.backward()?;
+            return Ok((loss.to_scalar::<f32>()?, vec![grads]));
+        }
+        let (net, batch) = (self.net, &self.batch);
+        // One part per thread of the pool, each with its kernels unsplit; results in part order,
+        // so the gradients are summed in the same order on every run.
+        let parts: Vec<Result<(f32, GradStore)>> = ranges
+            .into_par_iter()
+            .map(|rows| {
+                serially(|| {
+                    let share = rows.len() as f64 / len as f64;
+                    let (loss, _) = batch_loss(net, batch.rows(rows), true)?;
+                    let grads = (&loss * share)?.backward()?;
+                    Ok((loss.to_scalar::<f32>()? * share as f32, grads))
+                })
+            })
+            .collect();
+        let mut loss = 0f32;
+        let mut grads = Vec::with_capacity(parts.len());
+        for part in parts {
+            let (l, g) = part?;
+            loss += l;
+            grads.push(g);
+        }
+        Ok((loss, grads))
     }
 }
 
 /// Loss and (sum-reduced) correct count of one batch in evaluation or training mode.
-fn batch_loss(net: &Network, batch: &Batch, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+fn batch_loss(net: &Network, batch: BatchRows, train: bool) -> Result<(Tensor, Option<Tensor>)> {
     let [c, h, w] = batch.shape;
-    let x = Tensor::from_slice(&batch.x, (batch.len, c, h, w), &net.device)?;
+    let x = Tensor::from_slice(batch.x, (batch.len, c, h, w), &net.device)?;
     let out = net.forward(&x, train)?;
     if batch.values.is_empty() {
-        let y = Tensor::from_slice(&batch.classes, batch.len, &net.device)?;
+        let y = Tensor::from_slice(batch.classes, batch.len, &net.device)?;
         let loss = candle_nn::loss::cross_entropy(&out, &y)?;
         let correct = if train {
             None
@@ -471,7 +517,7 @@ fn batch_loss(net: &Network, batch: &Batch, train: bool) -> Result<(Tensor, Opti
         };
         Ok((loss, correct))
     } else {
-        let y = Tensor::from_slice(&batch.values, (batch.len, 1), &net.device)?;
+        let y = Tensor::from_slice(batch.values, (batch.len, 1), &net.device)?;
         Ok((candle_nn::loss::mse(&out, &y)?, None))
     }
 }
@@ -492,7 +538,7 @@ fn evaluate(
     let (mut loss_sum, mut correct) = (0f64, 0f64);
     for idx in shard.chunks(batch_size.max(256)) {
         ds.gather(idx, &mut batch, None);
-        let (loss, c) = batch_loss(net, &batch, false)?;
+        let (loss, c) = batch_loss(net, batch.rows(0..batch.len), false)?;
         loss_sum += loss.to_scalar::<f32>()? as f64 * idx.len() as f64;
         if let Some(c) = c {
             correct += c.to_scalar::<f32>()? as f64;

@@ -136,3 +136,34 @@ fn grad_accum_matches_the_combined_batch() {
     );
     assert!(diff < 1e-5, "grad_accum: differ by {diff}");
 }
+
+/// Batch parts (see `batch_parts`): one replica with 2 threads trains each batch of 16 as two
+/// parts of 8 side by side; it must end where the same replica with 1 thread (the whole batch at
+/// once) ends, for SGD and Adam.
+#[test]
+fn batch_parts_match_the_whole_batch() {
+    for optimizer in ["sgd", "adam"] {
+        let dir = tempfile::tempdir().unwrap();
+        let body = format!(
+            "val_fraction = 0.0\nlimit_train = 512\nlimit_test = 64\n[train]\nepochs = 1\nmax_steps = 6\nbatch_size = 16\noptimizer = \"{optimizer}\"\nlr = 0.01\nmomentum = 0.9\nseed = 7\n[checkpoint]\nevery_epochs = 0\n"
+        );
+        let spec = write_spec(dir.path(), "mnist-cnn", &body);
+        let (parts, whole) = (dir.path().join("parts"), dir.path().join("whole"));
+        let out = train_standalone(&spec, 1, &parts, &["ddp.threads=2"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("each batch trained in 2 parts side by side"),
+            "{stdout}"
+        );
+        let out = train_standalone(&spec, 1, &whole, &["ddp.threads=1"]);
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("parts side by side"));
+        let (diff, at) = worst_tensor(
+            &load_model(&parts.join("model.safetensors")),
+            &load_model(&whole.join("model.safetensors")),
+        );
+        assert!(
+            diff < 1e-5,
+            "{optimizer}: 2 parts of 8 and the whole 16 differ by {diff} (in {at})"
+        );
+    }
+}

@@ -176,9 +176,42 @@ pub struct Batch {
     pub shape: [usize; 3],
 }
 
+/// Consecutive samples of a [`Batch`], borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchRows<'a> {
+    pub x: &'a [f32],
+    pub classes: &'a [u32],
+    pub values: &'a [f32],
+    pub len: usize,
+    pub shape: [usize; 3],
+}
+
 impl Batch {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Samples `rows` of the batch (all of them: `0..len`).
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> BatchRows<'_> {
+        let d: usize = self.shape.iter().product();
+        // One of the two target vectors is empty (classification or regression).
+        let classes = if self.classes.is_empty() {
+            &[]
+        } else {
+            &self.classes[rows.clone()]
+        };
+        let values = if self.values.is_empty() {
+            &[]
+        } else {
+            &self.values[rows.clone()]
+        };
+        BatchRows {
+            x: &self.x[rows.start * d..rows.end * d],
+            classes,
+            values,
+            len: rows.len(),
+            shape: self.shape,
+        }
     }
 
     /// A batch whose buffers already hold `batch_size` samples of `ds` (no allocation while training).

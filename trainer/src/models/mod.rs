@@ -33,6 +33,7 @@ mod small;
 pub use activation::relu;
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
+pub use kernels::tasks::serially;
 pub use linear::{Linear, linear};
 pub use pool::max_pool2d;
 
@@ -132,6 +133,16 @@ pub fn expected_input(name: ModelName) -> [usize; 3] {
 /// Whether the model is trained with MSE on one output (regression) rather than cross-entropy.
 pub fn is_regression(name: ModelName) -> bool {
     name == ModelName::Linear
+}
+
+/// Whether each sample's loss and gradient in training depend on that sample alone (no
+/// BatchNorm, whose batch statistics couple them), so that a batch may be trained in parts whose
+/// gradients add up to the whole batch's. Unknown for a custom model: no.
+pub fn samples_independent(name: ModelName) -> bool {
+    matches!(
+        name,
+        ModelName::MnistCnn | ModelName::Mlp | ModelName::Linear
+    )
 }
 
 impl Network {

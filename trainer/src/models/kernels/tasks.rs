@@ -3,7 +3,7 @@
 //! A piece's place never depends on which thread ran it, and partial results come back in order,
 //! so with the same thread count every run sums in the same order (bit-reproducible).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};
 
 use rayon::prelude::*;
@@ -11,6 +11,8 @@ use rayon::prelude::*;
 thread_local! {
     /// Buffers given back by [`Scratch`] on this thread.
     static SCRATCH: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+    /// Set while this thread runs [`serially`]: kernels do not split their work.
+    static SERIAL: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Most buffers a thread keeps for reuse.
@@ -60,9 +62,27 @@ impl Drop for Scratch {
     }
 }
 
-/// Threads of the pool the kernels run on (the launcher sets `RAYON_NUM_THREADS` per replica).
+/// Threads the kernels split their work over: the pool's (the launcher sets `RAYON_NUM_THREADS`
+/// per replica), or 1 inside [`serially`].
 pub fn threads() -> usize {
-    rayon::current_num_threads().max(1)
+    if SERIAL.get() {
+        1
+    } else {
+        rayon::current_num_threads().max(1)
+    }
+}
+
+/// Runs `f` with every kernel it calls on this thread alone: for work that is already split
+/// across the pool's threads at a coarser grain (a part of the batch per thread).
+pub fn serially<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SERIAL.set(self.0);
+        }
+    }
+    let _restore = Restore(SERIAL.replace(true));
+    f()
 }
 
 /// Items per task when `n` items are split over at most `threads` tasks (at least 1).
