@@ -114,10 +114,12 @@ pub fn map_pieces<R: Send>(
 /// output on the calling thread (a tenth of the CNN's single-thread time, all of it serial with
 /// more threads). Debug builds (tests included) fill it with NaN instead, so a value a kernel
 /// leaves unwritten shows up in the results.
+// candle's CPU backend allocates its op outputs the same way (`alloc_uninit`).
+#[allow(clippy::uninit_vec)]
 pub fn output_vec(len: usize) -> Vec<f32> {
     let mut v = Vec::with_capacity(len);
-    // SAFETY: the capacity is `len`, and `f32` has no invalid bit patterns. Callers write every
-    // value before reading any (see above; debug builds make a missed write visible as NaN).
+    // SAFETY: the capacity is `len`. Callers write every value before any is read (see above;
+    // debug builds make a missed write visible as NaN), and nothing reads it before then.
     unsafe { v.set_len(len) };
     if cfg!(debug_assertions) {
         v.fill(f32::NAN);
