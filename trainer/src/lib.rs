@@ -15,7 +15,8 @@
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention.
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
-//! - `train`: one replica's training loop; `cli`: the `ddp-trainer` command line.
+//! - `train`: one replica's training loop; `batch_parts`: a batch trained in parts side by side,
+//!   one per thread; `cli`: the `ddp-trainer` command line.
 
 pub mod batch_parts;
 pub mod checkpoint;
