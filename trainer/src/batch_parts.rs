@@ -8,10 +8,14 @@
 //! and backward of its part with its kernels unsplit, and the parts' gradients, each scaled by
 //! its share of the batch, add up to the whole batch's gradient, as DDP's replicas do.
 //!
-//! The policy is pure (`parts_for`, `part_ranges`); `train` runs it. `DDP_BATCH_PARTS=0` turns
-//! it off (per-kernel splitting only).
+//! The policy is pure (`parts_for`, `part_ranges`); `for_replica` feeds it a replica's model and
+//! `DDP_BATCH_PARTS`; `train` runs it, and `cli` sets candle's threads by it. `DDP_BATCH_PARTS=0`
+//! turns it off (per-kernel splitting only).
 
 use std::ops::Range;
+
+use crate::models::samples_independent;
+use crate::spec::ModelName;
 
 /// Fewest samples worth a part of their own.
 pub const MIN_PART_SAMPLES: usize = 4;
@@ -27,8 +31,18 @@ pub fn parts_for(threads: usize, samples_independent: bool, on_cpu: bool, enable
     }
 }
 
+/// [`parts_for`] a replica of `model` with `threads` threads, as `DDP_BATCH_PARTS` allows.
+pub fn for_replica(threads: usize, model: ModelName, on_cpu: bool) -> usize {
+    parts_for(
+        threads,
+        samples_independent(model),
+        on_cpu,
+        enabled_by_env(),
+    )
+}
+
 /// Whether `DDP_BATCH_PARTS` allows splitting (anything but `0`).
-pub fn enabled_by_env() -> bool {
+fn enabled_by_env() -> bool {
     std::env::var("DDP_BATCH_PARTS").map_or(true, |v| v.trim() != "0")
 }
 

@@ -14,7 +14,6 @@ use crate::batch_parts;
 use crate::env::DistEnv;
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::launcher::{LaunchOptions, launch};
-use crate::models::samples_independent;
 use crate::spec::Spec;
 use crate::train::{self, RunOptions, STOP_REQUESTED};
 
@@ -165,12 +164,8 @@ fn set_threads(spec: &Spec, env: &DistEnv) {
         Ok(v) => v.trim().parse().unwrap_or(1),
         Err(_) => default_threads(spec, env),
     };
-    let parts = batch_parts::parts_for(
-        threads,
-        samples_independent(spec.model.name),
-        true,
-        batch_parts::enabled_by_env(),
-    );
+    // The device is not open yet: counted as the CPU (on a GPU, candle's CPU pool hardly works).
+    let parts = batch_parts::for_replica(threads, spec.model.name, true);
     if parts > 1 && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         // Each thread trains its own part of the batch: candle's element-wise ops run on that
         // thread, not on a second pool whose one lock the parts would queue at.

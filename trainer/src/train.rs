@@ -19,7 +19,7 @@ use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
-use crate::models::{BnMode, Network, is_regression, samples_independent, serially};
+use crate::models::{BnMode, Network, is_regression, serially};
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
@@ -251,11 +251,10 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         batch: Batch::new(),
         indices: Vec::new(),
         augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
-        parts: batch_parts::parts_for(
+        parts: batch_parts::for_replica(
             rayon::current_num_threads(),
-            samples_independent(spec.model.name),
+            spec.model.name,
             device.is_cpu(),
-            batch_parts::enabled_by_env(),
         ),
     };
     if rank == 0 && loop_state.parts > 1 {
@@ -473,23 +472,15 @@ impl Loop<'_> {
         let len = self.batch.len;
         let ranges = batch_parts::part_ranges(len, self.parts);
         if let [all] = ranges.as_slice() {
-            let (loss, _) = batch_loss(self.net, self.batch.rows(all.clone()), true)?;
-            let grads = loss.backward()?;
-            return Ok((loss.to_scalar::<f32>()?, vec![grads]));
+            let (loss, grads) = part_loss_and_grads(self.net, self.batch.rows(all.clone()), len)?;
+            return Ok((loss, vec![grads]));
         }
         let (net, batch) = (self.net, &self.batch);
         // One part per thread of the pool, each with its kernels unsplit; results in part order,
         // so the gradients are summed in the same order on every run.
         let parts: Vec<Result<(f32, GradStore)>> = ranges
             .into_par_iter()
-            .map(|rows| {
-                serially(|| {
-                    let share = rows.len() as f64 / len as f64;
-                    let (loss, _) = batch_loss(net, batch.rows(rows), true)?;
-                    let grads = (&loss * share)?.backward()?;
-                    Ok((loss.to_scalar::<f32>()? * share as f32, grads))
-                })
-            })
+            .map(|rows| serially(|| part_loss_and_grads(net, batch.rows(rows), len)))
             .collect();
         let mut loss = 0f32;
         let mut grads = Vec::with_capacity(parts.len());
@@ -500,6 +491,23 @@ impl Loop<'_> {
         }
         Ok((loss, grads))
     }
+}
+
+/// Training loss and gradients of `part` of a batch of `batch_len` samples, both scaled by the
+/// part's share of the batch (nothing scaled when the part is the whole batch).
+fn part_loss_and_grads(
+    net: &Network,
+    part: BatchRows,
+    batch_len: usize,
+) -> Result<(f32, GradStore)> {
+    let (loss, _) = batch_loss(net, part, true)?;
+    if part.len == batch_len {
+        let grads = loss.backward()?;
+        return Ok((loss.to_scalar::<f32>()?, grads));
+    }
+    let share = part.len as f64 / batch_len as f64;
+    let grads = (&loss * share)?.backward()?;
+    Ok((loss.to_scalar::<f32>()? * share as f32, grads))
 }
 
 /// Loss and (sum-reduced) correct count of one batch in evaluation or training mode.
