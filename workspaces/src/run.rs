@@ -224,12 +224,16 @@ impl Run {
                 let reason = format!(
                     "supervisor (pid {pid}) is gone: it was killed or the machine restarted"
                 );
-                run.update(|r| {
-                    r.status = RunStatus::Failed;
-                    r.error = Some(reason.clone());
-                    r.ended.get_or_insert_with(now);
-                })?;
-                run.event(SupervisorEvent::Failed { reason })?;
+                run.transition(
+                    SupervisorEvent::Failed {
+                        reason: reason.clone(),
+                    },
+                    |r| {
+                        r.status = RunStatus::Failed;
+                        r.error = Some(reason);
+                        r.ended.get_or_insert_with(now);
+                    },
+                )?;
             }
         }
         Ok(run)
@@ -253,6 +257,18 @@ impl Run {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Records a change of state: appends `event`, then changes and saves the record. The event
+    /// goes first, so whoever sees the new record (a foreground `ddp run` that returns once the
+    /// status is terminal, a watcher) also finds the event that explains it.
+    pub fn transition(
+        &mut self,
+        event: SupervisorEvent,
+        f: impl FnOnce(&mut RunRecord),
+    ) -> Result<()> {
+        self.event(event)?;
+        self.update(f)
     }
 
     /// Appends one event to `events.jsonl` (one write of a whole line).
@@ -442,6 +458,39 @@ mod tests {
         std::fs::write(dir.path().join(RUN_JSON), "{not json").unwrap();
         let e = Run::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("run.json: not a valid run record"), "{e}");
+    }
+
+    #[test]
+    fn a_status_is_never_ahead_of_its_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = Run {
+            dir: dir.path().to_path_buf(),
+            record: record(),
+        };
+        run.save().unwrap();
+        // An events file that cannot be appended to: the status must not move either.
+        std::fs::create_dir(dir.path().join(EVENTS)).unwrap();
+        let e = run
+            .transition(SupervisorEvent::Completed, |r| {
+                r.status = RunStatus::Completed
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains(EVENTS), "{e}");
+        assert_eq!(run.record.status, RunStatus::Running);
+        assert_eq!(
+            Run::load(dir.path()).unwrap().record.status,
+            RunStatus::Running
+        );
+        std::fs::remove_dir(dir.path().join(EVENTS)).unwrap();
+        run.transition(SupervisorEvent::Completed, |r| {
+            r.status = RunStatus::Completed
+        })
+        .unwrap();
+        assert_eq!(run.events().unwrap()[0].event, SupervisorEvent::Completed);
+        assert_eq!(
+            Run::load(dir.path()).unwrap().record.status,
+            RunStatus::Completed
+        );
     }
 
     #[test]

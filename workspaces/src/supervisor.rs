@@ -133,18 +133,20 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
         let attempt = lock(&run).record.restarts;
         {
             let mut r = lock(&run);
-            r.update(|r| {
-                r.status = RunStatus::Running;
-                r.started.get_or_insert_with(now);
-                r.replica_pids.clear();
-                r.exit_codes.clear();
-                r.error = None;
-            })?;
-            r.event(SupervisorEvent::Started {
-                attempt,
-                devices: devices.clone(),
-                resume: resume_next,
-            })?;
+            r.transition(
+                SupervisorEvent::Started {
+                    attempt,
+                    devices: devices.clone(),
+                    resume: resume_next,
+                },
+                |r| {
+                    r.status = RunStatus::Running;
+                    r.started.get_or_insert_with(now);
+                    r.replica_pids.clear();
+                    r.exit_codes.clear();
+                    r.error = None;
+                },
+            )?;
         }
         let outcome = launch_once(&run, &program, &spec, threads, &replica_env, resume_next);
         if let Outcome::ReplicaFailed { rank, exit } = &outcome {
@@ -153,15 +155,17 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
                 Exit::Signal(s) => (None, Some(*s)),
             };
             let mut r = lock(&run);
-            r.update(|r| {
-                r.exit_codes
-                    .insert(*rank, code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
-            })?;
-            r.event(SupervisorEvent::ReplicaExited {
-                rank: *rank,
-                code,
-                signal,
-            })?;
+            r.transition(
+                SupervisorEvent::ReplicaExited {
+                    rank: *rank,
+                    code,
+                    signal,
+                },
+                |r| {
+                    r.exit_codes
+                        .insert(*rank, code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
+                },
+            )?;
         }
         let used = lock(&run).record.restarts;
         match decide(&outcome, used, spec.restart.max_restarts, backoff) {
@@ -172,15 +176,17 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
             } => {
                 {
                     let mut r = lock(&run);
-                    r.update(|r| {
-                        r.status = RunStatus::Restarting;
-                        r.restarts = attempt;
-                    })?;
-                    r.event(SupervisorEvent::Restarting {
-                        attempt,
-                        after_s: after.as_secs_f64(),
-                        reason,
-                    })?;
+                    r.transition(
+                        SupervisorEvent::Restarting {
+                            attempt,
+                            after_s: after.as_secs_f64(),
+                            reason,
+                        },
+                        |r| {
+                            r.status = RunStatus::Restarting;
+                            r.restarts = attempt;
+                        },
+                    )?;
                 }
                 sleep_unless_stopped(after);
                 resume_next = true;
@@ -359,19 +365,19 @@ fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
         Decision::Restart { .. } => unreachable!("restarts are handled by the loop"),
     };
     let mut r = lock(run);
-    r.update(|r| {
-        r.status = status;
-        r.ended = Some(now());
-        r.error = error;
-        r.replica_pids.clear();
-    })?;
-    r.event(event)?;
+    // The plots come before the final status, so a run seen as ended has all its outputs.
     if status == RunStatus::Completed || r.dir.join("metrics").exists() {
         // Best effort: a run without figures yet just gets no plots.
         if let Err(e) = crate::plot::plot_run_folder(&r.dir, &r.dir.join("plots")) {
             eprintln!("ddp supervisor: no plots: {e}");
         }
     }
+    r.transition(event, |r| {
+        r.status = status;
+        r.ended = Some(now());
+        r.error = error;
+        r.replica_pids.clear();
+    })?;
     Ok(status)
 }
 
