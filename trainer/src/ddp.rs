@@ -1,10 +1,17 @@
 //! The DDP step: parameters broadcast from rank 0 at start (after checking every rank has the same
-//! names and shapes), gradients copied into one flat buffer, all-reduced (averaged) bucket by
-//! bucket, and the updated flat parameters written back into the model.
+//! names and shapes), gradients copied into one flat buffer, then, bucket by bucket, a
+//! reduce-scatter (average), the optimizer on this rank's shard of every bucket only, and an
+//! all-gather of the updated parameters, which are written back into the model.
+//!
+//! That is an all-reduce of the gradients split in its two halves with the optimizer in between
+//! (as PyTorch's ZeroRedundancyOptimizer does): every rank moves the same bytes as with an
+//! all-reduce, ends with the same bits, and runs 1/W of the optimizer's work. The optimizer state
+//! of the other shards is stale on each rank until [`Ddp::gather_optimizer_state`] before a
+//! checkpoint.
 //!
 //! The flat buffers are allocated once; a training step allocates nothing on the collective path.
-//! The gradient buffer carries one extra element, a control flag summed across ranks, so that a
-//! stop request seen by any replica (SIGTERM) stops every replica at the same step.
+//! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
+//! request seen by any replica (SIGTERM) stops every replica at the same step.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -14,6 +21,7 @@ use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
 use crate::dist::{Collective, ReduceOp};
 use crate::models::{Network, StatsReducer};
+use crate::optim::Optimizer;
 use crate::{Error, Result};
 
 /// The process group's collective, shared by the DDP step and SyncBatchNorm.
@@ -48,11 +56,14 @@ struct Slot {
 pub struct Ddp {
     comm: SharedCollective,
     slots: Vec<Slot>,
-    /// Master copy of all parameters, in name order; the optimizer updates it in place.
-    pub params: Vec<f32>,
+    /// Master copy of all parameters, in name order (+1 control element at the end); the
+    /// optimizer updates it in place.
+    params: Vec<f32>,
     /// Gradients of the current step (+1 control element at the end).
     grads: Vec<f32>,
     buckets: Vec<Range<usize>>,
+    /// This rank's shard of every bucket, clipped to the parameters (filled by each step).
+    own: Vec<Range<usize>>,
     buffer_scratch: Vec<f32>,
     micro_batches: usize,
 }
@@ -72,13 +83,13 @@ impl Ddp {
             });
             offset += n;
         }
-        let mut params = vec![0.0; offset];
+        let mut params = vec![0.0; offset + 1];
         for (slot, (_, var)) in slots.iter().zip(&net.params) {
             read_tensor(var.as_tensor(), &mut params[slot.range.clone()], false)?;
         }
         let per_bucket = (bucket_bytes / 4).max(1);
         let total = offset + 1;
-        let buckets = (0..total)
+        let buckets: Vec<Range<usize>> = (0..total)
             .step_by(per_bucket)
             .map(|s| s..(s + per_bucket).min(total))
             .collect();
@@ -87,6 +98,7 @@ impl Ddp {
             slots,
             params,
             grads: vec![0.0; total],
+            own: Vec::with_capacity(buckets.len()),
             buckets,
             buffer_scratch: Vec::new(),
             micro_batches: 0,
@@ -102,18 +114,18 @@ impl Ddp {
     }
 
     pub fn num_params(&self) -> usize {
-        self.params.len()
+        self.params.len() - 1
     }
 
-    /// Averaged gradients of the last [`Ddp::sync`] (without the control element).
-    pub fn grads(&self) -> &[f32] {
-        &self.grads[..self.params.len()]
+    /// The flat parameters, in name order.
+    pub fn params(&self) -> &[f32] {
+        &self.params[..self.num_params()]
     }
 
-    /// The flat parameters (to update) and the averaged gradients, for the optimizer.
-    pub fn params_and_grads(&mut self) -> (&mut [f32], &[f32]) {
-        let n = self.params.len();
-        (&mut self.params, &self.grads[..n])
+    /// The flat parameters, to change (then [`Ddp::write_params`]).
+    pub fn params_mut(&mut self) -> &mut [f32] {
+        let n = self.num_params();
+        &mut self.params[..n]
     }
 
     /// Adds one micro-batch's gradients (scaled by `scale`) into the local gradient buffer.
@@ -133,20 +145,59 @@ impl Ddp {
         Ok(())
     }
 
-    /// All-reduces (averages) the accumulated gradients across replicas, bucket by bucket. `stop`
-    /// is this replica's stop request; the result says whether any replica asked to stop.
-    pub fn sync(&mut self, stop: bool) -> Result<bool> {
-        let n = self.params.len();
+    /// The step after the micro-batches: averages the accumulated gradients across replicas,
+    /// updates the parameters with `opt` at `lr` and brings every replica the new parameters
+    /// (then [`Ddp::write_params`]). Per bucket, a reduce-scatter leaves this rank the averaged
+    /// gradients of its shard, `opt` updates that shard only, and an all-gather of the
+    /// parameters completes them. `stop` is this replica's stop request; the result says whether
+    /// any replica asked to stop.
+    pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
+        let n = self.num_params();
         self.grads[n] = if stop { 1.0 } else { 0.0 };
-        let grads = &mut self.grads;
+        let (grads, params, own) = (&mut self.grads, &mut self.params, &mut self.own);
+        let buckets = &self.buckets;
         with_comm(&self.comm, |c| {
-            for b in &self.buckets {
-                c.all_reduce(&mut grads[b.clone()], ReduceOp::Avg)?;
+            own.clear();
+            for b in buckets {
+                c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
+                let shard = c.shard(b.len(), c.rank());
+                own.push((b.start + shard.start).min(n)..(b.start + shard.end).min(n));
+            }
+            opt.step_parts(&mut params[..n], &grads[..n], own, lr);
+            // The control element travels with the parameters, from the rank that reduced it.
+            let last = buckets.last().map_or(1, |b| b.len());
+            if c.shard(last, c.rank()).contains(&(last - 1)) {
+                params[n] = grads[n];
+            }
+            for b in buckets {
+                c.all_gather_shards(&mut params[b.clone()])?;
             }
             Ok(())
         })?;
         self.micro_batches = 0;
-        Ok(self.grads[n] > 0.0)
+        Ok(self.params[n] > 0.0)
+    }
+
+    /// Brings every rank's optimizer state up to date: each rank updates its own shards only
+    /// (see [`Ddp::sync_and_step`]), so before a checkpoint all ranks call this together.
+    pub fn gather_optimizer_state(&mut self, opt: &mut Optimizer) -> Result<()> {
+        let n = self.num_params();
+        let scratch = &mut self.buffer_scratch;
+        let buckets = &self.buckets;
+        with_comm(&self.comm, |c| {
+            if c.world_size() == 1 {
+                return Ok(());
+            }
+            scratch.resize(n + 1, 0.0);
+            for slot in opt.slots.iter_mut() {
+                scratch[..n].copy_from_slice(slot);
+                for b in buckets {
+                    c.all_gather_shards(&mut scratch[b.clone()])?;
+                }
+                slot.copy_from_slice(&scratch[..n]);
+            }
+            Ok(())
+        })
     }
 
     /// Writes the flat parameters back into the model's variables.
@@ -332,16 +383,27 @@ pub(crate) mod tests {
         let covered: usize = ddp.buckets.iter().map(|b| b.len()).sum();
         assert_eq!(covered, ddp.num_params() + 1);
         assert!(ddp.buckets.len() >= 3);
-        ddp.params.iter_mut().for_each(|p| *p = 0.5);
+        ddp.params_mut().iter_mut().for_each(|p| *p = 0.5);
         ddp.write_params(&net).unwrap();
         let w: Vec<f32> = net.params[0].1.flatten_all().unwrap().to_vec1().unwrap();
         assert!(w.iter().all(|v| *v == 0.5));
         assert_eq!(ddp.param_at(0), Some("linear_relu_stack.0.bias"));
     }
 
-    #[test]
-    fn accumulate_adds_micro_batches_and_sync_reports_stop() {
-        let net = Network::new(
+    /// Plain SGD over the 11 parameters of [`linear`].
+    fn sgd() -> Optimizer {
+        Optimizer::new(
+            crate::optim::OptimizerConfig::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.0,
+            },
+            11,
+        )
+    }
+
+    fn linear() -> Network {
+        Network::new(
             ModelName::Linear,
             [1, 1, 10],
             1,
@@ -349,17 +411,93 @@ pub(crate) mod tests {
             BnMode::Local,
             3,
         )
-        .unwrap();
-        let mut ddp = Ddp::new(&net, solo(), 25 << 20).unwrap();
-        let x = Tensor::ones((4, 1, 1, 10), candle_core::DType::F32, &Device::Cpu).unwrap();
+        .unwrap()
+    }
+
+    /// The gradients of the summed outputs for a batch of 4 inputs all equal to `x`.
+    fn grads_at(net: &Network, x: f32) -> GradStore {
+        let x = (Tensor::ones((4, 1, 1, 10), candle_core::DType::F32, &Device::Cpu).unwrap()
+            * x as f64)
+            .unwrap();
         let loss = net.forward(&x, true).unwrap().sum_all().unwrap();
-        let g = loss.backward().unwrap();
+        loss.backward().unwrap()
+    }
+
+    #[test]
+    fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
+        let net = linear();
+        let mut ddp = Ddp::new(&net, solo(), 25 << 20).unwrap();
+        let mut opt = sgd();
+        let g = grads_at(&net, 1.0);
         ddp.accumulate(&net, &g, 0.5).unwrap();
         ddp.accumulate(&net, &g, 0.5).unwrap();
-        assert!(!ddp.sync(false).unwrap());
-        // d(sum of 4 outputs)/d bias = 4; two halves → 4.
-        assert_eq!(ddp.grads()[0], 4.0);
-        assert!(ddp.grads()[1..].iter().all(|v| *v == 4.0));
-        assert!(ddp.sync(true).unwrap());
+        ddp.params_mut().fill(0.0);
+        assert!(!ddp.sync_and_step(&mut opt, 1.0, false).unwrap());
+        // d(sum of 4 outputs)/d bias = 4 and /d w_i = 4 (inputs 1); two halves → 4; lr 1.
+        assert_eq!(ddp.params(), vec![-4.0; 11]);
+        ddp.accumulate(&net, &g, 1.0).unwrap();
+        assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap());
+    }
+
+    #[test]
+    fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
+        use crate::dist::ring::TcpRing;
+        use crate::dist::ring::tests::with_ring;
+        use crate::optim::OptimizerConfig;
+        let t = std::time::Duration::from_secs(10);
+        let adam = OptimizerConfig::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        };
+        let results = with_ring(3, t, |rank, ring| {
+            let ring = std::mem::replace(ring, TcpRing::single(t));
+            let comm: SharedCollective = Arc::new(Mutex::new(Box::new(ring)));
+            let net = linear();
+            // Buckets of 3 floats: 11 parameters and the control element in 4 buckets, so
+            // every rank owns shards in several buckets and some shards are empty.
+            let mut ddp = Ddp::new(&net, comm.clone(), 12).unwrap();
+            assert_eq!(ddp.buckets.len(), 4);
+            let mut opt = Optimizer::new(adam, 11);
+            let mut whole = Optimizer::new(adam, 11);
+            let mut expected = ddp.params().to_vec();
+            let mut stops = Vec::new();
+            for step in 0..3 {
+                let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
+                ddp.accumulate(&net, &g, 1.0).unwrap();
+                // What the step did before it was sharded: an all-reduce of every bucket.
+                let mut avg = ddp.grads.clone();
+                with_comm(&comm, |c| {
+                    for b in &ddp.buckets {
+                        c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                whole.step(&mut expected, &avg[..11], 0.01);
+                stops.push(
+                    ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
+                        .unwrap(),
+                );
+                assert!(ddp.params() == expected, "rank {rank}, step {step}");
+                ddp.write_params(&net).unwrap();
+            }
+            assert!(
+                opt.slots != whole.slots,
+                "rank {rank}: no stale shard to gather"
+            );
+            ddp.gather_optimizer_state(&mut opt).unwrap();
+            assert!(
+                opt.slots == whole.slots,
+                "rank {rank}: gathered state differs"
+            );
+            assert_eq!(opt.steps, 3);
+            (ddp.params().to_vec(), stops)
+        });
+        for (params, stops) in &results {
+            assert!(*params == results[0].0);
+            assert_eq!(*stops, vec![false, true, false]);
+        }
     }
 }

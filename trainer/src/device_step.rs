@@ -378,10 +378,8 @@ mod tests {
                 ddp.accumulate(&a, &grads_of(&a, 2 * k + m), 0.5).unwrap();
                 dev.accumulate(&grads_of(&b, 2 * k + m), 0.5).unwrap();
             }
-            assert!(!ddp.sync(false).unwrap());
+            assert!(!ddp.sync_and_step(&mut host_opt, lr, false).unwrap());
             assert!(!dev.sync(false).unwrap());
-            let (p, g) = ddp.params_and_grads();
-            host_opt.step(p, g, lr);
             ddp.write_params(&a).unwrap();
             dev.step(lr).unwrap();
         }

@@ -9,7 +9,8 @@
 //! - `dist`: rendezvous store and collectives (`tcp` ring; `nccl` behind the `cuda` feature).
 //! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler.
 //! - `models`: the reference models with PyTorch names, BatchNorm/SyncBatchNorm.
-//! - `ddp`: the DDP step (flat gradient buckets, broadcast of parameters and buffers).
+//! - `ddp`: the DDP step (flat gradient buckets reduce-scattered, the optimizer on this rank's
+//!   shard, parameters all-gathered; broadcast of parameters and buffers).
 //! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `placement`: a replica's device, backend and collectives.
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.

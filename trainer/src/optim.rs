@@ -3,6 +3,8 @@
 //! AdamW (decoupled weight decay). Working on one flat buffer keeps the step free of allocations
 //! and makes the state trivially checkpointable.
 
+use std::ops::Range;
+
 use crate::spec::{OptimizerName, Spec};
 use crate::{Error, Result};
 
@@ -85,12 +87,39 @@ impl Optimizer {
 
     /// One update of `params` with (already averaged) `grads` at learning rate `lr`.
     pub fn step(&mut self, params: &mut [f32], grads: &[f32], lr: f64) {
+        let all = 0..params.len();
+        self.step_parts(params, grads, std::slice::from_ref(&all), lr);
+    }
+
+    /// One step that updates only the elements in `parts` (of `params`, `grads` and the state
+    /// slots): a rank's shard in the sharded DDP step ([`crate::ddp::Ddp::sync_and_step`]). The
+    /// other elements, state included, are left as they are; each element's update is the one
+    /// [`Optimizer::step`] makes, bit for bit.
+    pub fn step_parts(
+        &mut self,
+        params: &mut [f32],
+        grads: &[f32],
+        parts: &[Range<usize>],
+        lr: f64,
+    ) {
         assert_eq!(
             params.len(),
             grads.len(),
             "optimizer: params and grads differ in length"
         );
         self.steps += 1;
+        for part in parts {
+            self.update(
+                &mut params[part.clone()],
+                &grads[part.clone()],
+                part.clone(),
+                lr,
+            );
+        }
+    }
+
+    /// Updates `params` and `grads` (the elements `at` of the flat buffers) in step `self.steps`.
+    fn update(&mut self, params: &mut [f32], grads: &[f32], at: Range<usize>, lr: f64) {
         match self.config {
             OptimizerConfig::Sgd {
                 momentum,
@@ -105,7 +134,7 @@ impl Optimizer {
                     return;
                 }
                 let first = self.steps == 1;
-                let buf = &mut self.slots[0];
+                let buf = &mut self.slots[0][at];
                 for ((p, g), b) in params.iter_mut().zip(grads).zip(buf.iter_mut()) {
                     let d = g + wd * *p;
                     *b = if first { d } else { mom * *b + d };
@@ -118,28 +147,31 @@ impl Optimizer {
                 beta2,
                 eps,
                 weight_decay,
-            } => self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, false),
-            OptimizerConfig::AdamW {
+            }
+            | OptimizerConfig::AdamW {
                 beta1,
                 beta2,
                 eps,
                 weight_decay,
-            } => self.adam(params, grads, lr, beta1, beta2, eps, weight_decay, true),
+            } => {
+                let decoupled = matches!(self.config, OptimizerConfig::AdamW { .. });
+                let hyper = [beta1, beta2, eps, weight_decay];
+                self.adam(params, grads, at, lr, hyper, decoupled)
+            }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Adam (`decoupled`: AdamW) on elements `at`; `hyper` is beta1, beta2, eps, weight decay.
     fn adam(
         &mut self,
         params: &mut [f32],
         grads: &[f32],
+        at: Range<usize>,
         lr: f64,
-        b1: f64,
-        b2: f64,
-        eps: f64,
-        wd: f64,
+        hyper: [f64; 4],
         decoupled: bool,
     ) {
+        let [b1, b2, eps, wd] = hyper;
         let t = self.steps as i32;
         let bc1 = 1.0 - b1.powi(t);
         let bc2 = 1.0 - b2.powi(t);
@@ -152,8 +184,8 @@ impl Optimizer {
         for (((p, g), m), v) in params
             .iter_mut()
             .zip(grads)
-            .zip(m[0].iter_mut())
-            .zip(v[0].iter_mut())
+            .zip(m[0][at.clone()].iter_mut())
+            .zip(v[0][at].iter_mut())
         {
             let g = g + l2 * *p;
             *p *= decay;
@@ -280,6 +312,60 @@ mod tests {
         });
         // step 1: p = 1 * (1 - 0.1*0.5) - 0.1 = 0.85
         assert!((got[0] - 0.85).abs() < 1e-6, "{got:?}");
+    }
+
+    #[test]
+    fn parts_update_only_their_elements_bit_for_bit() {
+        let configs = [
+            OptimizerConfig::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.01,
+            },
+            OptimizerConfig::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 0.01,
+            },
+            OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+            },
+            OptimizerConfig::AdamW {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+            },
+        ];
+        let n = 10;
+        let grads = |k: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * 7 + k * 3) % 11) as f32 * 0.1 - 0.5)
+                .collect()
+        };
+        for config in configs {
+            let mut whole = Optimizer::new(config, n);
+            let mut sharded = Optimizer::new(config, n);
+            let mut p_whole: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 1.0).collect();
+            let mut p_sharded = p_whole.clone();
+            // Two ranks' shards (0..4 and 4..10) in turn, the way each rank updates its own.
+            let shards = [0..4, 4..n];
+            for k in 0..3 {
+                let g = grads(k);
+                whole.step(&mut p_whole, &g, 0.1);
+                let before = p_sharded.clone();
+                sharded.step_parts(&mut p_sharded, &g, std::slice::from_ref(&shards[0]), 0.1);
+                assert_eq!(p_sharded[4..], before[4..], "{config:?}: outside the part");
+                sharded.steps -= 1;
+                sharded.step_parts(&mut p_sharded, &g, std::slice::from_ref(&shards[1]), 0.1);
+                assert!(p_sharded == p_whole, "{config:?}, step {k}");
+                assert!(sharded.slots == whole.slots, "{config:?}, step {k}");
+            }
+            assert_eq!(sharded.steps, 3);
+        }
     }
 
     #[test]

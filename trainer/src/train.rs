@@ -117,28 +117,35 @@ impl Engine {
         }
     }
 
-    fn sync(&mut self, ddp: &mut Ddp, stop: bool) -> Result<bool> {
-        match self {
-            Engine::Host => ddp.sync(stop),
-            Engine::Device(d) => d.sync(stop),
-        }
-    }
-
-    fn step(&mut self, ddp: &mut Ddp, opt: &mut Optimizer, net: &Network, lr: f64) -> Result<()> {
+    /// Reduces the step's gradients and updates the parameters; says whether any replica asked
+    /// to stop.
+    fn sync_and_step(
+        &mut self,
+        ddp: &mut Ddp,
+        opt: &mut Optimizer,
+        net: &Network,
+        lr: f64,
+        stop: bool,
+    ) -> Result<bool> {
         match self {
             Engine::Host => {
-                let (params, grads) = ddp.params_and_grads();
-                opt.step(params, grads, lr);
-                ddp.write_params(net)
+                let stopped = ddp.sync_and_step(opt, lr, stop)?;
+                ddp.write_params(net)?;
+                Ok(stopped)
             }
-            Engine::Device(d) => d.step(lr),
+            Engine::Device(d) => {
+                let stopped = d.sync(stop)?;
+                d.step(lr)?;
+                Ok(stopped)
+            }
         }
     }
 
-    /// Brings the host optimizer up to date before a checkpoint is written.
-    fn export(&self, opt: &mut Optimizer) -> Result<()> {
+    /// Brings the host optimizer up to date before a checkpoint is written (every rank calls
+    /// it: the host step's ranks each hold the current state of their own shards only).
+    fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer) -> Result<()> {
         match self {
-            Engine::Host => Ok(()),
+            Engine::Host => ddp.gather_optimizer_state(opt),
             Engine::Device(d) => d.export(opt),
         }
     }
@@ -290,8 +297,8 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
                 }
                 window.add(loss as f64, mb.len());
             }
-            stopped = engine.sync(&mut ddp, STOP_REQUESTED.load(Ordering::Relaxed))?;
-            engine.step(&mut ddp, &mut opt, &net, lr)?;
+            let stop = STOP_REQUESTED.load(Ordering::Relaxed);
+            stopped = engine.sync_and_step(&mut ddp, &mut opt, &net, lr, stop)?;
             global_step += 1;
             step_in_epoch += 1;
             if step_in_epoch % log_every == 0 || step_in_epoch == steps_per_epoch || stopped {
@@ -328,16 +335,18 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             report.eval(MetricKind::Val, epoch, global_step, lr, &e)?;
         }
         let every = spec.checkpoint.every_epochs;
-        if rank == 0 && every > 0 && (epoch % every == 0 || epoch == epochs) {
-            let state = TrainState {
-                epoch,
-                global_step,
-                spec_hash: spec.hash(),
-                world_size: world,
-            };
-            engine.export(&mut opt)?;
-            let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
-            println!("checkpoint {}", p.display());
+        if every > 0 && (epoch % every == 0 || epoch == epochs) {
+            engine.export(&mut ddp, &mut opt)?;
+            if rank == 0 {
+                let state = TrainState {
+                    epoch,
+                    global_step,
+                    spec_hash: spec.hash(),
+                    world_size: world,
+                };
+                let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
+                println!("checkpoint {}", p.display());
+            }
         }
         report.sync()?;
     }
@@ -431,7 +440,7 @@ fn restore(
         )));
     };
     with_comm(comm, |c| {
-        c.broadcast(&mut ddp.params, 0)?;
+        c.broadcast(ddp.params_mut(), 0)?;
         for slot in opt.slots.iter_mut() {
             c.broadcast(slot, 0)?;
         }

@@ -153,6 +153,24 @@ impl ProcessGroup {
         })
     }
 
+    /// A group of an already connected ring and shared memory, without a store (tests of the
+    /// shared-memory collectives with their own slot sizes and copy modes).
+    #[cfg(test)]
+    pub(crate) fn from_parts(ring: TcpRing, shm: ShmReducer) -> ProcessGroup {
+        use super::Collective;
+        ProcessGroup {
+            rank: ring.rank(),
+            world_size: ring.world_size(),
+            transport: Transport::SharedMemory {
+                staged: shm.staged_because().map(str::to_string),
+            },
+            ring,
+            shm: Some(shm),
+            store: None,
+            server: None,
+        }
+    }
+
     pub fn rank(&self) -> usize {
         self.rank
     }
@@ -201,12 +219,28 @@ impl Collective for ProcessGroup {
         self.world_size
     }
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-        let Some(shm) = self.shm.as_mut() else {
-            return self.ring.all_reduce(buf, op);
-        };
-        let seq = self.ring.begin_external("all_reduce")?;
-        let result = shm.all_reduce(&self.ring, seq, buf, op);
-        self.ring.finish_external(result)
+        match self.shm.as_mut() {
+            Some(shm) => shm.all_reduce(&mut self.ring, buf, op),
+            None => self.ring.all_reduce(buf, op),
+        }
+    }
+    fn shard(&self, len: usize, rank: usize) -> std::ops::Range<usize> {
+        match &self.shm {
+            Some(_) => super::ring::segment(len, self.world_size, rank),
+            None => self.ring.shard(len, rank),
+        }
+    }
+    fn reduce_scatter(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.reduce_scatter(&mut self.ring, buf, op),
+            None => self.ring.reduce_scatter(buf, op),
+        }
+    }
+    fn all_gather_shards(&mut self, buf: &mut [f32]) -> Result<()> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.all_gather_shards(&mut self.ring, buf),
+            None => self.ring.all_gather_shards(buf),
+        }
     }
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
         self.ring.broadcast(buf, root)

@@ -14,6 +14,8 @@ pub mod ring;
 pub mod shm;
 pub mod store;
 
+use std::ops::Range;
+
 use crate::Result;
 
 /// How `all_reduce` combines the replicas' buffers.
@@ -43,4 +45,29 @@ pub trait Collective: Send {
     fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// Returns once every rank has entered the barrier.
     fn barrier(&mut self) -> Result<()>;
+
+    /// The part of a `len`-element buffer that `rank` owns in [`Collective::reduce_scatter`] and
+    /// [`Collective::all_gather_shards`]: the ranks' shards are disjoint and cover the buffer.
+    fn shard(&self, len: usize, rank: usize) -> Range<usize> {
+        ring::segment(len, self.world_size(), rank)
+    }
+
+    /// Reduce-scatter in place: on return this rank's [shard](Collective::shard) of `buf` holds
+    /// the reduction across all ranks, bit for bit what [`Collective::all_reduce`] would give
+    /// there; the rest of `buf` is unspecified. Half of an all-reduce: with
+    /// [`Collective::all_gather_shards`] after it, each rank can work on its own shard alone
+    /// (the DDP step updates the parameters of its shard only, see [`crate::ddp`]).
+    fn reduce_scatter(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        self.all_reduce(buf, op)
+    }
+
+    /// All-gather of shards in place: every rank's [shard](Collective::shard) of its `buf` is
+    /// copied into that shard of `buf` on every other rank.
+    fn all_gather_shards(&mut self, buf: &mut [f32]) -> Result<()> {
+        for q in 0..self.world_size() {
+            let part = self.shard(buf.len(), q);
+            self.broadcast(&mut buf[part], q)?;
+        }
+        Ok(())
+    }
 }

@@ -56,6 +56,8 @@ enum OpCode {
     AllGather = 3,
     AllGatherBytes = 4,
     Barrier = 5,
+    ReduceScatter = 6,
+    AllGatherShards = 7,
 }
 
 impl OpCode {
@@ -66,6 +68,8 @@ impl OpCode {
             OpCode::AllGather => "all_gather",
             OpCode::AllGatherBytes => "all_gather_bytes",
             OpCode::Barrier => "barrier",
+            OpCode::ReduceScatter => "reduce_scatter",
+            OpCode::AllGatherShards => "all_gather_shards",
         }
     }
 
@@ -76,6 +80,8 @@ impl OpCode {
             OpCode::AllGather,
             OpCode::AllGatherBytes,
             OpCode::Barrier,
+            OpCode::ReduceScatter,
+            OpCode::AllGatherShards,
         ]
         .into_iter()
         .find(|op| *op as u32 == v)
@@ -89,7 +95,7 @@ struct Head {
     seq: u64,
     /// Elements per rank (all_gather_bytes: 0, lengths differ by design).
     count: u64,
-    /// all_reduce: 0 sum / 1 avg; broadcast: the root.
+    /// all_reduce, reduce_scatter: 0 sum / 1 avg; broadcast: the root.
     extra: u64,
 }
 
@@ -120,7 +126,7 @@ impl Head {
 
     fn describe(&self) -> String {
         let what = match self.op {
-            OpCode::AllReduce => {
+            OpCode::AllReduce | OpCode::ReduceScatter => {
                 format!(
                     " ({}, {} elements)",
                     if self.extra == 1 { "avg" } else { "sum" },
@@ -129,6 +135,7 @@ impl Head {
             }
             OpCode::Broadcast => format!(" (root {}, {} elements)", self.extra, self.count),
             OpCode::AllGather => format!(" ({} elements per rank)", self.count),
+            OpCode::AllGatherShards => format!(" ({} elements)", self.count),
             OpCode::AllGatherBytes | OpCode::Barrier => String::new(),
         };
         format!("{} #{}{what}", self.op.name(), self.seq)
@@ -554,6 +561,38 @@ fn gather_passes(
 /// Ring all-reduce in place: W−1 reduce-scatter passes (rank r ends up owning segment r+1),
 /// then W−1 all-gather passes.
 fn all_reduce_passes(run: &Run, stage: &mut Vec<f32>, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+    reduce_scatter_passes(run, stage, buf, op)?;
+    gather_shard_passes(run, false, buf)
+}
+
+/// The segment rank `r` of `w` owns after the reduce-scatter passes.
+fn owned_segment(n: usize, w: usize, r: usize) -> Range<usize> {
+    segment(n, w, (r + 1) % w)
+}
+
+/// W−1 all-gather passes of the owned segments (see [`owned_segment`]).
+fn gather_shard_passes(run: &Run, with_head: bool, buf: &mut [f32]) -> Result<()> {
+    let n = buf.len();
+    let w = run.world_size;
+    gather_passes(
+        run,
+        with_head,
+        run.ctx.rank + 1,
+        bytemuck::cast_slice_mut(buf),
+        |i| {
+            let seg = segment(n, w, i);
+            seg.start * 4..seg.end * 4
+        },
+    )
+}
+
+/// W−1 reduce-scatter passes: rank r ends up with the reduced segment r+1.
+fn reduce_scatter_passes(
+    run: &Run,
+    stage: &mut Vec<f32>,
+    buf: &mut [f32],
+    op: ReduceOp,
+) -> Result<()> {
     let (n, w, r) = (buf.len(), run.world_size, run.ctx.rank);
     let widest = n.div_ceil(w).clamp(1, STAGE_MAX_FLOATS);
     if stage.len() < widest {
@@ -577,10 +616,7 @@ fn all_reduce_passes(run: &Run, stage: &mut Vec<f32>, buf: &mut [f32], op: Reduc
         };
         pump(run, s == 0, s == 0, &mut flow)?;
     }
-    gather_passes(run, false, r + 1, bytemuck::cast_slice_mut(buf), |i| {
-        let seg = segment(n, w, i);
-        seg.start * 4..seg.end * 4
-    })
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -777,6 +813,8 @@ impl TcpRing {
     }
 
     fn reduce(&mut self, code: OpCode, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        // A barrier is an all-reduce of one element.
+        let scatter_only = code == OpCode::ReduceScatter;
         let ctx = self.begin(code)?;
         let Some(links) = &self.links else {
             return Ok(());
@@ -793,7 +831,11 @@ impl TcpRing {
             head,
             world_size: self.world_size,
         };
-        let result = all_reduce_passes(&run, &mut self.stage, buf, op);
+        let result = if scatter_only {
+            reduce_scatter_passes(&run, &mut self.stage, buf, op)
+        } else {
+            all_reduce_passes(&run, &mut self.stage, buf, op)
+        };
         self.finish(result)
     }
 }
@@ -1067,6 +1109,35 @@ impl Collective for TcpRing {
         self.finish(result)
     }
 
+    fn shard(&self, len: usize, rank: usize) -> Range<usize> {
+        owned_segment(len, self.world_size, rank)
+    }
+
+    fn reduce_scatter(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        self.reduce(OpCode::ReduceScatter, buf, op)
+    }
+
+    fn all_gather_shards(&mut self, buf: &mut [f32]) -> Result<()> {
+        let ctx = self.begin(OpCode::AllGatherShards)?;
+        let Some(links) = &self.links else {
+            return Ok(());
+        };
+        let head = Head {
+            op: OpCode::AllGatherShards,
+            seq: ctx.seq,
+            count: buf.len() as u64,
+            extra: 0,
+        };
+        let run = Run {
+            links,
+            ctx,
+            head,
+            world_size: self.world_size,
+        };
+        let result = gather_shard_passes(&run, true, buf);
+        self.finish(result)
+    }
+
     fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
         let ctx = self.begin(OpCode::AllGatherBytes)?;
         let Some(links) = &self.links else {
@@ -1263,6 +1334,66 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// Values whose sums depend on the order of the additions, to compare bits.
+    pub(crate) fn rough_data(rank: usize, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as f32 * 0.37 + rank as f32 * 1.3).sin() * 1e3).fract() * 7.1)
+            .collect()
+    }
+
+    /// Checks `reduce_scatter` and `all_gather_shards` on one rank of a group (every rank calls
+    /// it at once): the shards tile the buffer, the reduced shard has the all-reduce's bits, and
+    /// the gather brings every rank's shard to every rank. Returns the gathered buffer.
+    pub(crate) fn check_shards(c: &mut dyn Collective, n: usize) -> Vec<f32> {
+        let (rank, w) = (c.rank(), c.world_size());
+        let shards: Vec<_> = (0..w).map(|q| c.shard(n, q)).collect();
+        let mut covered = vec![0u8; n];
+        for s in &shards {
+            s.clone().for_each(|i| covered[i] += 1);
+        }
+        assert!(
+            covered.iter().all(|&k| k == 1),
+            "shards {shards:?} do not tile {n}"
+        );
+        let mut whole = rough_data(rank, n);
+        c.all_reduce(&mut whole, ReduceOp::Avg).unwrap();
+        let mut part = rough_data(rank, n);
+        c.reduce_scatter(&mut part, ReduceOp::Avg).unwrap();
+        let mine = shards[rank].clone();
+        assert!(
+            part[mine.clone()] == whole[mine.clone()],
+            "rank {rank}: reduced shard {mine:?} differs from the all-reduce (world {w}, n {n})"
+        );
+        let mut gathered = vec![-1.0; n];
+        gathered[mine.clone()].copy_from_slice(&part[mine]);
+        c.all_gather_shards(&mut gathered).unwrap();
+        assert!(
+            gathered == whole,
+            "rank {rank}: gathered shards differ from the all-reduce (world {w}, n {n})"
+        );
+        gathered
+    }
+
+    #[test]
+    fn reduce_scatter_and_all_gather_shards_make_an_all_reduce() {
+        for w in [2, 3, 4] {
+            for n in [0, 1, 2, 5, 1001, 300_007] {
+                let seqs = with_ring(w, T, |_, ring| {
+                    check_shards(ring, n);
+                    ring.seq()
+                });
+                assert!(seqs.iter().all(|&s| s == 3), "{seqs:?}");
+            }
+        }
+        // A ring of one: the whole buffer is its shard, nothing moves.
+        let mut one = TcpRing::single(T);
+        assert_eq!(one.shard(7, 0), 0..7);
+        let mut buf = vec![1.5; 7];
+        one.reduce_scatter(&mut buf, ReduceOp::Avg).unwrap();
+        one.all_gather_shards(&mut buf).unwrap();
+        assert_eq!(buf, vec![1.5; 7]);
     }
 
     #[test]

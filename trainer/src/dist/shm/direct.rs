@@ -85,36 +85,90 @@ impl ShmReducer {
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
+        let peers = self.meet(ring, seq, desc, buf)?;
+        self.reduce_own_part(&peers, buf, scale)?;
+        self.barrier(seq, ring)?;
+        read_other_parts(&peers, buf)?;
+        self.barrier(seq, ring)
+    }
+
+    /// Reduce-scatter of `buf` by direct reads: this rank's part (segment `rank` of `world`)
+    /// ends up reduced. The last barrier says nobody reads `buf` any more.
+    pub(super) fn reduce_scatter_direct(
+        &mut self,
+        ring: &TcpRing,
+        seq: u64,
+        desc: u64,
+        buf: &mut [f32],
+        scale: Option<f32>,
+    ) -> Result<()> {
+        let peers = self.meet(ring, seq, desc, buf)?;
+        self.reduce_own_part(&peers, buf, scale)?;
+        self.barrier(seq, ring)
+    }
+
+    /// All-gather of the ranks' parts of `buf` by direct reads.
+    pub(super) fn all_gather_direct(
+        &mut self,
+        ring: &TcpRing,
+        seq: u64,
+        desc: u64,
+        buf: &mut [f32],
+    ) -> Result<()> {
+        let peers = self.meet(ring, seq, desc, buf)?;
+        read_other_parts(&peers, buf)?;
+        self.barrier(seq, ring)
+    }
+
+    /// Publishes `buf`'s address, waits for every rank to do the same in the same op, and
+    /// returns where their buffers are.
+    fn meet(&mut self, ring: &TcpRing, seq: u64, desc: u64, buf: &[f32]) -> Result<Peers> {
         let (w, r) = (self.world, self.rank);
         self.buffer_of(r)
             .store(buf.as_ptr() as u64, Ordering::Release);
         self.barrier(seq, ring)?;
         self.check_same_op(seq, desc)?;
-        let bases = (0..w)
-            .map(|q| self.buffer_of(q).load(Ordering::Acquire))
-            .collect();
-        let Ok(direct) = &mut self.copies else {
-            unreachable!("all_reduce_direct without direct copies");
+        let Ok(direct) = &self.copies else {
+            unreachable!("direct copies were not set up");
         };
-        let peers = Peers {
+        Ok(Peers {
+            op: self.op,
             rank: r,
             seq,
             pids: direct.pids.clone(),
-            bases,
-        };
-        direct.reduce_own_part(&peers, buf, scale)?;
-        self.barrier(seq, ring)?;
-        for q in (0..w).filter(|&q| q != r) {
-            let part = segment(buf.len(), w, q);
-            peers.read(q, part.start, &mut buf[part])?;
-        }
-        self.barrier(seq, ring)
+            bases: (0..w)
+                .map(|q| self.buffer_of(q).load(Ordering::Acquire))
+                .collect(),
+        })
     }
+
+    fn reduce_own_part(
+        &mut self,
+        peers: &Peers,
+        buf: &mut [f32],
+        scale: Option<f32>,
+    ) -> Result<()> {
+        let Ok(direct) = &mut self.copies else {
+            unreachable!("direct copies were not set up");
+        };
+        direct.reduce_own_part(peers, buf, scale)
+    }
+}
+
+/// Reads the other ranks' (reduced) parts of their buffers into `buf`.
+fn read_other_parts(peers: &Peers, buf: &mut [f32]) -> Result<()> {
+    let w = peers.bases.len();
+    for q in (0..w).filter(|&q| q != peers.rank) {
+        let part = segment(buf.len(), w, q);
+        peers.read(q, part.start, &mut buf[part])?;
+    }
+    Ok(())
 }
 
 /// What one op knows of the ranks: this rank, the op's number, every rank's process id and
 /// buffer address (published before the op's first barrier).
 struct Peers {
+    op: &'static str,
     rank: usize,
     seq: u64,
     pids: Vec<libc::pid_t>,
@@ -127,7 +181,7 @@ impl Peers {
         let pid = self.pids[q];
         read_from(pid, self.bases[q] + 4 * at as u64, bytes_of(dst)).map_err(|e| {
             Error::Collective {
-                op: "all_reduce",
+                op: self.op,
                 seq: self.seq,
                 rank: self.rank,
                 peer: Some(q),

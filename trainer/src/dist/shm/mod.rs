@@ -14,6 +14,9 @@
 //!   all-reduces, and for all of them where the kernel refuses direct copies (a Yama
 //!   `ptrace_scope` of 2 or 3, a seccomp filter) or `DDP_SHM_DIRECT=0`.
 //!
+//! The two halves of an all-reduce, reduce-scatter and all-gather of shards ([`shards`]), move
+//! their data either way too; the DDP step uses them to run the optimizer on one shard per rank.
+//!
 //! Layout of the segment: a header page (the arrival counter the ranks wait on with a futex, an
 //! abort word, and per rank the number of its last barrier, its current op and, for direct copies,
 //! the address of its buffer), then per rank [`SLOTS`] slots of [`SLOT_FLOATS`] floats.
@@ -35,6 +38,7 @@ use super::ring::{TcpRing, closed_by, segment};
 use crate::{Error, Result};
 
 mod direct;
+mod shards;
 mod staged;
 
 use direct::Direct;
@@ -48,8 +52,9 @@ const SLOTS: usize = 3;
 /// still in cache, where a user-space copy beats the kernel's page-by-page one. (The MLP's
 /// 2.7 MB gradient step trained 15 % slower with direct copies; at 25 MB they are 1.5× faster.)
 const DIRECT_MIN_FLOATS: usize = 1 << 20;
-/// Bytes of the header per rank: last barrier, current op, buffer address.
-const RANK_STRIDE: usize = 24;
+/// Bytes of the header per rank: last barrier, current op (two words, see
+/// [`ShmReducer::op_of`]), buffer address.
+const RANK_STRIDE: usize = 32;
 
 const COUNT_AT: usize = 0;
 const ABORT_AT: usize = 64;
@@ -181,6 +186,10 @@ pub struct ShmReducer {
     barriers: u64,
     /// Chunks staged, to use the slots in turn.
     chunks: u64,
+    /// The op in progress, for error messages.
+    op: &'static str,
+    /// Ops begun by this rank (all ranks begin the same ops in the same order).
+    ops: u64,
 }
 
 impl ShmReducer {
@@ -278,6 +287,8 @@ impl ShmReducer {
             timeout,
             barriers: 0,
             chunks: 0,
+            op: "all_reduce",
+            ops: 0,
         }))
     }
 
@@ -296,14 +307,18 @@ impl ShmReducer {
         self.atomic_u64(RANKS_AT + r * RANK_STRIDE)
     }
 
-    /// Rank `r`'s current op: its sequence number (high 24 bits) and length (low 40 bits).
+    /// Rank `r`'s description of this rank's current op: its sequence number (high 24 bits) and
+    /// length (low 40 bits). Ops alternate between two words: an op that ends without a last
+    /// barrier (staged reduce-scatter, all-gather) lets a rank publish its next op while a slower
+    /// one still checks this one, but never two ops ahead.
     fn op_of(&self, r: usize) -> &AtomicU64 {
-        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 8)
+        let word = (self.ops % 2) as usize;
+        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 8 + 8 * word)
     }
 
     /// The address of rank `r`'s buffer in its own address space (direct copies).
     fn buffer_of(&self, r: usize) -> &AtomicU64 {
-        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 16)
+        self.atomic_u64(RANKS_AT + r * RANK_STRIDE + 24)
     }
 
     /// How the all-reduces move their data, for the group's transport line: `None` for direct
@@ -316,6 +331,13 @@ impl ShmReducer {
         let at = header_len(self.world) + (r * SLOTS + half) * self.slot_floats * 4;
         // SAFETY: inside the mapping (segment_len counts SLOTS slots per rank).
         unsafe { self.map.base.add(at).cast() }
+    }
+
+    /// The staging slot of the next chunk: the slots are used in turn.
+    fn next_slot(&mut self) -> usize {
+        let slot = (self.chunks % SLOTS as u64) as usize;
+        self.chunks += 1;
+        slot
     }
 
     /// Raises the abort word so every rank waiting at a barrier fails at once.
@@ -337,7 +359,7 @@ impl ShmReducer {
             return Ok(());
         }
         let fail = |peer: Option<usize>, msg: String| Error::Collective {
-            op: "all_reduce",
+            op: self.op,
             seq,
             rank: self.rank,
             peer,
@@ -390,26 +412,62 @@ impl ShmReducer {
         }
     }
 
-    /// All-reduces `buf` with the other ranks. `seq` is the op's number in the group.
-    pub fn all_reduce(
+    /// All-reduces `buf` with the other ranks (the op is numbered by `ring`).
+    pub fn all_reduce(&mut self, ring: &mut TcpRing, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        let scale = self.scale(op);
+        self.run(
+            ring,
+            "all_reduce",
+            buf.len(),
+            |shm, ring, seq, desc, direct| {
+                if direct {
+                    shm.all_reduce_direct(ring, seq, desc, buf, scale)
+                } else {
+                    shm.all_reduce_staged(ring, seq, desc, buf, scale)
+                }
+            },
+        )
+    }
+
+    /// `Avg`'s factor.
+    fn scale(&self, op: ReduceOp) -> Option<f32> {
+        (op == ReduceOp::Avg).then_some(1.0 / self.world as f32)
+    }
+
+    /// Runs one op named `op` on a buffer of `len` floats: numbers it in `ring`'s sequence,
+    /// publishes its description, and calls `f(self, ring, seq, desc, direct)`, `direct` saying
+    /// whether the data moves by direct copies (else staged). A failure raises the abort word
+    /// and breaks the ring, so every other rank fails at once.
+    fn run(
         &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        buf: &mut [f32],
-        op: ReduceOp,
+        ring: &mut TcpRing,
+        op: &'static str,
+        len: usize,
+        f: impl FnOnce(&mut Self, &TcpRing, u64, u64, bool) -> Result<()>,
     ) -> Result<()> {
-        let desc = (seq << 40) | buf.len() as u64;
-        self.op_of(self.rank).store(desc, Ordering::Release);
-        let scale = (op == ReduceOp::Avg).then_some(1.0 / self.world as f32);
-        let result = if self.copies.is_ok() && buf.len() >= self.direct_min_floats {
-            self.all_reduce_direct(ring, seq, desc, buf, scale)
-        } else {
-            self.all_reduce_staged(ring, seq, desc, buf, scale)
-        };
+        let seq = ring.begin_external(op)?;
+        let desc = self.begin(op, seq, len);
+        let direct = self.direct_for(len);
+        let result = f(self, ring, seq, desc, direct);
         if result.is_err() {
             self.abort();
         }
-        result
+        ring.finish_external(result)
+    }
+
+    /// Starts op `seq` named `op` on a buffer of `len` floats: publishes its description (see
+    /// [`ShmReducer::check_same_op`]) and returns it.
+    fn begin(&mut self, op: &'static str, seq: u64, len: usize) -> u64 {
+        self.op = op;
+        self.ops += 1;
+        let desc = (seq << 40) | len as u64;
+        self.op_of(self.rank).store(desc, Ordering::Release);
+        desc
+    }
+
+    /// Whether a buffer of `len` floats moves by direct copies (else staged).
+    fn direct_for(&self, len: usize) -> bool {
+        self.copies.is_ok() && len >= self.direct_min_floats
     }
 
     /// Every rank must be in the same op with the same length.
@@ -418,7 +476,7 @@ impl ShmReducer {
             let other = self.op_of(q).load(Ordering::Acquire);
             if other != desc {
                 return Err(Error::Collective {
-                    op: "all_reduce",
+                    op: self.op,
                     seq,
                     rank: self.rank,
                     peer: Some(q),

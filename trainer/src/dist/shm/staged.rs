@@ -5,9 +5,9 @@
 //! (its own values from its buffer, the others' from their slots) into its slot and its buffer,
 //! stages chunk k + 1, and passes the next barrier; then it copies the other ranks' reduced parts
 //! of chunk k out of their slots. A rank may stage chunk k + 1 while a slower one still copies out
-//! of chunk k − 1, hence [`SLOTS`] = 3 slots per rank, used in turn.
+//! of chunk k − 1, hence [`SLOTS`](super::SLOTS) = 3 slots per rank, used in turn.
 
-use super::{SLOTS, ShmReducer, add_rank, scale_sum, segment};
+use super::{ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
 use crate::dist::ring::TcpRing;
 
@@ -45,13 +45,6 @@ impl ShmReducer {
             slot = next;
         }
         Ok(())
-    }
-
-    /// The staging slot of the next chunk: the slots are used in turn.
-    fn next_slot(&mut self) -> usize {
-        let slot = (self.chunks % SLOTS as u64) as usize;
-        self.chunks += 1;
-        slot
     }
 
     /// Copies the parts of `chunk` that other ranks reduce into this rank's `slot`. (Its own part

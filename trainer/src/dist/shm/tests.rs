@@ -1,5 +1,7 @@
 use super::*;
-use crate::dist::ring::tests::{collective_err, data, sum_of, with_ring};
+use crate::dist::Collective;
+use crate::dist::group::ProcessGroup;
+use crate::dist::ring::tests::{check_shards, collective_err, data, sum_of, with_ring};
 
 const T: Duration = Duration::from_secs(5);
 
@@ -54,11 +56,80 @@ fn with_shm<R: Send>(
     })
 }
 
-/// Runs one all-reduce the way the process group does (numbered by the ring).
+/// Runs one all-reduce the way the process group does.
 fn reduce(ring: &mut TcpRing, shm: &mut ShmReducer, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-    let seq = ring.begin_external("all_reduce")?;
-    let result = shm.all_reduce(ring, seq, buf, op);
-    ring.finish_external(result)
+    shm.all_reduce(ring, buf, op)
+}
+
+/// Sets up shared memory on every rank of a fresh ring and runs `f` with the process group
+/// made of both.
+fn with_group<R: Send>(
+    w: usize,
+    copies: Copies,
+    f: impl Fn(usize, &mut ProcessGroup) -> R + Sync,
+) -> Vec<R> {
+    with_ring(w, T, |rank, ring| {
+        let shm = ShmReducer::establish_with(ring, rank, w, T, &setup(copies))
+            .unwrap()
+            .expect("shared memory set up");
+        let ring = std::mem::replace(ring, TcpRing::single(T));
+        f(rank, &mut ProcessGroup::from_parts(ring, shm))
+    })
+}
+
+#[test]
+fn shards_reduce_and_gather_like_an_all_reduce_in_one_or_many_chunks() {
+    // Slots of 64 floats: 1001 floats take several chunks per shard when staged.
+    const LENGTHS: [usize; 6] = [0, 1, 5, 64, 1001, 100_003];
+    for (w, copies) in (2..=4).flat_map(|w| both(64).map(|c| (w, c))) {
+        let results = with_group(w, copies, |_, group| {
+            LENGTHS.map(|n| check_shards(group, n))
+        });
+        for out in &results[1..] {
+            assert!(*out == results[0], "{copies:?}, world {w}");
+        }
+    }
+}
+
+#[test]
+fn shard_ops_between_all_reduces_with_uneven_ranks_keep_every_chunk() {
+    // A DDP step's sequence (reduce-scatter, all-gather) mixed with all-reduces, a different
+    // rank late each time: no slot may be overwritten while another rank still reads it.
+    for copies in [Copies::Direct, Copies::Staged(16), Copies::Mixed(150)] {
+        let results = with_group(3, copies, |rank, group| {
+            let mut out = Vec::new();
+            for op in 0..30 {
+                let n = if op % 2 == 0 { 200 } else { 100 };
+                let values =
+                    |r: usize| -> Vec<f32> { (0..n).map(|i| (op * 1000 + i + r) as f32).collect() };
+                if rank == op % 3 {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                let mut buf = values(rank);
+                group.reduce_scatter(&mut buf, ReduceOp::Sum).unwrap();
+                let mine = group.shard(n, rank);
+                let mut gathered = vec![0.0; n];
+                gathered[mine.clone()].copy_from_slice(&buf[mine]);
+                if rank == (op + 1) % 3 {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                group.all_gather_shards(&mut gathered).unwrap();
+                out.push(gathered);
+                let mut buf = values(rank);
+                group.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                out.push(buf);
+            }
+            out
+        });
+        for (rank, out) in results.iter().enumerate() {
+            for (k, buf) in out.iter().enumerate() {
+                let op = k / 2;
+                let n = if op % 2 == 0 { 200 } else { 100 };
+                let want: Vec<f32> = (0..n).map(|i| (3 * (op * 1000 + i) + 3) as f32).collect();
+                assert!(*buf == want, "{copies:?}, rank {rank}, op {op}, result {k}");
+            }
+        }
+    }
 }
 
 #[test]
