@@ -15,7 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{ShmReducer, add_rank, scale_sum, segment};
+use super::{Op, ShmReducer, add_rank, scale_sum, segment};
 use crate::dist::ring::TcpRing;
 use crate::{Error, Result};
 
@@ -76,65 +76,55 @@ impl Direct {
 }
 
 impl ShmReducer {
-    /// All-reduces `buf` (op `seq`, described by `desc`) by reading the other ranks' buffers.
+    /// All-reduces `buf` by reading the other ranks' buffers.
     pub(super) fn all_reduce_direct(
         &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
+        op: Op<'_>,
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
-        let peers = self.meet(ring, seq, desc, buf)?;
+        let peers = self.meet(op, buf)?;
         self.reduce_own_part(&peers, buf, scale)?;
-        self.barrier(seq, ring)?;
+        self.barrier(&op)?;
         read_other_parts(&peers, buf)?;
-        self.barrier(seq, ring)
+        self.barrier(&op)
     }
 
     /// Reduce-scatter of `buf` by direct reads: this rank's part (segment `rank` of `world`)
     /// ends up reduced. The last barrier says nobody reads `buf` any more.
     pub(super) fn reduce_scatter_direct(
         &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
+        op: Op<'_>,
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
-        let peers = self.meet(ring, seq, desc, buf)?;
+        let peers = self.meet(op, buf)?;
         self.reduce_own_part(&peers, buf, scale)?;
-        self.barrier(seq, ring)
+        self.barrier(&op)
     }
 
     /// All-gather of the ranks' parts of `buf` by direct reads.
-    pub(super) fn all_gather_direct(
-        &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
-        buf: &mut [f32],
-    ) -> Result<()> {
-        let peers = self.meet(ring, seq, desc, buf)?;
+    pub(super) fn all_gather_direct(&mut self, op: Op<'_>, buf: &mut [f32]) -> Result<()> {
+        let peers = self.meet(op, buf)?;
         read_other_parts(&peers, buf)?;
-        self.barrier(seq, ring)
+        self.barrier(&op)
     }
 
     /// Publishes `buf`'s address, waits for every rank to do the same in the same op, and
     /// returns where their buffers are.
-    fn meet(&mut self, ring: &TcpRing, seq: u64, desc: u64, buf: &[f32]) -> Result<Peers> {
+    fn meet(&mut self, op: Op<'_>, buf: &[f32]) -> Result<Peers> {
         let (w, r) = (self.world, self.rank);
         self.buffer_of(r)
             .store(buf.as_ptr() as u64, Ordering::Release);
-        self.barrier(seq, ring)?;
-        self.check_same_op(seq, desc)?;
+        self.barrier(&op)?;
+        self.check_same_op(&op)?;
         let Ok(direct) = &self.copies else {
             unreachable!("direct copies were not set up");
         };
         Ok(Peers {
             op: self.op,
             rank: r,
-            seq,
+            seq: op.seq,
             pids: direct.pids.clone(),
             bases: (0..w)
                 .map(|q| self.buffer_of(q).load(Ordering::Acquire))

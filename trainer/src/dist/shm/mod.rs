@@ -347,8 +347,9 @@ impl ShmReducer {
         futex_wake(self.atomic_u32(COUNT_AT));
     }
 
-    /// Waits until every rank has arrived at this rank's next barrier.
-    fn barrier(&mut self, seq: u64, ring: &TcpRing) -> Result<()> {
+    /// Waits until every rank has arrived at this rank's next barrier (in `op`).
+    fn barrier(&mut self, op: &Op<'_>) -> Result<()> {
+        let (seq, ring) = (op.seq, op.ring);
         self.barriers += 1;
         let n = self.barriers;
         self.arrived(self.rank).store(n, Ordering::Release);
@@ -415,18 +416,13 @@ impl ShmReducer {
     /// All-reduces `buf` with the other ranks (the op is numbered by `ring`).
     pub fn all_reduce(&mut self, ring: &mut TcpRing, buf: &mut [f32], op: ReduceOp) -> Result<()> {
         let scale = self.scale(op);
-        self.run(
-            ring,
-            "all_reduce",
-            buf.len(),
-            |shm, ring, seq, desc, direct| {
-                if direct {
-                    shm.all_reduce_direct(ring, seq, desc, buf, scale)
-                } else {
-                    shm.all_reduce_staged(ring, seq, desc, buf, scale)
-                }
-            },
-        )
+        self.run(ring, "all_reduce", buf.len(), |shm, op, direct| {
+            if direct {
+                shm.all_reduce_direct(op, buf, scale)
+            } else {
+                shm.all_reduce_staged(op, buf, scale)
+            }
+        })
     }
 
     /// `Avg`'s factor.
@@ -434,21 +430,21 @@ impl ShmReducer {
         (op == ReduceOp::Avg).then_some(1.0 / self.world as f32)
     }
 
-    /// Runs one op named `op` on a buffer of `len` floats: numbers it in `ring`'s sequence,
-    /// publishes its description, and calls `f(self, ring, seq, desc, direct)`, `direct` saying
-    /// whether the data moves by direct copies (else staged). A failure raises the abort word
-    /// and breaks the ring, so every other rank fails at once.
+    /// Runs one op named `name` on a buffer of `len` floats: numbers it in `ring`'s sequence,
+    /// publishes its description, and calls `f(self, op, direct)`, `direct` saying whether the
+    /// data moves by direct copies (else staged). A failure raises the abort word and breaks
+    /// the ring, so every other rank fails at once.
     fn run(
         &mut self,
         ring: &mut TcpRing,
-        op: &'static str,
+        name: &'static str,
         len: usize,
-        f: impl FnOnce(&mut Self, &TcpRing, u64, u64, bool) -> Result<()>,
+        f: impl FnOnce(&mut Self, Op<'_>, bool) -> Result<()>,
     ) -> Result<()> {
-        let seq = ring.begin_external(op)?;
-        let desc = self.begin(op, seq, len);
+        let seq = ring.begin_external(name)?;
+        let desc = self.begin(name, seq, len);
         let direct = self.direct_for(len);
-        let result = f(self, ring, seq, desc, direct);
+        let result = f(self, Op { ring, seq, desc }, direct);
         if result.is_err() {
             self.abort();
         }
@@ -471,7 +467,8 @@ impl ShmReducer {
     }
 
     /// Every rank must be in the same op with the same length.
-    fn check_same_op(&self, seq: u64, desc: u64) -> Result<()> {
+    fn check_same_op(&self, op: &Op<'_>) -> Result<()> {
+        let (seq, desc) = (op.seq, op.desc);
         for q in 0..self.world {
             let other = self.op_of(q).load(Ordering::Acquire);
             if other != desc {
@@ -491,6 +488,15 @@ impl ShmReducer {
         }
         Ok(())
     }
+}
+
+/// One op in progress: the ring that numbers it (and whose sockets tell of a dead neighbour),
+/// its number, and its description (see [`ShmReducer::check_same_op`]).
+#[derive(Clone, Copy)]
+struct Op<'r> {
+    ring: &'r TcpRing,
+    seq: u64,
+    desc: u64,
 }
 
 /// Adds rank `q`'s values `x` into the running `sum` of a block (ranks in order: rank 0's

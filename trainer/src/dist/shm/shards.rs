@@ -13,7 +13,7 @@
 //! only between that barrier and the reader's next one, so the [`SLOTS`](super::SLOTS) slots
 //! used in turn are never overwritten while read.
 
-use super::{ReduceOp, ShmReducer, add_rank, scale_sum, segment};
+use super::{Op, ReduceOp, ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
 use crate::dist::ring::TcpRing;
 
@@ -57,78 +57,60 @@ impl ShmReducer {
         op: ReduceOp,
     ) -> Result<()> {
         let scale = self.scale(op);
-        self.run(
-            ring,
-            "reduce_scatter",
-            buf.len(),
-            |shm, ring, seq, desc, direct| {
-                if direct {
-                    shm.reduce_scatter_direct(ring, seq, desc, buf, scale)
-                } else {
-                    shm.reduce_scatter_staged(ring, seq, desc, buf, scale)
-                }
-            },
-        )
+        self.run(ring, "reduce_scatter", buf.len(), |shm, op, direct| {
+            if direct {
+                shm.reduce_scatter_direct(op, buf, scale)
+            } else {
+                shm.reduce_scatter_staged(op, buf, scale)
+            }
+        })
     }
 
     /// All-gather of the ranks' shards (segment q of rank q's `buf`) into every rank's `buf`.
     pub fn all_gather_shards(&mut self, ring: &mut TcpRing, buf: &mut [f32]) -> Result<()> {
-        self.run(
-            ring,
-            "all_gather_shards",
-            buf.len(),
-            |shm, ring, seq, desc, direct| {
-                if direct {
-                    shm.all_gather_direct(ring, seq, desc, buf)
-                } else {
-                    shm.all_gather_staged(ring, seq, desc, buf)
-                }
-            },
-        )
+        self.run(ring, "all_gather_shards", buf.len(), |shm, op, direct| {
+            if direct {
+                shm.all_gather_direct(op, buf)
+            } else {
+                shm.all_gather_staged(op, buf)
+            }
+        })
     }
 
     fn reduce_scatter_staged(
         &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
+        op: Op<'_>,
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
         let pieces = Pieces::new(buf.len(), self.world, self.slot_floats);
         let mut slot = self.next_slot();
         self.stage_others_pieces(slot, buf, &pieces, 0);
-        self.barrier(seq, ring)?;
-        self.check_same_op(seq, desc)?;
+        self.barrier(&op)?;
+        self.check_same_op(&op)?;
         for k in 0..pieces.chunks {
             self.reduce_own_piece(slot, buf, &pieces, k, scale);
             if k + 1 < pieces.chunks {
                 slot = self.next_slot();
                 self.stage_others_pieces(slot, buf, &pieces, k + 1);
-                self.barrier(seq, ring)?;
+                self.barrier(&op)?;
             }
         }
         Ok(())
     }
 
-    fn all_gather_staged(
-        &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
-        buf: &mut [f32],
-    ) -> Result<()> {
+    fn all_gather_staged(&mut self, op: Op<'_>, buf: &mut [f32]) -> Result<()> {
         let pieces = Pieces::new(buf.len(), self.world, self.slot_floats);
         let mut slot = self.next_slot();
         self.stage_own_piece(slot, buf, &pieces, 0);
-        self.barrier(seq, ring)?;
-        self.check_same_op(seq, desc)?;
+        self.barrier(&op)?;
+        self.check_same_op(&op)?;
         for k in 0..pieces.chunks {
             self.copy_others_pieces(slot, buf, &pieces, k);
             if k + 1 < pieces.chunks {
                 slot = self.next_slot();
                 self.stage_own_piece(slot, buf, &pieces, k + 1);
-                self.barrier(seq, ring)?;
+                self.barrier(&op)?;
             }
         }
         Ok(())

@@ -7,17 +7,14 @@
 //! of chunk k out of their slots. A rank may stage chunk k + 1 while a slower one still copies out
 //! of chunk k − 1, hence [`SLOTS`](super::SLOTS) = 3 slots per rank, used in turn.
 
-use super::{ShmReducer, add_rank, scale_sum, segment};
+use super::{Op, ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
-use crate::dist::ring::TcpRing;
 
 impl ShmReducer {
-    /// All-reduces `buf` (op `seq`, described by `desc`) in chunks staged through the slots.
+    /// All-reduces `buf` in chunks staged through the slots.
     pub(super) fn all_reduce_staged(
         &mut self,
-        ring: &TcpRing,
-        seq: u64,
-        desc: u64,
+        op: Op<'_>,
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
@@ -26,8 +23,8 @@ impl ShmReducer {
         let chunk_at = move |k: usize| k * size..((k + 1) * size).min(n);
         let first = self.next_slot();
         self.stage(first, &buf[chunk_at(0)]);
-        self.barrier(seq, ring)?;
-        self.check_same_op(seq, desc)?;
+        self.barrier(&op)?;
+        self.check_same_op(&op)?;
         let mut slot = first;
         for k in 0..chunk_count {
             self.reduce_part(slot, &mut buf[chunk_at(k)], scale);
@@ -40,7 +37,7 @@ impl ShmReducer {
             } else {
                 slot
             };
-            self.barrier(seq, ring)?;
+            self.barrier(&op)?;
             self.gather_parts(slot, &mut buf[chunk_at(k)]);
             slot = next;
         }
