@@ -59,8 +59,13 @@ const RANK_STRIDE: usize = 32;
 const COUNT_AT: usize = 0;
 const ABORT_AT: usize = 64;
 const RANKS_AT: usize = 128;
-/// Busy-wait this long at a barrier before sleeping on the futex.
+/// Busy-wait this long at a barrier before sleeping on the futex when the cores are shared
+/// (more threads on this host than cores): the spinning core may be one another rank needs.
 const SPIN: Duration = Duration::from_micros(50);
+/// Busy-wait this long when every thread of every rank has a core of its own: nothing else
+/// wants the core, and a sleeping rank wakes late (on a VM, a halted virtual CPU can take
+/// hundreds of microseconds), which the other ranks then wait for at the next barrier.
+const SPIN_OWN_CORES: Duration = Duration::from_millis(2);
 /// Sleep at most this long at a time, to look at the neighbours' sockets and the clock.
 const NAP: Duration = Duration::from_millis(2);
 
@@ -168,6 +173,8 @@ struct Setup {
     direct: bool,
     /// The smallest all-reduce (in floats) that uses direct copies.
     direct_min_floats: usize,
+    /// How long a rank busy-waits at a barrier before it sleeps.
+    spin: Duration,
 }
 
 /// Shared-memory all-reduce for a group whose ranks all run on one host.
@@ -180,6 +187,8 @@ pub struct ShmReducer {
     slot_floats: usize,
     /// All-reduces of fewer floats are staged even where direct copies work.
     direct_min_floats: usize,
+    /// How long to busy-wait at a barrier before sleeping ([`spin_for`]).
+    spin: Duration,
     map: Mapping,
     timeout: Duration,
     /// Barriers passed by this rank; all ranks pass them in the same order.
@@ -208,6 +217,7 @@ impl ShmReducer {
             slot_floats: SLOT_FLOATS,
             direct,
             direct_min_floats: DIRECT_MIN_FLOATS,
+            spin: spin_for(world, rayon::current_num_threads(), available_cores()),
         };
         Self::establish_with(ring, rank, world, timeout, &setup)
     }
@@ -283,6 +293,7 @@ impl ShmReducer {
             copies,
             slot_floats,
             direct_min_floats: setup.direct_min_floats,
+            spin: setup.spin,
             map,
             timeout,
             barriers: 0,
@@ -385,7 +396,7 @@ impl ShmReducer {
                 ));
             }
             let waited = start.elapsed();
-            if waited < SPIN {
+            if waited < self.spin {
                 std::hint::spin_loop();
                 continue;
             }
@@ -488,6 +499,21 @@ impl ShmReducer {
         }
         Ok(())
     }
+}
+
+/// How long a rank busy-waits at a barrier: long ([`SPIN_OWN_CORES`]) when the `ranks` of this
+/// host with `threads` each fit on its `cores`, else short ([`SPIN`]).
+fn spin_for(ranks: usize, threads: usize, cores: usize) -> Duration {
+    if ranks.saturating_mul(threads.max(1)) <= cores {
+        SPIN_OWN_CORES
+    } else {
+        SPIN
+    }
+}
+
+/// The cores this process may run on.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// One op in progress: the ring that numbers it (and whose sockets tell of a dead neighbour),

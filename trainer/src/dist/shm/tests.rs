@@ -32,6 +32,11 @@ fn setup(copies: Copies) -> Setup {
         slot_floats,
         direct,
         direct_min_floats,
+        // Mixed ops also wait the long way (every rank on its own core).
+        spin: match copies {
+            Copies::Mixed(_) => SPIN_OWN_CORES,
+            _ => SPIN,
+        },
     }
 }
 
@@ -130,6 +135,15 @@ fn shard_ops_between_all_reduces_with_uneven_ranks_keep_every_chunk() {
             }
         }
     }
+}
+
+#[test]
+fn ranks_spin_long_only_when_their_threads_have_cores_of_their_own() {
+    assert_eq!(spin_for(2, 1, 2), SPIN_OWN_CORES);
+    assert_eq!(spin_for(2, 2, 4), SPIN_OWN_CORES);
+    assert_eq!(spin_for(2, 2, 2), SPIN);
+    assert_eq!(spin_for(4, 1, 2), SPIN);
+    assert_eq!(spin_for(3, 0, 4), SPIN_OWN_CORES);
 }
 
 #[test]
