@@ -183,13 +183,10 @@ pub fn test_record(out: &Path) -> MetricRecord {
         .expect("a test record in rank-0.jsonl")
 }
 
-/// A free TCP port on loopback.
+/// A free TCP port on loopback for a rendezvous (the launcher's choice: below the ephemeral
+/// range, so no other test's listener or connection takes it before rank 0 binds it).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    ddp_trainer::launcher::free_port().unwrap()
 }
 
 /// Starts rank `rank` of `world` the way torchrun would.

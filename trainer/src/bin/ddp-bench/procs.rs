@@ -158,12 +158,10 @@ pub fn kill_all(children: &mut [(Child, PathBuf)]) {
     }
 }
 
-/// A port that was free on 127.0.0.1 a moment ago.
+/// A free rendezvous port on 127.0.0.1 (the launcher's choice, see
+/// [`ddp_trainer::launcher::free_port`]).
 pub fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+    ddp_trainer::launcher::free_port().map_err(|e| e.to_string())
 }
 
 /// The last few lines of a log file, for error messages.
