@@ -141,12 +141,14 @@ impl Engine {
         }
     }
 
-    /// Brings the host optimizer up to date before a checkpoint is written (every rank calls
-    /// it: the host step's ranks each hold the current state of their own shards only).
-    fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer) -> Result<()> {
+    /// Brings rank 0's host optimizer up to date before it writes a checkpoint. Every rank calls
+    /// it: the host step's ranks each hold the current state of their own shards only and
+    /// gather it together; the device step's copy to the host is needed on rank 0 only.
+    fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer, rank: usize) -> Result<()> {
         match self {
             Engine::Host => ddp.gather_optimizer_state(opt),
-            Engine::Device(d) => d.export(opt),
+            Engine::Device(d) if rank == 0 => d.export(opt),
+            Engine::Device(_) => Ok(()),
         }
     }
 }
@@ -336,7 +338,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         }
         let every = spec.checkpoint.every_epochs;
         if every > 0 && (epoch % every == 0 || epoch == epochs) {
-            engine.export(&mut ddp, &mut opt)?;
+            engine.export(&mut ddp, &mut opt, rank)?;
             if rank == 0 {
                 let state = TrainState {
                     epoch,
