@@ -62,8 +62,10 @@ pub struct Ddp {
     /// Gradients of the current step (+1 control element at the end).
     grads: Vec<f32>,
     buckets: Vec<Range<usize>>,
-    /// This rank's shard of every bucket, clipped to the parameters (filled by each step).
+    /// This rank's shard of every bucket, clipped to the parameters: what its optimizer updates.
     own: Vec<Range<usize>>,
+    /// Whether this rank's shard holds the control element (it reduces the stop flag).
+    owns_control: bool,
     buffer_scratch: Vec<f32>,
     micro_batches: usize,
 }
@@ -93,12 +95,25 @@ impl Ddp {
             .step_by(per_bucket)
             .map(|s| s..(s + per_bucket).min(total))
             .collect();
+        let (own, owns_control) = with_comm(&comm, |c| {
+            let rank = c.rank();
+            let own = buckets
+                .iter()
+                .map(|b| {
+                    let shard = c.shard(b.len(), rank);
+                    (b.start + shard.start).min(offset)..(b.start + shard.end).min(offset)
+                })
+                .collect();
+            let last = buckets.last().map_or(1, |b| b.len());
+            Ok((own, c.shard(last, rank).contains(&(last - 1))))
+        })?;
         let mut ddp = Ddp {
             comm,
             slots,
             params,
             grads: vec![0.0; total],
-            own: Vec::with_capacity(buckets.len()),
+            own,
+            owns_control,
             buckets,
             buffer_scratch: Vec::new(),
             micro_batches: 0,
@@ -154,19 +169,15 @@ impl Ddp {
     pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
         let n = self.num_params();
         self.grads[n] = if stop { 1.0 } else { 0.0 };
-        let (grads, params, own) = (&mut self.grads, &mut self.params, &mut self.own);
-        let buckets = &self.buckets;
+        let (grads, params) = (&mut self.grads, &mut self.params);
+        let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
         with_comm(&self.comm, |c| {
-            own.clear();
             for b in buckets {
                 c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
-                let shard = c.shard(b.len(), c.rank());
-                own.push((b.start + shard.start).min(n)..(b.start + shard.end).min(n));
             }
             opt.step_parts(&mut params[..n], &grads[..n], own, lr);
             // The control element travels with the parameters, from the rank that reduced it.
-            let last = buckets.last().map_or(1, |b| b.len());
-            if c.shard(last, c.rank()).contains(&(last - 1)) {
+            if owns_control {
                 params[n] = grads[n];
             }
             for b in buckets {

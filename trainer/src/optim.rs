@@ -118,7 +118,8 @@ impl Optimizer {
         }
     }
 
-    /// Updates `params` and `grads` (the elements `at` of the flat buffers) in step `self.steps`.
+    /// Updates `params` from `grads` (both the elements `at` of the flat buffers, as is the state
+    /// the slots keep for them) in step `self.steps`.
     fn update(&mut self, params: &mut [f32], grads: &[f32], at: Range<usize>, lr: f64) {
         match self.config {
             OptimizerConfig::Sgd {

@@ -226,7 +226,7 @@ impl Collective for ProcessGroup {
     }
     fn shard(&self, len: usize, rank: usize) -> std::ops::Range<usize> {
         match &self.shm {
-            Some(_) => super::ring::segment(len, self.world_size, rank),
+            Some(shm) => shm.shard(len, rank),
             None => self.ring.shard(len, rank),
         }
     }

@@ -813,7 +813,8 @@ impl TcpRing {
     }
 
     fn reduce(&mut self, code: OpCode, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-        // A barrier is an all-reduce of one element.
+        // Only a reduce-scatter stops halfway; an all-reduce and a barrier (a one-element
+        // all-reduce) run both halves.
         let scatter_only = code == OpCode::ReduceScatter;
         let ctx = self.begin(code)?;
         let Some(links) = &self.links else {

@@ -83,9 +83,7 @@ impl ShmReducer {
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
-        let peers = self.meet(op, buf)?;
-        self.reduce_own_part(&peers, buf, scale)?;
-        self.barrier(&op)?;
+        let peers = self.reduce_own_part_of_all(op, buf, scale)?;
         read_other_parts(&peers, buf)?;
         self.barrier(&op)
     }
@@ -98,9 +96,21 @@ impl ShmReducer {
         buf: &mut [f32],
         scale: Option<f32>,
     ) -> Result<()> {
+        self.reduce_own_part_of_all(op, buf, scale).map(drop)
+    }
+
+    /// The first half of both: every rank's part reduced in its owner's buffer once this
+    /// returns (the last barrier says so, and that nobody reads `buf` any more).
+    fn reduce_own_part_of_all(
+        &mut self,
+        op: Op<'_>,
+        buf: &mut [f32],
+        scale: Option<f32>,
+    ) -> Result<Peers> {
         let peers = self.meet(op, buf)?;
         self.reduce_own_part(&peers, buf, scale)?;
-        self.barrier(&op)
+        self.barrier(&op)?;
+        Ok(peers)
     }
 
     /// All-gather of the ranks' parts of `buf` by direct reads.
@@ -122,7 +132,7 @@ impl ShmReducer {
             unreachable!("direct copies were not set up");
         };
         Ok(Peers {
-            op: self.op,
+            op: op.name,
             rank: r,
             seq: op.seq,
             pids: direct.pids.clone(),

@@ -195,8 +195,6 @@ pub struct ShmReducer {
     barriers: u64,
     /// Chunks staged, to use the slots in turn.
     chunks: u64,
-    /// The op in progress, for error messages.
-    op: &'static str,
     /// Ops begun by this rank (all ranks begin the same ops in the same order).
     ops: u64,
 }
@@ -298,7 +296,6 @@ impl ShmReducer {
             timeout,
             barriers: 0,
             chunks: 0,
-            op: "all_reduce",
             ops: 0,
         }))
     }
@@ -371,7 +368,7 @@ impl ShmReducer {
             return Ok(());
         }
         let fail = |peer: Option<usize>, msg: String| Error::Collective {
-            op: self.op,
+            op: op.name,
             seq,
             rank: self.rank,
             peer,
@@ -453,19 +450,24 @@ impl ShmReducer {
         f: impl FnOnce(&mut Self, Op<'_>, bool) -> Result<()>,
     ) -> Result<()> {
         let seq = ring.begin_external(name)?;
-        let desc = self.begin(name, seq, len);
+        let desc = self.begin(seq, len);
         let direct = self.direct_for(len);
-        let result = f(self, Op { ring, seq, desc }, direct);
+        let op = Op {
+            name,
+            ring,
+            seq,
+            desc,
+        };
+        let result = f(self, op, direct);
         if result.is_err() {
             self.abort();
         }
         ring.finish_external(result)
     }
 
-    /// Starts op `seq` named `op` on a buffer of `len` floats: publishes its description (see
+    /// Starts op `seq` on a buffer of `len` floats: publishes its description (see
     /// [`ShmReducer::check_same_op`]) and returns it.
-    fn begin(&mut self, op: &'static str, seq: u64, len: usize) -> u64 {
-        self.op = op;
+    fn begin(&mut self, seq: u64, len: usize) -> u64 {
         self.ops += 1;
         let desc = (seq << 40) | len as u64;
         self.op_of(self.rank).store(desc, Ordering::Release);
@@ -484,7 +486,7 @@ impl ShmReducer {
             let other = self.op_of(q).load(Ordering::Acquire);
             if other != desc {
                 return Err(Error::Collective {
-                    op: self.op,
+                    op: op.name,
                     seq,
                     rank: self.rank,
                     peer: Some(q),
@@ -516,10 +518,11 @@ fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// One op in progress: the ring that numbers it (and whose sockets tell of a dead neighbour),
-/// its number, and its description (see [`ShmReducer::check_same_op`]).
+/// One op in progress: its name (for errors), the ring that numbers it (and whose sockets tell
+/// of a dead neighbour), its number, and its description (see [`ShmReducer::check_same_op`]).
 #[derive(Clone, Copy)]
 struct Op<'r> {
+    name: &'static str,
     ring: &'r TcpRing,
     seq: u64,
     desc: u64,

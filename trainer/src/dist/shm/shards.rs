@@ -48,6 +48,11 @@ impl Pieces {
 }
 
 impl ShmReducer {
+    /// Rank `rank`'s shard of a `len`-float buffer: its part, segment `rank`.
+    pub fn shard(&self, len: usize, rank: usize) -> std::ops::Range<usize> {
+        segment(len, self.world, rank)
+    }
+
     /// Reduce-scatter of `buf` with the other ranks (the op is numbered by `ring`): on return
     /// segment `rank` of `buf` holds the reduction (the same bits an all-reduce gives there).
     pub fn reduce_scatter(
