@@ -7,7 +7,7 @@
 //!
 //! Layout:
 //! - wire format: length-prefixed frames, [`Request`] / [`Response`] parsed once at the edge;
-//! - authentication: nonce + HMAC-SHA256 helpers, shared with the ring's links (`ring.rs`);
+//! - authentication: nonce + HMAC-SHA256 helpers, shared with the ring's links (`ring/connect.rs`);
 //! - [`StoreServer`]: accept thread + one thread per connection over a shared map;
 //! - [`StoreClient`]: connect with retries, handshake, synchronous request/response calls.
 
