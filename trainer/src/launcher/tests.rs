@@ -1,0 +1,330 @@
+use super::*;
+
+#[test]
+fn rendezvous_ports_are_picked_below_the_ephemeral_range() {
+    let ports: Vec<u16> = picked_ports(32_768, 7).take(1000).collect();
+    assert_eq!(ports.len(), 1000);
+    assert!(
+        ports
+            .iter()
+            .all(|p| (LOWEST_PICKED_PORT..32_768).contains(p))
+    );
+    let distinct: std::collections::HashSet<_> = ports.iter().collect();
+    assert!(distinct.len() > 900, "{} distinct", distinct.len());
+    assert_ne!(
+        picked_ports(32_768, 1).take(4).collect::<Vec<_>>(),
+        picked_ports(32_768, 2).take(4).collect::<Vec<_>>()
+    );
+    // No room below the range: nothing to pick (free_port falls back to bind(:0)).
+    assert_eq!(picked_ports(LOWEST_PICKED_PORT, 7).next(), None);
+    let port = free_port().unwrap();
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+}
+
+fn sh(nproc: usize, dir: &Path, script: &str) -> LaunchOptions {
+    let mut opts = LaunchOptions::new(nproc, "/bin/sh", dir);
+    opts.args = vec!["-c".into(), script.into()];
+    opts.grace = Duration::from_secs(2);
+    opts
+}
+
+fn log(dir: &Path, rank: usize) -> String {
+    std::fs::read_to_string(log_path(dir, rank)).unwrap()
+}
+
+/// The numbers after `word ` in the rank logs (pids the scripts printed).
+fn pids(dir: &Path, nproc: usize, word: &str) -> Vec<i32> {
+    (0..nproc)
+        .flat_map(|rank| {
+            log(dir, rank)
+                .lines()
+                .filter_map(|l| l.strip_prefix(word)?.trim().parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// Alive and not a zombie waiting for some other parent.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+fn assert_all_gone(pids: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn replicas_get_the_torchrun_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sh(
+        3,
+        dir.path(),
+        r#"echo "$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_PORT $RAYON_NUM_THREADS""#,
+    );
+    launch(&opts).unwrap();
+    let lines: Vec<String> = (0..3).map(|r| log(dir.path(), r)).collect();
+    let port: u16 = lines[0].split(' ').nth(3).unwrap().parse().unwrap();
+    assert_ne!(port, 0);
+    let threads = default_threads(3);
+    for (rank, line) in lines.iter().enumerate() {
+        assert_eq!(*line, format!("{rank} 3 {rank} {port} {threads}\n"));
+    }
+}
+
+#[test]
+fn explicit_port_threads_and_extra_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = sh(
+        2,
+        dir.path(),
+        r#"echo "$LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT" \
+            "$DDP_THREADS $RAYON_NUM_THREADS ${TORCHELASTIC_RESTART_COUNT:-unset} $EXTRA""#,
+    );
+    opts.master_port = Some(23456);
+    opts.threads_per_replica = Some(3);
+    opts.env = vec![
+        ("EXTRA".into(), "x y".into()),
+        ("DDP_THREADS".into(), "5".into()),
+    ];
+    launch(&opts).unwrap();
+    let restart = std::env::var("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|_| "0".into());
+    for rank in 0..2 {
+        assert_eq!(
+            log(dir.path(), rank),
+            format!("2 0 127.0.0.1 23456 5 3 {restart} x y\n")
+        );
+    }
+}
+
+#[test]
+fn logs_are_appended_across_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sh(1, dir.path(), "echo run");
+    launch(&opts).unwrap();
+    launch(&opts).unwrap();
+    assert_eq!(log(dir.path(), 0), "run\nrun\n");
+}
+
+#[test]
+fn killed_replica_stops_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"echo "pid $$"; sleep 30 & echo "sleeper $!"
+        if [ "$RANK" = 1 ]; then sleep 0.3; kill -9 $$; fi; wait"#;
+    let opts = sh(3, dir.path(), script);
+    let start = Instant::now();
+    let err = launch(&opts).unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+    match &err {
+        Error::Replica {
+            rank,
+            pid,
+            status,
+            code,
+            log,
+            ..
+        } => {
+            assert_eq!(*rank, 1);
+            assert_eq!(status, "was killed by signal 9 (SIGKILL)");
+            assert_eq!(*code, None);
+            assert_eq!(*log, log_path(dir.path(), 1));
+            assert_eq!(pids(dir.path(), 3, "pid ")[1], *pid as i32);
+        }
+        other => panic!("expected Error::Replica, got {other:?}"),
+    }
+    assert_eq!(err.exit_code(), 1);
+    let shells = pids(dir.path(), 3, "pid ");
+    let sleepers = pids(dir.path(), 3, "sleeper ");
+    assert_eq!((shells.len(), sleepers.len()), (3, 3));
+    assert_all_gone(&shells);
+    assert_all_gone(&sleepers);
+}
+
+#[test]
+fn config_error_exit_code_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sh(
+        3,
+        dir.path(),
+        r#"if [ "$RANK" = 2 ]; then echo bad spec >&2; exit 2; fi; sleep 30"#,
+    );
+    let start = Instant::now();
+    let err = launch(&opts).unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+    match &err {
+        Error::Replica {
+            rank: 2,
+            status,
+            code: Some(2),
+            ..
+        } => {
+            assert_eq!(status, "exited with code 2");
+        }
+        other => panic!("expected rank 2 with code 2, got {other:?}"),
+    }
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().starts_with("rank 2 (pid "), "{err}");
+    let tail = format!(
+        "exited with code 2; see {}",
+        log_path(dir.path(), 2).display()
+    );
+    assert!(err.to_string().ends_with(&tail), "{err}");
+    assert_eq!(log(dir.path(), 2), "bad spec\n");
+}
+
+#[test]
+fn runtime_failure_exit_code_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = launch(&sh(2, dir.path(), r#"[ "$RANK" = 0 ] && exit 3; sleep 30"#)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Replica {
+                rank: 0,
+                code: Some(3),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 1);
+}
+
+#[test]
+fn stderr_and_stdout_lines_stay_whole_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"i=0; while [ $i -lt 100 ]; do
+        echo "out $i"; echo "err $i" >&2; i=$((i+1))
+    done; printf tail"#;
+    launch(&sh(1, dir.path(), script)).unwrap();
+    let text = log(dir.path(), 0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 201, "{text}");
+    let outs: Vec<String> = lines
+        .iter()
+        .filter(|l| l.starts_with("out "))
+        .map(|l| l.to_string())
+        .collect();
+    let errs: Vec<String> = lines
+        .iter()
+        .filter(|l| l.starts_with("err "))
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(
+        outs,
+        (0..100).map(|i| format!("out {i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        errs,
+        (0..100).map(|i| format!("err {i}")).collect::<Vec<_>>()
+    );
+    assert!(
+        lines.contains(&"tail"),
+        "an unterminated last line is kept: {text}"
+    );
+    assert!(text.ends_with('\n'));
+}
+
+#[test]
+fn interrupt_terminates_then_kills_after_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    // The replicas ignore SIGTERM, so only SIGKILL after the grace stops them.
+    let script = r#"trap '' TERM; echo "pid $$"; sleep 30 & echo "sleeper $!"; wait; wait"#;
+    let mut opts = sh(2, dir.path(), script);
+    opts.grace = Duration::from_millis(500);
+    let flag = Arc::new(AtomicI32::new(0));
+    let setter = {
+        let flag = flag.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(400));
+            flag.store(libc::SIGINT, Ordering::SeqCst);
+        })
+    };
+    let start = Instant::now();
+    let err = run(&opts, &flag).unwrap_err();
+    setter.join().unwrap();
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(850) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    match &err {
+        Error::Launch(msg) => assert_eq!(msg, "interrupted by SIGINT; stopped ranks 0, 1"),
+        other => panic!("expected Error::Launch, got {other:?}"),
+    }
+    assert_all_gone(&pids(dir.path(), 2, "pid "));
+    assert_all_gone(&pids(dir.path(), 2, "sleeper "));
+}
+
+#[test]
+fn missing_program_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = launch(&LaunchOptions::new(
+        2,
+        "/nonexistent/ddp-trainer",
+        dir.path(),
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if path == Path::new("/nonexistent/ddp-trainer")),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 2);
+}
+
+#[test]
+fn invalid_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = launch(&LaunchOptions::new(0, "/bin/true", dir.path())).unwrap_err();
+    assert_eq!(err.to_string(), "launcher: --nproc must be at least 1");
+    let mut opts = LaunchOptions::new(1, "/bin/true", dir.path());
+    opts.master_port = Some(0);
+    assert!(matches!(launch(&opts), Err(Error::Launch(_))));
+}
+
+#[test]
+fn blame_prefers_signals_then_config_errors() {
+    let killed = Outcome::Signaled {
+        signal: libc::SIGSEGV,
+        core_dumped: true,
+    };
+    assert_eq!(
+        killed.describe(),
+        "was killed by signal 11 (SIGSEGV) and dumped core"
+    );
+    let mut outcomes = [Outcome::Exited(1), Outcome::Exited(2), killed.clone()];
+    outcomes.sort_by_key(Outcome::blame_order);
+    assert_eq!(outcomes, [killed, Outcome::Exited(2), Outcome::Exited(1)]);
+    assert!(Outcome::Exited(0).success());
+    assert_eq!(Outcome::Exited(7).code(), Some(7));
+}
+
+#[test]
+fn default_threads_divides_cores() {
+    let cores = thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    assert_eq!(default_threads(1), cores);
+    assert_eq!(default_threads(cores * 2), 1);
+    assert_eq!(default_threads(0), cores);
+}
