@@ -16,19 +16,33 @@ fn plane(x: &[f32], (_, c, hw): Dims, s: usize, ch: usize) -> &[f32] {
     &x[(s * c + ch) * hw..][..hw]
 }
 
-/// `Σ f(i)` over `0..len` in 8 independent f32 lanes (so that the compiler vectorises it), the
-/// lanes added in f64.
+/// `(Σ f(v).0, Σ f(v).1)` over the aligned values `v` of `S` planes, in 8 independent f32 lanes
+/// (so that the compiler vectorises it: one bounds check per 8 values), the lanes added in f64.
 #[inline(always)]
-fn lane_sum(len: usize, f: impl Fn(usize) -> f32) -> f64 {
-    let mut acc = [0f32; 8];
+fn lane_sums<const S: usize>(
+    planes: [&[f32]; S],
+    f: impl Fn([f32; S]) -> (f32, f32),
+) -> (f64, f64) {
+    let len = planes.iter().map(|p| p.len()).min().unwrap_or(0);
+    let (mut acc0, mut acc1) = ([0f32; 8], [0f32; 8]);
     let full = len / 8 * 8;
     for base in (0..full).step_by(8) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            *a += f(base + j);
+        let chunks: [&[f32; 8]; S] =
+            planes.map(|p| p[base..base + 8].try_into().expect("8 values"));
+        for j in 0..8 {
+            let (a, b) = f(chunks.map(|c| c[j]));
+            acc0[j] += a;
+            acc1[j] += b;
         }
     }
-    let tail: f64 = (full..len).map(|i| f(i) as f64).sum();
-    acc.iter().map(|a| *a as f64).sum::<f64>() + tail
+    let (mut tail0, mut tail1) = (0f64, 0f64);
+    for i in full..len {
+        let (a, b) = f(planes.map(|p| p[i]));
+        tail0 += a as f64;
+        tail1 += b as f64;
+    }
+    let lanes = |acc: [f32; 8]| acc.iter().map(|a| *a as f64).sum::<f64>();
+    (lanes(acc0) + tail0, lanes(acc1) + tail1)
 }
 
 /// Per-channel mean and biased variance: two passes (mean, then squared deviations), each
@@ -38,18 +52,12 @@ pub fn channel_stats(x: &[f32], dims: Dims, threads: usize) -> Vec<(f64, f64)> {
     let count = (n * hw).max(1) as f64;
     map_range(c, threads, |ch| {
         let sum: f64 = (0..n)
-            .map(|s| {
-                let p = plane(x, dims, s, ch);
-                lane_sum(hw, |i| p[i])
-            })
+            .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| (v, 0.0)).0)
             .sum();
         let mean = sum / count;
         let m = mean as f32;
         let sq: f64 = (0..n)
-            .map(|s| {
-                let p = plane(x, dims, s, ch);
-                lane_sum(hw, |i| (p[i] - m) * (p[i] - m))
-            })
+            .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| ((v - m) * (v - m), 0.0)).0)
             .sum();
         (mean, sq / count)
     })
@@ -113,17 +121,16 @@ pub fn backward(
         let (mut sd, mut sdx) = (0f64, 0f64);
         for s in 0..n {
             let (d, xs) = (plane(dy, dims, s, ch), plane(x, dims, s, ch));
-            match relu_out.map(|y| plane(y, dims, s, ch)) {
-                Some(y) => {
-                    let g = |i: usize| if y[i] > 0.0 { d[i] } else { 0.0 };
-                    sd += lane_sum(hw, g);
-                    sdx += lane_sum(hw, |i| g(i) * (xs[i] - m));
-                }
-                None => {
-                    sd += lane_sum(hw, |i| d[i]);
-                    sdx += lane_sum(hw, |i| d[i] * (xs[i] - m));
-                }
-            }
+            // Both sums in one pass over the planes.
+            let (a, b) = match relu_out.map(|y| plane(y, dims, s, ch)) {
+                Some(y) => lane_sums([d, xs, y], |[d, v, y]| {
+                    let g = if y > 0.0 { d } else { 0.0 };
+                    (g, g * (v - m))
+                }),
+                None => lane_sums([d, xs], |[d, v]| (d, d * (v - m))),
+            };
+            sd += a;
+            sdx += b;
         }
         (sd, sdx * inv_std[ch] as f64)
     });
