@@ -242,7 +242,7 @@ pub fn backward(
                     }
                     gemm(&mut dcols, width, false, wt, dymat, plan.gemm_threads);
                     dxc.fill(0.0);
-                    s.unfold.col2im(&dcols, g, (s.c, s.h, s.w), dxc);
+                    s.unfold.col2im(&mut dcols, g, (s.c, s.h, s.w), dxc);
                 }
             }
         }

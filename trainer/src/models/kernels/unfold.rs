@@ -81,8 +81,81 @@ impl Unfold {
         }
     }
 
+    /// A stride-1 window whose padding keeps the size (`2p = k − 1`): every row of the unfolded
+    /// sample is the input plane shifted by (ky − p, kx − p), so it moves as one block per row
+    /// instead of one run per output row.
+    fn keeps_size(&self) -> bool {
+        self.stride == 1 && 2 * self.padding + 1 == self.k
+    }
+
+    /// For a [`Unfold::keeps_size`] window over an `h × w` plane: calls `f(row, dst, src, len,
+    /// shift)` per (c, ky, kx) row: output positions `dst..dst + len` read the inputs `src..src +
+    /// len` of the sample, except the `|shift|` edge columns of every output row (first ones for
+    /// `shift < 0`, last ones for `shift > 0`), which read a neighbouring row's values instead of
+    /// the padding's zeros.
+    fn for_each_shifted_row(
+        &self,
+        c: usize,
+        h: usize,
+        w: usize,
+        mut f: impl FnMut(usize, usize, usize, usize, isize),
+    ) {
+        let (k, p) = (self.k, self.padding as isize);
+        let (hi, wi, plane) = (h as isize, w as isize, (h * w) as isize);
+        for ci in 0..c {
+            for ky in 0..k {
+                let dy = ky as isize - p;
+                // Output rows whose input row oy + dy is inside the plane.
+                let (oy0, oy1) = ((-dy).max(0), (hi - dy).min(hi));
+                for kx in 0..k {
+                    let dx = kx as isize - p;
+                    // Input offset of output position i is i + dy·w + dx; clip to the plane (the
+                    // clipped positions are edge columns).
+                    let (mut start, end) = (oy0 * wi, oy1 * wi);
+                    let offset = dy * wi + dx;
+                    start = start.max(-offset);
+                    let end = end.min(plane - offset);
+                    if end <= start {
+                        continue;
+                    }
+                    let row = (ci * k + ky) * k + kx;
+                    let src = ci as isize * plane + start + offset;
+                    f(
+                        row,
+                        start as usize,
+                        src as usize,
+                        (end - start) as usize,
+                        dx,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Output positions of the edge columns of a shifted row (see
+    /// [`Unfold::for_each_shifted_row`]) inside `dst..dst + len` of a `w`-wide output.
+    fn edge_columns(
+        w: usize,
+        dst: usize,
+        len: usize,
+        shift: isize,
+    ) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let cols = shift.unsigned_abs();
+        let (first_row, end) = (dst / w, dst + len);
+        (first_row..end.div_ceil(w))
+            .map(move |r| {
+                let edge = if shift < 0 {
+                    r * w..r * w + cols
+                } else {
+                    (r + 1) * w - cols..(r + 1) * w
+                };
+                edge.start.max(dst)..edge.end.min(end)
+            })
+            .filter(move |e| cols > 0 && e.start < e.end)
+    }
+
     /// Writes the in-bounds values of the `g` samples in `x` (`[g, c, h, w]`) into `cols`
-    /// (`[c·k·k, g·L]`, row stride `g·L`); padding positions are left as they are.
+    /// (`[c·k·k, g·L]`, row stride `g·L`); padding positions are left as they are (or zeroed).
     pub fn im2col(&self, x: &[f32], g: usize, (c, h, w): (usize, usize, usize), cols: &mut [f32]) {
         let (oh, ow) = self.out_hw(h, w).expect("checked by the caller");
         let (l, plane) = (oh * ow, c * h * w);
@@ -90,6 +163,16 @@ impl Unfold {
         let step = self.stride;
         for s in 0..g {
             let x = &x[s * plane..(s + 1) * plane];
+            if self.keeps_size() {
+                self.for_each_shifted_row(c, h, w, |row, dst, src, len, shift| {
+                    let out = &mut cols[row * width + s * l..][..l];
+                    out[dst..dst + len].copy_from_slice(&x[src..src + len]);
+                    for edge in Self::edge_columns(w, dst, len, shift) {
+                        zero(&mut out[edge]);
+                    }
+                });
+                continue;
+            }
             self.for_each_run(c, h, w, |row, pos, i, len| {
                 let dst = &mut cols[row * width + s * l + pos..][..len];
                 if step == 1 {
@@ -104,13 +187,33 @@ impl Unfold {
     }
 
     /// Adds the unfolded gradient `cols` (`[c·k·k, g·L]`) back onto `dx` (`[g, c, h, w]`).
-    pub fn col2im(&self, cols: &[f32], g: usize, (c, h, w): (usize, usize, usize), dx: &mut [f32]) {
+    /// `cols` is used up: its values at padding positions may be zeroed.
+    pub fn col2im(
+        &self,
+        cols: &mut [f32],
+        g: usize,
+        (c, h, w): (usize, usize, usize),
+        dx: &mut [f32],
+    ) {
         let (oh, ow) = self.out_hw(h, w).expect("checked by the caller");
         let (l, plane) = (oh * ow, c * h * w);
         let width = g * l;
         let step = self.stride;
         for s in 0..g {
             let d = &mut dx[s * plane..(s + 1) * plane];
+            if self.keeps_size() {
+                // Padding positions contribute nothing: zeroed, the block adds them as +0.
+                self.for_each_shifted_row(c, h, w, |row, dst, src, len, shift| {
+                    let grad = &mut cols[row * width + s * l..][..l];
+                    for edge in Self::edge_columns(w, dst, len, shift) {
+                        zero(&mut grad[edge]);
+                    }
+                    for (d, g) in d[src..src + len].iter_mut().zip(&grad[dst..dst + len]) {
+                        *d += g;
+                    }
+                });
+                continue;
+            }
             self.for_each_run(c, h, w, |row, pos, i, len| {
                 let src = &cols[row * width + s * l + pos..][..len];
                 if step == 1 {
@@ -124,6 +227,16 @@ impl Unfold {
                 }
             });
         }
+    }
+}
+
+/// Zeroes a few values (an edge column's one or two) without a `memset` call per row.
+#[inline(always)]
+fn zero(values: &mut [f32]) {
+    match values {
+        [v] => *v = 0.0,
+        [a, b] => (*a, *b) = (0.0, 0.0),
+        _ => values.fill(0.0),
     }
 }
 
@@ -164,7 +277,15 @@ mod tests {
         let dims = (2, 5, 6);
         let g = 3;
         let x: Vec<f32> = (0..g * 2 * 5 * 6).map(|v| v as f32 + 1.0).collect();
-        for (k, stride, padding) in [(3, 1, 1), (3, 2, 1), (1, 2, 0), (1, 1, 0), (5, 3, 2)] {
+        for (k, stride, padding) in [
+            (3, 1, 1),
+            (3, 2, 1),
+            (1, 2, 0),
+            (1, 1, 0),
+            (5, 3, 2),
+            (5, 1, 2),
+            (3, 1, 0),
+        ] {
             let u = Unfold { k, stride, padding };
             let want = naive(&u, &x, g, dims);
             let mut cols = vec![0f32; want.len()];
@@ -173,7 +294,7 @@ mod tests {
             // col2im is im2col's adjoint: <im2col(x), y> = <x, col2im(y)>.
             let y: Vec<f32> = (0..want.len()).map(|i| (i % 7) as f32 - 3.0).collect();
             let mut dx = vec![0f32; x.len()];
-            u.col2im(&y, g, dims, &mut dx);
+            u.col2im(&mut y.clone(), g, dims, &mut dx);
             let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
             let rhs: f32 = x.iter().zip(&dx).map(|(a, b)| a * b).sum();
             assert_eq!(lhs, rhs, "adjoint k{k} s{stride} p{padding}");
