@@ -15,6 +15,7 @@
 use super::gemm::{Mat, gemm};
 use super::tasks::{Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces};
 use super::unfold::Unfold;
+use super::winograd;
 
 /// Columns of the unfolded chunk worth one GEMM call.
 pub const TARGET_COLUMNS: usize = 512;
@@ -137,7 +138,24 @@ impl ColsBuffer {
 
 /// `y = conv(x, w) + b` for `x` `[N, C, H, W]`, `w` `[O, C, k, k]`, `b` `[O]`; returns
 /// `[N, O, OH, OW]`.
+/// 3×3 stride-1 convolutions with enough channels go through [`winograd`], the others through
+/// [`im2col_forward`].
 pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: usize) -> Vec<f32> {
+    if winograd::applies(s) {
+        winograd::forward(s, x, w, b, threads)
+    } else {
+        im2col_forward(s, x, w, b, threads)
+    }
+}
+
+/// [`forward`] as GEMMs over unfolded batch chunks.
+pub fn im2col_forward(
+    s: &ConvShape,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    threads: usize,
+) -> Vec<f32> {
     let (l, o) = (s.l(), s.o);
     let plan = Plan::new(s, threads);
     let wmat = Mat::row_major(w, o, s.ckk());
@@ -182,8 +200,26 @@ pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: 
 }
 
 /// Gradients of [`forward`]: `(dx, dw, db)` for the output gradient `dy` `[N, O, OH, OW]`;
-/// `dx` only when `want_dx` (not for a first layer), `db` only when `with_bias`.
+/// `dx` only when `want_dx` (not for a first layer), `db` only when `with_bias`. Dispatched like
+/// [`forward`].
 pub fn backward(
+    s: &ConvShape,
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+    want_dx: bool,
+    with_bias: bool,
+    threads: usize,
+) -> (Option<Vec<f32>>, Vec<f32>, Option<Vec<f32>>) {
+    if winograd::applies(s) {
+        winograd::backward(s, x, w, dy, want_dx, with_bias, threads)
+    } else {
+        im2col_backward(s, x, w, dy, want_dx, with_bias, threads)
+    }
+}
+
+/// [`backward`] as GEMMs over unfolded batch chunks.
+pub fn im2col_backward(
     s: &ConvShape,
     x: &[f32],
     w: &[f32],
@@ -326,6 +362,9 @@ mod tests {
             (3, 4, 5, 5, 6, 1, 1, 0),
             (3, 4, 6, 6, 2, 1, 2, 0),
             (70, 2, 3, 3, 3, 3, 1, 0),
+            // Through Winograd.
+            (2, 64, 5, 6, 64, 3, 1, 1),
+            (1, 64, 6, 7, 65, 3, 1, 0),
         ];
         for (n, c, h, w, o, k, stride, padding) in cases {
             let s = ConvShape::new((n, c, h, w), o, Unfold { k, stride, padding }).unwrap();

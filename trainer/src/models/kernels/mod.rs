@@ -8,7 +8,10 @@
 //!   launcher sizes with `RAYON_NUM_THREADS`), with a fixed order for summing partial results.
 //! - `unfold`: the im2col geometry (runs of in-bounds positions), im2col and col2im.
 //! - `conv`: convolution forward and backward, a batch chunk at a time, nothing kept between
-//!   the two passes but the input.
+//!   the two passes but the input; wide 3×3 stride-1 ones go to `winograd`, the others to
+//!   im2col + GEMM.
+//! - `winograd`: F(2×2, 3×3) forward, input gradient and filter gradient (16 GEMMs per chunk
+//!   in the transformed domain), its transforms compiled for AVX2 where the CPU has it.
 //! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
 //! - `pool`: max-pooling that records each window's winner, so that backward is a scatter.
 
@@ -18,3 +21,4 @@ pub mod gemm;
 pub mod pool;
 pub mod tasks;
 pub mod unfold;
+pub mod winograd;
