@@ -17,7 +17,7 @@
 
 use super::conv::ConvShape;
 use super::gemm::{Mat, gemm};
-use super::tasks::{Scratch, items_per_task, map_range, output_vec, written_pieces};
+use super::tasks::{Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces};
 
 /// Tiles of a batch chunk worth one set of 16 GEMMs.
 pub const TARGET_TILES: usize = 256;
@@ -185,15 +185,26 @@ fn filter_gradient(s: [f32; 16]) -> [f32; 9] {
     w
 }
 
-/// `U [16][O][C]` of filters `w` `[O, C, 3, 3]`.
-fn transformed_filters(w: &[f32], o: usize, c: usize) -> Scratch {
+/// `U` of filters `w` `[O, C, 3, 3]`, as `[O·C][16]` (each filter's 16 values together, so that
+/// the pool's threads write contiguous pieces); [`u_matrix`] views one transform position.
+fn transformed_filters(w: &[f32], o: usize, c: usize, threads: usize) -> Scratch {
     let mut u = Scratch::take(16 * o * c);
-    for (oc_ic, g) in w.chunks_exact(9).enumerate() {
-        for (xi, v) in filter_transform(g).into_iter().enumerate() {
-            u[xi * o * c + oc_ic] = v;
-        }
-    }
+    map_pieces(
+        &mut u,
+        16,
+        items_per_task(o * c, threads),
+        |first, piece| {
+            for (i, dst) in piece.chunks_exact_mut(16).enumerate() {
+                dst.copy_from_slice(&filter_transform(&w[(first + i) * 9..][..9]));
+            }
+        },
+    );
     u
+}
+
+/// `U[ξ]` `[O, C]` of [`transformed_filters`].
+fn u_matrix(u: &[f32], xi: usize, o: usize, c: usize) -> Mat<'_> {
+    Mat::strided(&u[xi..], o, c, 16 * c, 16)
 }
 
 /// The tiles of a tile row of `tw` in blocks of `L`: `(first tile, L)` for blocks of 8, then of 1.
@@ -506,7 +517,7 @@ with_avx2! {
 
 /// `y = conv(x, w) + b` for a convolution that [`applies`]; returns `[N, O, OH, OW]`.
 pub fn forward(s: &ConvShape, x: &[f32], w: &[f32], b: Option<&[f32]>, threads: usize) -> Vec<f32> {
-    let u = transformed_filters(w, s.o, s.c);
+    let u = transformed_filters(w, s.o, s.c, threads);
     forward_with(s, x, &u, b, threads)
 }
 
@@ -544,7 +555,7 @@ fn forward_with(
                     &mut m[xi * o * t_all..][..o * t_all],
                     t_all,
                     false,
-                    Mat::row_major(&u[xi * o * c..][..o * c], o, c),
+                    u_matrix(u, xi, o, c),
                     Mat::row_major(&v[xi * c * t_all..][..c * t_all], c, t_all),
                     plan.gemm_threads,
                 );
@@ -586,7 +597,13 @@ pub fn backward(
             padding: 2 - s.unfold.padding,
         };
         let t = ConvShape::new((s.n, o, oh, ow), c, unfold).expect("the forward's own sizes");
-        forward_with(&t, dy, &transformed_filters(&flipped, c, o), None, threads)
+        forward_with(
+            &t,
+            dy,
+            &transformed_filters(&flipped, c, o, threads),
+            None,
+            threads,
+        )
     });
     let (th, tw, tiles) = tiling(oh, ow);
     let plan = Plan::new(s.n, tiles, threads);
@@ -638,20 +655,33 @@ pub fn backward(
         }
         (sum, db)
     });
-    let mut parts = partials.into_iter();
-    let (mut sum, mut db) = parts.next().expect("at least one range");
-    for (ps, pb) in parts {
-        for (a, b) in sum.iter_mut().zip(ps.iter()) {
+    // dW = Gᵀ S G with S the ranges' partial sums added in range order, split over the pool.
+    let mut dw = output_vec(o * c * 9);
+    map_pieces(
+        &mut dw,
+        9,
+        items_per_task(o * c, threads),
+        |first, piece| {
+            for (i, dst) in piece.chunks_exact_mut(9).enumerate() {
+                let at = first + i;
+                let mut st = [0f32; 16];
+                for (xi, v) in st.iter_mut().enumerate() {
+                    let mut parts = partials.iter().map(|(p, _)| p[xi * o * c + at]);
+                    *v = parts.next().expect("at least one range");
+                    for p in parts {
+                        *v += p;
+                    }
+                }
+                dst.copy_from_slice(&filter_gradient(st));
+            }
+        },
+    );
+    let mut parts = partials.iter().map(|(_, db)| db);
+    let mut db = parts.next().expect("at least one range").clone();
+    for pb in parts {
+        for (a, b) in db.iter_mut().zip(pb) {
             *a += b;
         }
-        for (a, b) in db.iter_mut().zip(&pb) {
-            *a += b;
-        }
-    }
-    let mut dw = vec![0f32; o * c * 9];
-    for (oc_ic, dst) in dw.chunks_exact_mut(9).enumerate() {
-        let st: [f32; 16] = std::array::from_fn(|xi| sum[xi * o * c + oc_ic]);
-        dst.copy_from_slice(&filter_gradient(st));
     }
     (dx, dw, with_bias.then_some(db))
 }
