@@ -110,6 +110,24 @@ impl<'a> Torch<'a> {
         )
     }
 
+    /// [`Torch::run`], once more if it fails: torch_ref.py at world 2 now and then aborts inside
+    /// gloo (`terminate called without an active exception`), which says nothing about its
+    /// speed. A second failure ends the benchmark as before.
+    pub fn run_retrying(
+        &self,
+        w: &Workload,
+        config: Config,
+        tag: &str,
+    ) -> Result<TorchFigure, String> {
+        self.run(w, config, tag).or_else(|first| {
+            eprintln!(
+                "ddp-bench: warning: {first}
+ddp-bench: running it once more"
+            );
+            self.run(w, config, &format!("{tag}-retry"))
+        })
+    }
+
     /// One `torch_ref.py` run of `w` in `config`, in a folder named with `tag`.
     pub fn run(&self, w: &Workload, config: Config, tag: &str) -> Result<TorchFigure, String> {
         let dir = self.tmp.join(format!(
