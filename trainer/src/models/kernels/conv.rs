@@ -308,10 +308,11 @@ pub fn im2col_backward(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn values(n: usize, seed: usize) -> Vec<f32> {
+    /// Small integers (-5..=5) that make every sum of the kernels' tests exact.
+    pub(in super::super) fn values(n: usize, seed: usize) -> Vec<f32> {
         (0..n)
             .map(|i| ((i * 7 + seed * 13) % 11) as f32 - 5.0)
             .collect()

@@ -688,15 +688,9 @@ pub fn backward(
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv;
+    use super::super::conv::{self, tests::values};
     use super::super::unfold::Unfold;
     use super::*;
-
-    fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i * 7 + seed * 13) % 11) as f32 - 5.0)
-            .collect()
-    }
 
     /// Forward and every gradient equal im2col's (itself checked against the definition), bit
     /// for bit: on small integers every transform and sum is exact. Odd and even sizes, paddings
