@@ -555,7 +555,10 @@ fn evaluate(
     let shard: Vec<usize> = (rank..ds.len()).step_by(world).collect();
     let mut batch = Batch::new();
     let (mut loss_sum, mut correct) = (0f64, 0f64);
-    for idx in shard.chunks(batch_size.max(256)) {
+    // Batches of the training size: a forward pass keeps its whole graph (every activation)
+    // until its loss is dropped, so a larger evaluation batch raised the peak memory above
+    // training's (ResNet-18, 128 test images at once: 1.13 GB against 0.56 GB).
+    for idx in shard.chunks(batch_size.max(1)) {
         ds.gather(idx, &mut batch, None);
         let (loss, c) = batch_loss(net, batch.rows(0..batch.len), false)?;
         loss_sum += loss.to_scalar::<f32>()? as f64 * idx.len() as f64;
