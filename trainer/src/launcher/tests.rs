@@ -118,19 +118,25 @@ fn logs_are_appended_across_launches() {
     assert_eq!(log(dir.path(), 0), "run\nrun\n");
 }
 
-#[test]
-fn killed_replica_stops_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = r#"echo "pid $$"; sleep 30 & echo "sleeper $!"
-        if [ "$RANK" = 1 ]; then sleep 0.3; kill -9 $$; fi; wait"#;
-    let opts = sh(3, dir.path(), script);
+/// The launcher's error for `opts`, which must come within 5 s (the others are stopped, not
+/// waited for).
+fn fails_within_5s(opts: &LaunchOptions) -> Error {
     let start = Instant::now();
-    let err = launch(&opts).unwrap_err();
+    let err = launch(opts).unwrap_err();
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "took {:?}",
         start.elapsed()
     );
+    err
+}
+
+#[test]
+fn killed_replica_stops_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"echo "pid $$"; sleep 30 & echo "sleeper $!"
+        if [ "$RANK" = 1 ]; then sleep 0.3; kill -9 $$; fi; wait"#;
+    let err = fails_within_5s(&sh(3, dir.path(), script));
     match &err {
         Error::Replica {
             rank,
@@ -164,13 +170,7 @@ fn config_error_exit_code_is_kept() {
         dir.path(),
         r#"if [ "$RANK" = 2 ]; then echo bad spec >&2; exit 2; fi; sleep 30"#,
     );
-    let start = Instant::now();
-    let err = launch(&opts).unwrap_err();
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        start.elapsed()
-    );
+    let err = fails_within_5s(&opts);
     match &err {
         Error::Replica {
             rank: 2,
