@@ -13,7 +13,7 @@
 //!   into `dx` (col2im). Each thread sums its own dW/db; the partials are added in range order.
 
 use super::gemm::{Mat, gemm};
-use super::tasks::{Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces};
+use super::tasks::{BatchPlan, Scratch, map_pieces, map_range, output_vec, written_pieces};
 use super::unfold::Unfold;
 use super::winograd;
 
@@ -68,35 +68,6 @@ impl ConvShape {
 
     fn out_plane(&self) -> usize {
         self.o * self.l()
-    }
-}
-
-/// How a batch is split: samples per thread range and per chunk, and GEMM threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Plan {
-    per_task: usize,
-    per_chunk: usize,
-    gemm_threads: usize,
-}
-
-impl Plan {
-    fn new(s: &ConvShape, threads: usize) -> Self {
-        let per_task = items_per_task(s.n, threads);
-        let per_chunk = TARGET_COLUMNS.div_ceil(s.l().max(1)).clamp(1, per_task);
-        // One range for the whole batch (a single sample, or one thread): the GEMM itself may
-        // use the pool.
-        let gemm_threads = if per_task >= s.n { threads } else { 1 };
-        Plan {
-            per_task,
-            per_chunk,
-            gemm_threads,
-        }
-    }
-
-    /// (first sample, samples) of each chunk of a range of `count` samples.
-    fn chunks(&self, count: usize) -> impl Iterator<Item = (usize, usize)> + use<> {
-        let g = self.per_chunk;
-        (0..count).step_by(g).map(move |s| (s, g.min(count - s)))
     }
 }
 
@@ -157,7 +128,7 @@ pub fn im2col_forward(
     threads: usize,
 ) -> Vec<f32> {
     let (l, o) = (s.l(), s.o);
-    let plan = Plan::new(s, threads);
+    let plan = BatchPlan::new(s.n, s.l(), TARGET_COLUMNS, threads);
     let wmat = Mat::row_major(w, o, s.ckk());
     let (y, _) = written_pieces(
         s.n * s.out_plane(),
@@ -229,7 +200,7 @@ pub fn im2col_backward(
     threads: usize,
 ) -> (Option<Vec<f32>>, Vec<f32>, Option<Vec<f32>>) {
     let (l, o, ckk) = (s.l(), s.o, s.ckk());
-    let plan = Plan::new(s, threads);
+    let plan = BatchPlan::new(s.n, s.l(), TARGET_COLUMNS, threads);
     let wt = want_dx.then(|| Mat::row_major(w, o, ckk).t());
     let mut dx = if want_dx {
         output_vec(s.n * s.plane())

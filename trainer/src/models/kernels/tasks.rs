@@ -90,6 +90,35 @@ pub fn items_per_task(n: usize, threads: usize) -> usize {
     n.div_ceil(threads.clamp(1, n.max(1))).max(1)
 }
 
+/// How a batch of `n` samples is split for a kernel that works a GEMM per chunk of samples: one
+/// contiguous range of samples per thread, each worked in chunks of samples whose GEMM is about
+/// `target` columns wide (each sample giving `width` of them), and the GEMM's own threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchPlan {
+    pub per_task: usize,
+    pub per_chunk: usize,
+    pub gemm_threads: usize,
+}
+
+impl BatchPlan {
+    pub fn new(n: usize, width: usize, target: usize, threads: usize) -> Self {
+        let per_task = items_per_task(n, threads);
+        BatchPlan {
+            per_task,
+            per_chunk: target.div_ceil(width.max(1)).clamp(1, per_task),
+            // One range for the whole batch (a single sample, or one thread): the GEMM itself
+            // may use the pool.
+            gemm_threads: if per_task >= n { threads } else { 1 },
+        }
+    }
+
+    /// (first sample, samples) of each chunk of a range of `count` samples.
+    pub fn chunks(&self, count: usize) -> impl Iterator<Item = (usize, usize)> + use<> {
+        let g = self.per_chunk;
+        (0..count).step_by(g).map(move |s| (s, g.min(count - s)))
+    }
+}
+
 /// Calls `f(first_item, piece)` for consecutive pieces of `data`, each holding `per` items of
 /// `item_len` values (the last one fewer), in parallel when there are several; the results come
 /// back in piece order.

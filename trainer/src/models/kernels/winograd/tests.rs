@@ -1,0 +1,122 @@
+use super::super::conv::{self, tests::values};
+use super::super::unfold::Unfold;
+use super::*;
+
+/// Forward and every gradient equal im2col's (itself checked against the definition), bit
+/// for bit: on small integers every transform and sum is exact. Odd and even sizes, paddings
+/// 0–2, one chunk or many, one and three threads.
+#[test]
+fn forward_and_backward_equal_im2col() {
+    // (n, c, h, w, o, padding)
+    let cases = [
+        (3, 2, 6, 7, 3, 1),
+        (2, 3, 5, 5, 2, 0),
+        (2, 2, 4, 5, 3, 2),
+        (40, 2, 3, 4, 2, 1),
+        (1, 4, 9, 8, 5, 1),
+    ];
+    for (n, c, h, w, o, padding) in cases {
+        let unfold = Unfold {
+            k: 3,
+            stride: 1,
+            padding,
+        };
+        let s = ConvShape::new((n, c, h, w), o, unfold).unwrap();
+        let x = values(n * c * h * w, 1);
+        let wt = values(o * c * 9, 2);
+        let b = values(o, 3);
+        let dy = values(n * o * s.l(), 4);
+        for threads in [1, 3] {
+            let what = format!("{s:?} threads {threads}");
+            assert_eq!(
+                forward(&s, &x, &wt, Some(&b), threads),
+                conv::im2col_forward(&s, &x, &wt, Some(&b), threads),
+                "forward {what}"
+            );
+            assert_eq!(
+                backward(&s, &x, &wt, &dy, true, true, threads),
+                conv::im2col_backward(&s, &x, &wt, &dy, true, true, threads),
+                "backward {what}"
+            );
+            let (no_dx, dw, no_db) = backward(&s, &x, &wt, &dy, false, false, threads);
+            assert!(no_dx.is_none() && no_db.is_none(), "{what}");
+            assert_eq!(
+                dw,
+                conv::im2col_backward(&s, &x, &wt, &dy, false, false, threads).1
+            );
+        }
+    }
+}
+
+/// On real-valued data (a ResNet-sized layer) the results agree with im2col's to f32
+/// rounding: within 1e-5 of the largest value of each result.
+#[test]
+fn real_values_agree_with_im2col_to_rounding() {
+    let s = ConvShape::new(
+        (2, 64, 8, 8),
+        64,
+        Unfold {
+            k: 3,
+            stride: 1,
+            padding: 1,
+        },
+    )
+    .unwrap();
+    let real = |n: usize, seed: u64| -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (x, wt, dy) = (
+        real(2 * 64 * 64, 1),
+        real(64 * 64 * 9, 2),
+        real(2 * 64 * 64, 3),
+    );
+    let close = |a: &[f32], b: &[f32], what: &str| {
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+        assert!(worst <= 1e-5 * scale, "{what}: off by {worst} of {scale}");
+    };
+    close(
+        &forward(&s, &x, &wt, None, 1),
+        &conv::im2col_forward(&s, &x, &wt, None, 1),
+        "y",
+    );
+    let (dx, dw, _) = backward(&s, &x, &wt, &dy, true, false, 1);
+    let (dx2, dw2, _) = conv::im2col_backward(&s, &x, &wt, &dy, true, false, 1);
+    close(&dx.unwrap(), &dx2.unwrap(), "dx");
+    close(&dw, &dw2, "dw");
+}
+
+#[test]
+fn only_wide_3x3_stride_1_convolutions_apply() {
+    let shape = |c, o, k, stride, padding| {
+        ConvShape::new((2, c, 8, 8), o, Unfold { k, stride, padding }).unwrap()
+    };
+    assert!(applies(&shape(64, 64, 3, 1, 1)));
+    assert!(applies(&shape(128, 256, 3, 1, 0)));
+    assert!(
+        !applies(&shape(32, 64, 3, 1, 0)),
+        "the reference CNN's second layer"
+    );
+    let cnn_third = ConvShape::new(
+        (2, 64, 5, 5),
+        64,
+        Unfold {
+            k: 3,
+            stride: 1,
+            padding: 0,
+        },
+    );
+    assert!(!applies(&cnn_third.unwrap()), "a 3x3 output");
+    assert!(!applies(&shape(3, 64, 3, 1, 1)), "a first layer");
+    assert!(!applies(&shape(64, 64, 3, 2, 1)), "stride 2");
+    assert!(!applies(&shape(64, 64, 1, 1, 0)), "1x1");
+    assert!(!applies(&shape(64, 64, 3, 1, 3)), "padding 3");
+}
