@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
-use crate::dist::{Collective, ReduceOp};
+use crate::dist::{Collective, ReduceOp, StepBuffers};
 use crate::models::{Network, StatsReducer};
 use crate::optim::Optimizer;
 use crate::{Error, Result};
@@ -53,14 +53,46 @@ struct Slot {
     range: Range<usize>,
 }
 
+/// The flat buffers: the master copy of all parameters, in name order, which the optimizer
+/// updates in place, and the gradients of the current step; each with 1 control element at the
+/// end.
+enum Flat {
+    /// This process's own memory, reduced with [`Collective::reduce_scatter`] and
+    /// [`Collective::all_gather_shards`] bucket by bucket.
+    Private { params: Vec<f32>, grads: Vec<f32> },
+    /// Memory the other ranks read in place ([`Collective::step_buffers`]): one bucket.
+    Shared(StepBuffers),
+}
+
+impl Flat {
+    fn params(&self) -> &[f32] {
+        match self {
+            Flat::Private { params, .. } => params,
+            Flat::Shared(step) => step.params(),
+        }
+    }
+
+    fn params_mut(&mut self) -> &mut [f32] {
+        match self {
+            Flat::Private { params, .. } => params,
+            Flat::Shared(step) => step.params_mut(),
+        }
+    }
+
+    fn grads_mut(&mut self) -> &mut [f32] {
+        match self {
+            Flat::Private { grads, .. } => grads,
+            Flat::Shared(step) => step.grads_mut(),
+        }
+    }
+}
+
 pub struct Ddp {
     comm: SharedCollective,
     slots: Vec<Slot>,
-    /// Master copy of all parameters, in name order (+1 control element at the end); the
-    /// optimizer updates it in place.
-    params: Vec<f32>,
-    /// Gradients of the current step (+1 control element at the end).
-    grads: Vec<f32>,
+    flat: Flat,
+    /// Why the flat buffers are private in a world of several (None: shared, or a world of 1).
+    private_because: Option<String>,
     buckets: Vec<Range<usize>>,
     /// This rank's shard of every bucket, clipped to the parameters: what its optimizer updates.
     own: Vec<Range<usize>>,
@@ -72,8 +104,15 @@ pub struct Ddp {
 
 impl Ddp {
     /// Checks that all ranks built the same model, then makes every rank start from rank 0's
-    /// parameters and buffers. `bucket_bytes` caps one all-reduce message.
-    pub fn new(net: &Network, comm: SharedCollective, bucket_bytes: usize) -> Result<Ddp> {
+    /// parameters and buffers. `bucket_bytes` caps one all-reduce message. With `share`, the
+    /// flat buffers go where the other ranks read them in place if the collective has such
+    /// memory ([`Collective::step_buffers`]); the step then moves them in one bucket.
+    pub fn new(
+        net: &Network,
+        comm: SharedCollective,
+        bucket_bytes: usize,
+        share: bool,
+    ) -> Result<Ddp> {
         check_same_model(net, &comm)?;
         let mut slots = Vec::with_capacity(net.params.len());
         let mut offset = 0;
@@ -85,12 +124,25 @@ impl Ddp {
             });
             offset += n;
         }
-        let mut params = vec![0.0; offset + 1];
+        let total = offset + 1;
+        let (mut flat, private_because) = with_comm(&comm, |c| {
+            if c.world_size() == 1 || !share {
+                return Ok((private_flat(total), None));
+            }
+            Ok(match c.step_buffers(total)? {
+                Ok(step) => (Flat::Shared(step), None),
+                Err(why) => (private_flat(total), Some(why)),
+            })
+        })?;
+        let params = flat.params_mut();
         for (slot, (_, var)) in slots.iter().zip(&net.params) {
             read_tensor(var.as_tensor(), &mut params[slot.range.clone()], false)?;
         }
-        let per_bucket = (bucket_bytes / 4).max(1);
-        let total = offset + 1;
+        // Shared buffers need no buckets: nothing is staged or sent.
+        let per_bucket = match flat {
+            Flat::Shared(_) => total,
+            Flat::Private { .. } => (bucket_bytes / 4).max(1),
+        };
         let buckets: Vec<Range<usize>> = (0..total)
             .step_by(per_bucket)
             .map(|s| s..(s + per_bucket).min(total))
@@ -110,15 +162,16 @@ impl Ddp {
         let mut ddp = Ddp {
             comm,
             slots,
-            params,
-            grads: vec![0.0; total],
+            flat,
+            private_because,
             own,
             owns_control,
             buckets,
             buffer_scratch: Vec::new(),
             micro_batches: 0,
         };
-        with_comm(&ddp.comm, |c| c.broadcast(&mut ddp.params, 0))?;
+        let params = ddp.flat.params_mut();
+        with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
         ddp.write_params(net)?;
         ddp.broadcast_buffers(net)?;
         Ok(ddp)
@@ -129,18 +182,24 @@ impl Ddp {
     }
 
     pub fn num_params(&self) -> usize {
-        self.params.len() - 1
+        self.flat.params().len() - 1
+    }
+
+    /// Why the gradients and parameters are not in memory the other ranks read in place
+    /// ([`Collective::step_buffers`]); `None` where they are, or in a world of 1.
+    pub fn private_because(&self) -> Option<&str> {
+        self.private_because.as_deref()
     }
 
     /// The flat parameters, in name order.
     pub fn params(&self) -> &[f32] {
-        &self.params[..self.num_params()]
+        &self.flat.params()[..self.num_params()]
     }
 
     /// The flat parameters, to change (then [`Ddp::write_params`]).
     pub fn params_mut(&mut self) -> &mut [f32] {
         let n = self.num_params();
-        &mut self.params[..n]
+        &mut self.flat.params_mut()[..n]
     }
 
     /// Adds one micro-batch's gradients (scaled by `scale`) into the local gradient buffer.
@@ -148,7 +207,7 @@ impl Ddp {
     pub fn accumulate(&mut self, net: &Network, grads: &GradStore, scale: f32) -> Result<()> {
         let first = self.micro_batches == 0;
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
-            let dst = &mut self.grads[slot.range.clone()];
+            let dst = &mut self.flat.grads_mut()[slot.range.clone()];
             match grads.get(var.as_tensor()) {
                 Some(g) if scale == 1.0 => read_tensor(g, dst, !first)?,
                 Some(g) => read_tensor(&(g * scale as f64)?, dst, !first)?,
@@ -168,25 +227,36 @@ impl Ddp {
     /// any replica asked to stop.
     pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
         let n = self.num_params();
-        self.grads[n] = if stop { 1.0 } else { 0.0 };
-        let (grads, params) = (&mut self.grads, &mut self.params);
+        self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
-        with_comm(&self.comm, |c| {
-            for b in buckets {
-                c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
-            }
+        // The optimizer on this rank's shards; the control element travels with the
+        // parameters, from the rank that reduced it.
+        let mut update = |grads: &[f32], params: &mut [f32]| {
             opt.step_parts(&mut params[..n], &grads[..n], own, lr);
-            // The control element travels with the parameters, from the rank that reduced it.
             if owns_control {
                 params[n] = grads[n];
             }
-            for b in buckets {
-                c.all_gather_shards(&mut params[b.clone()])?;
+        };
+        with_comm(&self.comm, |c| match &mut self.flat {
+            Flat::Private { params, grads } => {
+                for b in buckets {
+                    c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
+                }
+                update(grads, params);
+                for b in buckets {
+                    c.all_gather_shards(&mut params[b.clone()])?;
+                }
+                Ok(())
             }
-            Ok(())
+            Flat::Shared(step) => {
+                c.reduce_scatter_step(step, ReduceOp::Avg)?;
+                let (grads, params) = step.grads_and_params_mut();
+                update(grads, params);
+                c.all_gather_step(step)
+            }
         })?;
         self.micro_batches = 0;
-        Ok(self.params[n] > 0.0)
+        Ok(self.flat.params()[n] > 0.0)
     }
 
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
@@ -214,15 +284,16 @@ impl Ddp {
     /// Writes the flat parameters back into the model's variables.
     pub fn write_params(&self, net: &Network) -> Result<()> {
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
-            write_var(var, &self.params[slot.range.clone()])?;
+            write_var(var, &self.flat.params()[slot.range.clone()])?;
         }
         Ok(())
     }
 
     /// Reads the model's variables into the flat parameters (after loading a checkpoint).
     pub fn read_params(&mut self, net: &Network) -> Result<()> {
+        let params = self.flat.params_mut();
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
-            read_tensor(var.as_tensor(), &mut self.params[slot.range.clone()], false)?;
+            read_tensor(var.as_tensor(), &mut params[slot.range.clone()], false)?;
         }
         Ok(())
     }
@@ -262,6 +333,13 @@ impl Ddp {
             .iter()
             .find(|s| s.range.contains(&i))
             .map(|s| s.name.as_str())
+    }
+}
+
+fn private_flat(len: usize) -> Flat {
+    Flat::Private {
+        params: vec![0.0; len],
+        grads: vec![0.0; len],
     }
 }
 
@@ -386,7 +464,7 @@ pub(crate) mod tests {
             3,
         )
         .unwrap();
-        let mut ddp = Ddp::new(&net, solo(), 1 << 20).unwrap();
+        let mut ddp = Ddp::new(&net, solo(), 1 << 20, true).unwrap();
         assert_eq!(
             ddp.num_params(),
             784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10
@@ -437,7 +515,7 @@ pub(crate) mod tests {
     #[test]
     fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
         let net = linear();
-        let mut ddp = Ddp::new(&net, solo(), 25 << 20).unwrap();
+        let mut ddp = Ddp::new(&net, solo(), 25 << 20, true).unwrap();
         let mut opt = sgd();
         let g = grads_at(&net, 1.0);
         ddp.accumulate(&net, &g, 0.5).unwrap();
@@ -450,65 +528,87 @@ pub(crate) mod tests {
         assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap());
     }
 
-    #[test]
-    fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
-        use crate::dist::ring::TcpRing;
-        use crate::dist::ring::tests::with_ring;
+    /// Three steps of a world of 3 over `comm`, each checked against an all-reduce of every
+    /// bucket and a whole optimizer step; `buckets` is how many the step should use.
+    fn sharded_step_equals_a_whole_step(
+        rank: usize,
+        comm: SharedCollective,
+        buckets: usize,
+    ) -> (Vec<f32>, Vec<bool>) {
         use crate::optim::OptimizerConfig;
-        let t = std::time::Duration::from_secs(10);
         let adam = OptimizerConfig::Adam {
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: 0.01,
         };
-        let results = with_ring(3, t, |rank, ring| {
-            let ring = std::mem::replace(ring, TcpRing::single(t));
-            let comm: SharedCollective = Arc::new(Mutex::new(Box::new(ring)));
-            let net = linear();
-            // Buckets of 3 floats: 11 parameters and the control element in 4 buckets, so
-            // every rank owns shards in several buckets and some shards are empty.
-            let mut ddp = Ddp::new(&net, comm.clone(), 12).unwrap();
-            assert_eq!(ddp.buckets.len(), 4);
-            let mut opt = Optimizer::new(adam, 11);
-            let mut whole = Optimizer::new(adam, 11);
-            let mut expected = ddp.params().to_vec();
-            let mut stops = Vec::new();
-            for step in 0..3 {
-                let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
-                ddp.accumulate(&net, &g, 1.0).unwrap();
-                // What the step did before it was sharded: an all-reduce of every bucket.
-                let mut avg = ddp.grads.clone();
-                with_comm(&comm, |c| {
-                    for b in &ddp.buckets {
-                        c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;
-                    }
-                    Ok(())
-                })
-                .unwrap();
-                whole.step(&mut expected, &avg[..11], 0.01);
-                stops.push(
-                    ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
-                        .unwrap(),
-                );
-                assert!(ddp.params() == expected, "rank {rank}, step {step}");
-                ddp.write_params(&net).unwrap();
-            }
-            assert!(
-                opt.slots != whole.slots,
-                "rank {rank}: no stale shard to gather"
+        let net = linear();
+        // Buckets of 3 floats where private: 11 parameters and the control element in 4
+        // buckets, so every rank owns shards in several buckets and some shards are empty.
+        let mut ddp = Ddp::new(&net, comm.clone(), 12, true).unwrap();
+        assert_eq!(ddp.buckets.len(), buckets);
+        assert_eq!(ddp.private_because().is_none(), buckets == 1);
+        let mut opt = Optimizer::new(adam, 11);
+        let mut whole = Optimizer::new(adam, 11);
+        let mut expected = ddp.params().to_vec();
+        let mut stops = Vec::new();
+        for step in 0..3 {
+            let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
+            ddp.accumulate(&net, &g, 1.0).unwrap();
+            // What the step did before it was sharded: an all-reduce of every bucket.
+            let mut avg = ddp.flat.grads_mut().to_vec();
+            with_comm(&comm, |c| {
+                for b in &ddp.buckets {
+                    c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            whole.step(&mut expected, &avg[..11], 0.01);
+            stops.push(
+                ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
+                    .unwrap(),
             );
-            ddp.gather_optimizer_state(&mut opt).unwrap();
-            assert!(
-                opt.slots == whole.slots,
-                "rank {rank}: gathered state differs"
-            );
-            assert_eq!(opt.steps, 3);
-            (ddp.params().to_vec(), stops)
-        });
-        for (params, stops) in &results {
+            assert!(ddp.params() == expected, "rank {rank}, step {step}");
+            ddp.write_params(&net).unwrap();
+        }
+        assert!(
+            opt.slots != whole.slots,
+            "rank {rank}: no stale shard to gather"
+        );
+        ddp.gather_optimizer_state(&mut opt).unwrap();
+        assert!(
+            opt.slots == whole.slots,
+            "rank {rank}: gathered state differs"
+        );
+        assert_eq!(opt.steps, 3);
+        (ddp.params().to_vec(), stops)
+    }
+
+    fn same_params_and_stops_everywhere(results: &[(Vec<f32>, Vec<bool>)]) {
+        for (params, stops) in results {
             assert!(*params == results[0].0);
             assert_eq!(*stops, vec![false, true, false]);
         }
+    }
+
+    #[test]
+    fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
+        use crate::dist::ring::TcpRing;
+        use crate::dist::ring::tests::with_ring;
+        let t = std::time::Duration::from_secs(10);
+        let results = with_ring(3, t, |rank, ring| {
+            let ring = std::mem::replace(ring, TcpRing::single(t));
+            sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(ring))), 4)
+        });
+        same_params_and_stops_everywhere(&results);
+    }
+
+    #[test]
+    fn the_step_in_shared_buffers_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
+        let results = crate::dist::shm::tests::with_shared_memory_group(3, |rank, group| {
+            sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(group))), 1)
+        });
+        same_params_and_stops_everywhere(&results);
     }
 }

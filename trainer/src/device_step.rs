@@ -363,7 +363,7 @@ mod tests {
     /// The device step and the host step take the same path from the same start.
     fn same_as_host(config: OptimizerConfig) {
         let (a, b) = (mlp(3), mlp(3));
-        let mut ddp = Ddp::new(&a, solo(), 1 << 20).unwrap();
+        let mut ddp = Ddp::new(&a, solo(), 1 << 20, false).unwrap();
         let mut host_opt = Optimizer::new(config, ddp.num_params());
         let mut dev = DeviceStep::new(
             &b,

@@ -217,7 +217,15 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         spec.train.seed,
     )?;
     let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
-    let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes)?;
+    // The host step shares its flat buffers with the other ranks; the device step keeps its own.
+    let host_step = !device_step::wanted(&device);
+    let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
+    if rank == 0 && world > 1 && host_step {
+        match ddp.private_because() {
+            None => println!("gradients and parameters shared in place between the ranks"),
+            Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
+        }
+    }
     let mut opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
 
     let sampler = DistributedSampler::new(

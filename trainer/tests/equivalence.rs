@@ -47,6 +47,14 @@ fn equivalent_env(model: &str, optimizer: &str, extra: &str, env: &[(&str, &str)
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(transport), "{stdout}");
+    let step = if extra.contains("shared_memory = false") {
+        "gradients and parameters copied between the ranks: no shared memory between the ranks"
+    } else if env.contains(&("DDP_SHM_STEP", "0")) {
+        "gradients and parameters copied between the ranks: rank 0 has DDP_SHM_STEP=0"
+    } else {
+        "gradients and parameters shared in place between the ranks"
+    };
+    assert!(stdout.contains(step), "{stdout}");
     train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
     let mut a = load_model(&two.join("model.safetensors"));
     let mut b = load_model(&one.join("model.safetensors"));
@@ -96,9 +104,21 @@ fn mnist_cnn_sgd_over_the_tcp_ring() {
     equivalent("mnist-cnn", "sgd", "[ddp]\nshared_memory = false\n");
 }
 
+/// Private step buffers, reduced through the segment's slots.
 #[test]
 fn mnist_cnn_sgd_staged_through_shared_memory() {
-    equivalent_env("mnist-cnn", "sgd", "", &[("DDP_SHM_DIRECT", "0")]);
+    equivalent_env(
+        "mnist-cnn",
+        "sgd",
+        "",
+        &[("DDP_SHM_DIRECT", "0"), ("DDP_SHM_STEP", "0")],
+    );
+}
+
+/// Private step buffers, reduced by reading the other process's buffer.
+#[test]
+fn mnist_cnn_adam_with_direct_copies_between_processes() {
+    equivalent_env("mnist-cnn", "adam", "", &[("DDP_SHM_STEP", "0")]);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
 use super::store::{StoreClient, StoreServer};
-use super::{Collective, ReduceOp};
+use super::{Collective, ReduceOp, StepBuffers, no_step_buffers};
 use crate::{Error, Result};
 
 /// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
@@ -240,6 +240,24 @@ impl Collective for ProcessGroup {
         match self.shm.as_mut() {
             Some(shm) => shm.all_gather_shards(&mut self.ring, buf),
             None => self.ring.all_gather_shards(buf),
+        }
+    }
+    fn step_buffers(&mut self, len: usize) -> Result<std::result::Result<StepBuffers, String>> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.step_buffers(&mut self.ring, len),
+            None => Ok(Err("no shared memory between the ranks".into())),
+        }
+    }
+    fn reduce_scatter_step(&mut self, step: &mut StepBuffers, op: ReduceOp) -> Result<()> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op),
+            None => Err(no_step_buffers("reduce_scatter", self.rank)),
+        }
+    }
+    fn all_gather_step(&mut self, step: &mut StepBuffers) -> Result<()> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.all_gather_step(&mut self.ring, step),
+            None => Err(no_step_buffers("all_gather_shards", self.rank)),
         }
     }
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {

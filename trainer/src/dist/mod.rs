@@ -16,7 +16,9 @@ pub mod store;
 
 use std::ops::Range;
 
-use crate::Result;
+pub use shm::StepBuffers;
+
+use crate::{Error, Result};
 
 /// How `all_reduce` combines the replicas' buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,5 +71,40 @@ pub trait Collective: Send {
             self.broadcast(&mut buf[part], q)?;
         }
         Ok(())
+    }
+
+    /// The DDP step's gradient and parameter buffers, `len` floats each, in memory that the
+    /// other ranks read in place (every rank calls this at the same point). `Ok(Err(why))` where
+    /// this collective has none (ranks on several hosts, no room in `/dev/shm`): the step then
+    /// keeps its own buffers and uses [`Collective::reduce_scatter`] and
+    /// [`Collective::all_gather_shards`].
+    fn step_buffers(&mut self, len: usize) -> Result<std::result::Result<StepBuffers, String>> {
+        let _ = len;
+        Ok(Err("this collective has no shared buffers".into()))
+    }
+
+    /// [`Collective::reduce_scatter`] of the gradients of `step` (from
+    /// [`Collective::step_buffers`]), with the same bits; this rank's shard is
+    /// [`StepBuffers::shard`].
+    fn reduce_scatter_step(&mut self, step: &mut StepBuffers, op: ReduceOp) -> Result<()> {
+        let _ = (step, op);
+        Err(no_step_buffers("reduce_scatter", self.rank()))
+    }
+
+    /// [`Collective::all_gather_shards`] of the parameters of `step`.
+    fn all_gather_step(&mut self, step: &mut StepBuffers) -> Result<()> {
+        let _ = step;
+        Err(no_step_buffers("all_gather_shards", self.rank()))
+    }
+}
+
+/// The error of a step op on a collective that handed out no [`StepBuffers`].
+pub(crate) fn no_step_buffers(op: &'static str, rank: usize) -> Error {
+    Error::Collective {
+        op,
+        seq: 0,
+        rank,
+        peer: None,
+        msg: "step buffers come from another collective".into(),
     }
 }

@@ -16,6 +16,9 @@
 //!
 //! The two halves of an all-reduce, reduce-scatter and all-gather of shards ([`shards`]), move
 //! their data either way too; the DDP step uses them to run the optimizer on one shard per rank.
+//! Better still, the DDP step can keep its gradients and parameters in a second segment
+//! ([`step`]), where the other ranks read them in place: no copy but the sums and the gathered
+//! shards themselves.
 //!
 //! Layout of the segment: a header page (the arrival counter the ranks wait on with a futex, an
 //! abort word, and per rank the number of its last barrier, its current op and, for direct copies,
@@ -40,6 +43,9 @@ use crate::{Error, Result};
 mod direct;
 mod shards;
 mod staged;
+mod step;
+
+pub use step::StepBuffers;
 
 use direct::Direct;
 
@@ -153,6 +159,58 @@ fn map(path: &str, len: usize, create: bool) -> std::result::Result<Mapping, Str
     }
 }
 
+/// Rank 0 creates a segment of `len` bytes and every rank maps it (every rank calls this at the
+/// same point). `Ok(Err(why))` names the first rank that could not; the name is unlinked once
+/// every rank has mapped it, so the segment cannot outlive the group.
+fn share_segment(
+    ring: &mut TcpRing,
+    rank: usize,
+    len: usize,
+) -> Result<std::result::Result<Mapping, String>> {
+    use super::Collective;
+    let mut created = None;
+    let announce = if rank == 0 {
+        let mut nonce = [0u8; 8];
+        let _ = getrandom::fill(&mut nonce);
+        let name = format!(
+            "/dev/shm/ddp-{}-{}",
+            std::process::id(),
+            nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        match map(&name, len, true) {
+            Ok(m) => {
+                created = Some(m);
+                format!("ok {name}")
+            }
+            Err(e) => format!("err {e}"),
+        }
+    } else {
+        String::new()
+    };
+    let all = ring.all_gather_bytes(announce.as_bytes())?;
+    let announce = String::from_utf8_lossy(&all[0]).into_owned();
+    let Some(name) = announce.strip_prefix("ok ") else {
+        let why = announce.strip_prefix("err ").unwrap_or(&announce);
+        return Ok(Err(format!("rank 0: {why}")));
+    };
+    let mapped = match created {
+        Some(m) => Ok(m),
+        None => map(name, len, false),
+    };
+    let status = match &mapped {
+        Ok(_) => String::new(),
+        Err(e) => e.clone(),
+    };
+    let statuses = ring.all_gather_bytes(status.as_bytes())?;
+    if rank == 0 {
+        let _ = std::fs::remove_file(name);
+    }
+    if let Some((r, why)) = statuses.iter().enumerate().find(|(_, s)| !s.is_empty()) {
+        return Ok(Err(format!("rank {r}: {}", String::from_utf8_lossy(why))));
+    }
+    Ok(Ok(mapped.expect("every rank mapped the segment")))
+}
+
 /// What identifies this machine to its peers: the kernel's boot id (the same for every process
 /// of one running kernel, containers included) and the host name.
 fn host_identity() -> String {
@@ -240,51 +298,10 @@ impl ShmReducer {
             Err("staged, DDP_SHM_DIRECT=0".to_string())
         };
         let slot_floats = setup.slot_floats;
-        let len = segment_len(world, slot_floats);
-        // Rank 0 creates the segment and tells the others its name (or why it could not).
-        let mut created = None;
-        let announce = if rank == 0 {
-            let mut nonce = [0u8; 8];
-            let _ = getrandom::fill(&mut nonce);
-            let name = format!(
-                "/dev/shm/ddp-{}-{}",
-                std::process::id(),
-                nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
-            );
-            match map(&name, len, true) {
-                Ok(m) => {
-                    created = Some(m);
-                    format!("ok {name}")
-                }
-                Err(e) => format!("err {e}"),
-            }
-        } else {
-            String::new()
+        let map = match share_segment(ring, rank, segment_len(world, slot_floats))? {
+            Ok(map) => map,
+            Err(why) => return Ok(Err(why)),
         };
-        let all = ring.all_gather_bytes(announce.as_bytes())?;
-        let announce = String::from_utf8_lossy(&all[0]).into_owned();
-        let Some(name) = announce.strip_prefix("ok ") else {
-            let why = announce.strip_prefix("err ").unwrap_or(&announce);
-            return Ok(Err(format!("rank 0: {why}")));
-        };
-        let mapped = match created {
-            Some(m) => Ok(m),
-            None => map(name, len, false),
-        };
-        let status = match &mapped {
-            Ok(_) => String::new(),
-            Err(e) => e.clone(),
-        };
-        let statuses = ring.all_gather_bytes(status.as_bytes())?;
-        if rank == 0 {
-            // Every rank has mapped it (or given up): the name is no longer needed, and an
-            // unlinked segment cannot outlive the group.
-            let _ = std::fs::remove_file(name);
-        }
-        if let Some((r, why)) = statuses.iter().enumerate().find(|(_, s)| !s.is_empty()) {
-            return Ok(Err(format!("rank {r}: {}", String::from_utf8_lossy(why))));
-        }
-        let map = mapped.expect("every rank mapped the segment");
         Ok(Ok(ShmReducer {
             rank,
             world,
@@ -571,4 +588,4 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,7 +1,7 @@
 use super::*;
 use crate::dist::Collective;
 use crate::dist::group::ProcessGroup;
-use crate::dist::ring::tests::{check_shards, collective_err, data, sum_of, with_ring};
+use crate::dist::ring::tests::{check_shards, collective_err, data, rough_data, sum_of, with_ring};
 
 const T: Duration = Duration::from_secs(5);
 
@@ -73,13 +73,31 @@ fn with_group<R: Send>(
     copies: Copies,
     f: impl Fn(usize, &mut ProcessGroup) -> R + Sync,
 ) -> Vec<R> {
+    group_with(w, copies, |rank, mut group| f(rank, &mut group))
+}
+
+/// [`with_group`], handing over the group.
+fn group_with<R: Send>(
+    w: usize,
+    copies: Copies,
+    f: impl Fn(usize, ProcessGroup) -> R + Sync,
+) -> Vec<R> {
     with_ring(w, T, |rank, ring| {
         let shm = ShmReducer::establish_with(ring, rank, w, T, &setup(copies))
             .unwrap()
             .expect("shared memory set up");
         let ring = std::mem::replace(ring, TcpRing::single(T));
-        f(rank, &mut ProcessGroup::from_parts(ring, shm))
+        f(rank, ProcessGroup::from_parts(ring, shm))
     })
+}
+
+/// A process group of `w` ranks (threads of this process) whose all-reduces go through shared
+/// memory, for tests of what runs over one.
+pub(crate) fn with_shared_memory_group<R: Send>(
+    w: usize,
+    f: impl Fn(usize, ProcessGroup) -> R + Sync,
+) -> Vec<R> {
+    group_with(w, Copies::Direct, f)
 }
 
 #[test]
@@ -322,4 +340,128 @@ fn a_missing_rank_times_out_by_name() {
             );
         }
     }
+}
+
+/// One DDP-like step in shared step buffers: `values` into the gradients, a reduce-scatter, the
+/// reduced shard into the parameters, an all-gather. Returns (the gradients' shard, the
+/// gathered parameters).
+fn step_through_buffers(
+    ring: &mut TcpRing,
+    shm: &mut ShmReducer,
+    step: &mut StepBuffers,
+    values: &[f32],
+    op: ReduceOp,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    step.grads_mut().copy_from_slice(values);
+    shm.reduce_scatter_step(ring, step, op)?;
+    let mine = step.shard();
+    let (grads, params) = step.grads_and_params_mut();
+    params[mine.clone()].copy_from_slice(&grads[mine.clone()]);
+    let reduced = grads[mine].to_vec();
+    shm.all_gather_step(ring, step)?;
+    Ok((reduced, step.params().to_vec()))
+}
+
+#[test]
+fn step_buffers_reduce_and_gather_with_the_bits_of_an_all_reduce() {
+    const LENGTHS: [usize; 6] = [0, 1, 5, 64, 1001, 100_003];
+    for w in 2..=4 {
+        with_shm(w, Copies::Staged(64), T, |rank, ring, shm| {
+            for n in LENGTHS {
+                let mut step = shm.step_buffers_if(ring, n, true).unwrap().unwrap();
+                assert_eq!((step.len(), step.shard()), (n, segment(n, w, rank)));
+                for op in [ReduceOp::Sum, ReduceOp::Avg] {
+                    let mut whole = rough_data(rank, n);
+                    shm.all_reduce(ring, &mut whole, op).unwrap();
+                    let (reduced, gathered) =
+                        step_through_buffers(ring, shm, &mut step, &rough_data(rank, n), op)
+                            .unwrap();
+                    let case = format!("world {w}, rank {rank}, length {n}, {op:?}");
+                    assert!(reduced == whole[step.shard()], "reduced shard, {case}");
+                    assert!(gathered == whole, "gathered, {case}");
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn step_buffers_keep_every_step_with_uneven_ranks() {
+    // A different rank late at each point of each step: nobody may read a buffer its owner
+    // is already writing for the next step.
+    let results = with_shm(3, Copies::Direct, T, |rank, ring, shm| {
+        let mut step = shm.step_buffers_if(ring, 200, true).unwrap().unwrap();
+        let mut out = Vec::new();
+        for k in 0..30 {
+            let values: Vec<f32> = (0..200).map(|i| (k * 1000 + i + rank) as f32).collect();
+            if rank == k % 3 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            step.grads_mut().copy_from_slice(&values);
+            shm.reduce_scatter_step(ring, &mut step, ReduceOp::Sum)
+                .unwrap();
+            if rank == (k + 1) % 3 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            let mine = step.shard();
+            let (grads, params) = step.grads_and_params_mut();
+            params[mine.clone()].copy_from_slice(&grads[mine]);
+            shm.all_gather_step(ring, &mut step).unwrap();
+            out.push(step.params().to_vec());
+            // An all-reduce between steps, as evaluation or SyncBatchNorm would.
+            let mut buf = values.clone();
+            shm.all_reduce(ring, &mut buf, ReduceOp::Sum).unwrap();
+            out.push(buf);
+        }
+        out
+    });
+    for (rank, out) in results.iter().enumerate() {
+        for (j, buf) in out.iter().enumerate() {
+            let k = j / 2;
+            let want: Vec<f32> = (0..200).map(|i| (3 * (k * 1000 + i) + 3) as f32).collect();
+            assert!(*buf == want, "rank {rank}, step {k}, result {j}");
+        }
+    }
+}
+
+#[test]
+fn step_buffers_are_refused_when_one_rank_opts_out_and_leave_no_name() {
+    let pid = std::process::id();
+    let results = with_shm(3, Copies::Direct, T, |rank, ring, shm| {
+        let refused = shm.step_buffers_if(ring, 10, rank != 2).unwrap().err();
+        let accepted = shm.step_buffers_if(ring, 10, true).unwrap().is_ok();
+        (refused, accepted)
+    });
+    for (refused, accepted) in results {
+        assert_eq!(refused.as_deref(), Some("rank 2 has DDP_SHM_STEP=0"));
+        assert!(accepted);
+    }
+    let leftovers = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("ddp-{pid}-"))
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+}
+
+#[test]
+fn a_step_with_a_closed_neighbour_fails_at_once_naming_it() {
+    let results = with_shm(2, Copies::Direct, T, |rank, ring, shm| {
+        let mut step = shm.step_buffers_if(ring, 100, true).unwrap().unwrap();
+        let start = Instant::now();
+        if rank == 1 {
+            let _ = ring.finish_external::<()>(Err(Error::Model("gone".into())));
+            return None;
+        }
+        let err = collective_err(shm.reduce_scatter_step(ring, &mut step, ReduceOp::Avg));
+        Some((err, start.elapsed()))
+    });
+    let ((op, _, rank, peer, msg), elapsed) = results[0].clone().unwrap();
+    assert_eq!((op, rank, peer), ("reduce_scatter", 0, Some(1)));
+    assert!(msg.contains("connection closed by rank 1"), "{msg}");
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
