@@ -126,17 +126,20 @@ pub fn backward(
 ) -> (Option<Vec<f32>>, Vec<f32>, Option<Vec<f32>>) {
     let (c, o, oh, ow) = (s.c, s.o, s.oh, s.ow);
     let dx = want_dx.then(|| {
-        // dx = conv(dy, w') with w'[c][o] = w[o][c] turned by 180°, padded by 2 − p.
-        let mut flipped = output_vec(w.len());
-        for oc in 0..o {
-            for ic in 0..c {
-                let src = &w[(oc * c + ic) * 9..][..9];
-                let dst = &mut flipped[(ic * o + oc) * 9..][..9];
-                for (d, v) in dst.iter_mut().zip(src.iter().rev()) {
-                    *d = *v;
+        // dx = conv(dy, w') with w'[c][o] = w[o][c] turned by 180°, padded by 2 − p; the
+        // input channels split over the pool.
+        let (flipped, _) =
+            written_pieces(w.len(), o * 9, items_per_task(c, threads), |first, out| {
+                for (i, filters) in out.chunks_exact_mut(o * 9).enumerate() {
+                    let ic = first + i;
+                    for (oc, dst) in filters.chunks_exact_mut(9).enumerate() {
+                        let src = &w[(oc * c + ic) * 9..][..9];
+                        for (d, v) in dst.iter_mut().zip(src.iter().rev()) {
+                            *d = *v;
+                        }
+                    }
                 }
-            }
-        }
+            });
         let unfold = super::unfold::Unfold {
             k: 3,
             stride: 1,
