@@ -9,6 +9,10 @@
 //! of the other shards is stale on each rank until [`Ddp::gather_optimizer_state`] before a
 //! checkpoint.
 //!
+//! Where the ranks share memory, the two flat buffers live in a segment they all map
+//! ([`Collective::step_buffers`]): the step is then one bucket, whose reduce-scatter and
+//! all-gather read the other ranks' buffers in place.
+//!
 //! The flat buffers are allocated once; a training step allocates nothing on the collective path.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
 //! request seen by any replica (SIGTERM) stops every replica at the same step.
