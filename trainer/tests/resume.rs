@@ -15,13 +15,21 @@ fn spec(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-fn uninterrupted(
-    dir: &Path,
-    spec: &Path,
-) -> std::collections::HashMap<String, candle_core::Tensor> {
+fn uninterrupted(dir: &Path, spec: &Path) -> Model {
     let out = dir.join("full");
     train_standalone(spec, 2, &out, &[]);
     load_model(&out.join("model.safetensors"))
+}
+
+type Model = std::collections::HashMap<String, candle_core::Tensor>;
+
+/// The model the run in `out` finished with equals the uninterrupted run's, to 1e-6.
+fn assert_same_as_uninterrupted(full: &Model, out: &Path) {
+    let diff = max_abs_diff(full, &load_model(&out.join("model.safetensors")));
+    assert!(
+        diff <= 1e-6,
+        "resumed run differs from the uninterrupted one by {diff}"
+    );
 }
 
 fn resume(spec: &Path, out: &Path) -> String {
@@ -49,11 +57,7 @@ fn stopped_mid_epoch_and_resumed_equals_uninterrupted() {
             && log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"),
         "{log}"
     );
-    let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(
-        diff <= 1e-6,
-        "resumed run differs from the uninterrupted one by {diff}"
-    );
+    assert_same_as_uninterrupted(&full, &out);
 }
 
 #[test]
@@ -103,11 +107,7 @@ fn killed_replica_then_resume_equals_uninterrupted() {
     assert!(!out.join("model.safetensors").exists());
     let log = resume(&spec, &out);
     assert!(log.contains("resuming from"), "{log}");
-    let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(
-        diff <= 1e-6,
-        "resumed run differs from the uninterrupted one by {diff}"
-    );
+    assert_same_as_uninterrupted(&full, &out);
 }
 
 #[test]
@@ -136,11 +136,7 @@ fn truncated_newest_checkpoint_is_skipped() {
         log.contains("epoch-0001.safetensors (epoch 1 done, step 15)"),
         "{log}"
     );
-    let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(
-        diff <= 1e-6,
-        "resumed run differs from the uninterrupted one by {diff}"
-    );
+    assert_same_as_uninterrupted(&full, &out);
 }
 
 /// SIGTERM to one replica stops every replica at the same step (the stop flag travels with the
@@ -182,9 +178,5 @@ fn sigterm_stops_all_replicas_at_the_same_step_and_resume_finishes() {
         "a stopped run must not look finished"
     );
     resume(&spec, &out);
-    let diff = max_abs_diff(&full, &load_model(&out.join("model.safetensors")));
-    assert!(
-        diff <= 1e-6,
-        "resumed run differs from the uninterrupted one by {diff}"
-    );
+    assert_same_as_uninterrupted(&full, &out);
 }
