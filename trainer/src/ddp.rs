@@ -62,8 +62,13 @@ struct Slot {
 /// end.
 enum Flat {
     /// This process's own memory, reduced with [`Collective::reduce_scatter`] and
-    /// [`Collective::all_gather_shards`] bucket by bucket.
-    Private { params: Vec<f32>, grads: Vec<f32> },
+    /// [`Collective::all_gather_shards`] bucket by bucket; `why` not shared, in a world of
+    /// several that asked for shared buffers.
+    Private {
+        params: Vec<f32>,
+        grads: Vec<f32>,
+        why: Option<String>,
+    },
     /// Memory the other ranks read in place ([`Collective::step_buffers`]): one bucket.
     Shared(StepBuffers),
 }
@@ -95,8 +100,6 @@ pub struct Ddp {
     comm: SharedCollective,
     slots: Vec<Slot>,
     flat: Flat,
-    /// Why the flat buffers are private in a world of several (None: shared, or a world of 1).
-    private_because: Option<String>,
     buckets: Vec<Range<usize>>,
     /// This rank's shard of every bucket, clipped to the parameters: what its optimizer updates.
     own: Vec<Range<usize>>,
@@ -129,13 +132,13 @@ impl Ddp {
             offset += n;
         }
         let total = offset + 1;
-        let (mut flat, private_because) = with_comm(&comm, |c| {
+        let mut flat = with_comm(&comm, |c| {
             if c.world_size() == 1 || !share {
-                return Ok((private_flat(total), None));
+                return Ok(private_flat(total, None));
             }
             Ok(match c.step_buffers(total)? {
-                Ok(step) => (Flat::Shared(step), None),
-                Err(why) => (private_flat(total), Some(why)),
+                Ok(step) => Flat::Shared(step),
+                Err(why) => private_flat(total, Some(why)),
             })
         })?;
         let params = flat.params_mut();
@@ -167,7 +170,6 @@ impl Ddp {
             comm,
             slots,
             flat,
-            private_because,
             own,
             owns_control,
             buckets,
@@ -192,7 +194,10 @@ impl Ddp {
     /// Why the gradients and parameters are not in memory the other ranks read in place
     /// ([`Collective::step_buffers`]); `None` where they are, or in a world of 1.
     pub fn private_because(&self) -> Option<&str> {
-        self.private_because.as_deref()
+        match &self.flat {
+            Flat::Private { why, .. } => why.as_deref(),
+            Flat::Shared(_) => None,
+        }
     }
 
     /// The flat parameters, in name order.
@@ -242,7 +247,7 @@ impl Ddp {
             }
         };
         with_comm(&self.comm, |c| match &mut self.flat {
-            Flat::Private { params, grads } => {
+            Flat::Private { params, grads, .. } => {
                 for b in buckets {
                     c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
                 }
@@ -340,10 +345,11 @@ impl Ddp {
     }
 }
 
-fn private_flat(len: usize) -> Flat {
+fn private_flat(len: usize, why: Option<String>) -> Flat {
     Flat::Private {
         params: vec![0.0; len],
         grads: vec![0.0; len],
+        why,
     }
 }
 

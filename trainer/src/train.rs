@@ -245,7 +245,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     if resume {
         (start_epoch, global_step) = restore(&spec, &out, &net, &mut ddp, &mut opt, &comm, rank)?;
     }
-    let mut engine = if device_step::wanted(&device) {
+    let mut engine = if !host_step {
         if rank == 0 {
             println!("device step: gradients reduced and optimizer run on {device:?}");
         }

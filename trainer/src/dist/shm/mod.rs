@@ -65,6 +65,9 @@ const RANK_STRIDE: usize = 32;
 const COUNT_AT: usize = 0;
 const ABORT_AT: usize = 64;
 const RANKS_AT: usize = 128;
+/// Floats per block when a rank sums its part from the segment (staged copies, step buffers):
+/// the block's sum stays in L1.
+const SUM_BLOCK: usize = 2048;
 /// Busy-wait this long at a barrier before sleeping on the futex when the cores are shared
 /// (more threads on this host than cores): the spinning core may be one another rank needs.
 const SPIN: Duration = Duration::from_micros(50);

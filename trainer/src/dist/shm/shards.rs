@@ -13,7 +13,7 @@
 //! only between that barrier and the reader's next one, so the [`SLOTS`](super::SLOTS) slots
 //! used in turn are never overwritten while read.
 
-use super::{Op, ReduceOp, ShmReducer, add_rank, scale_sum, segment};
+use super::{Op, ReduceOp, SUM_BLOCK, ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
 use crate::dist::ring::TcpRing;
 
@@ -165,13 +165,12 @@ impl ShmReducer {
         k: usize,
         scale: Option<f32>,
     ) {
-        const BLOCK: usize = 2048;
-        let mut sum = [0f32; BLOCK];
+        let mut sum = [0f32; SUM_BLOCK];
         let piece = pieces.of(self.rank, k);
         let in_slot = self.rank * pieces.len;
         let mut done = 0;
         while done < piece.len() {
-            let len = BLOCK.min(piece.len() - done);
+            let len = SUM_BLOCK.min(piece.len() - done);
             let own = piece.start + done..piece.start + done + len;
             let sum = &mut sum[..len];
             for q in 0..self.world {

@@ -7,7 +7,7 @@
 //! of chunk k out of their slots. A rank may stage chunk k + 1 while a slower one still copies out
 //! of chunk k − 1, hence [`SLOTS`](super::SLOTS) = 3 slots per rank, used in turn.
 
-use super::{Op, ShmReducer, add_rank, scale_sum, segment};
+use super::{Op, SUM_BLOCK, ShmReducer, add_rank, scale_sum, segment};
 use crate::Result;
 
 impl ShmReducer {
@@ -74,12 +74,11 @@ impl ShmReducer {
     /// in cache: its own values from `chunk`, the others' from their `slot`s) into this rank's
     /// slot, where the others will copy it from, and into `chunk`.
     fn reduce_part(&self, slot: usize, chunk: &mut [f32], scale: Option<f32>) {
-        const BLOCK: usize = 2048;
         let mine = segment(chunk.len(), self.world, self.rank);
         let own = self.slot_ptr(self.rank, slot);
         let mut at = mine.start;
         while at < mine.end {
-            let len = BLOCK.min(mine.end - at);
+            let len = SUM_BLOCK.min(mine.end - at);
             let src = &mut chunk[at..at + len];
             // SAFETY: every rank staged its slot before the barrier just passed; other ranks'
             // slots are only read here, and this part of this rank's slot is written only by

@@ -14,12 +14,11 @@
 //! read by rank `q` between barriers 1 and 2, the parameters' shard `r` by the others between
 //! barriers 2 and 3, and rank `r` writes its gradients' and parameters' shard `r` between 1 and 2.
 
-use super::{Mapping, ReduceOp, ShmReducer, add_rank, scale_sum, segment, share_segment};
+use super::{
+    Mapping, ReduceOp, SUM_BLOCK, ShmReducer, add_rank, scale_sum, segment, share_segment,
+};
 use crate::Result;
 use crate::dist::ring::TcpRing;
-
-/// Floats summed per block: the block's sum stays in L1.
-const BLOCK: usize = 2048;
 
 /// This rank's gradient and parameter buffers of `len` floats each, and the other ranks', in one
 /// mapped segment.
@@ -72,10 +71,6 @@ impl StepBuffers {
         // SAFETY: this rank's own buffer: only this rank writes it, and not the parts the others
         // read at that time (module docs).
         unsafe { std::slice::from_raw_parts_mut(self.ptr(self.rank, which), self.len) }
-    }
-
-    pub fn grads(&self) -> &[f32] {
-        self.peer(self.rank, Which::Grads)
     }
 
     pub fn grads_mut(&mut self) -> &mut [f32] {
@@ -185,10 +180,10 @@ impl ShmReducer {
 /// Sums this rank's shard of the gradients over all ranks, in rank order, block by block.
 fn reduce_own_shard(step: &mut StepBuffers, scale: Option<f32>) {
     let shard = step.shard();
-    let mut sum = [0f32; BLOCK];
+    let mut sum = [0f32; SUM_BLOCK];
     let mut at = shard.start;
     while at < shard.end {
-        let block = at..(at + BLOCK).min(shard.end);
+        let block = at..(at + SUM_BLOCK).min(shard.end);
         let sum = &mut sum[..block.len()];
         for q in 0..step.world {
             add_rank(sum, q, &step.peer(q, Which::Grads)[block.clone()]);

@@ -230,11 +230,7 @@ pub fn im2col_backward(
                 Mat::row_major(&dy_wide, o, width)
             };
             if with_bias {
-                for (oc, d) in db.iter_mut().enumerate() {
-                    for si in 0..g {
-                        *d += dyc[si * s.out_plane() + oc * l..][..l].iter().sum::<f32>();
-                    }
-                }
+                add_bias_grads(&mut db, dyc, l);
             }
             let xc = &x[a * s.plane()..(a + g) * s.plane()];
             let xcols = cols.unfold(s, xc, g);
@@ -276,6 +272,17 @@ pub fn im2col_backward(
         }
     }
     (want_dx.then_some(dx), dw, with_bias.then_some(db))
+}
+
+/// Adds to each channel's bias gradient in `db` the sums of its `plane` values in every sample
+/// of `dys` (`[g, O, plane]`, O = `db.len()`), samples in order.
+pub(super) fn add_bias_grads(db: &mut [f32], dys: &[f32], plane: usize) {
+    let o = db.len();
+    for (oc, d) in db.iter_mut().enumerate() {
+        for sample in dys.chunks_exact(o * plane) {
+            *d += sample[oc * plane..][..plane].iter().sum::<f32>();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 
 mod transforms;
 
-use super::conv::ConvShape;
+use super::conv::{ConvShape, add_bias_grads};
 use super::gemm::{Mat, gemm};
 use super::tasks::{
     BatchPlan, Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces,
@@ -173,13 +173,7 @@ pub fn backward(
             }
             let dys = &dy[a * out_plane..][..g * out_plane];
             if with_bias {
-                for (oc, d) in db.iter_mut().enumerate() {
-                    for si in 0..g {
-                        *d += dys[si * out_plane + oc * oh * ow..][..oh * ow]
-                            .iter()
-                            .sum::<f32>();
-                    }
-                }
+                add_bias_grads(&mut db, dys, oh * ow);
             }
             // The tiles of dy and of the input patches they saw line up one to one.
             transform_inputs(

@@ -1,6 +1,17 @@
 use super::super::conv::{self, tests::values};
 use super::super::unfold::Unfold;
 use super::*;
+use crate::data::rng::SplitMix64;
+
+/// A 3×3 stride-1 convolution of `(n, c, h, w)` inputs into `o` channels, padded by `padding`.
+fn conv3x3(input: (usize, usize, usize, usize), o: usize, padding: usize) -> ConvShape {
+    let unfold = Unfold {
+        k: 3,
+        stride: 1,
+        padding,
+    };
+    ConvShape::new(input, o, unfold).unwrap()
+}
 
 /// Forward and every gradient equal im2col's (itself checked against the definition), bit
 /// for bit: on small integers every transform and sum is exact. Odd and even sizes, paddings
@@ -16,12 +27,7 @@ fn forward_and_backward_equal_im2col() {
         (1, 4, 9, 8, 5, 1),
     ];
     for (n, c, h, w, o, padding) in cases {
-        let unfold = Unfold {
-            k: 3,
-            stride: 1,
-            padding,
-        };
-        let s = ConvShape::new((n, c, h, w), o, unfold).unwrap();
+        let s = conv3x3((n, c, h, w), o, padding);
         let x = values(n * c * h * w, 1);
         let wt = values(o * c * 9, 2);
         let b = values(o, 3);
@@ -52,26 +58,11 @@ fn forward_and_backward_equal_im2col() {
 /// rounding: within 1e-5 of the largest value of each result.
 #[test]
 fn real_values_agree_with_im2col_to_rounding() {
-    let s = ConvShape::new(
-        (2, 64, 8, 8),
-        64,
-        Unfold {
-            k: 3,
-            stride: 1,
-            padding: 1,
-        },
-    )
-    .unwrap();
+    let s = conv3x3((2, 64, 8, 8), 64, 1);
+    // Uniform in [-1, 1).
     let real = |n: usize, seed: u64| -> Vec<f32> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
+        let mut g = SplitMix64::new(seed);
+        (0..n).map(|_| g.next_f64() as f32 * 2.0 - 1.0).collect()
     };
     let (x, wt, dy) = (
         real(2 * 64 * 64, 1),
@@ -105,16 +96,7 @@ fn only_wide_3x3_stride_1_convolutions_apply() {
         !applies(&shape(32, 64, 3, 1, 0)),
         "the reference CNN's second layer"
     );
-    let cnn_third = ConvShape::new(
-        (2, 64, 5, 5),
-        64,
-        Unfold {
-            k: 3,
-            stride: 1,
-            padding: 0,
-        },
-    );
-    assert!(!applies(&cnn_third.unwrap()), "a 3x3 output");
+    assert!(!applies(&conv3x3((2, 64, 5, 5), 64, 0)), "a 3x3 output");
     assert!(!applies(&shape(3, 64, 3, 1, 1)), "a first layer");
     assert!(!applies(&shape(64, 64, 3, 2, 1)), "stride 2");
     assert!(!applies(&shape(64, 64, 1, 1, 0)), "1x1");
