@@ -10,8 +10,10 @@
 //! checkpoint.
 //!
 //! Where the ranks share memory, the two flat buffers live in a segment they all map
-//! ([`Collective::step_buffers`]): the step is then one bucket, whose reduce-scatter and
-//! all-gather read the other ranks' buffers in place.
+//! ([`Collective::step_buffers`]): the step is then one bucket whose reduce-scatter reads the
+//! other ranks' gradients in place and hands each summed block straight to the optimizer, and
+//! whose all-gather is a barrier: [`Ddp::write_params`] then reads each shard of the parameters
+//! from the rank that updated it.
 //!
 //! The flat buffers are allocated once; a training step allocates nothing on the collective path.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
@@ -69,29 +71,52 @@ enum Flat {
         grads: Vec<f32>,
         why: Option<String>,
     },
-    /// Memory the other ranks read in place ([`Collective::step_buffers`]): one bucket.
-    Shared(StepBuffers),
+    /// Memory the other ranks read in place ([`Collective::step_buffers`]): one bucket. `whole`
+    /// says whether this rank's parameter buffer holds every shard's current values; after a
+    /// step, each shard is current in the buffer of the rank that updated it only.
+    Shared { step: StepBuffers, whole: bool },
 }
 
 impl Flat {
-    fn params(&self) -> &[f32] {
+    /// Floats per buffer (the parameters and the control element).
+    fn len(&self) -> usize {
         match self {
-            Flat::Private { params, .. } => params,
-            Flat::Shared(step) => step.params(),
+            Flat::Private { params, .. } => params.len(),
+            Flat::Shared { step, .. } => step.len(),
         }
+    }
+
+    /// All current parameters in this rank's buffer.
+    fn params(&mut self) -> &[f32] {
+        self.params_mut()
     }
 
     fn params_mut(&mut self) -> &mut [f32] {
         match self {
             Flat::Private { params, .. } => params,
-            Flat::Shared(step) => step.params_mut(),
+            Flat::Shared { step, whole } => {
+                if !*whole {
+                    step.gather_params();
+                    *whole = true;
+                }
+                step.params_mut()
+            }
+        }
+    }
+
+    /// Copies the current parameters at `at` into `dst`, wherever they are.
+    fn read_params(&self, at: Range<usize>, dst: &mut [f32]) {
+        match self {
+            Flat::Private { params, .. } => dst.copy_from_slice(&params[at]),
+            Flat::Shared { step, whole: true } => dst.copy_from_slice(&step.params()[at]),
+            Flat::Shared { step, whole: false } => step.read_params(at, dst),
         }
     }
 
     fn grads_mut(&mut self) -> &mut [f32] {
         match self {
             Flat::Private { grads, .. } => grads,
-            Flat::Shared(step) => step.grads_mut(),
+            Flat::Shared { step, .. } => step.grads_mut(),
         }
     }
 }
@@ -137,7 +162,7 @@ impl Ddp {
                 return Ok(private_flat(total, None));
             }
             Ok(match c.step_buffers(total)? {
-                Ok(step) => Flat::Shared(step),
+                Ok(step) => Flat::Shared { step, whole: true },
                 Err(why) => private_flat(total, Some(why)),
             })
         })?;
@@ -147,7 +172,7 @@ impl Ddp {
         }
         // Shared buffers need no buckets: nothing is staged or sent.
         let per_bucket = match flat {
-            Flat::Shared(_) => total,
+            Flat::Shared { .. } => total,
             Flat::Private { .. } => (bucket_bytes / 4).max(1),
         };
         let buckets: Vec<Range<usize>> = (0..total)
@@ -188,7 +213,7 @@ impl Ddp {
     }
 
     pub fn num_params(&self) -> usize {
-        self.flat.params().len() - 1
+        self.flat.len() - 1
     }
 
     /// Why the gradients and parameters are not in memory the other ranks read in place
@@ -196,16 +221,20 @@ impl Ddp {
     pub fn private_because(&self) -> Option<&str> {
         match &self.flat {
             Flat::Private { why, .. } => why.as_deref(),
-            Flat::Shared(_) => None,
+            Flat::Shared { .. } => None,
         }
     }
 
-    /// The flat parameters, in name order.
-    pub fn params(&self) -> &[f32] {
-        &self.flat.params()[..self.num_params()]
+    /// The flat parameters, in name order (in shared buffers, first copies the other ranks'
+    /// shards of the last step into this rank's buffer).
+    pub fn params(&mut self) -> &[f32] {
+        let n = self.num_params();
+        &self.flat.params()[..n]
     }
 
-    /// The flat parameters, to change (then [`Ddp::write_params`]).
+    /// The flat parameters, to change (then [`Ddp::write_params`]). Every rank must write the
+    /// same values at the same point between steps: in shared buffers the others read this
+    /// rank's shard until they begin the next step.
     pub fn params_mut(&mut self) -> &mut [f32] {
         let n = self.num_params();
         &mut self.flat.params_mut()[..n]
@@ -238,34 +267,40 @@ impl Ddp {
         let n = self.num_params();
         self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
-        // The optimizer on this rank's shards; the control element travels with the
-        // parameters, from the rank that reduced it.
-        let mut update = |grads: &[f32], params: &mut [f32]| {
-            opt.step_parts(&mut params[..n], &grads[..n], own, lr);
-            if owns_control {
-                params[n] = grads[n];
-            }
-        };
         with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
                 for b in buckets {
                     c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
                 }
-                update(grads, params);
+                // The optimizer on this rank's shards; the control element travels with the
+                // parameters, from the rank that reduced it.
+                opt.step_parts(&mut params[..n], &grads[..n], own, lr);
+                if owns_control {
+                    params[n] = grads[n];
+                }
                 for b in buckets {
                     c.all_gather_shards(&mut params[b.clone()])?;
                 }
                 Ok(())
             }
-            Flat::Shared(step) => {
-                c.reduce_scatter_step(step, ReduceOp::Avg)?;
-                let (grads, params) = step.grads_and_params_mut();
-                update(grads, params);
+            Flat::Shared { step, whole } => {
+                opt.begin_step();
+                let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
+                    let k = n.clamp(at.start, at.end) - at.start;
+                    opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
+                    if k < at.len() {
+                        params[k] = grads[k];
+                    }
+                };
+                c.reduce_scatter_step(step, ReduceOp::Avg, &mut update)?;
+                *whole = false;
                 c.all_gather_step(step)
             }
         })?;
         self.micro_batches = 0;
-        Ok(self.flat.params()[n] > 0.0)
+        let mut control = [0.0];
+        self.flat.read_params(n..n + 1, &mut control);
+        Ok(control[0] > 0.0)
     }
 
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
@@ -290,10 +325,11 @@ impl Ddp {
         })
     }
 
-    /// Writes the flat parameters back into the model's variables.
+    /// Writes the flat parameters back into the model's variables (in shared buffers, each
+    /// shard straight from the rank that updated it).
     pub fn write_params(&self, net: &Network) -> Result<()> {
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
-            write_var(var, &self.flat.params()[slot.range.clone()])?;
+            write_var(var, &|dst| self.flat.read_params(slot.range.clone(), dst))?;
         }
         Ok(())
     }
@@ -421,16 +457,26 @@ fn copy_or_add(src: &[f32], dst: &mut [f32], add: bool) {
 }
 
 /// Overwrites a variable's values in place (CPU) or through a host copy (other devices).
-fn write_var(var: &Var, src: &[f32]) -> Result<()> {
+/// Overwrites a variable's values with what `fill` writes into a slice of its length: in place
+/// (CPU) or through a host copy (other devices).
+fn write_var(var: &Var, fill: &dyn Fn(&mut [f32])) -> Result<()> {
     if var.device().is_cpu() {
-        var.as_tensor().inplace_op1(&WriteF32(src))?;
+        var.as_tensor().inplace_op1(&WriteF32 {
+            len: var.elem_count(),
+            fill,
+        })?;
     } else {
-        var.set(&Tensor::from_slice(src, var.shape(), var.device())?)?;
+        let mut host = vec![0.0; var.elem_count()];
+        fill(&mut host);
+        var.set(&Tensor::from_slice(&host, var.shape(), var.device())?)?;
     }
     Ok(())
 }
 
-struct WriteF32<'a>(&'a [f32]);
+struct WriteF32<'a> {
+    len: usize,
+    fill: &'a dyn Fn(&mut [f32]),
+}
 
 impl candle_core::InplaceOp1 for WriteF32<'_> {
     fn name(&self) -> &'static str {
@@ -438,13 +484,13 @@ impl candle_core::InplaceOp1 for WriteF32<'_> {
     }
     fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
         match (storage, layout.contiguous_offsets()) {
-            (CpuStorage::F32(data), Some((a, b))) if b - a == self.0.len() => {
-                data[a..b].copy_from_slice(self.0);
+            (CpuStorage::F32(data), Some((a, b))) if b - a == self.len => {
+                (self.fill)(&mut data[a..b]);
                 Ok(())
             }
             _ => candle_core::bail!(
                 "write-f32: variable is not a contiguous f32 tensor of {} elements",
-                self.0.len()
+                self.len
             ),
         }
     }
@@ -579,8 +625,15 @@ pub(crate) mod tests {
                 ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
                     .unwrap(),
             );
-            assert!(ddp.params() == expected, "rank {rank}, step {step}");
+            // The model first: in shared buffers it reads the shards from the ranks that
+            // updated them; ddp.params() then gathers them into this rank's buffer.
             ddp.write_params(&net).unwrap();
+            let mut in_model = vec![0.0; 11];
+            for (slot, (_, var)) in ddp.slots.iter().zip(&net.params) {
+                read_tensor(var.as_tensor(), &mut in_model[slot.range.clone()], false).unwrap();
+            }
+            assert!(in_model == expected, "rank {rank}, step {step}: model");
+            assert!(ddp.params() == expected, "rank {rank}, step {step}");
         }
         assert!(
             opt.slots != whole.slots,

@@ -107,7 +107,7 @@ impl Optimizer {
             grads.len(),
             "optimizer: params and grads differ in length"
         );
-        self.steps += 1;
+        self.begin_step();
         for part in parts {
             self.update(
                 &mut params[part.clone()],
@@ -118,9 +118,22 @@ impl Optimizer {
         }
     }
 
+    /// Counts a step whose elements then come piece by piece through [`Optimizer::update`] (the
+    /// DDP step in shared buffers hands over each block as soon as it is reduced).
+    pub fn begin_step(&mut self) {
+        self.steps += 1;
+    }
+
     /// Updates `params` from `grads` (both the elements `at` of the flat buffers, as is the state
-    /// the slots keep for them) in step `self.steps`.
-    fn update(&mut self, params: &mut [f32], grads: &[f32], at: Range<usize>, lr: f64) {
+    /// the slots keep for them) in step `self.steps`: after [`Optimizer::begin_step`], the
+    /// update [`Optimizer::step`] makes there, bit for bit.
+    pub fn update(&mut self, params: &mut [f32], grads: &[f32], at: Range<usize>, lr: f64) {
+        assert!(
+            params.len() == at.len() && grads.len() == at.len(),
+            "optimizer: {} params and {} grads for elements {at:?}",
+            params.len(),
+            grads.len()
+        );
         match self.config {
             OptimizerConfig::Sgd {
                 momentum,

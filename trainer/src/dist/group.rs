@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
 use super::store::{StoreClient, StoreServer};
-use super::{Collective, ReduceOp, StepBuffers, no_step_buffers};
+use super::{Collective, ReduceOp, ShardUpdate, StepBuffers, no_step_buffers};
 use crate::{Error, Result};
 
 /// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
@@ -248,9 +248,14 @@ impl Collective for ProcessGroup {
             None => Ok(Err("no shared memory between the ranks".into())),
         }
     }
-    fn reduce_scatter_step(&mut self, step: &mut StepBuffers, op: ReduceOp) -> Result<()> {
+    fn reduce_scatter_step(
+        &mut self,
+        step: &mut StepBuffers,
+        op: ReduceOp,
+        update: &mut ShardUpdate<'_>,
+    ) -> Result<()> {
         match self.shm.as_mut() {
-            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op),
+            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op, update),
             None => Err(no_step_buffers("reduce_scatter", self.rank)),
         }
     }

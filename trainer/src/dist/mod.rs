@@ -16,7 +16,7 @@ pub mod store;
 
 use std::ops::Range;
 
-pub use shm::StepBuffers;
+pub use shm::{ShardUpdate, StepBuffers};
 
 use crate::{Error, Result};
 
@@ -84,14 +84,22 @@ pub trait Collective: Send {
     }
 
     /// [`Collective::reduce_scatter`] of the gradients of `step` (from
-    /// [`Collective::step_buffers`]), with the same bits; this rank's shard is
-    /// [`StepBuffers::shard`].
-    fn reduce_scatter_step(&mut self, step: &mut StepBuffers, op: ReduceOp) -> Result<()> {
-        let _ = (step, op);
+    /// [`Collective::step_buffers`]), with the same bits, fused with the update of this rank's
+    /// shard ([`StepBuffers::shard`]): `update` gets each reduced block of it with this rank's
+    /// parameters there. The reduced gradients are not stored.
+    fn reduce_scatter_step(
+        &mut self,
+        step: &mut StepBuffers,
+        op: ReduceOp,
+        update: &mut ShardUpdate<'_>,
+    ) -> Result<()> {
+        let _ = (step, op, update);
         Err(no_step_buffers("reduce_scatter", self.rank()))
     }
 
-    /// [`Collective::all_gather_shards`] of the parameters of `step`.
+    /// [`Collective::all_gather_shards`] of the parameters of `step`: on return every rank's
+    /// shard is updated, and [`StepBuffers::read_params`] reads it in place until this rank's
+    /// next [`Collective::reduce_scatter_step`].
     fn all_gather_step(&mut self, step: &mut StepBuffers) -> Result<()> {
         let _ = step;
         Err(no_step_buffers("all_gather_shards", self.rank()))

@@ -45,7 +45,7 @@ mod shards;
 mod staged;
 mod step;
 
-pub use step::StepBuffers;
+pub use step::{ShardUpdate, StepBuffers};
 
 use direct::Direct;
 

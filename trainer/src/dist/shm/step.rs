@@ -2,23 +2,37 @@
 //! segment that all ranks map, so the two halves of the step's all-reduce read the other ranks'
 //! buffers in place: nothing is staged, copied out of another process or sent.
 //!
-//! One step is three barriers:
+//! One step is two barriers:
 //! 1. reduce-scatter: each rank arrives once its gradients are in its buffer, then sums its own
-//!    shard over all ranks (in rank order, the bits of every other way) into its buffer;
-//! 2. all-gather: each rank arrives once its shard of the parameters is updated, then copies the
-//!    other ranks' shards out of their parameter buffers;
-//! 3. and arrives again: nobody reads its buffers any more.
+//!    shard over all ranks (in rank order, the bits of every other way), block by block, and hands
+//!    each summed block straight to the optimizer, which updates that block of its parameters
+//!    (the sums are never stored);
+//! 2. all-gather: each rank arrives once its shard of the parameters is updated. From then on
+//!    until its next reduce-scatter, [`StepBuffers::read_params`] reads every shard from the
+//!    buffer of the rank that updated it.
 //!
-//! Between the ranks' steps a rank's buffers are its own. Within one, a rank writes only its own
-//! shard of its own buffers, which no other rank reads at that time: the gradients' shard `q` is
-//! read by rank `q` between barriers 1 and 2, the parameters' shard `r` by the others between
-//! barriers 2 and 3, and rank `r` writes its gradients' and parameters' shard `r` between 1 and 2.
+//! Who reads what, and why no third barrier is needed:
+//! - rank `q` reads shard `q` of every rank's gradients between barriers 1 and 2. Their owners
+//!   write their gradients again only for the next step, after passing barrier 2 (so after `q`
+//!   arrived there, done reading);
+//! - every rank reads shard `r` of rank `r`'s parameters after barrier 2, until it arrives at
+//!   the next step's barrier 1. Rank `r` writes that shard again only after passing that barrier,
+//!   so after every reader is done.
+//!
+//! [`StepBuffers::gather_params`] copies the other ranks' shards into this rank's own parameter
+//! buffer (for checkpoints and tests); nobody else reads those parts of it.
+
+use std::ops::Range;
 
 use super::{
     Mapping, ReduceOp, SUM_BLOCK, ShmReducer, add_rank, scale_sum, segment, share_segment,
 };
 use crate::Result;
 use crate::dist::ring::TcpRing;
+
+/// What the reduce-scatter of a step hands each summed block of this rank's shard to: the
+/// block's range in the buffers, its reduced gradients and this rank's parameters there.
+pub type ShardUpdate<'a> = dyn FnMut(Range<usize>, &[f32], &mut [f32]) + 'a;
 
 /// This rank's gradient and parameter buffers of `len` floats each, and the other ranks', in one
 /// mapped segment.
@@ -77,32 +91,90 @@ impl StepBuffers {
         self.own_mut(Which::Grads)
     }
 
+    /// This rank's parameter buffer: after a step, only its own shard is current there
+    /// ([`StepBuffers::gather_params`] completes it).
     pub fn params(&self) -> &[f32] {
         self.peer(self.rank, Which::Params)
     }
 
+    /// This rank's parameter buffer, to write between steps when every rank writes the same
+    /// values (a broadcast, a loaded checkpoint): the others read its shard until they begin the
+    /// next step.
     pub fn params_mut(&mut self) -> &mut [f32] {
         self.own_mut(Which::Params)
     }
 
-    /// This rank's gradients and parameters together (for the optimizer).
-    pub fn grads_and_params_mut(&mut self) -> (&mut [f32], &mut [f32]) {
-        let (g, p) = (
-            self.ptr(self.rank, Which::Grads),
-            self.ptr(self.rank, Which::Params),
+    /// This rank's shard of the buffers.
+    pub fn shard(&self) -> Range<usize> {
+        segment(self.len, self.world, self.rank)
+    }
+
+    /// Copies the parameters at `at` (indices into the buffers) into `dst`, each shard from the
+    /// buffer of the rank that updated it. Valid between a step's all-gather and this rank's
+    /// next reduce-scatter.
+    pub fn read_params(&self, at: Range<usize>, dst: &mut [f32]) {
+        assert_eq!(
+            at.len(),
+            dst.len(),
+            "read_params: range and destination differ"
         );
-        // SAFETY: two disjoint buffers of this rank (as in own_mut).
-        unsafe {
-            (
-                std::slice::from_raw_parts_mut(g, self.len),
-                std::slice::from_raw_parts_mut(p, self.len),
-            )
+        assert!(
+            at.end <= self.len,
+            "read_params: {at:?} past {} floats",
+            self.len
+        );
+        let mut q = 0;
+        let mut i = at.start;
+        while i < at.end {
+            let mut part = segment(self.len, self.world, q);
+            while part.end <= i {
+                q += 1;
+                part = segment(self.len, self.world, q);
+            }
+            let end = part.end.min(at.end);
+            dst[i - at.start..end - at.start].copy_from_slice(&self.peer(q, Which::Params)[i..end]);
+            i = end;
         }
     }
 
-    /// This rank's shard of the buffers.
-    pub fn shard(&self) -> std::ops::Range<usize> {
-        segment(self.len, self.world, self.rank)
+    /// Copies the other ranks' shards of the parameters into this rank's buffer, which then
+    /// holds all of them. Valid where [`StepBuffers::read_params`] is.
+    pub fn gather_params(&mut self) {
+        for q in (0..self.world).filter(|&q| q != self.rank) {
+            let part = segment(self.len, self.world, q);
+            let (src, dst) = (
+                self.ptr(q, Which::Params),
+                self.ptr(self.rank, Which::Params),
+            );
+            // SAFETY: rank q's shard q, which q does not write before this rank's next step,
+            // into this rank's shard q, which nobody else reads; two different ranks' buffers.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.add(part.start), dst.add(part.start), part.len())
+            };
+        }
+    }
+
+    /// Sums this rank's shard of the gradients over all ranks, in rank order, block by block,
+    /// and hands each block to `update` with this rank's parameters there.
+    fn reduce_own_shard(&mut self, scale: Option<f32>, update: &mut ShardUpdate<'_>) {
+        let shard = self.shard();
+        let mut sum = [0f32; SUM_BLOCK];
+        let own_params = self.ptr(self.rank, Which::Params);
+        let mut at = shard.start;
+        while at < shard.end {
+            let block = at..(at + SUM_BLOCK).min(shard.end);
+            let sum = &mut sum[..block.len()];
+            for q in 0..self.world {
+                add_rank(sum, q, &self.peer(q, Which::Grads)[block.clone()]);
+            }
+            scale_sum(sum, scale);
+            // SAFETY: this rank's shard of its own parameters, which nobody else reads between
+            // barriers 1 and 2 (module docs); disjoint from the gradient buffers read above.
+            let params =
+                unsafe { std::slice::from_raw_parts_mut(own_params.add(block.start), block.len()) };
+            update(block.clone(), sum, params);
+            at = block.end;
+        }
     }
 }
 
@@ -147,65 +219,31 @@ impl ShmReducer {
         }))
     }
 
-    /// Reduce-scatter of the step's gradients: on return this rank's shard of its gradient
-    /// buffer holds the reduction over all ranks (the same bits as [`ShmReducer::all_reduce`]).
+    /// Reduce-scatter of the step's gradients: each block of this rank's shard, reduced over all
+    /// ranks (the same bits as [`ShmReducer::all_reduce`]), goes to `update` with this rank's
+    /// parameters there, which it updates.
     pub fn reduce_scatter_step(
         &mut self,
         ring: &mut TcpRing,
         step: &mut StepBuffers,
         op: ReduceOp,
+        update: &mut ShardUpdate<'_>,
     ) -> Result<()> {
         let scale = self.scale(op);
         self.run(ring, "reduce_scatter", step.len, |shm, op, _| {
             shm.barrier(&op)?;
             shm.check_same_op(&op)?;
-            reduce_own_shard(step, scale);
+            step.reduce_own_shard(scale, update);
             Ok(())
         })
     }
 
-    /// All-gather of the step's parameters: every rank's shard of its parameter buffer is
-    /// copied into that shard of every other rank's.
+    /// All-gather of the step's parameters: returns once every rank's shard is updated, which
+    /// [`StepBuffers::read_params`] then reads from its owner.
     pub fn all_gather_step(&mut self, ring: &mut TcpRing, step: &mut StepBuffers) -> Result<()> {
         self.run(ring, "all_gather_shards", step.len, |shm, op, _| {
             shm.barrier(&op)?;
-            shm.check_same_op(&op)?;
-            copy_other_shards(step);
-            // Nobody reads this rank's buffers past this barrier.
-            shm.barrier(&op)
+            shm.check_same_op(&op)
         })
-    }
-}
-
-/// Sums this rank's shard of the gradients over all ranks, in rank order, block by block.
-fn reduce_own_shard(step: &mut StepBuffers, scale: Option<f32>) {
-    let shard = step.shard();
-    let mut sum = [0f32; SUM_BLOCK];
-    let mut at = shard.start;
-    while at < shard.end {
-        let block = at..(at + SUM_BLOCK).min(shard.end);
-        let sum = &mut sum[..block.len()];
-        for q in 0..step.world {
-            add_rank(sum, q, &step.peer(q, Which::Grads)[block.clone()]);
-        }
-        scale_sum(sum, scale);
-        step.grads_mut()[block.clone()].copy_from_slice(sum);
-        at = block.end;
-    }
-}
-
-/// Copies the other ranks' shards of the parameters into this rank's buffer.
-fn copy_other_shards(step: &mut StepBuffers) {
-    for q in (0..step.world).filter(|&q| q != step.rank) {
-        let part = segment(step.len, step.world, q);
-        let (src, dst) = (
-            step.ptr(q, Which::Params),
-            step.ptr(step.rank, Which::Params),
-        );
-        // SAFETY: rank q's shard q, which q does not write until barrier 3, into this rank's
-        // shard q, which nobody else reads now (module docs); two different ranks' buffers.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.add(part.start), dst.add(part.start), part.len())
-        };
     }
 }

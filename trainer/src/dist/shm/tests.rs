@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use super::*;
 use crate::dist::Collective;
 use crate::dist::group::ProcessGroup;
@@ -342,24 +344,33 @@ fn a_missing_rank_times_out_by_name() {
     }
 }
 
-/// One DDP-like step in shared step buffers: `values` into the gradients, a reduce-scatter, the
-/// reduced shard into the parameters, an all-gather. Returns (the gradients' shard, the
-/// gathered parameters).
+/// The reduced blocks of one reduce-scatter, copied into the parameters and kept in order.
+fn keep_reduced(reduced: &mut Vec<f32>) -> impl FnMut(Range<usize>, &[f32], &mut [f32]) + '_ {
+    reduced.clear();
+    move |_, grads, params| {
+        params.copy_from_slice(grads);
+        reduced.extend_from_slice(grads);
+    }
+}
+
+/// One DDP-like step in shared step buffers: `values` into the gradients, a reduce-scatter whose
+/// blocks become the parameters, an all-gather. Returns (the reduced shard, the parameters read
+/// from their owners, the parameters gathered into this rank's buffer).
 fn step_through_buffers(
     ring: &mut TcpRing,
     shm: &mut ShmReducer,
     step: &mut StepBuffers,
     values: &[f32],
     op: ReduceOp,
-) -> Result<(Vec<f32>, Vec<f32>)> {
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     step.grads_mut().copy_from_slice(values);
-    shm.reduce_scatter_step(ring, step, op)?;
-    let mine = step.shard();
-    let (grads, params) = step.grads_and_params_mut();
-    params[mine.clone()].copy_from_slice(&grads[mine.clone()]);
-    let reduced = grads[mine].to_vec();
+    let mut reduced = Vec::new();
+    shm.reduce_scatter_step(ring, step, op, &mut keep_reduced(&mut reduced))?;
     shm.all_gather_step(ring, step)?;
-    Ok((reduced, step.params().to_vec()))
+    let mut read = vec![0.0; step.len()];
+    step.read_params(0..step.len(), &mut read);
+    step.gather_params();
+    Ok((reduced, read, step.params().to_vec()))
 }
 
 #[test]
@@ -373,12 +384,18 @@ fn step_buffers_reduce_and_gather_with_the_bits_of_an_all_reduce() {
                 for op in [ReduceOp::Sum, ReduceOp::Avg] {
                     let mut whole = rough_data(rank, n);
                     shm.all_reduce(ring, &mut whole, op).unwrap();
-                    let (reduced, gathered) =
+                    let (reduced, read, gathered) =
                         step_through_buffers(ring, shm, &mut step, &rough_data(rank, n), op)
                             .unwrap();
                     let case = format!("world {w}, rank {rank}, length {n}, {op:?}");
                     assert!(reduced == whole[step.shard()], "reduced shard, {case}");
+                    assert!(read == whole, "read from the owners, {case}");
                     assert!(gathered == whole, "gathered, {case}");
+                    // Pieces across shard boundaries read the same.
+                    let at = n / 3..n - n / 4;
+                    let mut piece = vec![0.0; at.len()];
+                    step.read_params(at.clone(), &mut piece);
+                    assert!(piece == whole[at], "a piece, {case}");
                 }
             }
         });
@@ -398,26 +415,37 @@ fn step_buffers_keep_every_step_with_uneven_ranks() {
                 std::thread::sleep(Duration::from_micros(300));
             }
             step.grads_mut().copy_from_slice(&values);
-            shm.reduce_scatter_step(ring, &mut step, ReduceOp::Sum)
-                .unwrap();
+            let mut reduced = Vec::new();
+            shm.reduce_scatter_step(
+                ring,
+                &mut step,
+                ReduceOp::Sum,
+                &mut keep_reduced(&mut reduced),
+            )
+            .unwrap();
             if rank == (k + 1) % 3 {
                 std::thread::sleep(Duration::from_micros(300));
             }
-            let mine = step.shard();
-            let (grads, params) = step.grads_and_params_mut();
-            params[mine.clone()].copy_from_slice(&grads[mine]);
             shm.all_gather_step(ring, &mut step).unwrap();
-            out.push(step.params().to_vec());
-            // An all-reduce between steps, as evaluation or SyncBatchNorm would.
-            let mut buf = values.clone();
-            shm.all_reduce(ring, &mut buf, ReduceOp::Sum).unwrap();
-            out.push(buf);
+            if rank == (k + 2) % 3 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            let mut read = vec![0.0; 200];
+            step.read_params(0..200, &mut read);
+            out.push((k, read));
+            // Every other step, an all-reduce before the next, as evaluation or SyncBatchNorm
+            // would; else the next step's barrier alone keeps the parameters until all read.
+            if k % 2 == 1 {
+                let mut buf = values.clone();
+                shm.all_reduce(ring, &mut buf, ReduceOp::Sum).unwrap();
+                out.push((k, buf));
+            }
         }
         out
     });
     for (rank, out) in results.iter().enumerate() {
-        for (j, buf) in out.iter().enumerate() {
-            let k = j / 2;
+        assert_eq!(out.len(), 45);
+        for (j, (k, buf)) in out.iter().enumerate() {
             let want: Vec<f32> = (0..200).map(|i| (3 * (k * 1000 + i) + 3) as f32).collect();
             assert!(*buf == want, "rank {rank}, step {k}, result {j}");
         }
@@ -448,7 +476,12 @@ fn a_step_with_a_closed_neighbour_fails_at_once_naming_it() {
             let _ = ring.finish_external::<()>(Err(Error::Model("gone".into())));
             return None;
         }
-        let err = collective_err(shm.reduce_scatter_step(ring, &mut step, ReduceOp::Avg));
+        let err = collective_err(shm.reduce_scatter_step(
+            ring,
+            &mut step,
+            ReduceOp::Avg,
+            &mut |_, _, _| {},
+        ));
         Some((err, start.elapsed()))
     });
     let ((op, _, rank, peer, msg), elapsed) = results[0].clone().unwrap();
