@@ -13,9 +13,11 @@
 //! ([`Collective::step_buffers`]): the step is then one bucket whose reduce-scatter reads the
 //! other ranks' gradients in place and hands each summed block straight to the optimizer, and
 //! whose all-gather is a barrier: [`Ddp::write_params`] then reads each shard of the parameters
-//! from the rank that updated it.
+//! from the rank that updated it. This rank's own shard of the gradients is not even copied into
+//! its buffer (nobody else reads it): the reduce-scatter reads it from the gradient tensors.
 //!
-//! The flat buffers are allocated once; a training step allocates nothing on the collective path.
+//! The flat buffers are allocated once; on the collective path a training step allocates
+//! nothing but, in shared buffers, two short lists naming the held gradient tensors.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
 //! request seen by any replica (SIGTERM) stops every replica at the same step.
 
@@ -25,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
-use crate::dist::{Collective, ReduceOp, StepBuffers};
+use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::{Network, StatsReducer};
 use crate::optim::Optimizer;
 use crate::{Error, Result};
@@ -132,6 +134,18 @@ pub struct Ddp {
     owns_control: bool,
     buffer_scratch: Vec<f32>,
     micro_batches: usize,
+    /// In shared buffers, this rank's shard of the first micro-batch's gradients, left in the
+    /// model's gradient tensors until the step reads them ([`HeldGrads`]).
+    held: Vec<HeldTensor>,
+}
+
+/// Gradients of this rank's shard not copied into its buffer (yet).
+struct HeldTensor {
+    /// Their range in the flat buffers.
+    at: Range<usize>,
+    tensor: Tensor,
+    /// Where `at` begins among the tensor's values.
+    from: usize,
 }
 
 impl Ddp {
@@ -200,6 +214,7 @@ impl Ddp {
             buckets,
             buffer_scratch: Vec::new(),
             micro_batches: 0,
+            held: Vec::new(),
         };
         let params = ddp.flat.params_mut();
         with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
@@ -241,19 +256,64 @@ impl Ddp {
     }
 
     /// Adds one micro-batch's gradients (scaled by `scale`) into the local gradient buffer.
-    /// Parameters that got no gradient count as zero.
+    /// Parameters that got no gradient count as zero. In shared buffers, the first micro-batch's
+    /// gradients of this rank's own shard stay in their tensors: only this rank reads them, in
+    /// the step (or copied in here if another micro-batch follows).
     pub fn accumulate(&mut self, net: &Network, grads: &GradStore, scale: f32) -> Result<()> {
         let first = self.micro_batches == 0;
+        if !first {
+            self.copy_held()?;
+        }
+        let keep = match self.flat {
+            Flat::Shared { .. } if first => self.own.first().cloned(),
+            _ => None,
+        };
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
-            let dst = &mut self.flat.grads_mut()[slot.range.clone()];
-            match grads.get(var.as_tensor()) {
-                Some(g) if scale == 1.0 => read_tensor(g, dst, !first)?,
-                Some(g) => read_tensor(&(g * scale as f64)?, dst, !first)?,
-                None if first => dst.fill(0.0),
-                None => {}
-            }
+            let buffer = self.flat.grads_mut();
+            let g = match grads.get(var.as_tensor()) {
+                Some(g) if scale == 1.0 => g.clone(),
+                Some(g) => (g * scale as f64)?,
+                None => {
+                    if first {
+                        buffer[slot.range.clone()].fill(0.0);
+                    }
+                    continue;
+                }
+            };
+            let range = &slot.range;
+            let cut = keep
+                .as_ref()
+                .map(|k| k.start.max(range.start)..k.end.min(range.end))
+                .filter(|cut| !cut.is_empty() && host_f32(&g, |_| ()).is_some());
+            let Some(cut) = cut else {
+                read_tensor(&g, &mut buffer[range.clone()], !first)?;
+                continue;
+            };
+            let base = range.start;
+            host_f32(&g, |v| {
+                buffer[range.start..cut.start].copy_from_slice(&v[..cut.start - base]);
+                buffer[cut.end..range.end].copy_from_slice(&v[cut.end - base..]);
+            });
+            self.held.push(HeldTensor {
+                from: cut.start - base,
+                at: cut,
+                tensor: g,
+            });
         }
         self.micro_batches += 1;
+        Ok(())
+    }
+
+    /// Copies the held gradients into this rank's buffer.
+    fn copy_held(&mut self) -> Result<()> {
+        let buffer = self.flat.grads_mut();
+        for h in self.held.drain(..) {
+            let dst = &mut buffer[h.at.clone()];
+            host_f32(&h.tensor, |v| {
+                dst.copy_from_slice(&v[h.from..h.from + dst.len()])
+            })
+            .ok_or_else(|| held_not_host_f32(&h))?;
+        }
         Ok(())
     }
 
@@ -267,6 +327,7 @@ impl Ddp {
         let n = self.num_params();
         self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
+        let held = &self.held;
         with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
                 for b in buckets {
@@ -284,6 +345,21 @@ impl Ddp {
                 Ok(())
             }
             Flat::Shared { step, whole } => {
+                let guards: Vec<_> = held.iter().map(|h| h.tensor.storage_and_layout()).collect();
+                let pieces = guards
+                    .iter()
+                    .zip(held.iter())
+                    .map(|((storage, layout), h)| match &**storage {
+                        Storage::Cpu(CpuStorage::F32(v)) => {
+                            let a = layout.start_offset() + h.from;
+                            Ok(HeldGrads {
+                                at: h.at.clone(),
+                                values: &v[a..a + h.at.len()],
+                            })
+                        }
+                        _ => Err(held_not_host_f32(h)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 opt.begin_step();
                 let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
                     let k = n.clamp(at.start, at.end) - at.start;
@@ -292,11 +368,12 @@ impl Ddp {
                         params[k] = grads[k];
                     }
                 };
-                c.reduce_scatter_step(step, ReduceOp::Avg, &mut update)?;
+                c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
                 *whole = false;
                 c.all_gather_step(step)
             }
         })?;
+        self.held.clear();
         self.micro_batches = 0;
         let mut control = [0.0];
         self.flat.read_params(n..n + 1, &mut control);
@@ -432,20 +509,31 @@ pub fn read_tensor(t: &Tensor, dst: &mut [f32], add: bool) -> Result<()> {
             dst.len()
         )));
     }
-    let (storage, layout) = t.storage_and_layout();
-    if let (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) =
-        (&*storage, layout.contiguous_offsets())
-    {
-        copy_or_add(&data[a..b], dst, add);
+    if host_f32(t, |v| copy_or_add(v, &mut *dst, add)).is_some() {
         return Ok(());
     }
-    drop(storage);
     let host: Vec<f32> = t
         .to_dtype(candle_core::DType::F32)?
         .flatten_all()?
         .to_vec1()?;
     copy_or_add(&host, dst, add);
     Ok(())
+}
+
+/// `f` of a tensor's values where they are contiguous f32 in host memory, else `None`.
+fn host_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+    let (storage, layout) = t.storage_and_layout();
+    match (&*storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) => Some(f(&data[a..b])),
+        _ => None,
+    }
+}
+
+fn held_not_host_f32(h: &HeldTensor) -> Error {
+    Error::Model(format!(
+        "held gradients of flat elements {:?} are no longer contiguous f32 in host memory",
+        h.at
+    ))
 }
 
 fn copy_or_add(src: &[f32], dst: &mut [f32], add: bool) {
@@ -610,9 +698,20 @@ pub(crate) mod tests {
         let mut stops = Vec::new();
         for step in 0..3 {
             let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
-            ddp.accumulate(&net, &g, 1.0).unwrap();
-            // What the step did before it was sharded: an all-reduce of every bucket.
-            let mut avg = ddp.flat.grads_mut().to_vec();
+            // Two halves at step 1 (micro-batches: the first one's held gradients are copied
+            // in when the second comes), the same sum exactly.
+            let parts = if step == 1 { 2 } else { 1 };
+            for _ in 0..parts {
+                ddp.accumulate(&net, &g, 1.0 / parts as f32).unwrap();
+            }
+            // What the step did before it was sharded: an all-reduce of every bucket (of the
+            // gradients as they come, not of the buffer: in shared buffers this rank's shard
+            // stays in the gradient tensors).
+            let mut avg = [0.0; 12];
+            for (slot, (_, var)) in ddp.slots.iter().zip(&net.params) {
+                let grad = g.get(var.as_tensor()).unwrap();
+                read_tensor(grad, &mut avg[slot.range.clone()], false).unwrap();
+            }
             with_comm(&comm, |c| {
                 for b in &ddp.buckets {
                     c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;

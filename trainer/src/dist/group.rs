@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
 use super::store::{StoreClient, StoreServer};
-use super::{Collective, ReduceOp, ShardUpdate, StepBuffers, no_step_buffers};
+use super::{Collective, HeldGrads, ReduceOp, ShardUpdate, StepBuffers, no_step_buffers};
 use crate::{Error, Result};
 
 /// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
@@ -252,10 +252,11 @@ impl Collective for ProcessGroup {
         &mut self,
         step: &mut StepBuffers,
         op: ReduceOp,
+        held: &[HeldGrads<'_>],
         update: &mut ShardUpdate<'_>,
     ) -> Result<()> {
         match self.shm.as_mut() {
-            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op, update),
+            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op, held, update),
             None => Err(no_step_buffers("reduce_scatter", self.rank)),
         }
     }

@@ -16,7 +16,7 @@ pub mod store;
 
 use std::ops::Range;
 
-pub use shm::{ShardUpdate, StepBuffers};
+pub use shm::{HeldGrads, ShardUpdate, StepBuffers};
 
 use crate::{Error, Result};
 
@@ -86,14 +86,16 @@ pub trait Collective: Send {
     /// [`Collective::reduce_scatter`] of the gradients of `step` (from
     /// [`Collective::step_buffers`]), with the same bits, fused with the update of this rank's
     /// shard ([`StepBuffers::shard`]): `update` gets each reduced block of it with this rank's
-    /// parameters there. The reduced gradients are not stored.
+    /// parameters there. The reduced gradients are not stored. `held`: this rank's gradients of
+    /// its shard that it did not copy into its buffer.
     fn reduce_scatter_step(
         &mut self,
         step: &mut StepBuffers,
         op: ReduceOp,
+        held: &[HeldGrads<'_>],
         update: &mut ShardUpdate<'_>,
     ) -> Result<()> {
-        let _ = (step, op, update);
+        let _ = (step, op, held, update);
         Err(no_step_buffers("reduce_scatter", self.rank()))
     }
 

@@ -45,7 +45,7 @@ mod shards;
 mod staged;
 mod step;
 
-pub use step::{ShardUpdate, StepBuffers};
+pub use step::{HeldGrads, ShardUpdate, StepBuffers};
 
 use direct::Direct;
 

@@ -34,6 +34,14 @@ use crate::dist::ring::TcpRing;
 /// block's range in the buffers, its reduced gradients and this rank's parameters there.
 pub type ShardUpdate<'a> = dyn FnMut(Range<usize>, &[f32], &mut [f32]) + 'a;
 
+/// Gradients of this rank's own shard that it kept where they are (the model's gradient
+/// tensors) instead of copying them into its buffer: nobody else reads that shard, so the
+/// reduce-scatter reads them here. `at` is their range in the buffers.
+pub struct HeldGrads<'a> {
+    pub at: Range<usize>,
+    pub values: &'a [f32],
+}
+
 /// This rank's gradient and parameter buffers of `len` floats each, and the other ranks', in one
 /// mapped segment.
 pub struct StepBuffers {
@@ -155,17 +163,44 @@ impl StepBuffers {
     }
 
     /// Sums this rank's shard of the gradients over all ranks, in rank order, block by block,
-    /// and hands each block to `update` with this rank's parameters there.
-    fn reduce_own_shard(&mut self, scale: Option<f32>, update: &mut ShardUpdate<'_>) {
+    /// and hands each block to `update` with this rank's parameters there. This rank's own
+    /// values come from `held` where it covers the shard (in order, not overlapping), else from
+    /// its buffer.
+    fn reduce_own_shard(
+        &mut self,
+        scale: Option<f32>,
+        held: &[HeldGrads<'_>],
+        update: &mut ShardUpdate<'_>,
+    ) {
         let shard = self.shard();
         let mut sum = [0f32; SUM_BLOCK];
         let own_params = self.ptr(self.rank, Which::Params);
+        let mut held = held.iter().peekable();
         let mut at = shard.start;
         while at < shard.end {
-            let block = at..(at + SUM_BLOCK).min(shard.end);
+            while held.next_if(|h| h.at.end <= at).is_some() {}
+            // A block ends where a held piece begins or ends.
+            let mut end = (at + SUM_BLOCK).min(shard.end);
+            let own = match held.peek() {
+                Some(h) if h.at.start <= at => {
+                    end = end.min(h.at.end);
+                    Some(&h.values[at - h.at.start..end - h.at.start])
+                }
+                Some(h) => {
+                    end = end.min(h.at.start);
+                    None
+                }
+                None => None,
+            };
+            let block = at..end;
             let sum = &mut sum[..block.len()];
             for q in 0..self.world {
-                add_rank(sum, q, &self.peer(q, Which::Grads)[block.clone()]);
+                let from_buffer = || &self.peer(q, Which::Grads)[block.clone()];
+                let values = match own {
+                    Some(own) if q == self.rank => own,
+                    _ => from_buffer(),
+                };
+                add_rank(sum, q, values);
             }
             scale_sum(sum, scale);
             // SAFETY: this rank's shard of its own parameters, which nobody else reads between
@@ -221,19 +256,21 @@ impl ShmReducer {
 
     /// Reduce-scatter of the step's gradients: each block of this rank's shard, reduced over all
     /// ranks (the same bits as [`ShmReducer::all_reduce`]), goes to `update` with this rank's
-    /// parameters there, which it updates.
+    /// parameters there, which it updates. `held`: this rank's gradients of its shard that are
+    /// not in its buffer ([`HeldGrads`]).
     pub fn reduce_scatter_step(
         &mut self,
         ring: &mut TcpRing,
         step: &mut StepBuffers,
         op: ReduceOp,
+        held: &[HeldGrads<'_>],
         update: &mut ShardUpdate<'_>,
     ) -> Result<()> {
         let scale = self.scale(op);
         self.run(ring, "reduce_scatter", step.len, |shm, op, _| {
             shm.barrier(&op)?;
             shm.check_same_op(&op)?;
-            step.reduce_own_shard(scale, update);
+            step.reduce_own_shard(scale, held, update);
             Ok(())
         })
     }

@@ -353,7 +353,8 @@ fn keep_reduced(reduced: &mut Vec<f32>) -> impl FnMut(Range<usize>, &[f32], &mut
     }
 }
 
-/// One DDP-like step in shared step buffers: `values` into the gradients, a reduce-scatter whose
+/// One DDP-like step in shared step buffers: `values` into the gradients, except for two pieces
+/// of this rank's shard that it holds elsewhere (NaN in its buffer), a reduce-scatter whose
 /// blocks become the parameters, an all-gather. Returns (the reduced shard, the parameters read
 /// from their owners, the parameters gathered into this rank's buffer).
 fn step_through_buffers(
@@ -364,8 +365,25 @@ fn step_through_buffers(
     op: ReduceOp,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     step.grads_mut().copy_from_slice(values);
+    let mine = step.shard();
+    let (a, b) = (mine.start + mine.len() / 5, mine.start + mine.len() / 2);
+    let pieces = [
+        a..(a + mine.len() / 4).min(b),
+        b..mine.end.saturating_sub(1).max(b),
+    ];
+    let held: Vec<HeldGrads> = pieces
+        .iter()
+        .filter(|at| !at.is_empty())
+        .map(|at| HeldGrads {
+            at: at.clone(),
+            values: &values[at.clone()],
+        })
+        .collect();
+    for h in &held {
+        step.grads_mut()[h.at.clone()].fill(f32::NAN);
+    }
     let mut reduced = Vec::new();
-    shm.reduce_scatter_step(ring, step, op, &mut keep_reduced(&mut reduced))?;
+    shm.reduce_scatter_step(ring, step, op, &held, &mut keep_reduced(&mut reduced))?;
     shm.all_gather_step(ring, step)?;
     let mut read = vec![0.0; step.len()];
     step.read_params(0..step.len(), &mut read);
@@ -420,6 +438,7 @@ fn step_buffers_keep_every_step_with_uneven_ranks() {
                 ring,
                 &mut step,
                 ReduceOp::Sum,
+                &[],
                 &mut keep_reduced(&mut reduced),
             )
             .unwrap();
@@ -480,6 +499,7 @@ fn a_step_with_a_closed_neighbour_fails_at_once_naming_it() {
             ring,
             &mut step,
             ReduceOp::Avg,
+            &[],
             &mut |_, _, _| {},
         ));
         Some((err, start.elapsed()))
