@@ -405,6 +405,26 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
             range
         );
     }
+    let against_pair: Vec<String> = figures
+        .iter()
+        .filter_map(|f| {
+            let v = f.vs_pair?;
+            let range = match f.vs_pair_range {
+                Some((lo, hi)) if setup.rounds > 1 => {
+                    format!(" [{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi)
+                }
+                _ => String::new(),
+            };
+            Some(format!("{} {:.1}%{range}", f.model.short(), 100.0 * v))
+        })
+        .collect();
+    if !against_pair.is_empty() {
+        println!(
+            "world 2 against 1+1 (each round's world 2 samples/s over its own 1+1's; median, range \
+             in brackets): {}",
+            against_pair.join(", ")
+        );
+    }
     println!(
         "samples/s = training samples of all ranks / training time of the slowest rank (sum of its \
          train records' samples / samples_per_sec); scaling = world-2 samples/s / (2 x world-1)"

@@ -180,13 +180,21 @@ fn announce(setup: &Setup, w: &Workload, step: Step, round: u32) {
 }
 
 /// Scaling (world 2 and 1+1: samples/s over 2 × world 1 × 1 thread) and "vs 1 thread" (world 1
-/// with more threads: samples/s over world 1 × 1 thread), against the round's own world 1.
+/// with more threads: samples/s over world 1 × 1 thread), against the round's own world 1; world
+/// 2 against the round's own 1+1.
 fn set_relative_figures(figures: &mut [TrainFigure]) {
-    let Some(base) = figures
-        .iter()
-        .find(|f| f.config == Config::ddp(1, 1))
-        .map(|f| f.samples_per_s)
-    else {
+    let sps_at = |figures: &[TrainFigure], c: Config| {
+        figures
+            .iter()
+            .find(|f| f.config == c)
+            .map(|f| f.samples_per_s)
+    };
+    if let Some(pair) = sps_at(figures, Config::PAIR) {
+        for f in figures.iter_mut().filter(|f| f.config == Config::ddp(2, 1)) {
+            f.vs_pair = Some(f.samples_per_s / pair);
+        }
+    }
+    let Some(base) = sps_at(figures, Config::ddp(1, 1)) else {
         return;
     };
     for f in figures.iter_mut() {
@@ -207,20 +215,30 @@ fn median_figures(rounds: &[Round]) -> Vec<TrainFigure> {
         .collect()
 }
 
-/// The run with the median samples/s, its scaling and "vs 1 thread" replaced by the medians of
-/// the rounds' (each against the world-1 run of its own round), with the scaling's range.
+/// The run with the median samples/s, its scaling, "vs 1 thread" and "vs 1+1" replaced by the
+/// medians of the rounds' (each against the runs of its own round), with their ranges.
 fn median_figure(mut runs: Vec<&TrainFigure>) -> TrainFigure {
-    let mut scalings: Vec<f64> = runs.iter().filter_map(|f| f.scaling).collect();
-    scalings.sort_by(f64::total_cmp);
+    let (scaling, scaling_range) = median_and_range(runs.iter().filter_map(|f| f.scaling));
+    let (vs_pair, vs_pair_range) = median_and_range(runs.iter().filter_map(|f| f.vs_pair));
     let vs_one_thread = median(runs.iter().filter_map(|f| f.vs_one_thread).collect());
     runs.sort_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
     let mut f = runs[runs.len() / 2].clone();
-    if let (Some(&lo), Some(&hi)) = (scalings.first(), scalings.last()) {
-        f.scaling = Some(scalings[scalings.len() / 2]);
-        f.scaling_range = Some((lo, hi));
+    if scaling.is_some() {
+        (f.scaling, f.scaling_range) = (scaling, scaling_range);
     }
+    (f.vs_pair, f.vs_pair_range) = (vs_pair, vs_pair_range);
     f.vs_one_thread = vs_one_thread;
     f
+}
+
+/// The median of `values` and their lowest and highest (`None`s if there are none).
+fn median_and_range(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<(f64, f64)>) {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match (values.first(), values.last()) {
+        (Some(&lo), Some(&hi)) => (Some(values[values.len() / 2]), Some((lo, hi))),
+        _ => (None, None),
+    }
 }
 
 /// The middle value (the upper one of an even count, as [`median_figure`]).
@@ -283,4 +301,75 @@ fn paired_row(
         torch,
         ratio: ours / torch,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::Model;
+
+    fn figure(config: Config, samples_per_s: f64) -> TrainFigure {
+        TrainFigure {
+            model: Model::Mlp,
+            config,
+            samples: 1000,
+            train_s: 1000.0 / samples_per_s,
+            samples_per_s,
+            test_acc: None,
+            wall_s: 1.0,
+            peak_rss_kib: None,
+            scaling: None,
+            scaling_range: None,
+            vs_one_thread: None,
+            vs_pair: None,
+            vs_pair_range: None,
+        }
+    }
+
+    fn round(w1: f64, w1t2: f64, w2: f64, pair: f64) -> Round {
+        let mut ours = vec![
+            figure(Config::ddp(1, 1), w1),
+            figure(Config::ddp(1, 2), w1t2),
+            figure(Config::ddp(2, 1), w2),
+            figure(Config::PAIR, pair),
+        ];
+        set_relative_figures(&mut ours);
+        Round {
+            ours,
+            torch: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_round_is_compared_with_its_own_runs() {
+        let r = round(100.0, 170.0, 180.0, 200.0);
+        let at = |c| r.ours_at(c).unwrap();
+        assert_eq!(at(Config::ddp(2, 1)).scaling, Some(0.9));
+        assert_eq!(at(Config::ddp(2, 1)).vs_pair, Some(0.9));
+        assert_eq!(at(Config::PAIR).scaling, Some(1.0));
+        assert_eq!(at(Config::PAIR).vs_pair, None);
+        assert_eq!(at(Config::ddp(1, 2)).vs_one_thread, Some(1.7));
+        assert_eq!(at(Config::ddp(1, 1)).vs_pair, None);
+    }
+
+    #[test]
+    fn medians_take_the_rounds_ratios_not_the_ratio_of_medians() {
+        let rounds = [
+            round(100.0, 170.0, 100.0, 200.0),
+            round(90.0, 160.0, 190.0, 180.0),
+            round(110.0, 187.0, 210.0, 210.0),
+        ];
+        let medians = median_figures(&rounds);
+        let at = |c| medians.iter().find(|f| f.config == c).unwrap();
+        // World 2 against 1+1 per round: 0.5, 190/180, 1.0 (the ratio of the medians would be
+        // 190 / 200 = 0.95).
+        let two = at(Config::ddp(2, 1));
+        assert_eq!(two.vs_pair, Some(1.0));
+        assert_eq!(two.vs_pair_range, Some((0.5, 190.0 / 180.0)));
+        // Scalings 100/200, 190/180, 210/220: the middle one.
+        assert_eq!(two.scaling, Some(210.0 / 220.0));
+        assert_eq!(two.samples_per_s, 190.0);
+        // 1.7, 160/90, 1.7.
+        assert_eq!(at(Config::ddp(1, 2)).vs_one_thread, Some(1.7));
+    }
 }

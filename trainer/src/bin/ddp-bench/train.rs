@@ -181,6 +181,10 @@ pub struct TrainFigure {
     pub scaling_range: Option<(f64, f64)>,
     /// Set on world 1 with more than 1 thread: samples/s over world 1 × 1 thread's.
     pub vs_one_thread: Option<f64>,
+    /// Set on world 2: samples/s over the same round's 1+1 (target: what the machine allows).
+    pub vs_pair: Option<f64>,
+    /// Lowest and highest `vs_pair` over the rounds.
+    pub vs_pair_range: Option<(f64, f64)>,
 }
 
 impl TrainFigure {
@@ -190,7 +194,7 @@ impl TrainFigure {
             "{{\"bench\": \"{}\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \
              \"world\": {}, \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \
              \"samples\": {}, \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \
-             \"scaling_efficiency\": {}, \"vs_1_thread\": {}, \"test_acc\": {}, \
+             \"scaling_efficiency\": {}, \"vs_1_thread\": {}, \"vs_1plus1\": {}, \"test_acc\": {}, \
              \"wall_s\": {:.3}, \"peak_rss_mb\": {}, \"round\": {round}}}",
             if self.config.independent {
                 "train-independent-pair"
@@ -208,6 +212,7 @@ impl TrainFigure {
             self.samples_per_s,
             json_num(self.scaling, 4),
             json_num(self.vs_one_thread, 4),
+            json_num(self.vs_pair, 4),
             json_num(self.test_acc, 4),
             self.wall_s,
             json_num(self.peak_rss_kib.map(kib_to_mb), 1),
@@ -379,6 +384,8 @@ impl Trainer<'_> {
             scaling: None,
             scaling_range: None,
             vs_one_thread: None,
+            vs_pair: None,
+            vs_pair_range: None,
         })
     }
 
@@ -457,6 +464,8 @@ impl Trainer<'_> {
             scaling: None,
             scaling_range: None,
             vs_one_thread: None,
+            vs_pair: None,
+            vs_pair_range: None,
         })
     }
 }
