@@ -17,6 +17,9 @@
 //! - **--compare-torch PYTHON**: also runs `torch_ref.py` at world 2 × 1 thread and world 1 × T
 //!   threads, alternating with our runs, and prints ddp / PyTorch ratios (medians over rounds);
 //!   for the all-reduce, `torch_allreduce.py` (gloo) after our engines in every round.
+//! - **lockstep**: two threads pinned to cores 0 and 1 run the same steps (arithmetic, then
+//!   arithmetic and passes over a buffer of their own) meeting at a barrier after each, then
+//!   free-running: the ceiling this machine puts on world 2 against 1+1 with no trainer code.
 //! - **allreduce**: per round, for each engine (ddp-tcp, ddp-shm, ddp-shm-staged) spawns itself
 //!   twice as hidden workers (`--allreduce-worker`, with RANK, WORLD_SIZE, MASTER_ADDR,
 //!   MASTER_PORT) that join a `ProcessGroup` over loopback and run `bench_all_reduce` on 1, 25
@@ -35,10 +38,12 @@
 //!   metrics.
 //! - `torch.rs`: one `torch_ref.py` run: finding the script and torch, its summary line; one
 //!   `torch_allreduce.py` run.
+//! - `lockstep.rs`: the lock-step threads and their figures.
 //! - `allreduce.rs`: the all-reduce engines, workers and their figures; the memcpy reference.
 //! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
 
 mod allreduce;
+mod lockstep;
 mod procs;
 mod rounds;
 mod torch;
@@ -63,6 +68,10 @@ use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_tra
 enum What {
     Train,
     Allreduce,
+    /// Two pinned threads in lock-step against free-running: this machine's ceiling for world 2
+    /// against 1+1.
+    Lockstep,
+    /// train, allreduce and lockstep.
     All,
 }
 
@@ -162,6 +171,10 @@ impl Args {
 
     fn wants_allreduce(&self) -> bool {
         matches!(self.what, What::Allreduce | What::All)
+    }
+
+    fn wants_lockstep(&self) -> bool {
+        matches!(self.what, What::Lockstep | What::All)
     }
 }
 
@@ -275,6 +288,37 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
         if !args.json {
             print_allreduce_table(&figures, args.repeat);
         }
+    }
+    if args.wants_lockstep() {
+        bench_lockstep(args, cores)?;
+    }
+    Ok(())
+}
+
+/// [`lockstep`]'s rounds and table (needs 2 cores).
+fn bench_lockstep(args: &Args, cores: usize) -> Result<(), String> {
+    if cores < 2 {
+        say(args, "lock-step: skipped (it needs 2 cores)");
+        return Ok(());
+    }
+    let units = lockstep::calibrate();
+    let mut figures = Vec::new();
+    for round in 0..args.repeat {
+        eprintln!(
+            "ddp-bench: two threads in lock-step and free-running (round {}/{}) ...",
+            round + 1,
+            args.repeat
+        );
+        let round_figures = lockstep::bench_round(units)?;
+        if args.json {
+            for f in &round_figures {
+                println!("{}", f.json_line(round));
+            }
+        }
+        figures.extend(round_figures);
+    }
+    if !args.json {
+        print_lockstep_table(&figures, args.repeat);
     }
     Ok(())
 }
@@ -572,6 +616,53 @@ fn print_allreduce_table(figures: &[ArFigure], rounds: u32) {
          machine's memory bandwidth at the time)"
     );
     println!("algbw = bytes / median time (1 GB = 1e9 bytes); busbw = algbw x 2(W-1)/W");
+}
+
+fn print_lockstep_table(figures: &[lockstep::LockstepFigure], rounds: u32) {
+    println!();
+    println!(
+        "Lock-step: 2 threads pinned to cores 0 and 1, {} steps each, with a barrier after every \
+         step (as world 2) or free-running (as 1+1: both threads' steps over the slower one's \
+         time); steps/s, {}",
+        lockstep::STEPS,
+        if rounds > 1 {
+            format!("median of {rounds} rounds, lock-step/free per round [min-max]")
+        } else {
+            "one round".to_string()
+        }
+    );
+    println!(
+        "{:<40} {:>10} {:>10} {:>24}",
+        "work per step", "lock-step", "free", "lock-step/free"
+    );
+    for work in lockstep::Work::ALL {
+        let of = |f: fn(&lockstep::LockstepFigure) -> f64| -> Vec<f64> {
+            figures.iter().filter(|x| x.work == work).map(f).collect()
+        };
+        let ratios = of(lockstep::LockstepFigure::ratio);
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let ratio = match median(ratios.clone()) {
+            Some(m) if ratios.len() > 1 => {
+                format!("{:.1}% [{:.1}–{:.1}%]", 100.0 * m, 100.0 * lo, 100.0 * hi)
+            }
+            Some(m) => format!("{:.1}%", 100.0 * m),
+            None => "-".to_string(),
+        };
+        println!(
+            "{:<40} {:>10} {:>10} {:>24}",
+            work.describe(),
+            cell(median(of(|f| f.lockstep))),
+            cell(median(of(|f| f.free))),
+            ratio
+        );
+    }
+    println!(
+        "no trainer code and no communication: what meeting at every step costs on this machine, \
+         the ceiling of world 2 against 1+1"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
