@@ -72,9 +72,7 @@ fn first_max(v: [f32; 4]) -> (f32, u8) {
     (best, at)
 }
 
-/// The input gradient: each output's gradient at its window's winner, zeros elsewhere. 2×2
-/// windows write every input once, in order (no zero-filling pass first); others scatter into
-/// zeros.
+/// The input gradient: each output's gradient at its window's winner, zeros elsewhere.
 pub fn backward(
     dy: &[f32],
     winner: &[u8],
@@ -84,33 +82,6 @@ pub fn backward(
 ) -> Vec<f32> {
     let (oh, ow) = (h / k, w / k);
     let out_plane = oh * ow;
-    if k == 2 {
-        return written_pieces(
-            planes * h * w,
-            h * w,
-            items_per_task(planes, threads),
-            |first, piece| {
-                for (i, plane) in piece.chunks_exact_mut((h * w).max(1)).enumerate() {
-                    let at = (first + i) * out_plane;
-                    for oy in 0..oh {
-                        let (r0, r1) = plane[2 * oy * w..(2 * oy + 2) * w].split_at_mut(w);
-                        let grads = &dy[at + oy * ow..][..ow];
-                        let won = &winner[at + oy * ow..][..ow];
-                        for (ox, (&g, &p)) in grads.iter().zip(won).enumerate() {
-                            let pick = |q: u8| if p == q { g } else { 0.0 };
-                            (r0[2 * ox], r0[2 * ox + 1]) = (pick(0), pick(1));
-                            (r1[2 * ox], r1[2 * ox + 1]) = (pick(2), pick(3));
-                        }
-                        // An odd width leaves a column outside every window.
-                        r0[2 * ow..].fill(0.0);
-                        r1[2 * ow..].fill(0.0);
-                    }
-                    plane[2 * oh * w..].fill(0.0);
-                }
-            },
-        )
-        .0;
-    }
     zeroed_pieces(
         planes * h * w,
         h * w,
