@@ -281,19 +281,24 @@ impl Ddp {
                 }
             };
             let range = &slot.range;
-            let cut = keep
+            let base = range.start;
+            // Where this slot meets the own shard and its values are in host memory: copy the
+            // rest, hold that part.
+            let held = keep
                 .as_ref()
                 .map(|k| k.start.max(range.start)..k.end.min(range.end))
-                .filter(|cut| !cut.is_empty() && host_f32(&g, |_| ()).is_some());
-            let Some(cut) = cut else {
+                .filter(|cut| !cut.is_empty())
+                .and_then(|cut| {
+                    host_f32(&g, |v| {
+                        buffer[range.start..cut.start].copy_from_slice(&v[..cut.start - base]);
+                        buffer[cut.end..range.end].copy_from_slice(&v[cut.end - base..]);
+                        cut
+                    })
+                });
+            let Some(cut) = held else {
                 read_tensor(&g, &mut buffer[range.clone()], !first)?;
                 continue;
             };
-            let base = range.start;
-            host_f32(&g, |v| {
-                buffer[range.start..cut.start].copy_from_slice(&v[..cut.start - base]);
-                buffer[cut.end..range.end].copy_from_slice(&v[cut.end - base..]);
-            });
             self.held.push(HeldTensor {
                 from: cut.start - base,
                 at: cut,
@@ -544,7 +549,6 @@ fn copy_or_add(src: &[f32], dst: &mut [f32], add: bool) {
     }
 }
 
-/// Overwrites a variable's values in place (CPU) or through a host copy (other devices).
 /// Overwrites a variable's values with what `fill` writes into a slice of its length: in place
 /// (CPU) or through a host copy (other devices).
 fn write_var(var: &Var, fill: &dyn Fn(&mut [f32])) -> Result<()> {

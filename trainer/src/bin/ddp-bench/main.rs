@@ -60,7 +60,7 @@ use allreduce::{
     AR_ENGINES, AR_WORLD, ArFigure, SIZES, allreduce_worker, bench_allreduce, memcpy_figures,
 };
 use procs::kib_to_mb;
-use rounds::{Comparison, Setup, TrainResults, bench_training, median};
+use rounds::{Comparison, Setup, TrainResults, bench_training, median, median_and_range};
 use torch::Torch;
 use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_trainer};
 
@@ -425,12 +425,7 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
         "scaling range"
     );
     for f in figures {
-        let range = match f.scaling_range {
-            Some((lo, hi)) if setup.rounds > 1 => {
-                format!("[{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi)
-            }
-            _ => String::new(),
-        };
+        let range = percent_range(f.scaling_range, setup.rounds);
         println!(
             "{:<8} {:>5} {:>7} {:>8} {:>9.2} {:>10.1} {:>8} {:>11} {:>9} {:>7.1} {:>11} {:>15}",
             f.model.short(),
@@ -453,13 +448,12 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
         .iter()
         .filter_map(|f| {
             let v = f.vs_pair?;
-            let range = match f.vs_pair_range {
-                Some((lo, hi)) if setup.rounds > 1 => {
-                    format!(" [{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi)
-                }
-                _ => String::new(),
-            };
-            Some(format!("{} {:.1}%{range}", f.model.short(), 100.0 * v))
+            let range = percent_range(f.vs_pair_range, setup.rounds);
+            Some(
+                format!("{} {:.1}% {range}", f.model.short(), 100.0 * v)
+                    .trim_end()
+                    .to_string(),
+            )
         })
         .collect();
     if !against_pair.is_empty() {
@@ -618,6 +612,14 @@ fn print_allreduce_table(figures: &[ArFigure], rounds: u32) {
     println!("algbw = bytes / median time (1 GB = 1e9 bytes); busbw = algbw x 2(W-1)/W");
 }
 
+/// "[88.0–99.2%]" for a range over several rounds, else "".
+fn percent_range(range: Option<(f64, f64)>, rounds: u32) -> String {
+    match range {
+        Some((lo, hi)) if rounds > 1 => format!("[{:.1}–{:.1}%]", 100.0 * lo, 100.0 * hi),
+        _ => String::new(),
+    }
+}
+
 fn print_lockstep_table(figures: &[lockstep::LockstepFigure], rounds: u32) {
     println!();
     println!(
@@ -639,18 +641,10 @@ fn print_lockstep_table(figures: &[lockstep::LockstepFigure], rounds: u32) {
         let of = |f: fn(&lockstep::LockstepFigure) -> f64| -> Vec<f64> {
             figures.iter().filter(|x| x.work == work).map(f).collect()
         };
-        let ratios = of(lockstep::LockstepFigure::ratio);
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        let (ratio, range) = median_and_range(of(lockstep::LockstepFigure::ratio).into_iter());
         let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-        let ratio = match median(ratios.clone()) {
-            Some(m) if ratios.len() > 1 => {
-                format!("{:.1}% [{:.1}–{:.1}%]", 100.0 * m, 100.0 * lo, 100.0 * hi)
-            }
-            Some(m) => format!("{:.1}%", 100.0 * m),
-            None => "-".to_string(),
-        };
+        let ratio = format!("{} {}", percent(ratio, 1), percent_range(range, rounds));
+        let ratio = ratio.trim_end();
         println!(
             "{:<40} {:>10} {:>10} {:>24}",
             work.describe(),

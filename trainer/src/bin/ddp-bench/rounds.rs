@@ -223,16 +223,14 @@ fn median_figure(mut runs: Vec<&TrainFigure>) -> TrainFigure {
     let vs_one_thread = median(runs.iter().filter_map(|f| f.vs_one_thread).collect());
     runs.sort_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
     let mut f = runs[runs.len() / 2].clone();
-    if scaling.is_some() {
-        (f.scaling, f.scaling_range) = (scaling, scaling_range);
-    }
+    (f.scaling, f.scaling_range) = (scaling, scaling_range);
     (f.vs_pair, f.vs_pair_range) = (vs_pair, vs_pair_range);
     f.vs_one_thread = vs_one_thread;
     f
 }
 
 /// The median of `values` and their lowest and highest (`None`s if there are none).
-fn median_and_range(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<(f64, f64)>) {
+pub fn median_and_range(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<(f64, f64)>) {
     let mut values: Vec<f64> = values.collect();
     values.sort_by(f64::total_cmp);
     match (values.first(), values.last()) {

@@ -195,10 +195,9 @@ impl StepBuffers {
             let block = at..end;
             let sum = &mut sum[..block.len()];
             for q in 0..self.world {
-                let from_buffer = || &self.peer(q, Which::Grads)[block.clone()];
                 let values = match own {
                     Some(own) if q == self.rank => own,
-                    _ => from_buffer(),
+                    _ => &self.peer(q, Which::Grads)[block.clone()],
                 };
                 add_rank(sum, q, values);
             }
