@@ -35,7 +35,7 @@ pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_no
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
 pub use kernels::tasks::serially;
 pub use linear::{Linear, linear};
-pub use pool::max_pool2d;
+pub use pool::{max_pool2d, relu_max_pool2d};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@ use candle_nn::Module;
 
 use super::{
     BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
-    conv2d, linear, max_pool2d, relu,
+    conv2d, linear, max_pool2d, relu, relu_max_pool2d,
 };
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
@@ -31,8 +31,8 @@ pub fn mnist_cnn(classes: usize, pb: ParamBuilder) -> candle_core::Result<MnistC
 
 impl Forward for MnistCnn {
     fn forward(&self, x: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-        let x = max_pool2d(&relu(&self.conv1.forward(x)?)?, 2)?;
-        let x = max_pool2d(&relu(&self.conv2.forward(&x)?)?, 2)?;
+        let x = relu_max_pool2d(&self.conv1.forward(x)?, 2)?;
+        let x = relu_max_pool2d(&self.conv2.forward(&x)?, 2)?;
         let x = relu(&self.conv3.forward(&x)?)?.flatten_from(1)?;
         self.dense2.forward(&relu(&self.dense1.forward(&x)?)?)
     }
