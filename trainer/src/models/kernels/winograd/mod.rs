@@ -38,9 +38,10 @@ pub const TARGET_TILES: usize = 256;
 
 /// Whether [`forward`] and [`backward`] take this convolution: 3×3, stride 1, padding ≤ 2, at
 /// least [`MIN_CHANNELS`] channels on both sides (where the GEMMs are the work and the transforms'
-/// passes over the data pay off), and an output of at least 4×4 (a 3×3 one would compute 16
-/// outputs in its 2×2 tiles for 9). That is ResNet-18's 3×3 convolutions after its stem; the
-/// reference CNN's layers and every first layer stay with im2col.
+/// passes over the data pay off), and an output at least 4 high and [`min_width`] wide (a 3×3 one
+/// would compute 16 outputs in its 2×2 tiles for 9). That is ResNet-18's 3×3 convolutions after
+/// its stem (with AVX-512, those of its first two stages); the reference CNN's layers and every
+/// first layer stay with im2col.
 pub fn applies(s: &ConvShape) -> bool {
     let u = s.unfold;
     u.k == 3
@@ -49,7 +50,21 @@ pub fn applies(s: &ConvShape) -> bool {
         && s.c >= MIN_CHANNELS
         && s.o >= MIN_CHANNELS
         && s.oh >= 4
-        && s.ow >= 4
+        && s.ow >= min_width()
+}
+
+/// Narrowest output for Winograd. The transforms work on 8 tiles (16 output columns) of a tile
+/// row at a time and on narrower rows one tile at a time. Where the GEMMs run at AVX-512's 16
+/// lanes, the flops Winograd saves on such rows no longer pay for those scalar transforms
+/// (ResNet-18, 1 thread: 1,049 ms per step with its 8×8 and 4×4 stages through Winograd, 880 ms
+/// through im2col); at AVX2's 8 lanes they do (session 7's measurements), so every output from
+/// 4×4 up takes it there.
+pub fn min_width() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return 16;
+    }
+    4
 }
 
 /// Fewest input and output channels of a convolution done by Winograd.

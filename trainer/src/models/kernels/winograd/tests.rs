@@ -88,7 +88,7 @@ fn real_values_agree_with_im2col_to_rounding() {
 #[test]
 fn only_wide_3x3_stride_1_convolutions_apply() {
     let shape = |c, o, k, stride, padding| {
-        ConvShape::new((2, c, 8, 8), o, Unfold { k, stride, padding }).unwrap()
+        ConvShape::new((2, c, 18, 18), o, Unfold { k, stride, padding }).unwrap()
     };
     assert!(applies(&shape(64, 64, 3, 1, 1)));
     assert!(applies(&shape(128, 256, 3, 1, 0)));
@@ -101,4 +101,7 @@ fn only_wide_3x3_stride_1_convolutions_apply() {
     assert!(!applies(&shape(64, 64, 3, 2, 1)), "stride 2");
     assert!(!applies(&shape(64, 64, 1, 1, 0)), "1x1");
     assert!(!applies(&shape(64, 64, 3, 1, 3)), "padding 3");
+    let eight = conv3x3((2, 64, 8, 8), 64, 1);
+    assert_eq!(applies(&eight), min_width() <= 8, "an 8x8 output");
+    assert!(applies(&conv3x3((2, 64, 4, 16), 64, 1)), "a 4x16 output");
 }
