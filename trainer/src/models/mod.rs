@@ -30,7 +30,7 @@ mod pool;
 mod resnet;
 mod small;
 
-pub use activation::relu;
+pub use activation::{add_relu, relu};
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
 pub use kernels::tasks::serially;

@@ -8,8 +8,8 @@ use candle_core::Tensor;
 use candle_nn::Module;
 
 use super::{
-    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
-    conv2d_no_bias, linear, relu,
+    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, add_relu,
+    batch_norm2d, conv2d_no_bias, linear,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +149,7 @@ impl Block {
             Some(d) => d.forward(x, train)?,
             None => x.clone(),
         };
-        relu(&(y + identity)?)
+        add_relu(&y, &identity)
     }
 }
 

@@ -6,6 +6,7 @@
 //! passes), the forward folded into `y = x·scale + shift` with `scale = γ/√(var+ε)` and
 //! `shift = β − mean·scale`, the ReLU mask `y > 0`.
 
+use super::simd::widest_simd;
 use super::tasks::{items_per_task, map_range, written_pieces};
 
 /// `(n, c, hw)` of an NCHW tensor with the spatial dimensions flattened.
@@ -48,9 +49,14 @@ fn lane_sums<const S: usize>(
 /// Per-channel mean and biased variance: two passes (mean, then squared deviations), each
 /// plane summed in f32 lanes and the planes in f64.
 pub fn channel_stats(x: &[f32], dims: Dims, threads: usize) -> Vec<(f64, f64)> {
-    let (n, c, hw) = dims;
-    let count = (n * hw).max(1) as f64;
-    map_range(c, threads, |ch| {
+    map_range(dims.1, threads, |ch| mean_var(x, dims, ch))
+}
+
+widest_simd! {
+    /// [`channel_stats`] of channel `ch`.
+    fn mean_var(x: &[f32], dims: Dims, ch: usize) -> (f64, f64) {
+        let (n, _, hw) = dims;
+        let count = (n * hw).max(1) as f64;
         let sum: f64 = (0..n)
             .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| (v, 0.0)).0)
             .sum();
@@ -60,7 +66,7 @@ pub fn channel_stats(x: &[f32], dims: Dims, threads: usize) -> Vec<(f64, f64)> {
             .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| ((v - m) * (v - m), 0.0)).0)
             .sum();
         (mean, sq / count)
-    })
+    }
 }
 
 /// `y = x·scale[c] + shift[c]`, then `max(y, 0)` when `relu`.
@@ -76,14 +82,25 @@ pub fn normalize(
     let (y, _) = written_pieces(x.len(), c * hw, items_per_task(n, threads), |first, out| {
         for (i, out) in out.chunks_exact_mut(hw).enumerate() {
             let (s, ch) = (first + i / c, i % c);
-            let (a, b) = (scale[ch], shift[ch]);
-            for (o, v) in out.iter_mut().zip(plane(x, dims, s, ch)) {
-                let t = v * a + b;
-                *o = if relu { t.max(0.0) } else { t };
-            }
+            normalize_plane(plane(x, dims, s, ch), scale[ch], shift[ch], relu, out);
         }
     });
     y
+}
+
+widest_simd! {
+    /// `out = x·a + b` (then `max(·, 0)` when `relu`) over one plane.
+    fn normalize_plane(x: &[f32], a: f32, b: f32, relu: bool, out: &mut [f32]) {
+        if relu {
+            for (o, v) in out.iter_mut().zip(x) {
+                *o = (v * a + b).max(0.0);
+            }
+        } else {
+            for (o, v) in out.iter_mut().zip(x) {
+                *o = v * a + b;
+            }
+        }
+    }
 }
 
 /// What the backward pass needs of the forward.
@@ -117,21 +134,7 @@ pub fn backward(
     } = *saved;
     // Σ dy' and Σ dy'·x̂ per channel.
     let sums = map_range(c, threads, |ch| {
-        let m = mean[ch];
-        let (mut sd, mut sdx) = (0f64, 0f64);
-        for s in 0..n {
-            let (d, xs) = (plane(dy, dims, s, ch), plane(x, dims, s, ch));
-            // Both sums in one pass over the planes.
-            let (a, b) = match relu_out.map(|y| plane(y, dims, s, ch)) {
-                Some(y) => lane_sums([d, xs, y], |[d, v, y]| {
-                    let g = if y > 0.0 { d } else { 0.0 };
-                    (g, g * (v - m))
-                }),
-                None => lane_sums([d, xs], |[d, v]| (d, d * (v - m))),
-            };
-            sd += a;
-            sdx += b;
-        }
+        let (sd, sdx) = grad_sums(dy, x, relu_out, dims, ch, mean[ch]);
         (sd, sdx * inv_std[ch] as f64)
     });
     let dgamma: Vec<f32> = sums.iter().map(|s| s.1 as f32).collect();
@@ -153,24 +156,66 @@ pub fn backward(
     let (dx, _) = written_pieces(x.len(), c * hw, items_per_task(n, threads), |first, out| {
         for (i, out) in out.chunks_exact_mut(hw).enumerate() {
             let (s, ch) = (first + i / c, i % c);
-            let (a, b, d) = coef[ch];
             let (g, xs) = (plane(dy, dims, s, ch), plane(x, dims, s, ch));
-            match relu_out.map(|y| plane(y, dims, s, ch)) {
-                Some(y) => {
-                    for (((o, v), g), y) in out.iter_mut().zip(xs).zip(g).zip(y) {
-                        let g = if *y > 0.0 { *g } else { 0.0 };
-                        *o = a * g + b * v + d;
-                    }
-                }
-                None => {
-                    for ((o, v), g) in out.iter_mut().zip(xs).zip(g) {
-                        *o = a * g + b * v + d;
-                    }
-                }
-            }
+            let y = relu_out.map(|y| plane(y, dims, s, ch));
+            grad_plane(g, xs, y, coef[ch], out);
         }
     });
     (dx, dgamma, dbeta)
+}
+
+widest_simd! {
+    /// `(Σ dy', Σ dy'·(x − m))` of channel `ch`, `dy'` being `dy` masked by the ReLU's output
+    /// when there is one: both sums in one pass over the planes.
+    fn grad_sums(
+        dy: &[f32],
+        x: &[f32],
+        relu_out: Option<&[f32]>,
+        dims: Dims,
+        ch: usize,
+        m: f32,
+    ) -> (f64, f64) {
+        let (mut sd, mut sdx) = (0f64, 0f64);
+        for s in 0..dims.0 {
+            let (d, xs) = (plane(dy, dims, s, ch), plane(x, dims, s, ch));
+            let (a, b) = match relu_out.map(|y| plane(y, dims, s, ch)) {
+                Some(y) => lane_sums([d, xs, y], |[d, v, y]| {
+                    let g = if y > 0.0 { d } else { 0.0 };
+                    (g, g * (v - m))
+                }),
+                None => lane_sums([d, xs], |[d, v]| (d, d * (v - m))),
+            };
+            sd += a;
+            sdx += b;
+        }
+        (sd, sdx)
+    }
+}
+
+widest_simd! {
+    /// `dx = a·dy' + b·x + d` over one plane (`dy'` as in [`grad_sums`]).
+    fn grad_plane(
+        dy: &[f32],
+        x: &[f32],
+        relu_out: Option<&[f32]>,
+        coef: (f32, f32, f32),
+        out: &mut [f32],
+    ) {
+        let (a, b, d) = coef;
+        match relu_out {
+            Some(y) => {
+                for (((o, v), g), y) in out.iter_mut().zip(x).zip(dy).zip(y) {
+                    let g = if *y > 0.0 { *g } else { 0.0 };
+                    *o = a * g + b * v + d;
+                }
+            }
+            None => {
+                for ((o, v), g) in out.iter_mut().zip(x).zip(dy) {
+                    *o = a * g + b * v + d;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,14 +11,17 @@
 //!   the two passes but the input; wide 3×3 stride-1 ones go to `winograd`, the others to
 //!   im2col + GEMM.
 //! - `winograd`: F(2×2, 3×3) forward, input gradient and filter gradient (16 GEMMs per chunk
-//!   in the transformed domain), its transforms compiled for AVX2 where the CPU has it.
+//!   in the transformed domain).
 //! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
 //! - `pool`: max-pooling that records each window's winner, so that backward is a scatter.
+//! - `simd`: `widest_simd!`, a kernel's body compiled for AVX-512 and AVX2 too and picked at run
+//!   time (the winograd transforms and the batchnorm passes).
 
 pub mod batchnorm;
 pub mod conv;
 pub mod gemm;
 pub mod pool;
+pub mod simd;
 pub mod tasks;
 pub mod unfold;
 pub mod winograd;

@@ -18,7 +18,7 @@
 //! Layout:
 //! - `mod.rs`: which convolutions apply, the forward pass and both gradients over batch chunks.
 //! - `transforms.rs`: the transforms of patches, tiles and filters, and the passes that write
-//!   a chunk's GEMM operands (compiled for AVX2 at run time).
+//!   a chunk's GEMM operands (compiled for AVX2 and AVX-512 too, `simd::widest_simd!`).
 //! - `tests.rs`: against im2col, exactly on small integers and to rounding on real values.
 
 mod transforms;

@@ -4,11 +4,12 @@
 //! operands.
 
 use super::super::gemm::Mat;
+use super::super::simd::widest_simd;
 use super::super::tasks::{Scratch, items_per_task, map_pieces};
 
 /// `L` tiles' values side by side: the transforms work on `L` tiles at once (8: one AVX
 /// register), and on 1 for a row's last tiles. Plain loops, so that they vectorise wherever
-/// they are inlined (the AVX2 copies of the transforms included).
+/// they are inlined (the AVX2 and AVX-512 copies of the transforms included).
 type Lanes<const L: usize> = [f32; L];
 
 #[inline(always)]
@@ -61,12 +62,13 @@ fn a<const L: usize>(x: Lanes<L>, y: Lanes<L>) -> [Lanes<L>; 4] {
 
 /// Splits a row into its even and odd columns, each `len` long, zeros past the row's end;
 /// `shift` zeros go before the row's first value (the padding).
+#[inline(always)]
 fn deinterleave(row: &[f32], shift: usize, even: &mut [f32], odd: &mut [f32]) {
     even.fill(0.0);
     odd.fill(0.0);
     // Value k of the row lands at padded column k + shift: pairs (k, k + 1) from an even k go
     // to (even, odd) at (k + shift) / 2 when the shift is even, else to (odd, even).
-    let (first, second, at0, at1) = if shift % 2 == 0 {
+    let (first, second, at0, at1) = if shift.is_multiple_of(2) {
         (&mut *even, &mut *odd, shift / 2, shift / 2)
     } else {
         (&mut *odd, &mut *even, shift / 2, shift / 2 + 1)
@@ -83,7 +85,7 @@ fn deinterleave(row: &[f32], shift: usize, even: &mut [f32], odd: &mut [f32]) {
     }
     if row.len() % 2 == 1 {
         let k = row.len() - 1 + shift;
-        let dst = if k % 2 == 0 { even } else { odd };
+        let dst = if k.is_multiple_of(2) { even } else { odd };
         dst[k / 2] = row[row.len() - 1];
     }
 }
@@ -153,7 +155,7 @@ fn blocks(tw: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 /// Column `k` of `d B` for the 4 rows of the `L` tiles from `j` (see [`input_tiles`]). Plain
-/// functions rather than closures or `array::from_fn`, which are not inlined into the AVX2 copy.
+/// functions rather than closures or `array::from_fn`, which are not inlined into the wider copies.
 #[inline(always)]
 fn input_column<const L: usize>(
     (even, odd): (&[f32], &[f32]),
@@ -271,36 +273,10 @@ fn grad_tiles<const L: usize>(
     }
 }
 
-/// Defines the function it wraps so that its body runs compiled for AVX2 where the CPU has it
-/// (the crate is built for baseline x86-64, where 8 lanes take two SSE registers), else as
-/// built: the body becomes an inlined inner function, called from an AVX2 copy or directly.
-macro_rules! with_avx2 {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$doc])*
-        pub(super) fn $name($($arg: $ty),*) {
-            #[inline(always)]
-            fn body($($arg: $ty),*) $body
-
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            fn avx2($($arg: $ty),*) {
-                body($($arg),*)
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2, the only feature `avx2` is compiled for.
-                return unsafe { avx2($($arg),*) };
-            }
-            body($($arg),*)
-        }
-    };
-}
-
-with_avx2! {
+widest_simd! {
     /// Writes `V [16][C][T]` for the `g` samples `x` (`[g, C, H, W]`) of a chunk of `T = g · tiles`
     /// tiles, the input zero-padded by `p`. `rows` is a scratch buffer.
-    fn transform_inputs(
+    pub(super) fn transform_inputs(
         x: &[f32],
         dims: (usize, usize, usize, usize),
         p: usize,
@@ -348,9 +324,9 @@ with_avx2! {
     }
 }
 
-with_avx2! {
+widest_simd! {
     /// Writes the outputs `[g, O, OH, OW]` (+ `bias`) of `M [16][O][T]`.
-    fn transform_outputs(
+    pub(super) fn transform_outputs(
         m: &[f32],
         dims: (usize, usize, usize, usize),
         tiling: (usize, usize),
@@ -380,10 +356,10 @@ with_avx2! {
     }
 }
 
-with_avx2! {
+widest_simd! {
     /// Writes `Ê [16][O][T]` for the output gradients `dy` (`[g, O, OH, OW]`) of a chunk. `rows` is
     /// a scratch buffer.
-    fn transform_grads(
+    pub(super) fn transform_grads(
         dy: &[f32],
         dims: (usize, usize, usize, usize),
         tiling: (usize, usize),
