@@ -311,7 +311,10 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
             stopped = engine.sync_and_step(&mut ddp, &mut opt, &net, lr, stop)?;
             global_step += 1;
             step_in_epoch += 1;
-            if step_in_epoch % log_every == 0 || step_in_epoch == steps_per_epoch || stopped {
+            if step_in_epoch.is_multiple_of(log_every)
+                || step_in_epoch == steps_per_epoch
+                || stopped
+            {
                 let (loss, sps, n) = window.take();
                 train_time += n as f64 / sps.max(1e-9);
                 train_samples += n as u64;

@@ -318,16 +318,13 @@ async fn open_logs_and_follow(root: &Path, run: &Run) -> Result<()> {
                 event: ddp_workspaces::RunEvent::Log { line, .. },
                 ..
             } = &m
-            {
-                if let Some(t) = line
+                && let Some(t) = line
                     .strip_prefix("live ")
                     .and_then(|l| l.split("t=").nth(1))
-                {
-                    if let Ok(n) = t.parse::<u128>() {
-                        pending.push(n);
-                        seen += 1;
-                    }
-                }
+                && let Ok(n) = t.parse::<u128>()
+            {
+                pending.push(n);
+                seen += 1;
             }
             for e in app.update(m) {
                 if !matches!(e, Effect::EditNotes(_)) {

@@ -143,10 +143,10 @@ impl Logs {
     pub fn tabs(&self, replicas: usize) -> Vec<LogTab> {
         let mut ranks: Vec<usize> = (0..replicas).collect();
         for s in self.sources.keys() {
-            if let LogSource::Rank(r) = s {
-                if !ranks.contains(r) {
-                    ranks.push(*r);
-                }
+            if let LogSource::Rank(r) = s
+                && !ranks.contains(r)
+            {
+                ranks.push(*r);
             }
         }
         ranks.sort_unstable();

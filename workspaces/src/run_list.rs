@@ -505,10 +505,10 @@ impl Scanner {
                 dir: dir.to_path_buf(),
             });
         }
-        if self.watched.remove(dir) {
-            if let Some(w) = self.watcher.as_mut() {
-                let _ = w.unwatch(dir);
-            }
+        if self.watched.remove(dir)
+            && let Some(w) = self.watcher.as_mut()
+        {
+            let _ = w.unwatch(dir);
         }
     }
 

@@ -33,8 +33,7 @@ fn pytorch_loads_the_weights_and_reproduces_the_test_metrics() {
     let test: serde_json::Value = metrics
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|r| r["kind"] == "test")
-        .last()
+        .rfind(|r| r["kind"] == "test")
         .expect("a test record in metrics/rank-0.jsonl");
     let expected = format!(
         "test loss {:.4} accuracy {:.2}%",

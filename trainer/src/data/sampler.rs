@@ -56,7 +56,7 @@ impl DistributedSampler {
 
     /// Samples per rank per epoch (`DistributedSampler.num_samples`).
     pub fn num_samples(&self) -> usize {
-        if self.drop_last && self.len % self.world != 0 {
+        if self.drop_last && !self.len.is_multiple_of(self.world) {
             // PyTorch: math.ceil((len - world) / world), i.e. floor(len / world) here.
             self.len / self.world
         } else {

@@ -290,10 +290,10 @@ pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, li
     let start = Instant::now();
     let file = out.join(format!("metrics/rank-{rank}.jsonl"));
     loop {
-        if let Ok(recs) = read_metrics(&file) {
-            if recs.iter().any(|r| r.kind == MetricKind::Train) {
-                return;
-            }
+        if let Ok(recs) = read_metrics(&file)
+            && recs.iter().any(|r| r.kind == MetricKind::Train)
+        {
+            return;
         }
         if child.child().try_wait().unwrap().is_some() {
             let o = child.take().wait_with_output().unwrap();
