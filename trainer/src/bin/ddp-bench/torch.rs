@@ -112,7 +112,8 @@ impl<'a> Torch<'a> {
 
     /// [`Torch::run`], once more if it fails: torch_ref.py at world 2 now and then aborts inside
     /// gloo (`terminate called without an active exception`), which says nothing about its
-    /// speed. A second failure ends the benchmark as before.
+    /// speed (an abort after the summary is no failure, see [`Torch::run`]). A second failure
+    /// ends the benchmark as before.
     pub fn run_retrying(
         &self,
         w: &Workload,
@@ -146,14 +147,25 @@ ddp-bench: running it once more"
         let exit = wait_deadline(child, self.timeout, &what)
             .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
         let wall_s = t0.elapsed().as_secs_f64();
+        let summary = read_summary(&stdout);
         if !exit.status.success() {
-            return Err(format!(
-                "{what} failed ({})\n{}",
+            // gloo sometimes aborts in the teardown after the summary (`terminate called
+            // without an active exception`): the figures measured before it stand.
+            if summary.is_err() {
+                return Err(format!(
+                    "{what} failed ({})\n{}",
+                    exit.status,
+                    tail(&stderr)
+                ));
+            }
+            eprintln!(
+                "ddp-bench: warning: {what} failed ({}) after printing its summary, whose \
+                 figures are used; see {}",
                 exit.status,
-                tail(&stderr)
-            ));
+                stderr.display()
+            );
         }
-        let s = read_summary(&stdout)?;
+        let s = summary?;
         if s.threads != config.threads {
             eprintln!(
                 "ddp-bench: warning: {what} ran {} threads per process, not {}",
