@@ -75,6 +75,7 @@ pub fn build_and_start(
     actions::check_new_run(&req)?;
     let source = Source::locate()?;
     let candle = source.dependency_version("candle-core")?;
+    let patches = source.patches()?;
     let krate = project::cell_crate(
         &CellInput {
             magic_line: cell.magic_line,
@@ -83,6 +84,7 @@ pub fn build_and_start(
             trainer_dir: &source.trainer_dir(),
             candle_version: &candle,
             cargo_lock: source.lock(),
+            patches: &patches,
         },
         entry,
     );

@@ -70,6 +70,37 @@ impl Source {
     pub fn lock(&self) -> Option<String> {
         std::fs::read_to_string(self.root.join("Cargo.lock")).ok()
     }
+
+    /// The checkout's `[patch.crates-io]` entries (its own candle-core), each crate with the
+    /// absolute path of its sources: a cell builds the same crates as the checkout, which its
+    /// `Cargo.lock` records as path dependencies (without them an offline build looks for
+    /// crates.io's candle-core, which a machine that only built the checkout never fetched).
+    pub fn patches(&self) -> Result<Vec<(String, PathBuf)>> {
+        let path = self.root.join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(patches_in(&text, &self.root))
+    }
+}
+
+/// The `path` entries of `[patch.crates-io]` in `manifest`, relative ones joined to `root`.
+fn patches_in(manifest: &str, root: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(doc) = manifest.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let Some(patches) = doc
+        .get("patch")
+        .and_then(|p| p.get("crates-io"))
+        .and_then(|p| p.as_table())
+    else {
+        return Vec::new();
+    };
+    patches
+        .iter()
+        .filter_map(|(name, dep)| {
+            let path = dep.get("path")?.as_str()?;
+            Some((name.clone(), root.join(path)))
+        })
+        .collect()
 }
 
 fn version_in(manifest: &str, name: &str) -> Option<String> {
@@ -139,6 +170,8 @@ pub struct CellInput<'a> {
     pub trainer_dir: &'a Path,
     pub candle_version: &'a str,
     pub cargo_lock: Option<String>,
+    /// The checkout's patched crates ([`Source::patches`]).
+    pub patches: &'a [(String, PathBuf)],
 }
 
 /// The crate of a cell whose body has `entry` (see [`entry_point`]).
@@ -164,6 +197,14 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
     }
     let trainer = toml::Value::String(input.trainer_dir.display().to_string());
     let candle = toml::Value::String(input.candle_version.to_string());
+    let mut patches = String::new();
+    if !input.patches.is_empty() {
+        patches.push_str("\n# The checkout's own versions of these crates, as it builds them.\n[patch.crates-io]\n");
+        for (name, path) in input.patches {
+            let path = toml::Value::String(path.display().to_string());
+            patches.push_str(&format!("{name} = {{ path = {path} }}\n"));
+        }
+    }
     let cargo_toml = format!(
         "# A `%%ddp train` cell as a crate, written by ddp-kernel. Rebuild it with\n\
          #   cargo build --release --manifest-path code/Cargo.toml\n\
@@ -183,7 +224,8 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
          debug = \"line-tables-only\"\n\
          \n\
          # Its own workspace, wherever the run folder is.\n\
-         [workspace]\n"
+         [workspace]\n\
+         {patches}"
     );
     CellCrate {
         cargo_toml,
@@ -227,6 +269,7 @@ mod tests {
             trainer_dir: Path::new("/src/ddp/trainer"),
             candle_version: "0.11.1",
             cargo_lock: None,
+            patches: &[],
         }
     }
 
@@ -285,6 +328,32 @@ mod tests {
         );
         assert_eq!(doc["dependencies"]["candle-nn"].as_str(), Some("0.11.1"));
         assert!(doc.contains_key("workspace"));
+        assert!(!doc.contains_key("patch"));
+    }
+
+    #[test]
+    fn the_checkouts_patches_carry_over_with_absolute_paths() {
+        let m = "[workspace]\n[patch.crates-io]\ncandle-core = { path = \"vendor/candle-core\" }\n\
+                 other = { git = \"https://example.org/other\" }\n";
+        let patches = patches_in(m, Path::new("/src/ddp"));
+        assert_eq!(
+            patches,
+            vec![(
+                "candle-core".to_string(),
+                PathBuf::from("/src/ddp/vendor/candle-core")
+            )]
+        );
+        assert!(patches_in("[workspace]\n", Path::new("/src/ddp")).is_empty());
+        let mut cell = input("fn model() {}", 2);
+        cell.patches = &patches;
+        let doc: toml::Table = cell_crate(&cell, EntryPoint::Model)
+            .cargo_toml
+            .parse()
+            .unwrap();
+        assert_eq!(
+            doc["patch"]["crates-io"]["candle-core"]["path"].as_str(),
+            Some("/src/ddp/vendor/candle-core")
+        );
     }
 
     #[test]
