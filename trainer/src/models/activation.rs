@@ -5,10 +5,11 @@
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
+use super::kernels::relu_value;
 use super::kernels::simd::widest_simd;
 use super::kernels::tasks::{items_per_task, threads, written_pieces};
 
-/// `max(x, 0)`.
+/// `max(x, 0)` ([`relu_value`]: `+0.0` for every value that is not positive).
 pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
     if !x.device().is_cpu() || x.dtype() != candle_core::DType::F32 {
         return x.relu();
@@ -38,7 +39,7 @@ widest_simd! {
     /// `out = max(x, 0)`.
     fn relu_into(x: &[f32], out: &mut [f32]) {
         for (o, v) in out.iter_mut().zip(x) {
-            *o = v.max(0.0);
+            *o = relu_value(*v);
         }
     }
 }
@@ -47,7 +48,7 @@ widest_simd! {
     /// `out = max(a + b, 0)`.
     fn add_relu_into(a: &[f32], b: &[f32], out: &mut [f32]) {
         for ((o, a), b) in out.iter_mut().zip(a).zip(b) {
-            *o = (a + b).max(0.0);
+            *o = relu_value(a + b);
         }
     }
 }
@@ -179,5 +180,21 @@ mod tests {
         assert_eq!(fused.0, vec![0., 0., 3., 0., 0., 1.75]);
         assert_eq!(fused.1, vec![0., 0., 3., 0., 0., 6.]);
         assert_eq!(fused.1, fused.2);
+    }
+
+    /// Every value that is not positive becomes +0.0, whichever copy of the kernel runs.
+    #[test]
+    fn zeros_are_positive() {
+        let x = Tensor::new(&[-0.0f32, f32::NAN, -2., 0., 1.5], &Device::Cpu).unwrap();
+        let y = relu(&x).unwrap().to_vec1::<f32>().unwrap();
+        let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(bits, [0, 0, 0, 0, 1.5f32.to_bits()]);
+        let sum = add_relu(&x, &x.neg().unwrap()).unwrap();
+        assert!(
+            sum.to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .all(|v| v.to_bits() == 0)
+        );
     }
 }

@@ -93,7 +93,7 @@ widest_simd! {
     fn normalize_plane(x: &[f32], a: f32, b: f32, relu: bool, out: &mut [f32]) {
         if relu {
             for (o, v) in out.iter_mut().zip(x) {
-                *o = (v * a + b).max(0.0);
+                *o = super::relu_value(v * a + b);
             }
         } else {
             for (o, v) in out.iter_mut().zip(x) {

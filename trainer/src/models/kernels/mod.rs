@@ -25,3 +25,12 @@ pub mod simd;
 pub mod tasks;
 pub mod unfold;
 pub mod winograd;
+
+/// `max(v, 0)` with a definite zero: `+0.0` for every `v` that is not positive (`−0.0` and NaN
+/// included). `f32::max` may return either zero for `max(−0.0, 0.0)`, and which one depends on
+/// how the compiler vectorised the loop around it, so two copies of the same ReLU could differ
+/// in the sign of their zeros.
+#[inline(always)]
+pub fn relu_value(v: f32) -> f32 {
+    if v > 0.0 { v } else { 0.0 }
+}

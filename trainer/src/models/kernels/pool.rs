@@ -82,10 +82,10 @@ fn forward_with<const RELU: bool>(
     (y, winners.concat())
 }
 
-/// `relu(v)` as [`crate::models::relu`] computes it (`max(v, 0)`), or `v`.
+/// `relu(v)` as [`crate::models::relu`] computes it ([`super::relu_value`]), or `v`.
 #[inline(always)]
 fn clamp<const RELU: bool>(v: f32) -> f32 {
-    if RELU { v.max(0.0) } else { v }
+    if RELU { super::relu_value(v) } else { v }
 }
 
 /// Whether `v` takes the lead from `best` (strictly greater, or the first NaN).
@@ -215,7 +215,7 @@ mod tests {
                     r => r as f32 - 8.0,
                 })
                 .collect();
-            let relu: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+            let relu: Vec<f32> = x.iter().map(|v| super::super::relu_value(*v)).collect();
             for threads in [1, 3] {
                 let (y, won) = forward(&x, (planes, h, w), k, true, threads);
                 let (y_ref, won_ref) = forward(&relu, (planes, h, w), k, false, threads);
