@@ -5,9 +5,9 @@
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
-use super::kernels::relu_value;
 use super::kernels::simd::widest_simd;
 use super::kernels::tasks::{items_per_task, threads, written_pieces};
+use super::kernels::{relu_grad_value, relu_value};
 
 /// `max(x, 0)` ([`relu_value`]: `+0.0` for every value that is not positive).
 pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
@@ -57,7 +57,7 @@ widest_simd! {
     /// `out = g · (y > 0)`: ReLU's input gradient from its output `y` and output gradient `g`.
     fn relu_grad_into(y: &[f32], g: &[f32], out: &mut [f32]) {
         for ((o, y), g) in out.iter_mut().zip(y).zip(g) {
-            *o = if *y > 0.0 { *g } else { 0.0 };
+            *o = relu_grad_value(*y, *g);
         }
     }
 }

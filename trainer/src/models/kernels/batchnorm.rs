@@ -8,6 +8,7 @@
 
 use super::simd::widest_simd;
 use super::tasks::{items_per_task, map_range, written_pieces};
+use super::{relu_grad_value, relu_value};
 
 /// `(n, c, hw)` of an NCHW tensor with the spatial dimensions flattened.
 pub type Dims = (usize, usize, usize);
@@ -57,14 +58,18 @@ widest_simd! {
     fn mean_var(x: &[f32], dims: Dims, ch: usize) -> (f64, f64) {
         let (n, _, hw) = dims;
         let count = (n * hw).max(1) as f64;
-        let sum: f64 = (0..n)
-            .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| (v, 0.0)).0)
-            .sum();
+        // Plain loops, not `Iterator::sum` over a closure, which stayed a baseline function
+        // outside the wide copies; they start from -0.0 as `sum` does (the same bits).
+        let mut sum = -0.0f64;
+        for s in 0..n {
+            sum += lane_sums([plane(x, dims, s, ch)], |[v]| (v, 0.0)).0;
+        }
         let mean = sum / count;
         let m = mean as f32;
-        let sq: f64 = (0..n)
-            .map(|s| lane_sums([plane(x, dims, s, ch)], |[v]| ((v - m) * (v - m), 0.0)).0)
-            .sum();
+        let mut sq = -0.0f64;
+        for s in 0..n {
+            sq += lane_sums([plane(x, dims, s, ch)], |[v]| ((v - m) * (v - m), 0.0)).0;
+        }
         (mean, sq / count)
     }
 }
@@ -93,7 +98,7 @@ widest_simd! {
     fn normalize_plane(x: &[f32], a: f32, b: f32, relu: bool, out: &mut [f32]) {
         if relu {
             for (o, v) in out.iter_mut().zip(x) {
-                *o = super::relu_value(v * a + b);
+                *o = relu_value(v * a + b);
             }
         } else {
             for (o, v) in out.iter_mut().zip(x) {
@@ -180,7 +185,7 @@ widest_simd! {
             let (d, xs) = (plane(dy, dims, s, ch), plane(x, dims, s, ch));
             let (a, b) = match relu_out.map(|y| plane(y, dims, s, ch)) {
                 Some(y) => lane_sums([d, xs, y], |[d, v, y]| {
-                    let g = if y > 0.0 { d } else { 0.0 };
+                    let g = relu_grad_value(y, d);
                     (g, g * (v - m))
                 }),
                 None => lane_sums([d, xs], |[d, v]| (d, d * (v - m))),
@@ -205,8 +210,7 @@ widest_simd! {
         match relu_out {
             Some(y) => {
                 for (((o, v), g), y) in out.iter_mut().zip(x).zip(dy).zip(y) {
-                    let g = if *y > 0.0 { *g } else { 0.0 };
-                    *o = a * g + b * v + d;
+                    *o = a * relu_grad_value(*y, *g) + b * v + d;
                 }
             }
             None => {

@@ -15,7 +15,8 @@
 //! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
 //! - `pool`: max-pooling that records each window's winner, so that backward is a scatter.
 //! - `simd`: `widest_simd!`, a kernel's body compiled for AVX-512 and AVX2 too and picked at run
-//!   time (the winograd transforms and the batchnorm passes).
+//!   time (the winograd transforms, the batchnorm passes and ReLU).
+//! - `mod.rs`: ReLU's value and gradient, one definition for every kernel that applies it.
 
 pub mod batchnorm;
 pub mod conv;
@@ -33,4 +34,11 @@ pub mod winograd;
 #[inline(always)]
 pub fn relu_value(v: f32) -> f32 {
     if v > 0.0 { v } else { 0.0 }
+}
+
+/// ReLU's input gradient from its output `y` and output gradient `g`: `g · (y > 0)`, PyTorch's
+/// mask (`+0.0` where the output is not positive).
+#[inline(always)]
+pub fn relu_grad_value(y: f32, g: f32) -> f32 {
+    if y > 0.0 { g } else { 0.0 }
 }

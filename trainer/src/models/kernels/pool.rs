@@ -129,11 +129,7 @@ pub fn backward(
                     for ox in 0..ow {
                         let j = at + oy * ow + ox;
                         let p = winner[j] as usize;
-                        let g = if relu_out.is_none_or(|y| y[j] > 0.0) {
-                            dy[j]
-                        } else {
-                            0.0
-                        };
+                        let g = relu_out.map_or(dy[j], |y| super::relu_grad_value(y[j], dy[j]));
                         plane[(oy * k + p / k) * w + ox * k + p % k] = g;
                     }
                 }
