@@ -78,7 +78,7 @@ pub fn binaries() -> Binaries {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let o = Command::new(&cargo)
         .args(["build", "--profile", "test"])
-        .args(["-p", "ddp-workspaces", "--bin", "ddp"])
+        .args(["-p", "ddp-cli", "--bin", "ddp"])
         .args(["-p", "ddp-tui", "--bin", "ddp-tui"])
         .args(["-p", "ddp-kernel", "--bin", "ddp-kernel"])
         .current_dir(repo())

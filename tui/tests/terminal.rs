@@ -36,7 +36,7 @@ fn ddp_bin() -> PathBuf {
                 "--profile",
                 "test",
                 "-p",
-                "ddp-workspaces",
+                "ddp-cli",
                 "--bin",
                 "ddp",
             ])

@@ -3,6 +3,9 @@
 //! supervised by its own process, survives the front end closing, and shows up in all of them.
 //!
 //! Layout:
+//! - `commands`: the arguments of every command (`RunArgs`, `LsArgs`, ...), one `clap::Args`
+//!   struct each, flattened by the CLI, the kernel's magics and the TUI's dialogs; the one word
+//!   splitter and path completion of typed command lines.
 //! - `actions`: what front ends do to runs, returning data and printing nothing: validate and
 //!   start a run or a sweep, resume, stop (request, wait), remove, tag.
 //! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
@@ -37,6 +40,7 @@
 
 pub mod actions;
 pub mod analysis;
+pub mod commands;
 pub mod curves;
 pub mod devices;
 pub mod error;

@@ -14,7 +14,7 @@ use ddp_workspaces::tail::{LineTailer, TailFrom};
 use ddp_workspaces::{Run, RunStatus, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::table;
+use crate::table;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 

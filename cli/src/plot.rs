@@ -7,7 +7,7 @@ use anyhow::Result;
 use ddp_workspaces::Workspace;
 use ddp_workspaces::plot::{Series, XAxis, plot_runs};
 
-use super::compare::select_runs;
+use crate::compare::select_runs;
 
 pub fn plot(
     root: &Path,

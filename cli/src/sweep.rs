@@ -21,8 +21,8 @@ use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, RunStatus, Summary};
 use serde::Serialize;
 
-use super::follow::{catch_interrupt, interrupted};
-use super::{compare, table};
+use crate::follow::{catch_interrupt, interrupted};
+use crate::{compare, table};
 
 pub struct SweepArgs {
     pub spec: PathBuf,

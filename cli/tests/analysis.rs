@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use ddp_trainer::spec::Spec;
 use ddp_workspaces::analysis::CSV_HEADER;
+use ddp_workspaces::spec::Spec;
 use ddp_workspaces::sweep::{GridAxis, SweepPlan};
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
@@ -328,7 +328,7 @@ fn plot_two_runs_as_svg_and_png_and_export_csv() {
         Duration::from_secs(30),
     ));
     let all_ranks = std::fs::read_to_string(&file).unwrap();
-    let rank1 = ddp_trainer::metrics::read_metrics(a.metrics_path(1)).unwrap();
+    let rank1 = ddp_workspaces::metrics::read_metrics(a.metrics_path(1)).unwrap();
     assert_eq!(all_ranks.lines().count(), 1 + records.len() + rank1.len());
     assert!(all_ranks.lines().any(|l| l.split(',').nth(1) == Some("1")));
 

@@ -1,4 +1,8 @@
-//! The `ddp` command line: argument parsing and dispatch; one file per group of commands.
+//! `ddp`: the headless batch front end. `ddp run SPEC` trains (supervised, restartable) and shows
+//! progress; `ls`, `show`, `logs`, `stop`, `resume`, `rm` manage the workspace's runs; `sweep`
+//! runs a grid of overrides, `compare`, `plot` and `export` look at several runs.
+//!
+//! This file parses the command line and dispatches; one file per group of commands.
 
 mod compare;
 mod export;
@@ -10,6 +14,7 @@ mod plot;
 mod sweep;
 mod table;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -173,7 +178,12 @@ enum Command {
     },
 }
 
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The hidden sub-commands run by the supervisor and the replicas, before clap sees anything.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
+        return code;
+    }
     let cli = Cli::parse();
     let root = Workspace::resolve(cli.workspace.as_deref());
     let result = match cli.command {

@@ -48,7 +48,7 @@ fn launch_latency() {
             let m = run.metrics().unwrap_or_default();
             if let Some(r) = m
                 .iter()
-                .find(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
+                .find(|r| r.kind == ddp_workspaces::metrics::MetricKind::Train)
             {
                 break r.time;
             }

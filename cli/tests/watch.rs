@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ddp_trainer::metrics::{MetricRecord, read_metrics};
 use ddp_workspaces::events::{RunEvent, RunWatch, WatchFrom};
+use ddp_workspaces::metrics::{MetricRecord, read_metrics};
 use ddp_workspaces::run::EventRecord;
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 

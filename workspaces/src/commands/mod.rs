@@ -1,0 +1,29 @@
+//! The arguments of every command, defined once: each is one `clap::Args` struct that the `ddp`
+//! CLI flattens into its subcommands, the kernel's `%ddp` magics flatten into theirs, and the
+//! TUI's dialogs parse their input line with (`RunArgs::try_parse_from`). A help text or an
+//! option changed here changes in every front end.
+//!
+//! What a front end adds of its own is presentation only: the CLI's `--detach` and `--follow`
+//! and `plot --output`, the kernel's `--wait`.
+//!
+//! Layout:
+//! - `run`: starting runs: [`RunArgs`] (`run SPEC`), [`RunOptions`], [`SpecOptions`],
+//!   [`SweepArgs`].
+//! - `runs`: looking at and managing runs: [`LsArgs`] with its [`RunFilter`], [`ShowArgs`],
+//!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
+//! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`].
+//! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
+//!   into one of these structs ([`parse_line`]) with clap's messages as plain text.
+//! - `paths`: completing a path being typed ([`path_candidates`]).
+
+mod analysis;
+mod paths;
+mod run;
+mod runs;
+mod words;
+
+pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
+pub use paths::path_candidates;
+pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
+pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
+pub use words::{parse_line, split};

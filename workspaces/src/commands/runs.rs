@@ -1,0 +1,94 @@
+//! The arguments of the commands that look at and manage runs: `ls`, `show`, `logs`, `stop`,
+//! `resume`, `rm`, `tag`.
+
+use std::path::Path;
+
+use crate::{Result, Run, RunStatus};
+
+/// One run, by any address a workspace resolves (`Workspace::run`).
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunAddress {
+    /// The run: its id, a unique prefix of it, `latest` or `EXPERIMENT@latest`.
+    pub run: String,
+}
+
+/// Which runs `ls` lists: every condition given must hold.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunFilter {
+    /// Only the runs of this experiment.
+    #[arg(long)]
+    pub experiment: Option<String>,
+    /// Only the runs with this status.
+    #[arg(long)]
+    pub status: Option<RunStatus>,
+    /// Only the runs of this sweep (id, unique id prefix, --name of the sweep, or `latest`).
+    #[arg(long, value_name = "SWEEP")]
+    pub sweep: Option<String>,
+}
+
+impl RunFilter {
+    /// The runs of `runs` (of the workspace at `root`) that pass, in their order; an unknown
+    /// sweep is an error ([`crate::sweep::resolve`]).
+    pub fn select<'a>(&self, root: &Path, runs: &'a [Run]) -> Result<Vec<&'a Run>> {
+        let sweep = self
+            .sweep
+            .as_deref()
+            .map(|s| crate::sweep::resolve(root, runs, s))
+            .transpose()?;
+        Ok(runs
+            .iter()
+            .filter(|r| sweep.is_none() || r.record.sweep == sweep)
+            .filter(|r| {
+                self.experiment
+                    .as_deref()
+                    .is_none_or(|e| r.record.experiment == e)
+            })
+            .filter(|r| self.status.is_none_or(|s| r.record.status == s))
+            .collect())
+    }
+}
+
+/// `ls [--experiment E] [--status S] [--sweep SWEEP] [--json]`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub filter: RunFilter,
+    /// The runs as JSON, one object per run.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `show RUN [--json]`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub run: RunAddress,
+    /// The run as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `logs RUN [--rank R] [--tail N]`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub run: RunAddress,
+    /// Only this rank.
+    #[arg(long, value_name = "R")]
+    pub rank: Option<usize>,
+    /// Only the last N lines of each log.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+}
+
+/// `tag RUN [TAG]... [--remove]`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct TagArgs {
+    #[command(flatten)]
+    pub run: RunAddress,
+    /// Tags to add (or to remove with --remove).
+    pub tags: Vec<String>,
+    /// Remove the tags instead of adding them.
+    #[arg(long)]
+    pub remove: bool,
+}
