@@ -14,8 +14,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use ddp_workspaces::actions::{self, NewSweep};
+use ddp_workspaces::actions;
 use ddp_workspaces::analysis::comparison;
+use ddp_workspaces::commands::SweepArgs;
 use ddp_workspaces::format::{duration, percent};
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, RunStatus, Summary};
@@ -23,18 +24,6 @@ use serde::Serialize;
 
 use crate::follow::{catch_interrupt, interrupted};
 use crate::{compare, table};
-
-pub struct SweepArgs {
-    pub spec: PathBuf,
-    pub grid: Vec<String>,
-    pub overrides: Vec<String>,
-    pub replicas: Option<usize>,
-    pub max_parallel: Option<usize>,
-    pub trainer: Option<PathBuf>,
-    pub detach: bool,
-    pub name: Option<String>,
-    pub json: bool,
-}
 
 /// What `sweep --detach --json` prints.
 #[derive(Serialize)]
@@ -45,18 +34,9 @@ struct Started<'a> {
     dirs: Vec<&'a Path>,
 }
 
-pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
+pub fn sweep(root: &Path, a: &SweepArgs, detach: bool) -> Result<ExitCode> {
     // Every combination is checked first: a bad key or value creates nothing.
-    let req = NewSweep {
-        spec: a.spec,
-        grid: a.grid,
-        overrides: a.overrides,
-        replicas: a.replicas,
-        max_parallel: a.max_parallel,
-        trainer: a.trainer,
-        name: a.name,
-        command: std::env::args().collect(),
-    };
+    let req = a.new_sweep(std::env::args().collect());
     let started = actions::start_sweep(root, &req)?;
     for (id, e) in &started.not_started {
         eprintln!("ddp: run {id}: {e}");
@@ -76,7 +56,7 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
             println!("{line}");
         }
     };
-    if a.json && a.detach {
+    if a.json && detach {
         let started = Started {
             sweep: &record,
             manifest: ddp_workspaces::sweep::manifest_path(root, id),
@@ -103,7 +83,7 @@ pub fn sweep(root: &Path, a: SweepArgs) -> Result<ExitCode> {
             .trim_end()
             .to_string());
     }
-    if a.detach {
+    if detach {
         if !a.json {
             println!(
                 "detached: list with `ddp ls --sweep {id}`, compare with `ddp compare --sweep {id}`"

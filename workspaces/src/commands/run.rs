@@ -49,7 +49,6 @@ impl RunOptions {
 
 /// `run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]`.
 #[derive(Parser, Debug, Clone, PartialEq, Eq, Default)]
-#[command(name = "run", disable_help_flag = true)]
 pub struct RunArgs {
     /// The experiment spec (TOML).
     pub spec: PathBuf,

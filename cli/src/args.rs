@@ -1,0 +1,86 @@
+//! The `ddp` command line: its subcommands, each flattening the arguments that every front end
+//! shares ([`ddp_workspaces::commands`]), plus the options only a terminal has (`--detach`,
+//! `--follow`, `plot --output`).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use ddp_workspaces::commands::{
+    CompareArgs, ExportArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, ShowArgs, SweepArgs,
+    TagArgs,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddp",
+    version,
+    about = "Run and manage data-parallel training experiments"
+)]
+pub struct Cli {
+    /// Workspace folder (default: $DDP_WORKSPACE, else ./ddp-workspace).
+    #[arg(long, global = true)]
+    pub workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start a run of SPEC: shows progress until it ends (or returns at once with --detach).
+    Run {
+        #[command(flatten)]
+        args: RunArgs,
+        /// Return once the run is started; follow it later with `ddp logs -f` or `ddp show`.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// List runs (newest first).
+    Ls(LsArgs),
+    /// Show one run: spec, status, devices, metrics, restarts, durations.
+    Show(ShowArgs),
+    /// Print a run's logs (all ranks, prefixed), optionally following them.
+    Logs {
+        #[command(flatten)]
+        args: LogsArgs,
+        /// Keep printing new lines until the run ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
+    Stop(RunAddress),
+    /// Continue a stopped or failed run from its newest checkpoint, in the same folder.
+    Resume {
+        #[command(flatten)]
+        run: RunAddress,
+        /// Return once the run is started again.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Delete a run folder (refuses a run that is still live).
+    Rm(RunAddress),
+    /// Add tags to a run (or remove them with --remove); without tags, print its tags.
+    Tag(TagArgs),
+    /// Start one run per combination of a grid of spec overrides (a sweep).
+    ///
+    /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
+    /// Waits for all of them, printing a line as each ends, then the comparison (unless --detach).
+    Sweep {
+        #[command(flatten)]
+        args: SweepArgs,
+        /// Return once the runs are created and their supervisors started.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Compare runs: the spec keys that differ between them, and their final figures.
+    Compare(CompareArgs),
+    /// Plot the loss and accuracy of runs into one SVG or PNG file.
+    Plot {
+        #[command(flatten)]
+        args: PlotArgs,
+        /// The image: FILE.svg or FILE.png.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+    },
+    /// Export a run's metric records (rank 0's, or every rank's) as CSV.
+    Export(ExportArgs),
+}
