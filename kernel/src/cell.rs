@@ -119,7 +119,7 @@ pub fn completeness(code: &str, known_magic: impl Fn(&str) -> bool) -> Completen
                 if !known_magic(&name) {
                     return Completeness::Invalid;
                 }
-                if shlex::split(&args).is_none() {
+                if ddp_workspaces::commands::split(&args).is_err() {
                     return Completeness::Incomplete(String::new());
                 }
             }

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use ddp_workspaces::Workspace;
+use ddp_workspaces::commands::path_candidates;
 
-use super::{MAGIC, cell_options, cell_subcommands, options, subcommands};
+use super::{MAGIC, cell_options, cell_subcommands, options, subcommands, takes_value};
 
 /// Matches for the word before `cursor` (a char index into `line`, the cell's line the cursor is
 /// on) and the char range they replace; `None` when the line is not a magic.
@@ -61,7 +62,7 @@ pub fn complete(
                 })
             } else if previous == Some("--x") {
                 prefixed(vec!["step".into(), "epoch".into(), "time".into()])
-            } else if previous.is_some_and(|p| p.starts_with("--") && !is_flag(p)) {
+            } else if previous.is_some_and(|p| p.starts_with("--") && takes_value(cell, sub, p)) {
                 // An option's value: nothing to offer.
                 Vec::new()
             } else if cell {
@@ -92,11 +93,6 @@ pub fn complete(
     Some((matches, start, cursor))
 }
 
-/// Options that take no value (so the next word is positional again).
-fn is_flag(option: &str) -> bool {
-    matches!(option, "--wait" | "--json")
-}
-
 /// `latest`, every `EXPERIMENT@latest`, then the run ids, newest first.
 fn run_addresses(ws_root: &Path) -> Vec<String> {
     let Ok(ws) = Workspace::open(ws_root) else {
@@ -118,39 +114,10 @@ fn run_addresses(ws_root: &Path) -> Vec<String> {
 
 /// Folders (with a trailing `/`) and `.toml` files completing `word`, relative to the notebook.
 fn spec_paths(word: &str, notebook_dir: &Path) -> Vec<String> {
-    let (dir_part, file_part) = match word.rfind('/') {
-        Some(i) => (&word[..=i], &word[i + 1..]),
-        None => ("", word),
-    };
-    let dir = if Path::new(dir_part).is_absolute() {
-        Path::new(dir_part).to_path_buf()
-    } else {
-        notebook_dir.join(dir_part)
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(file_part)
-                || (name.starts_with('.') && !file_part.starts_with('.'))
-            {
-                return None;
-            }
-            let is_dir = e.file_type().ok()?.is_dir();
-            if is_dir {
-                Some(format!("{dir_part}{name}/"))
-            } else if name.ends_with(".toml") {
-                Some(format!("{dir_part}{name}"))
-            } else {
-                None
-            }
-        })
-        .collect();
-    out.sort();
-    out
+    path_candidates(notebook_dir, word)
+        .into_iter()
+        .filter(|p| p.ends_with('/') || p.ends_with(".toml"))
+        .collect()
 }
 
 #[cfg(test)]

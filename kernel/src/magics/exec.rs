@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ddp_workspaces::actions::{self, NewRun, StopRequest};
 use ddp_workspaces::analysis::{self, comparison};
+use ddp_workspaces::commands::{CompareArgs, LogsArgs, LsArgs, PlotArgs, ShowArgs};
 use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
 use ddp_workspaces::plot::Series;
 use ddp_workspaces::tail::{LineTailer, TailFrom};
@@ -30,37 +31,20 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
     let magic = parse_line(args)?;
     let root = shared.workspace();
     match magic.command {
-        Command::Run { spec, options } => {
-            let spec = shared.notebook_path(&spec);
+        Command::Run { args: run, wait } => {
+            let spec = shared.notebook_path(&run.spec);
             let mut command = vec!["%ddp".to_string()];
             command.extend(super::words(args)?);
-            let wait = options.wait;
-            start(&root, &options.new_run(spec, command), wait, shared, out)
+            let req = run.options.new_run(spec, command);
+            start(&root, &req, wait.wait, shared, out)
         }
-        Command::Watch { run } => card(&open(&root)?.run(&run)?, false, shared, out),
-        Command::Wait { run } => card(&open(&root)?.run(&run)?, true, shared, out),
-        Command::Ls {
-            experiment,
-            status,
-            sweep,
-            json,
-        } => {
+        Command::Watch(run) => card(&open(&root)?.run(&run.run)?, false, shared, out),
+        Command::Wait(run) => card(&open(&root)?.run(&run.run)?, true, shared, out),
+        Command::Ls(LsArgs { filter, json }) => {
             let ws = open(&root)?;
             let (runs, bad) = ws.runs()?;
             report_unreadable(&bad, out);
-            let sweep = sweep
-                .map(|s| ddp_workspaces::sweep::resolve(&ws.root, &runs, &s))
-                .transpose()?;
-            let runs: Vec<&Run> = runs
-                .iter()
-                .filter(|r| sweep.is_none() || r.record.sweep == sweep)
-                .filter(|r| {
-                    experiment
-                        .as_deref()
-                        .is_none_or(|e| r.record.experiment == e)
-                })
-                .filter(|r| status.is_none_or(|s| r.record.status == s))
-                .collect();
+            let runs = filter.select(&ws.root, &runs)?;
             let shown = if json {
                 render::runs::ls_json(&runs)
             } else {
@@ -69,8 +53,8 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&shown, None);
             Ok(())
         }
-        Command::Show { run, json } => {
-            let run = open(&root)?.run(&run)?;
+        Command::Show(ShowArgs { run, json }) => {
+            let run = open(&root)?.run(&run.run)?;
             let shown = if json {
                 render::runs::show_json(&run)
             } else {
@@ -79,10 +63,12 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&shown, None);
             Ok(())
         }
-        Command::Logs { run, rank, tail } => logs(&open(&root)?.run(&run)?, rank, tail, out),
-        Command::Stop { run } => stop(&open(&root)?.run(&run)?, out),
+        Command::Logs(LogsArgs { run, rank, tail }) => {
+            logs(&open(&root)?.run(&run.run)?, rank, tail, out)
+        }
+        Command::Stop(run) => stop(&open(&root)?.run(&run.run)?, out),
         Command::Resume { run, wait } => {
-            let started = actions::resume_run(&root, &run)?;
+            let started = actions::resume_run(&root, &run.run)?;
             let run = started.reap_in_background();
             out.stream(
                 false,
@@ -91,9 +77,9 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
                     run.record.id
                 ),
             );
-            card(&run, wait, shared, out)
+            card(&run, wait.wait, shared, out)
         }
-        Command::Compare { runs, sweep, json } => {
+        Command::Compare(CompareArgs { runs, sweep, json }) => {
             let ws = open(&root)?;
             let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
             report_unreadable(&bad, out);
@@ -110,7 +96,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&shown, None);
             Ok(())
         }
-        Command::Plot { runs, sweep, x } => {
+        Command::Plot(PlotArgs { runs, sweep, x }) => {
             let ws = open(&root)?;
             let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
             report_unreadable(&bad, out);
@@ -178,20 +164,19 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
     let mut command = vec!["%%ddp".to_string()];
     command.extend(super::words(args)?);
     match magic.command {
-        CellCommand::Run { options } => {
-            let wait = options.wait;
+        CellCommand::Run { options, wait } => {
             // Named in messages; relative data paths resolve against the notebook's folder.
             let mut req = options.new_run(shared.notebook_dir().join("<cell>.toml"), command);
             req.spec_text = Some(body.to_string());
-            start(&shared.workspace(), &req, wait, shared, out)
+            start(&shared.workspace(), &req, wait.wait, shared, out)
         }
         CellCommand::Train {
             spec,
             options,
+            wait,
             features,
         } => {
             let root = shared.workspace();
-            let wait = options.wait;
             let cell = TrainCell {
                 magic_line: &format!("%%ddp {args}"),
                 body,
@@ -200,7 +185,7 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
                 features,
             };
             let run = train::build_and_start(cell, &root, shared, out)?.reap_in_background();
-            card(&run, wait, shared, out)
+            card(&run, wait.wait, shared, out)
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The `%ddp` magics: their command line (clap, so errors and suggestions read as the `ddp`
-//! CLI's), what they do ([`exec`]), completion of their words ([`complete`]) and their help.
+//! The `%ddp` magics: their command line (the arguments every front end shares, from
+//! [`ddp_workspaces::commands`], so errors, help and suggestions read as the `ddp` CLI's), what
+//! they do ([`exec`]), completion of their words ([`complete`]) and their help.
 //!
 //! Magics are answered in the kernel itself: no compilation, results at once.
 
@@ -9,9 +10,9 @@ pub mod exec;
 use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use ddp_workspaces::RunStatus;
-use ddp_workspaces::actions::NewRun;
-use ddp_workspaces::plot::XAxis;
+use ddp_workspaces::commands::{
+    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, ShowArgs,
+};
 
 use crate::error::{Error, Result};
 
@@ -31,78 +32,47 @@ pub struct LineMagic {
     pub command: Command,
 }
 
+/// `--wait`, the one option of the magics that start or resume a run that the CLI has not.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wait {
+    /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
+    #[arg(long)]
+    pub wait: bool,
+}
+
 /// The subcommands of `%ddp`.
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a run of SPEC (as `ddp run --detach`) and show its live run card.
     Run {
-        spec: PathBuf,
         #[command(flatten)]
-        options: RunOptions,
+        args: RunArgs,
+        #[command(flatten)]
+        wait: Wait,
     },
     /// Show a live run card for an existing run.
-    Watch { run: String },
+    Watch(RunAddress),
     /// Show a run's card and wait until the run ends (interrupt: stop waiting; the run goes on).
-    Wait { run: String },
+    Wait(RunAddress),
     /// List runs (newest first).
-    Ls {
-        #[arg(long)]
-        experiment: Option<String>,
-        #[arg(long)]
-        status: Option<RunStatus>,
-        /// Only the runs of this sweep.
-        #[arg(long, value_name = "SWEEP")]
-        sweep: Option<String>,
-        /// The runs as JSON (application/json).
-        #[arg(long)]
-        json: bool,
-    },
+    Ls(LsArgs),
     /// Show one run: spec, status, devices, metrics, restarts, durations.
-    Show {
-        run: String,
-        /// The run as JSON (application/json).
-        #[arg(long)]
-        json: bool,
-    },
+    Show(ShowArgs),
     /// Print a run's logs (all ranks, prefixed).
-    Logs {
-        run: String,
-        /// Only this rank.
-        #[arg(long)]
-        rank: Option<usize>,
-        /// Only the last N lines of each log.
-        #[arg(long)]
-        tail: Option<usize>,
-    },
+    Logs(LogsArgs),
     /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
-    Stop { run: String },
+    Stop(RunAddress),
     /// Continue a stopped or failed run from its newest checkpoint, with a live card.
     Resume {
-        run: String,
-        /// Keep the cell running until the run ends.
-        #[arg(long)]
-        wait: bool,
+        #[command(flatten)]
+        run: RunAddress,
+        #[command(flatten)]
+        wait: Wait,
     },
     /// Compare runs: the spec keys that differ between them, and their final figures.
-    Compare {
-        runs: Vec<String>,
-        /// Add the runs of this sweep.
-        #[arg(long, value_name = "SWEEP")]
-        sweep: Option<String>,
-        /// The comparison as JSON (application/json).
-        #[arg(long)]
-        json: bool,
-    },
+    Compare(CompareArgs),
     /// Plot the loss and accuracy of runs (SVG and PNG).
-    Plot {
-        runs: Vec<String>,
-        /// Add the runs of this sweep.
-        #[arg(long, value_name = "SWEEP")]
-        sweep: Option<String>,
-        /// What the horizontal axis counts.
-        #[arg(long = "x", value_name = "step|epoch|time", default_value = "step")]
-        x: XAxis,
-    },
+    Plot(PlotArgs),
     /// The machine's devices: GPUs (and which run holds each), CPU, memory, the runs' processes.
     Devices,
     /// Show the workspace, or change it to DIR (relative to the notebook's folder).
@@ -137,72 +107,43 @@ pub enum CellCommand {
     Run {
         #[command(flatten)]
         options: RunOptions,
+        #[command(flatten)]
+        wait: Wait,
     },
     /// Build the cell's body (Rust: `use` lines, types and `pub fn model(vb: VarBuilder) ->
     /// Result<impl Module>`) into a trainer with cargo, then start a run of SPEC with it
     /// (`model.name = "custom"`); the crate and its build are kept in the run folder (`code/`).
     Train {
+        /// The experiment spec (TOML) the model is trained on.
         spec: PathBuf,
         #[command(flatten)]
         options: RunOptions,
+        #[command(flatten)]
+        wait: Wait,
         /// Features of ddp-trainer to build with (e.g. `cuda`), comma-separated.
         #[arg(long, value_delimiter = ',')]
         features: Vec<String>,
     },
 }
 
-/// The options of every magic that starts a run (`%ddp run`, `%%ddp run`, `%%ddp train`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
-    /// Number of replicas (ddp.replicas).
-    #[arg(long)]
-    pub replicas: Option<usize>,
-    /// A name for the run (shown by ls/show).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Keep the cell running until the run ends (an interrupt stops the waiting, not the run).
-    #[arg(long)]
-    pub wait: bool,
-}
-
-impl RunOptions {
-    /// The request for a run of `spec` with these options, recording `command`.
-    pub fn new_run(self, spec: PathBuf, command: Vec<String>) -> NewRun {
-        NewRun {
-            spec,
-            overrides: self.overrides,
-            replicas: self.replicas,
-            name: self.name,
-            command,
-            ..NewRun::default()
-        }
-    }
-}
-
 /// Splits a magic's arguments as a shell would (quotes, escapes).
 pub fn words(args: &str) -> Result<Vec<String>> {
-    shlex::split(args).ok_or_else(|| Error::Usage(format!("unbalanced quotes in `{args}`")))
+    commands::split(args).map_err(usage)
 }
 
 /// Parses `%ddp ARGS`.
 pub fn parse_line(args: &str) -> Result<LineMagic> {
-    let mut argv = vec!["%ddp".to_string()];
-    argv.extend(words(args)?);
-    LineMagic::try_parse_from(argv).map_err(usage)
+    commands::parse_line("%ddp", args).map_err(usage)
 }
 
 /// Parses the first line of a `%%ddp ARGS` cell.
 pub fn parse_cell(args: &str) -> Result<CellMagic> {
-    let mut argv = vec!["%%ddp".to_string()];
-    argv.extend(words(args)?);
-    CellMagic::try_parse_from(argv).map_err(usage)
+    commands::parse_line("%%ddp", args).map_err(usage)
 }
 
-fn usage(e: clap::Error) -> Error {
-    Error::Usage(e.render().to_string().trim_end().to_string())
+/// A magic's words that cannot be parsed are a usage error, with clap's text.
+fn usage(e: ddp_workspaces::Error) -> Error {
+    Error::Usage(e.to_string())
 }
 
 /// The help of `%ddp` (no subcommand) or of one of its subcommands; `None` for an unknown one.
@@ -249,6 +190,20 @@ pub fn cell_options(subcommand: &str) -> Vec<String> {
     long_options(CellMagic::command(), subcommand)
 }
 
+/// Whether the long option `option` (`--set`) of a subcommand (of the cell magic with `cell`)
+/// takes a value, so that the next word is that value rather than a positional word.
+pub fn takes_value(cell: bool, subcommand: &str, option: &str) -> bool {
+    let cmd = if cell {
+        CellMagic::command()
+    } else {
+        LineMagic::command()
+    };
+    let long = option.trim_start_matches("--");
+    cmd.find_subcommand(subcommand)
+        .and_then(|c| c.get_arguments().find(|a| a.get_long() == Some(long)))
+        .is_some_and(|a| a.get_action().takes_values())
+}
+
 fn names(cmd: clap::Command) -> Vec<String> {
     cmd.get_subcommands()
         .map(|c| c.get_name().to_string())
@@ -275,11 +230,11 @@ mod tests {
         let m =
             parse_line("run examples/mnist.toml --set train.epochs=1 --name 'a b' --wait").unwrap();
         match m.command {
-            Command::Run { spec, options } => {
-                assert_eq!(spec, PathBuf::from("examples/mnist.toml"));
-                assert_eq!(options.overrides, vec!["train.epochs=1"]);
-                assert_eq!(options.name.as_deref(), Some("a b"));
-                assert!(options.wait);
+            Command::Run { args, wait } => {
+                assert_eq!(args.spec, PathBuf::from("examples/mnist.toml"));
+                assert_eq!(args.options.spec.overrides, vec!["train.epochs=1"]);
+                assert_eq!(args.options.name.as_deref(), Some("a b"));
+                assert!(wait.wait);
             }
             other => panic!("{other:?}"),
         }
@@ -310,11 +265,11 @@ mod tests {
     #[test]
     fn cell_magic_takes_run_options() {
         let m = parse_cell("run --set train.lr=0.1 --wait").unwrap();
-        let CellCommand::Run { options } = m.command else {
+        let CellCommand::Run { options, wait } = m.command else {
             panic!("{:?}", m.command)
         };
-        assert_eq!(options.overrides, vec!["train.lr=0.1"]);
-        assert!(options.wait);
+        assert_eq!(options.spec.overrides, vec!["train.lr=0.1"]);
+        assert!(wait.wait);
     }
 
     #[test]
@@ -323,15 +278,16 @@ mod tests {
         let CellCommand::Train {
             spec,
             options,
+            wait,
             features,
         } = m.command
         else {
             panic!("{:?}", m.command)
         };
         assert_eq!(spec, PathBuf::from("mnist.toml"));
-        assert_eq!(options.overrides, vec!["train.epochs=1"]);
+        assert_eq!(options.spec.overrides, vec!["train.epochs=1"]);
         assert_eq!(features, vec!["cuda"]);
-        assert!(options.wait);
+        assert!(wait.wait);
         let e = parse_cell("train").unwrap_err().to_string();
         assert!(e.contains("<SPEC>"), "{e}");
     }
