@@ -328,7 +328,7 @@ impl App {
 /// Scrolling, follow, wrap and search keys in the Logs pane.
 pub(crate) fn log_key(v: &mut RunView, action: Action, page: usize) {
     let (buf, state) = v.logs.current();
-    let empty = crate::logview::LogBuffer::new(1);
+    let empty = crate::widgets::logview::LogBuffer::new(1);
     let buf = buf.unwrap_or(&empty);
     match action {
         Action::Up => state.scroll_up(1, buf),

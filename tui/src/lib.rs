@@ -15,7 +15,7 @@
 //! - [`runs`], [`run_view`], [`compare`]: the state of the Runs, Run and Compare views.
 //! - [`dialog`], [`input`]: dialogs (help, confirm, new run, tags, filter, search) and the
 //!   one-line input with shell-like word splitting and path completion.
-//! - [`logview`]: log buffers, scrolling/follow/search state, ANSI and `\r` rendering.
+//! - [`widgets::logview`]: log buffers, scrolling/follow/search state, ANSI and `\r` rendering.
 //! - [`chart`]: braille line charts with TensorBoard smoothing and log scale.
 //! - `ui`: drawing every view and dialog.
 //! - [`theme`]: colours, honouring `NO_COLOR`.
@@ -32,9 +32,9 @@ pub mod compare;
 pub mod dialog;
 pub mod input;
 pub mod keys;
-pub mod logview;
 pub mod run_view;
 pub mod runs;
 pub mod runtime;
 pub mod theme;
 mod ui;
+pub mod widgets;

@@ -22,11 +22,11 @@ use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 use crate::app::{App, Effect, Msg, NewRunRequest, Notice, Outcome, View};
 use crate::dialog::{Confirm, Dialog};
 use crate::input::InputLine;
-use crate::logview::LogSource;
 use crate::run_view::{LogTab, Pane};
 use crate::runs::SortKey;
 use crate::runs::tests::entry;
 use crate::theme::Theme;
+use crate::widgets::logview::LogSource;
 
 const NOW: f64 = 1_795_000_100.0;
 

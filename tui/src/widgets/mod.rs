@@ -1,0 +1,3 @@
+//! The dashboard's own widgets, each a folder of its state and its rendering.
+
+pub mod logview;
