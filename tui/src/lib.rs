@@ -16,7 +16,7 @@
 //! - [`dialog`], [`input`]: dialogs (help, confirm, new run, tags, filter, search) and the
 //!   one-line input with shell-like word splitting and path completion.
 //! - [`widgets::logview`]: log buffers, scrolling/follow/search state, ANSI and `\r` rendering.
-//! - [`chart`]: braille line charts with TensorBoard smoothing and log scale.
+//! - [`widgets::chart`]: braille line charts with TensorBoard smoothing and log scale.
 //! - `ui`: drawing every view and dialog.
 //! - [`theme`]: colours, honouring `NO_COLOR`.
 //! - [`runtime`]: the terminal, the producers (run-list watch, run watches, telemetry), the
@@ -27,7 +27,6 @@ pub mod app;
 #[cfg(test)]
 mod app_tests;
 pub mod bench;
-pub mod chart;
 pub mod compare;
 pub mod dialog;
 pub mod input;

@@ -12,9 +12,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use crate::app::App;
-use crate::chart::{LineChart, Scale, Series, SeriesStyle};
 use crate::run_view::{ChartSettings, LogTab, Pane, RunView};
 use crate::theme::Theme;
+use crate::widgets::chart::{LineChart, Scale, Series, SeriesStyle};
 use crate::widgets::logview::LogPane;
 
 pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
