@@ -17,6 +17,7 @@ use crate::input::InputLine;
 use crate::keys::{self, Action, Context};
 use crate::run_view::{Pane, RunView};
 use crate::runs::RunsState;
+use crate::scroll::scroll;
 use crate::theme::Theme;
 
 /// Telemetry samples kept for the devices sparklines (one a second).
@@ -584,18 +585,4 @@ impl App {
             _ => vec![],
         }
     }
-}
-
-/// Up/down/page/home/end on a scroll position over `len` rows.
-pub(crate) fn scroll(pos: &mut usize, action: Action, page: usize, len: usize) {
-    let max = len.saturating_sub(1);
-    *pos = match action {
-        Action::Up => pos.saturating_sub(1),
-        Action::Down => (*pos + 1).min(max),
-        Action::PageUp => pos.saturating_sub(page),
-        Action::PageDown => (*pos + page).min(max),
-        Action::Home => 0,
-        Action::End => max,
-        _ => *pos,
-    };
 }

@@ -13,6 +13,7 @@
 //!   do), `update`.
 //! - [`keys`]: key tables per view (the footer and the help overlay are made from them).
 //! - [`runs`], [`run_view`], [`compare`]: the state of the Runs, Run and Compare views.
+//! - `scroll`: what the movement keys do to a plain scroll position (Run and Compare views).
 //! - [`dialog`], [`input`]: dialogs (help, confirm, new run, tags, filter, search) and the
 //!   one-line input with shell-like word splitting and path completion.
 //! - [`widgets::logview`]: log buffers, scrolling/follow/search state, ANSI and `\r` rendering.
@@ -34,6 +35,7 @@ pub mod keys;
 pub mod run_view;
 pub mod runs;
 pub mod runtime;
+mod scroll;
 pub mod theme;
 mod ui;
 pub mod widgets;
