@@ -23,10 +23,10 @@
 //! area is too small for the axes only the block (title) is drawn.
 //!
 //! Files, each importing only the ones listed before it:
-//! - `smooth`: [`smooth`], TensorBoard's debiased EMA (and the streaming form
+//! - `smooth`: [`smooth()`], TensorBoard's debiased EMA (and the streaming form
 //!   the renderer uses).
 //! - `downsample`: [`Scale`], which points a scale can draw, and min/max
-//!   [`downsample`]ing into x buckets.
+//!   [`downsample()`]ing into x buckets.
 //! - `ticks`: [`nice_ticks`], [`format_tick`] and the labelled ticks of linear
 //!   and log axes.
 //! - `raster`: the braille grid the curves are drawn into.
