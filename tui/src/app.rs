@@ -12,12 +12,14 @@ use ddp_workspaces::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent, RunStatus};
 
 use crate::compare::{CompareTable, CompareView};
-use crate::dialog::{Confirm, Dialog};
+use crate::dialog::{Confirm, Dialog, DialogOutcome, NewRunRequest};
 use crate::input::InputLine;
 use crate::keys::{self, Action, Context};
 use crate::run_view::{Pane, RunView};
 use crate::runs::RunsState;
+use crate::scroll::scroll;
 use crate::theme::Theme;
+use crate::widgets::logview::LogBuffer;
 
 /// Telemetry samples kept for the devices sparklines (one a second).
 pub const DEVICE_HISTORY: usize = 120;
@@ -40,17 +42,6 @@ pub struct Notice {
     pub text: String,
     pub error: bool,
     pub at: f64,
-}
-
-/// What the user asked to start (`n`): the spec and the `ddp run` options the dialog accepts.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NewRunRequest {
-    pub spec: PathBuf,
-    pub overrides: Vec<String>,
-    pub name: Option<String>,
-    pub replicas: Option<usize>,
-    /// `--trainer PATH`: the executable the replicas run (your own model).
-    pub trainer: Option<PathBuf>,
 }
 
 /// Work for the runtime: I/O and processes, never done by `update` itself.
@@ -201,8 +192,9 @@ impl App {
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
             Msg::Key(key) => {
-                if self.dialog.is_some() {
-                    return self.dialog_key(key);
+                if let Some(dialog) = self.dialog.as_mut() {
+                    let outcome = dialog.key(key);
+                    return self.on_dialog(outcome);
                 }
                 match keys::action(self.context(), key) {
                     Some(a) => self.act(a),
@@ -298,6 +290,39 @@ impl App {
             effects.push(Effect::UnwatchRun(dir));
         }
         effects
+    }
+
+    /// Applies what a key in the open dialog came to.
+    fn on_dialog(&mut self, outcome: DialogOutcome) -> Vec<Effect> {
+        if outcome.closes() {
+            self.dialog = None;
+        }
+        match outcome {
+            DialogOutcome::Open | DialogOutcome::Close => vec![],
+            DialogOutcome::Quit => {
+                self.should_quit = true;
+                vec![]
+            }
+            DialogOutcome::Confirmed(Confirm::Stop(run)) => vec![Effect::StopRun(run)],
+            DialogOutcome::Confirmed(Confirm::Delete(run)) => vec![Effect::DeleteRun(run)],
+            DialogOutcome::StartRun(req) => vec![Effect::StartRun(req)],
+            DialogOutcome::Complete(typed) => vec![Effect::Complete(typed)],
+            DialogOutcome::SetTags(run, tags) => vec![Effect::SetTags(run, tags)],
+            DialogOutcome::Filter { text, .. } => {
+                self.runs.filter = text;
+                self.runs.fix_selection();
+                vec![]
+            }
+            DialogOutcome::Search(query) => {
+                if let Some(v) = self.run.as_mut() {
+                    let (buf, state) = v.logs.current();
+                    if let Some(buf) = buf {
+                        state.set_search(&query, buf);
+                    }
+                }
+                vec![]
+            }
+        }
     }
 
     fn on_outcome(&mut self, outcome: Outcome) {
@@ -515,7 +540,7 @@ impl App {
                                 input: InputLine::default(),
                             });
                         }
-                        _ => crate::dialog::log_key(v, action, page),
+                        _ => log_key(v, action, page),
                     }
                 }
                 Pane::Events => scroll(&mut v.events_scroll, action, page, v.events.len()),
@@ -586,16 +611,22 @@ impl App {
     }
 }
 
-/// Up/down/page/home/end on a scroll position over `len` rows.
-pub(crate) fn scroll(pos: &mut usize, action: Action, page: usize, len: usize) {
-    let max = len.saturating_sub(1);
-    *pos = match action {
-        Action::Up => pos.saturating_sub(1),
-        Action::Down => (*pos + 1).min(max),
-        Action::PageUp => pos.saturating_sub(page),
-        Action::PageDown => (*pos + page).min(max),
-        Action::Home => 0,
-        Action::End => max,
-        _ => *pos,
-    };
+/// Scrolling, follow, wrap and search keys in the Logs pane.
+fn log_key(v: &mut RunView, action: Action, page: usize) {
+    let (buf, state) = v.logs.current();
+    let empty = LogBuffer::new(1);
+    let buf = buf.unwrap_or(&empty);
+    match action {
+        Action::Up => state.scroll_up(1, buf),
+        Action::Down => state.scroll_down(1, buf),
+        Action::PageUp => state.scroll_up(page, buf),
+        Action::PageDown => state.scroll_down(page, buf),
+        Action::Home => state.home(buf),
+        Action::End => state.end(buf),
+        Action::ToggleFollow => state.toggle_follow(),
+        Action::ToggleWrap => state.toggle_wrap(),
+        Action::SearchNext => state.next_match(buf),
+        Action::SearchPrev => state.prev_match(buf),
+        _ => {}
+    }
 }

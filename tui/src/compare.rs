@@ -10,6 +10,7 @@ use ddp_workspaces::{Run, RunEvent, RunRecord};
 
 use crate::keys::Action;
 use crate::run_view::ChartSettings;
+use crate::scroll::scroll;
 
 /// The differing spec keys with each run's values and figures.
 pub type CompareTable = Comparison;
@@ -62,7 +63,7 @@ impl CompareView {
             Action::Rougher => self.chart.rougher(),
             Action::ToggleLogScale => self.chart.log_loss = !self.chart.log_loss,
             Action::CycleX => self.chart.cycle_x(),
-            _ => crate::app::scroll(&mut self.scroll, action, page, rows),
+            _ => scroll(&mut self.scroll, action, page, rows),
         }
     }
 

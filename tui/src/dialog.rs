@@ -1,15 +1,25 @@
 //! Dialogs and input lines over the views: help, confirmations, the new-run command line (with
-//! path completion), tags, the runs filter and the log search. Keys go to the open dialog first.
+//! path completion), tags, the runs filter and the log search. Keys go to the open dialog first:
+//! [`Dialog::key`] changes the dialog and says what the key came to ([`DialogOutcome`]), which
+//! [`App::update`](crate::app::App::update) applies.
 
 use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::Run;
 
-use crate::app::{App, Effect, NewRunRequest};
 use crate::input::{Edit, InputLine, split_words};
-use crate::keys::Action;
-use crate::run_view::RunView;
+
+/// What the user asked to start (`n`): the spec and the `ddp run` options the dialog accepts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewRunRequest {
+    pub spec: PathBuf,
+    pub overrides: Vec<String>,
+    pub name: Option<String>,
+    pub replicas: Option<usize>,
+    /// `--trainer PATH`: the executable the replicas run (your own model).
+    pub trainer: Option<PathBuf>,
+}
 
 /// An action that asks `y`/`n` first.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,94 +202,97 @@ pub fn path_candidates(cwd: &std::path::Path, typed: &str) -> Vec<String> {
     out
 }
 
-impl App {
-    /// A key while a dialog is open.
-    pub(crate) fn dialog_key(&mut self, key: KeyEvent) -> Vec<Effect> {
-        let Some(dialog) = self.dialog.take() else {
-            return vec![];
-        };
-        match dialog {
+/// What a key in an open dialog came to, for [`App::update`](crate::app::App::update) to
+/// apply; the dialog has already changed itself (e.g. a new-run dialog became busy).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DialogOutcome {
+    /// The dialog stays open; nothing else happens.
+    Open,
+    /// The dialog closes; nothing else happens.
+    Close,
+    /// The dialog closes and the dashboard quits (`q` in the help).
+    Quit,
+    /// The dialog closes: carry out the confirmed action.
+    Confirmed(Confirm),
+    /// The dialog stays open, busy: start the run.
+    StartRun(NewRunRequest),
+    /// The dialog stays open: complete the word typed (Tab).
+    Complete(String),
+    /// The dialog closes: set the run's tags.
+    SetTags(Run, Vec<String>),
+    /// The runs filter becomes `text` (as it is typed); `close`: the dialog closes.
+    Filter { text: String, close: bool },
+    /// The dialog closes: search the open log.
+    Search(String),
+}
+
+impl DialogOutcome {
+    /// Whether the dialog closes.
+    pub fn closes(&self) -> bool {
+        match self {
+            DialogOutcome::Open | DialogOutcome::StartRun(_) | DialogOutcome::Complete(_) => false,
+            DialogOutcome::Filter { close, .. } => *close,
+            DialogOutcome::Close
+            | DialogOutcome::Quit
+            | DialogOutcome::Confirmed(_)
+            | DialogOutcome::SetTags(..)
+            | DialogOutcome::Search(_) => true,
+        }
+    }
+}
+
+impl Dialog {
+    /// A key while this dialog is open.
+    pub fn key(&mut self, key: KeyEvent) -> DialogOutcome {
+        match self {
             Dialog::Help => {
                 // Any key closes the help; `q` still quits from anywhere.
                 if key.code == KeyCode::Char('q') {
-                    self.should_quit = true;
+                    DialogOutcome::Quit
+                } else {
+                    DialogOutcome::Close
                 }
-                vec![]
             }
             Dialog::Confirm(c) => match key.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') => match c {
-                    Confirm::Stop(run) => vec![Effect::StopRun(run)],
-                    Confirm::Delete(run) => vec![Effect::DeleteRun(run)],
-                },
+                KeyCode::Char('y') | KeyCode::Char('Y') => DialogOutcome::Confirmed(c.clone()),
                 KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
-                    vec![]
+                    DialogOutcome::Close
                 }
-                _ => {
-                    self.dialog = Some(Dialog::Confirm(c));
-                    vec![]
-                }
+                _ => DialogOutcome::Open,
             },
             Dialog::NewRun {
-                mut input,
+                input,
                 error,
                 hint,
                 busy,
             } => {
-                if busy {
+                if *busy {
                     // A request is on its way: only its answer closes the dialog.
-                    self.dialog = Some(Dialog::NewRun {
-                        input,
-                        error,
-                        hint,
-                        busy,
-                    });
-                    return vec![];
+                    return DialogOutcome::Open;
                 }
                 match input.key(key) {
-                    Edit::Cancel => vec![],
+                    Edit::Cancel => DialogOutcome::Close,
                     Edit::Submit => match parse_new_run(&input.text) {
                         Ok(req) => {
-                            self.dialog = Some(Dialog::NewRun {
-                                input,
-                                error: None,
-                                hint: None,
-                                busy: true,
-                            });
-                            vec![Effect::StartRun(req)]
+                            *error = None;
+                            *hint = None;
+                            *busy = true;
+                            DialogOutcome::StartRun(req)
                         }
                         Err(e) => {
-                            self.dialog = Some(Dialog::NewRun {
-                                input,
-                                error: Some(e),
-                                hint,
-                                busy,
-                            });
-                            vec![]
+                            *error = Some(e);
+                            DialogOutcome::Open
                         }
                     },
-                    Edit::Complete => {
-                        let typed = input.last_word().to_string();
-                        self.dialog = Some(Dialog::NewRun {
-                            input,
-                            error,
-                            hint,
-                            busy,
-                        });
-                        vec![Effect::Complete(typed)]
-                    }
+                    Edit::Complete => DialogOutcome::Complete(input.last_word().to_string()),
                     Edit::Changed | Edit::Ignored => {
-                        self.dialog = Some(Dialog::NewRun {
-                            input,
-                            error,
-                            hint: None,
-                            busy,
-                        });
-                        vec![]
+                        *hint = None;
+                        DialogOutcome::Open
                     }
                 }
             }
-            Dialog::Tags { run, mut input } => match input.key(key) {
-                Edit::Cancel => vec![],
+            Dialog::Tags { run, input } => match input.key(key) {
+                Edit::Cancel => DialogOutcome::Close,
                 Edit::Submit => {
                     let mut tags: Vec<String> = Vec::new();
                     for t in input.text.split([' ', ',']).filter(|t| !t.is_empty()) {
@@ -287,61 +300,30 @@ impl App {
                             tags.push(t.to_string());
                         }
                     }
-                    vec![Effect::SetTags(run, tags)]
+                    DialogOutcome::SetTags(run.clone(), tags)
                 }
-                _ => {
-                    self.dialog = Some(Dialog::Tags { run, input });
-                    vec![]
-                }
+                _ => DialogOutcome::Open,
             },
-            Dialog::Filter { mut input, before } => {
-                match input.key(key) {
-                    Edit::Cancel => self.runs.filter = before,
-                    Edit::Submit => self.runs.filter = input.text.clone(),
-                    _ => {
-                        self.runs.filter = input.text.clone();
-                        self.dialog = Some(Dialog::Filter { input, before });
-                    }
-                }
-                self.runs.fix_selection();
-                vec![]
-            }
-            Dialog::Search { mut input } => {
-                match input.key(key) {
-                    Edit::Cancel => {}
-                    Edit::Submit => {
-                        if let Some(v) = self.run.as_mut() {
-                            let (buf, state) = v.logs.current();
-                            if let Some(buf) = buf {
-                                state.set_search(&input.text, buf);
-                            }
-                        }
-                    }
-                    _ => self.dialog = Some(Dialog::Search { input }),
-                }
-                vec![]
-            }
+            Dialog::Filter { input, before } => match input.key(key) {
+                Edit::Cancel => DialogOutcome::Filter {
+                    text: before.clone(),
+                    close: true,
+                },
+                Edit::Submit => DialogOutcome::Filter {
+                    text: input.text.clone(),
+                    close: true,
+                },
+                _ => DialogOutcome::Filter {
+                    text: input.text.clone(),
+                    close: false,
+                },
+            },
+            Dialog::Search { input } => match input.key(key) {
+                Edit::Cancel => DialogOutcome::Close,
+                Edit::Submit => DialogOutcome::Search(input.text.clone()),
+                _ => DialogOutcome::Open,
+            },
         }
-    }
-}
-
-/// Scrolling, follow, wrap and search keys in the Logs pane.
-pub(crate) fn log_key(v: &mut RunView, action: Action, page: usize) {
-    let (buf, state) = v.logs.current();
-    let empty = crate::logview::LogBuffer::new(1);
-    let buf = buf.unwrap_or(&empty);
-    match action {
-        Action::Up => state.scroll_up(1, buf),
-        Action::Down => state.scroll_down(1, buf),
-        Action::PageUp => state.scroll_up(page, buf),
-        Action::PageDown => state.scroll_down(page, buf),
-        Action::Home => state.home(buf),
-        Action::End => state.end(buf),
-        Action::ToggleFollow => state.toggle_follow(),
-        Action::ToggleWrap => state.toggle_wrap(),
-        Action::SearchNext => state.next_match(buf),
-        Action::SearchPrev => state.prev_match(buf),
-        _ => {}
     }
 }
 

@@ -10,31 +10,35 @@
 //!
 //! Layout:
 //! - [`app`]: `App`, `Msg` (everything that changes it), `Effect` (what it asks the runtime to
-//!   do), `update`.
+//!   do), `update`; `app_tests` tests it without a terminal.
 //! - [`keys`]: key tables per view (the footer and the help overlay are made from them).
 //! - [`runs`], [`run_view`], [`compare`]: the state of the Runs, Run and Compare views.
-//! - [`dialog`], [`input`]: dialogs (help, confirm, new run, tags, filter, search) and the
-//!   one-line input with shell-like word splitting and path completion.
-//! - [`logview`]: log buffers, scrolling/follow/search state, ANSI and `\r` rendering.
-//! - [`chart`]: braille line charts with TensorBoard smoothing and log scale.
-//! - `ui`: drawing every view and dialog.
+//! - `scroll`: what the movement keys do to a plain scroll position (Run and Compare views).
+//! - [`dialog`], [`input`]: dialogs (help, confirm, new run, tags, filter, search), which take
+//!   their own keys and return a `DialogOutcome` for `update` to apply, and the one-line input
+//!   with shell-like word splitting and path completion.
+//! - [`widgets`]: the dashboard's own widgets, a folder each with one file per part:
+//!   [`widgets::logview`] (log buffers, scrolling/follow/search state, ANSI and `\r`
+//!   rendering) and [`widgets::chart`] (braille line charts with TensorBoard smoothing and log
+//!   scale).
+//! - `ui`: drawing every view and dialog (`impl Widget for &App`); its tests, one file per view.
 //! - [`theme`]: colours, honouring `NO_COLOR`.
 //! - [`runtime`]: the terminal, the producers (run-list watch, run watches, telemetry), the
 //!   effect executor and the event loop.
-//! - [`bench`]: the performance benchmark (`ddp-tui --bench`).
+//! - [`bench`](mod@bench): the performance benchmark (`ddp-tui --bench`).
 
 pub mod app;
 #[cfg(test)]
 mod app_tests;
 pub mod bench;
-pub mod chart;
 pub mod compare;
 pub mod dialog;
 pub mod input;
 pub mod keys;
-pub mod logview;
 pub mod run_view;
 pub mod runs;
 pub mod runtime;
+mod scroll;
 pub mod theme;
 mod ui;
+pub mod widgets;

@@ -10,7 +10,7 @@ use ddp_workspaces::metrics::MetricRecord;
 use ddp_workspaces::run::EventRecord;
 use ddp_workspaces::{RunEvent, RunRecord};
 
-use crate::logview::{LogBuffer, LogLine, LogSource, LogViewState};
+use crate::widgets::logview::{LogBuffer, LogLine, LogSource, LogViewState};
 
 /// Lines kept per log source, and in the merged view (the files keep everything: `ddp logs`).
 pub const LINES_PER_SOURCE: usize = 20_000;

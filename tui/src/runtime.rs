@@ -30,7 +30,8 @@ use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::app::{App, Effect, Msg, NewRunRequest, Outcome};
+use crate::app::{App, Effect, Msg, Outcome};
+use crate::dialog::NewRunRequest;
 use crate::run_view::LOG_BACKLOG;
 use crate::theme::Theme;
 

@@ -19,14 +19,14 @@ use ddp_workspaces::run_list::{RunEntry, RunListEvent};
 use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 
-use crate::app::{App, Effect, Msg, NewRunRequest, Notice, Outcome, View};
-use crate::dialog::{Confirm, Dialog};
+use crate::app::{App, Effect, Msg, Notice, Outcome, View};
+use crate::dialog::{Confirm, Dialog, NewRunRequest};
 use crate::input::InputLine;
-use crate::logview::LogSource;
 use crate::run_view::{LogTab, Pane};
 use crate::runs::SortKey;
 use crate::runs::tests::entry;
 use crate::theme::Theme;
+use crate::widgets::logview::LogSource;
 
 const NOW: f64 = 1_795_000_100.0;
 

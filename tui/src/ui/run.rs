@@ -12,10 +12,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use crate::app::App;
-use crate::chart::{LineChart, Scale, Series, SeriesStyle};
-use crate::logview::LogPane;
 use crate::run_view::{ChartSettings, LogTab, Pane, RunView};
 use crate::theme::Theme;
+use crate::widgets::chart::{LineChart, Scale, Series, SeriesStyle};
+use crate::widgets::logview::LogPane;
 
 pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
     let t = app.theme;
@@ -318,7 +318,7 @@ fn render_logs(t: Theme, v: &RunView, area: Rect, buf: &mut Buffer) {
         Paragraph::new(what).style(t.dim()).render(body, buf);
         return;
     };
-    let default_state = crate::logview::LogViewState::default();
+    let default_state = crate::widgets::logview::LogViewState::default();
     LogPane {
         buf: buffer,
         state: state.unwrap_or(&default_state),
