@@ -1,5 +1,5 @@
-//! Launch latency benchmark (prints figures; not run by default):
-//! `cargo test --release -p ddp-workspaces --test launch_latency -- --ignored --nocapture`
+//! Launch latency benchmark (prints figures):
+//! `cargo bench -p ddp-workspaces --bench launch_latency`
 //!
 //! For `ddp run --detach` of a 2-replica CPU run it measures, from the moment the command is
 //! invoked: when the supervisor is about to start the replicas (run.json `started`: the
@@ -12,9 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ddp_workspaces::Workspace;
 
-#[test]
-#[ignore]
-fn launch_latency() {
+fn main() {
     let dir = tempfile::tempdir().unwrap();
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/data/mnist-sample");
     let spec = dir.path().join("spec.toml");
