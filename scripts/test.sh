@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
-# The test command (README, CI's .ci/run): installs what the tests need that cargo does not
-# (tmux, for the dashboard's end-to-end test in a real terminal; a Python venv with pinned Jupyter
-# clients, for the kernel's tests with real Jupyter clients), then runs every test.
+# The test command (README, CI's .ci/run): checks formatting and lints (cargo fmt, clippy with
+# warnings as errors), installs what the tests need that cargo does not (tmux, for the
+# dashboard's end-to-end test in a real terminal; a Python venv with pinned Jupyter clients, for
+# the kernel's tests with real Jupyter clients), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
+# Clippy and the tests share target/, so this applies to both.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Fail fast, before the long part, naming the check and the command that fixes or shows it.
+for tool in fmt clippy; do
+  if ! cargo "$tool" --version >/dev/null 2>&1; then
+    echo "scripts/test.sh: cargo $tool is not installed: rustup component add $( [ $tool = fmt ] && echo rustfmt || echo clippy )" >&2
+    exit 1
+  fi
+done
+if ! cargo fmt --all --check; then
+  echo "scripts/test.sh: formatting check failed (cargo fmt --all --check): run \`cargo fmt --all\` to fix it" >&2
+  exit 1
+fi
+if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
+  echo "scripts/test.sh: clippy found warnings (cargo clippy --workspace --all-targets --locked -- -D warnings): see them above, or run that command" >&2
+  exit 1
+fi
 if ! command -v tmux >/dev/null 2>&1; then
   echo "scripts/test.sh: installing tmux (needed by tui/tests/terminal.rs)"
   sudo=""
@@ -18,6 +37,4 @@ fi
 # kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON
-# A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
-export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo test --workspace --locked "$@"

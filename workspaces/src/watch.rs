@@ -347,54 +347,9 @@ impl Waker {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    /// Benchmark writers: one thread per path appending `rate` lines per second for `seconds`
-    /// (in bursts every 0.5 ms, paced against `base`); `line(seq, nanos since base)` makes a line.
-    pub(crate) fn paced_writers(
-        paths: Vec<PathBuf>,
-        rate: u64,
-        seconds: u64,
-        base: Instant,
-        line: fn(u64, u128) -> String,
-    ) -> Vec<std::thread::JoinHandle<()>> {
-        paths
-            .into_iter()
-            .map(|path| {
-                std::thread::spawn(move || {
-                    let mut f = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .unwrap();
-                    let total = rate * seconds;
-                    let mut seq = 0;
-                    while seq < total {
-                        let due = (base.elapsed().as_micros() as u64 * rate / 1_000_000).min(total);
-                        while seq < due {
-                            f.write_all(line(seq, base.elapsed().as_nanos()).as_bytes())
-                                .unwrap();
-                            seq += 1;
-                        }
-                        std::thread::sleep(Duration::from_micros(500));
-                    }
-                })
-            })
-            .collect()
-    }
-
-    /// "p50 …, p99 …, max … ms" of latencies in milliseconds (sorts them).
-    pub(crate) fn latency_summary(latencies: &mut [f64]) -> String {
-        latencies.sort_by(f64::total_cmp);
-        let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
-        format!(
-            "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            pct(0.5),
-            pct(0.99),
-            latencies[latencies.len() - 1]
-        )
-    }
     use std::fs::OpenOptions;
     use std::io::Write;
 
@@ -713,74 +668,5 @@ pub(crate) mod tests {
         append(&log, "x\n");
         drop(rx);
         wait_until_dropped(&alive).await;
-    }
-
-    /// Latency from `write` to delivery at 10,000 lines/s over 8 files, printed as p50/p99/max.
-    async fn latency_benchmark(use_notify: bool) {
-        const FILES: usize = 8;
-        const RATE_PER_FILE: u64 = 1250;
-        const SECONDS: u64 = 3;
-        let (dir, _, _) = run_folder();
-        let cancel = CancellationToken::new();
-        let options = WatchOptions {
-            use_notify,
-            ..WatchOptions::default()
-        };
-        let mut rx = watch_dir_with(
-            dir.path().into(),
-            |_| true,
-            TailFrom::End,
-            cancel.clone(),
-            options,
-        );
-        let base = Instant::now();
-        let paths = (0..FILES)
-            .map(|rank| dir.path().join(format!("metrics/rank-{rank}.jsonl")))
-            .collect();
-        let writers = paced_writers(paths, RATE_PER_FILE, SECONDS, base, |seq, nanos| {
-            format!("{{\"seq\":{seq},\"t\":{nanos}}}\n")
-        });
-        let expected = FILES * (RATE_PER_FILE * SECONDS) as usize;
-        let mut latencies = Vec::with_capacity(expected);
-        let mut next_seq = BTreeMap::<PathBuf, u64>::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(SECONDS + 5);
-        while latencies.len() < expected {
-            let got = tokio::time::timeout_at(deadline, rx.recv()).await;
-            let Ok(Some(line)) = got else {
-                panic!("got {} of {expected} lines", latencies.len());
-            };
-            let now = base.elapsed().as_nanos();
-            let fields: Vec<u128> = line
-                .line
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|s| !s.is_empty())
-                .map(|s| s.parse().unwrap())
-                .collect();
-            let seq = next_seq.entry(line.path.clone()).or_default();
-            assert_eq!(fields[0], *seq as u128, "out of order in {:?}", line.path);
-            *seq += 1;
-            latencies.push((now - fields[1]) as f64 / 1e6);
-        }
-        for w in writers {
-            w.join().unwrap();
-        }
-        cancel.cancel();
-        println!(
-            "watch latency (notify: {use_notify}), {expected} lines over {FILES} files in \
-             {SECONDS} s: {}",
-            latency_summary(&mut latencies)
-        );
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "benchmark: cargo test -- --ignored --nocapture watch_latency"]
-    async fn watch_latency_notify() {
-        latency_benchmark(true).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "benchmark: cargo test -- --ignored --nocapture watch_latency"]
-    async fn watch_latency_polling() {
-        latency_benchmark(false).await;
     }
 }

@@ -2,7 +2,6 @@
 use super::*;
 use crate::metrics::MetricKind;
 use crate::run::{RunStatus, SupervisorEvent};
-use crate::watch::tests::{latency_summary, paced_writers};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -569,69 +568,4 @@ async fn a_missing_run_json_falls_back_to_the_callers_record() {
     let mut run = run;
     set_status(&mut run, RunStatus::Completed);
     assert_eq!(status_of(&next(&mut watch).await), RunStatus::Completed);
-}
-
-/// Latency from `write` to the `RunEvent::Log` being delivered, at 10,000 lines/s spread
-/// over 8 ranks' log files, printed as p50/p99/max.
-async fn latency_benchmark(use_notify: bool) {
-    const RANKS: usize = 8;
-    const RATE_PER_RANK: u64 = 1250;
-    const SECONDS: u64 = 5;
-    let (_tmp, run, ws) = run_folder();
-    let options = RunWatchOptions {
-        files: WatchOptions {
-            use_notify,
-            ..WatchOptions::default()
-        },
-        ..RunWatchOptions::default()
-    };
-    let mut watch = ws.watch_with(&run, WatchFrom::Now, options);
-    next(&mut watch).await;
-    let base = Instant::now();
-    let paths = (0..RANKS).map(|rank| run.log_path(rank)).collect();
-    let writers = paced_writers(paths, RATE_PER_RANK, SECONDS, base, |seq, nanos| {
-        format!("seq {seq} t {nanos} epoch 1 step {seq} loss 2.3\n")
-    });
-    let expected = RANKS * (RATE_PER_RANK * SECONDS) as usize;
-    let mut latencies = Vec::with_capacity(expected);
-    let mut next_seq = [0u128; RANKS];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(SECONDS + 10);
-    while latencies.len() < expected {
-        let got = tokio::time::timeout_at(deadline, watch.next()).await;
-        let Ok(Some(event)) = got else {
-            panic!("got {} of {expected} lines", latencies.len());
-        };
-        let now = base.elapsed().as_nanos();
-        let RunEvent::Log {
-            rank: Some(rank),
-            line,
-        } = event
-        else {
-            continue; // a status change
-        };
-        let fields: Vec<u128> = line.split(' ').filter_map(|s| s.parse().ok()).collect();
-        assert_eq!(fields[0], next_seq[rank], "out of order for rank {rank}");
-        next_seq[rank] += 1;
-        latencies.push((now - fields[1]) as f64 / 1e6);
-    }
-    for w in writers {
-        w.join().unwrap();
-    }
-    println!(
-        "RunEvent latency (notify: {use_notify}), {expected} lines over {RANKS} rank logs in \
-         {SECONDS} s: {}",
-        latency_summary(&mut latencies)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: cargo test -p ddp-workspaces --lib -- --ignored --nocapture run_event_latency"]
-async fn run_event_latency_notify() {
-    latency_benchmark(true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: cargo test -p ddp-workspaces --lib -- --ignored --nocapture run_event_latency"]
-async fn run_event_latency_polling() {
-    latency_benchmark(false).await;
 }
