@@ -7,12 +7,13 @@
 use std::path::PathBuf;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
+use ddp_workspaces::commands::RunArgs;
 use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
 use ddp_workspaces::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent, RunStatus};
 
 use crate::compare::{CompareTable, CompareView};
-use crate::dialog::{Confirm, Dialog, DialogOutcome, NewRunRequest};
+use crate::dialog::{Confirm, Dialog, DialogOutcome};
 use crate::input::InputLine;
 use crate::keys::{self, Action, Context};
 use crate::run_view::{Pane, RunView};
@@ -56,7 +57,7 @@ pub enum Effect {
     UnwatchCompare,
     /// Complete the path being typed in the new-run dialog ([`Msg::Completions`]).
     Complete(String),
-    StartRun(NewRunRequest),
+    StartRun(RunArgs),
     StopRun(Run),
     ResumeRun(Run),
     DeleteRun(Run),

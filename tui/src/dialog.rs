@@ -3,23 +3,11 @@
 //! [`Dialog::key`] changes the dialog and says what the key came to ([`DialogOutcome`]), which
 //! [`App::update`](crate::app::App::update) applies.
 
-use std::path::PathBuf;
-
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::Run;
+use ddp_workspaces::commands::{self, RunArgs};
 
-use crate::input::{Edit, InputLine, split_words};
-
-/// What the user asked to start (`n`): the spec and the `ddp run` options the dialog accepts.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NewRunRequest {
-    pub spec: PathBuf,
-    pub overrides: Vec<String>,
-    pub name: Option<String>,
-    pub replicas: Option<usize>,
-    /// `--trainer PATH`: the executable the replicas run (your own model).
-    pub trainer: Option<PathBuf>,
-}
+use crate::input::{Edit, InputLine};
 
 /// An action that asks `y`/`n` first.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +37,7 @@ impl Confirm {
 pub enum Dialog {
     Help,
     Confirm(Confirm),
-    /// `n`: `SPEC [--set key=value]... [--name NAME] [--replicas N]`.
+    /// `n`: `ddp run`'s arguments ([`RunArgs`]).
     NewRun {
         input: InputLine,
         /// Why the last request was refused (nothing was created).
@@ -74,48 +62,14 @@ pub enum Dialog {
     },
 }
 
-/// The usage line of the new-run dialog.
-pub const NEW_RUN_USAGE: &str =
-    "SPEC.toml [--set key=value]... [--name NAME] [--replicas N] [--trainer PATH]";
+/// The usage line of the new-run dialog: `ddp run`'s arguments, from their one definition.
+pub fn new_run_usage() -> String {
+    format!("ddp run {}", commands::synopsis::<RunArgs>())
+}
 
-/// Parses the new-run command line (the `ddp run` options the dialog accepts).
-pub fn parse_new_run(line: &str) -> Result<NewRunRequest, String> {
-    let words = split_words(line)?;
-    let mut req = NewRunRequest::default();
-    let mut spec = None;
-    let mut it = words.into_iter();
-    while let Some(w) = it.next() {
-        let mut value = |opt: &str| {
-            it.next()
-                .ok_or_else(|| format!("{opt} needs a value ({NEW_RUN_USAGE})"))
-        };
-        match w.as_str() {
-            "--set" => req.overrides.push(value("--set")?),
-            "--name" => req.name = Some(value("--name")?),
-            "--trainer" => req.trainer = Some(PathBuf::from(value("--trainer")?)),
-            "--replicas" => {
-                let v = value("--replicas")?;
-                req.replicas = Some(v.parse().map_err(|_| {
-                    format!("--replicas {v}: expected a number of replicas (1 or more)")
-                })?);
-            }
-            s if s.starts_with("--set=") => req.overrides.push(s["--set=".len()..].into()),
-            s if s.starts_with("--") => {
-                return Err(format!("unknown option {s} ({NEW_RUN_USAGE})"));
-            }
-            _ if spec.is_some() => {
-                return Err(format!("one spec only: `{w}` ({NEW_RUN_USAGE})"));
-            }
-            _ => spec = Some(PathBuf::from(w)),
-        }
-    }
-    for o in &req.overrides {
-        if !o.contains('=') {
-            return Err(format!("--set {o}: expected key=value"));
-        }
-    }
-    req.spec = spec.ok_or_else(|| format!("which spec? {NEW_RUN_USAGE}"))?;
-    Ok(req)
+/// Parses the new-run command line as `ddp run`'s arguments; a refusal is one line.
+pub fn parse_new_run(line: &str) -> Result<RunArgs, String> {
+    commands::parse_line::<RunArgs>("run", line).map_err(|e| commands::one_line(&e.to_string()))
 }
 
 /// Applies completion candidates for `typed` (the last word when Tab was pressed): one
@@ -165,43 +119,6 @@ fn common_prefix(words: &[String]) -> String {
     first[..end].to_string()
 }
 
-/// Path completion candidates for `typed` in `cwd`: entries of its folder starting with its
-/// last part; folders end with `/`; hidden entries only when asked for. Sorted.
-pub fn path_candidates(cwd: &std::path::Path, typed: &str) -> Vec<String> {
-    let (dir_part, name_part) = match typed.rfind('/') {
-        Some(i) => (&typed[..=i], &typed[i + 1..]),
-        None => ("", typed),
-    };
-    let dir = if dir_part.is_empty() {
-        cwd.to_path_buf()
-    } else if let Some(rest) = dir_part.strip_prefix("~/") {
-        std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default()
-            .join(rest)
-    } else {
-        cwd.join(dir_part)
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return vec![];
-    };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(name_part)
-                || (name.starts_with('.') && !name_part.starts_with('.'))
-            {
-                return None;
-            }
-            let is_dir = e.path().is_dir();
-            Some(format!("{dir_part}{name}{}", if is_dir { "/" } else { "" }))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// What a key in an open dialog came to, for [`App::update`](crate::app::App::update) to
 /// apply; the dialog has already changed itself (e.g. a new-run dialog became busy).
 #[derive(Debug, Clone, PartialEq)]
@@ -215,7 +132,7 @@ pub enum DialogOutcome {
     /// The dialog closes: carry out the confirmed action.
     Confirmed(Confirm),
     /// The dialog stays open, busy: start the run.
-    StartRun(NewRunRequest),
+    StartRun(RunArgs),
     /// The dialog stays open: complete the word typed (Tab).
     Complete(String),
     /// The dialog closes: set the run's tags.
@@ -329,44 +246,58 @@ impl Dialog {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
+    use ddp_workspaces::commands::path_candidates;
+
     use super::*;
 
     #[test]
     fn new_run_lines_parse_like_ddp_run() {
         let r = parse_new_run("examples/mnist.toml --set train.lr=0.01 --set=train.epochs=1 --name 'quick one' --replicas 2").unwrap();
         assert_eq!(r.spec, PathBuf::from("examples/mnist.toml"));
-        assert_eq!(r.overrides, ["train.lr=0.01", "train.epochs=1"]);
-        assert_eq!(r.name.as_deref(), Some("quick one"));
-        assert_eq!(r.replicas, Some(2));
+        assert_eq!(
+            r.options.spec.overrides,
+            ["train.lr=0.01", "train.epochs=1"]
+        );
+        assert_eq!(r.options.name.as_deref(), Some("quick one"));
+        assert_eq!(r.options.spec.replicas, Some(2));
         let r = parse_new_run("custom.toml --trainer target/release/custom-model").unwrap();
         assert_eq!(
-            r.trainer,
+            r.options.spec.trainer,
             Some(PathBuf::from("target/release/custom-model"))
         );
-        assert!(parse_new_run("").unwrap_err().starts_with("which spec?"));
-        assert!(
-            parse_new_run("a.toml --set")
-                .unwrap_err()
-                .starts_with("--set needs a value")
+        assert_eq!(
+            parse_new_run("").unwrap_err(),
+            "the following required arguments were not provided: <SPEC>"
+        );
+        assert_eq!(
+            parse_new_run("a.toml --set").unwrap_err(),
+            "a value is required for '--set <KEY=VALUE>' but none was supplied"
         );
         assert_eq!(
             parse_new_run("a.toml --set x").unwrap_err(),
-            "--set x: expected key=value"
+            "invalid value 'x' for '--set <KEY=VALUE>': expected KEY=VALUE, e.g. train.lr=0.01"
         );
-        assert!(
-            parse_new_run("a.toml --replicas two")
-                .unwrap_err()
-                .contains("expected a number")
+        assert_eq!(
+            parse_new_run("a.toml --replicas two").unwrap_err(),
+            "invalid value 'two' for '--replicas <N>': invalid digit found in string"
         );
-        assert!(
-            parse_new_run("a.toml --detach")
-                .unwrap_err()
-                .starts_with("unknown option --detach")
+        assert_eq!(
+            parse_new_run("a.toml --detach").unwrap_err(),
+            "unexpected argument '--detach' found"
         );
-        assert!(
-            parse_new_run("a.toml b.toml")
-                .unwrap_err()
-                .starts_with("one spec only")
+        assert_eq!(
+            parse_new_run("a.toml b.toml").unwrap_err(),
+            "unexpected argument 'b.toml' found"
+        );
+        assert_eq!(
+            parse_new_run("'a.toml").unwrap_err(),
+            "unbalanced quotes in `'a.toml`"
+        );
+        assert_eq!(
+            new_run_usage(),
+            "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]"
         );
     }
 

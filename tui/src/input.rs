@@ -1,5 +1,4 @@
-//! A one-line text input (filter, search, new-run command, tags): editing keys, and splitting a
-//! command line into words the way a shell would for the simple cases (quotes, backslashes).
+//! A one-line text input (filter, search, new-run command, tags): its editing keys.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -118,49 +117,6 @@ impl InputLine {
     }
 }
 
-/// Splits a command line into words: whitespace separates, '…' and "…" group, `\` escapes.
-pub fn split_words(line: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some('"'), '\\') | (None, '\\') => match chars.next() {
-                Some(n) => word.push(n),
-                None => return Err("a `\\` ends the line".into()),
-            },
-            (Some(_), c) => word.push(c),
-            (None, '"' | '\'') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-        if quote.is_some() {
-            in_word = true;
-        }
-    }
-    if let Some(q) = quote {
-        return Err(format!("unclosed {q}"));
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,16 +149,5 @@ mod tests {
         assert_eq!(i.text, "run a.toml --set y=2");
         i.key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
         assert_eq!(i.text, "");
-    }
-
-    #[test]
-    fn words_split_like_a_shell() {
-        assert_eq!(
-            split_words(r#"a.toml --set name="my run" --set 'x=a b' c\ d"#).unwrap(),
-            ["a.toml", "--set", "name=my run", "--set", "x=a b", "c d"]
-        );
-        assert_eq!(split_words("  ").unwrap(), Vec::<String>::new());
-        assert_eq!(split_words("''").unwrap(), [""]);
-        assert_eq!(split_words("'open").unwrap_err(), "unclosed '");
     }
 }

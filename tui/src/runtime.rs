@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream, KeyEventKind};
 use crossterm::execute;
-use ddp_workspaces::actions::{self, NewRun, StopRequest};
+use ddp_workspaces::actions::{self, StopRequest};
+use ddp_workspaces::commands::{self, RunArgs};
 use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
 use ddp_workspaces::events::RunWatchOptions;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
@@ -31,7 +32,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::app::{App, Effect, Msg, Outcome};
-use crate::dialog::NewRunRequest;
 use crate::run_view::LOG_BACKLOG;
 use crate::theme::Theme;
 
@@ -177,7 +177,7 @@ fn edit_notes(
         .unwrap_or_else(|| "vi".into());
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
-    let words = crate::input::split_words(&editor).unwrap_or_else(|_| vec![editor.clone()]);
+    let words = commands::split(&editor).unwrap_or_else(|_| vec![editor.clone()]);
     let outcome = match words.split_first() {
         Some((program, args)) => match std::process::Command::new(program)
             .args(args)
@@ -329,7 +329,7 @@ impl Executor {
             }
             Effect::Complete(typed) => self.blocking(move || {
                 let cwd = std::env::current_dir().unwrap_or_default();
-                let options = crate::dialog::path_candidates(&cwd, &typed);
+                let options = commands::path_candidates(&cwd, &typed);
                 Msg::Completions { typed, options }
             }),
             Effect::StartRun(req) => self.blocking(move || Msg::Done(start(&root, req))),
@@ -381,31 +381,27 @@ impl Drop for Executor {
     }
 }
 
-/// `n`: the same library call as `ddp run --detach`.
-fn start(root: &Path, req: NewRunRequest) -> Outcome {
+/// `n`: the same library call as `ddp run --detach`, recording the arguments as typed.
+fn start(root: &Path, args: RunArgs) -> Outcome {
+    let o = &args.options;
     let mut command = vec![
         "ddp-tui".to_string(),
         "run".into(),
-        req.spec.display().to_string(),
+        args.spec.display().to_string(),
     ];
-    for o in &req.overrides {
-        command.push("--set".into());
-        command.push(o.clone());
+    for v in &o.spec.overrides {
+        command.extend(["--set".into(), v.clone()]);
     }
-    if let Some(t) = &req.trainer {
-        command.push("--trainer".into());
-        command.push(t.display().to_string());
+    if let Some(n) = o.spec.replicas {
+        command.extend(["--replicas".into(), n.to_string()]);
     }
-    let new = NewRun {
-        spec: req.spec,
-        overrides: req.overrides,
-        replicas: req.replicas,
-        name: req.name,
-        command,
-        spec_text: None,
-        trainer: req.trainer,
-        code: None,
-    };
+    if let Some(t) = &o.spec.trainer {
+        command.extend(["--trainer".into(), t.display().to_string()]);
+    }
+    if let Some(n) = &o.name {
+        command.extend(["--name".into(), n.clone()]);
+    }
+    let new = args.new_run(command);
     match actions::start_run(root, &new) {
         Ok(started) => {
             let run = started.reap_in_background();

@@ -20,13 +20,14 @@ use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 
 use crate::app::{App, Effect, Msg, Notice, Outcome, View};
-use crate::dialog::{Confirm, Dialog, NewRunRequest};
+use crate::dialog::{Confirm, Dialog};
 use crate::input::InputLine;
 use crate::run_view::{LogTab, Pane};
 use crate::runs::SortKey;
 use crate::runs::tests::entry;
 use crate::theme::Theme;
 use crate::widgets::logview::LogSource;
+use ddp_workspaces::commands::{RunArgs, RunOptions, SpecOptions};
 
 const NOW: f64 = 1_795_000_100.0;
 

@@ -17,12 +17,16 @@ fn new_run_dialog_starts_a_run_and_shows_a_refusal() {
     );
     let line = "examples/mnist.toml --set train.lr=0.01 --name 'quick one' --replicas 2";
     type_text(&mut app, line);
-    let request = NewRunRequest {
+    let request = RunArgs {
         spec: "examples/mnist.toml".into(),
-        overrides: vec!["train.lr=0.01".into()],
-        name: Some("quick one".into()),
-        replicas: Some(2),
-        trainer: None,
+        options: RunOptions {
+            spec: SpecOptions {
+                overrides: vec!["train.lr=0.01".into()],
+                replicas: Some(2),
+                trainer: None,
+            },
+            name: Some("quick one".into()),
+        },
     };
     assert_eq!(
         press(&mut app, KeyCode::Enter),
@@ -97,7 +101,7 @@ fn new_run_dialog_parses_before_asking_and_esc_cancels() {
         Some(Dialog::NewRun { error, busy, .. }) => {
             assert!(!busy);
             assert!(
-                error.as_deref().unwrap().starts_with("which spec?"),
+                error.as_deref().unwrap().ends_with("not provided: <SPEC>"),
                 "{error:?}"
             );
         }
@@ -107,7 +111,7 @@ fn new_run_dialog_parses_before_asking_and_esc_cancels() {
     assert_eq!(press(&mut app, KeyCode::Enter), []);
     assert!(matches!(
         &app.dialog,
-        Some(Dialog::NewRun { error: Some(e), busy: false, .. }) if e == "--set x: expected key=value"
+        Some(Dialog::NewRun { error: Some(e), busy: false, .. }) if e.ends_with("'--set <KEY=VALUE>': expected KEY=VALUE, e.g. train.lr=0.01")
     ));
     assert_eq!(press(&mut app, KeyCode::Esc), []);
     assert_eq!(app.dialog, None);

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use crate::app::App;
-use crate::dialog::{Dialog, NEW_RUN_USAGE};
+use crate::dialog::{Dialog, new_run_usage};
 use crate::input::InputLine;
 use crate::keys::{self, Context};
 use crate::run_view::Pane;
@@ -33,7 +33,7 @@ pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
             busy,
         } => {
             let mut lines = vec![
-                Line::from(Span::styled(format!("ddp run {NEW_RUN_USAGE}"), t.dim())),
+                Line::from(Span::styled(new_run_usage(), t.dim())),
                 Line::from(""),
                 input_line(t, "> ", input),
             ];

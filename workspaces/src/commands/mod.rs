@@ -13,7 +13,8 @@
 //!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
 //! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`].
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
-//!   into one of these structs ([`parse_line`]) with clap's messages as plain text.
+//!   into one of these structs ([`parse_line`]) with clap's messages as plain text ([`one_line`]
+//!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
 //! - `paths`: completing a path being typed ([`path_candidates`]).
 
 mod analysis;
@@ -26,4 +27,4 @@ pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
 pub use paths::path_candidates;
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
-pub use words::{parse_line, split};
+pub use words::{one_line, parse_line, split, synopsis};

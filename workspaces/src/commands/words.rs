@@ -20,6 +20,54 @@ pub fn parse_line<T: Parser>(name: &str, line: &str) -> Result<T> {
     T::try_parse_from(argv).map_err(|e| Error::Invalid(e.render().to_string().trim_end().into()))
 }
 
+/// The first paragraph of a parse error from [`parse_line`] on one line, without clap's
+/// `error: ` prefix: what a one-line dialog shows ("unexpected argument '--detach' found").
+pub fn one_line(message: &str) -> String {
+    let first = message.split("\n\n").next().unwrap_or(message);
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let text = words.join(" ");
+    text.strip_prefix("error: ").unwrap_or(&text).to_string()
+}
+
+/// The arguments of `T` on one line, from its definition: positional words by value name, then
+/// every option as `[--long VALUE]` (`...` when repeatable), e.g.
+/// `SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]`.
+pub fn synopsis<T: clap::CommandFactory>() -> String {
+    let cmd = T::command();
+    let value = |a: &clap::Arg| {
+        a.get_value_names()
+            .and_then(|v| v.first())
+            .map_or_else(|| a.get_id().as_str().to_uppercase(), |v| v.to_string())
+    };
+    let mut parts: Vec<String> = cmd
+        .get_positionals()
+        .map(|a| {
+            let v = value(a);
+            if a.is_required_set() {
+                v
+            } else {
+                format!("[{v}]")
+            }
+        })
+        .collect();
+    for a in cmd.get_opts().chain(cmd.get_arguments().filter(|a| {
+        !a.is_positional() && !a.get_action().takes_values() && a.get_long() != Some("help")
+    })) {
+        let Some(long) = a.get_long() else { continue };
+        let repeat = if matches!(a.get_action(), clap::ArgAction::Append) {
+            "..."
+        } else {
+            ""
+        };
+        if a.get_action().takes_values() {
+            parts.push(format!("[--{long} {}]{repeat}", value(a)));
+        } else {
+            parts.push(format!("[--{long}]"));
+        }
+    }
+    parts.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,6 +83,25 @@ mod tests {
         let e = split("'open").unwrap_err();
         assert_eq!(e.to_string(), "unbalanced quotes in `'open`");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn a_synopsis_and_one_line_errors_come_from_the_definitions() {
+        use crate::commands::RunArgs;
+        assert_eq!(
+            synopsis::<RunArgs>(),
+            "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]"
+        );
+        let e = parse_line::<RunArgs>("run", "").unwrap_err().to_string();
+        assert_eq!(
+            one_line(&e),
+            "the following required arguments were not provided: <SPEC>"
+        );
+        let e = parse_line::<RunArgs>("run", "a.toml --detach").unwrap_err();
+        assert_eq!(
+            one_line(&e.to_string()),
+            "unexpected argument '--detach' found"
+        );
     }
 
     #[test]

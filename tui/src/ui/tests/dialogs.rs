@@ -74,7 +74,7 @@ fn new_run_dialog_idle_busy_and_refused() {
     assert_has(&s, "┌ New run ─");
     assert_has(
         &s,
-        "│ ddp run SPEC.toml [--set key=value]... [--name NAME] [--replicas N]",
+        "│ ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name",
     );
     assert_has(&s, "│ Tab completes paths   Enter starts   Esc cancels");
     keys(&mut app, "examples/m");
