@@ -1,18 +1,23 @@
 //! Process groups: rendezvous through a TCP store hosted by rank 0, and collectives between replicas.
 //!
 //! Layout:
-//! - `store`: the key-value store (server on rank 0, client everywhere), HMAC challenge with DDP_TOKEN.
+//! - `wire`: length-prefixed frames and the store's messages, parsed once at the edge.
+//! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
+//!   connection and every ring link.
+//! - `store`: the key-value store (server on rank 0, client everywhere).
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
 //! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host.
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
 
 pub mod bench;
 pub mod group;
+pub(crate) mod handshake;
 #[cfg(feature = "cuda")]
 pub mod nccl;
 pub mod ring;
 pub mod shm;
 pub mod store;
+pub(crate) mod wire;
 
 use std::ops::Range;
 

@@ -30,8 +30,6 @@ use super::store::StoreClient;
 use super::{Collective, ReduceOp};
 use crate::{Error, Result};
 
-/// Domain separation of the ring links' HMAC answers.
-const RING_PURPOSE: &[u8] = b"ddp-ring-v1";
 /// Upper bound of the reduce staging buffer: received bytes land here and are added into place
 /// while still in cache; larger segments stream through it. 128 KiB stays in L2 and measured
 /// as fast as 1 MiB.

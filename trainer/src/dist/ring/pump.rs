@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::{HEAD_LEN, Head, closed_by};
-use crate::dist::store;
+use crate::dist::wire::secs;
 use crate::{Error, Result};
 
 /// One pass of an op: bytes written to `next` and bytes read from `prev`, both counted exactly
@@ -321,7 +321,7 @@ pub(super) fn pump(run: &Run, head_out: bool, head_in: bool, flow: &mut impl Flo
                 Some(waiting_for),
                 format!(
                     "no progress from rank {waiting_for} for {} s (ddp.timeout_s)",
-                    store::secs(ctx.timeout)
+                    secs(ctx.timeout)
                 ),
             ));
         }
