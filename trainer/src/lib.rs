@@ -28,6 +28,7 @@ pub mod device_step;
 pub mod dist;
 pub mod env;
 pub mod error;
+pub mod fsutil;
 pub mod launcher;
 pub mod metrics;
 pub mod models;
