@@ -38,6 +38,8 @@ pub mod report;
 pub mod schedule;
 pub mod spec;
 pub mod tensorboard;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod train;
 
 pub use error::{Error, Result};
