@@ -5,6 +5,7 @@
 //! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
 //!   connection and every ring link.
 //! - `store`: the key-value store (server on rank 0, client everywhere).
+//! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
 //! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host.
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
@@ -15,6 +16,7 @@ pub(crate) mod handshake;
 #[cfg(feature = "cuda")]
 pub mod nccl;
 pub mod ring;
+pub(crate) mod segment;
 pub mod shm;
 pub mod store;
 pub(crate) mod wire;
@@ -56,7 +58,7 @@ pub trait Collective: Send {
     /// The part of a `len`-element buffer that `rank` owns in [`Collective::reduce_scatter`] and
     /// [`Collective::all_gather_shards`]: the ranks' shards are disjoint and cover the buffer.
     fn shard(&self, len: usize, rank: usize) -> Range<usize> {
-        ring::segment(len, self.world_size(), rank)
+        segment::segment(len, self.world_size(), rank)
     }
 
     /// Reduce-scatter in place: on return this rank's [shard](Collective::shard) of `buf` holds

@@ -7,11 +7,15 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::addr_key;
 use crate::dist::handshake::{RING_PURPOSE, greet, hello};
 use crate::dist::store::StoreClient;
 use crate::dist::wire::{Refusal, Response, secs, send_msg};
 use crate::{Error, Result};
+
+/// Store key under which rank `r` publishes its ring listener.
+pub(super) fn addr_key(rank: usize) -> String {
+    format!("ring/{rank}/addr")
+}
 
 /// Connects to the successor's published address and authenticates.
 pub(super) fn connect_next(

@@ -7,9 +7,15 @@ use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::{HEAD_LEN, Head, closed_by};
+use super::head::{HEAD_LEN, Head};
 use crate::dist::wire::secs;
 use crate::{Error, Result};
+
+/// The error message for a peer whose connection closed (shared with the shared-memory
+/// transport, which watches the same sockets).
+pub(crate) fn closed_by(peer: usize) -> String {
+    format!("connection closed by rank {peer} (it exited or crashed; see its log)")
+}
 
 /// One pass of an op: bytes written to `next` and bytes read from `prev`, both counted exactly
 /// (the streams carry consecutive ops back to back, so a pass never reads past its own bytes).

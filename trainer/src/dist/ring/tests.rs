@@ -1,3 +1,4 @@
+use super::head::HEAD_LEN;
 use super::*;
 use crate::dist::handshake::{self, RING_PURPOSE};
 use crate::dist::store::StoreServer;
