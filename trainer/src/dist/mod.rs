@@ -1,14 +1,19 @@
 //! Process groups: rendezvous through a TCP store hosted by rank 0, and collectives between replicas.
 //!
 //! Layout:
+//! - this file: the [`Collective`] trait every backend implements, and [`ReduceOp`].
+//! - `group`: [`group::ProcessGroup`], the rendezvous on every rank, then the ring and (on one
+//!   host) the shared memory.
 //! - `wire`: length-prefixed frames and the store's messages, parsed once at the edge.
 //! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
 //!   connection and every ring link.
 //! - `store`: the key-value store (server on rank 0, client everywhere).
 //! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
-//! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host.
+//! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host, and
+//!   the DDP step's shared buffers.
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
+//! - `bench`: the all-reduce benchmark (`ddp-bench allreduce`).
 
 pub mod bench;
 pub mod group;
