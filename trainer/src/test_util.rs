@@ -61,16 +61,8 @@ impl MetricRecord {
     }
 
     setters! {
-        time: f64,
-        rank: usize,
-        kind: MetricKind,
-        epoch: usize,
-        step: u64,
-        loss: f64,
-        accuracy: Option<f64>,
-        lr: f64,
-        samples_per_sec: f64,
-        samples: Option<u64>,
+        time: f64, rank: usize, kind: MetricKind, epoch: usize, step: u64, loss: f64,
+        accuracy: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
         world_size: usize,
     }
 }

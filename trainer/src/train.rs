@@ -292,29 +292,20 @@ impl Replica {
     /// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
     /// optimizer state and position.
     fn restore(&mut self) -> Result<Position> {
-        let Replica {
-            spec,
-            out,
-            rank,
-            net,
-            comm,
-            ddp,
-            opt,
-            ..
-        } = self;
         let mut header = String::new();
-        if *rank == 0 {
-            match checkpoint::latest_complete(out, |w| eprintln!("{w}"))? {
-                Some(l) if l.state.spec_hash != spec.hash() => {
+        if self.rank == 0 {
+            match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
+                Some(l) if l.state.spec_hash != self.spec.hash() => {
                     return Err(Error::Checkpoint {
                         path: l.path.clone(),
                         msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
                     });
                 }
                 Some(l) => {
-                    net.load_state(&l.tensors, &l.path.display().to_string())?;
-                    ddp.read_params(net)?;
-                    opt.restore(l.optimizer_steps, l.slots, &l.path)?;
+                    self.net
+                        .load_state(&l.tensors, &l.path.display().to_string())?;
+                    self.ddp.read_params(&self.net)?;
+                    self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
                     header = format!(
                         "{} {} {}",
                         l.state.epoch, l.state.global_step, l.optimizer_steps
@@ -328,11 +319,11 @@ impl Replica {
                 }
                 None => println!(
                     "no checkpoint in {}: starting from scratch",
-                    checkpoint::checkpoint_dir(out).display()
+                    checkpoint::checkpoint_dir(&self.out).display()
                 ),
             }
         }
-        let all = with_comm(comm, |c| c.all_gather_bytes(header.as_bytes()))?;
+        let all = with_comm(&self.comm, |c| c.all_gather_bytes(header.as_bytes()))?;
         let header = String::from_utf8_lossy(&all[0]).into_owned();
         if header.is_empty() {
             return Ok(Position::default());
@@ -343,20 +334,32 @@ impl Replica {
                 "resume header from rank 0 is malformed: {header:?}"
             )));
         };
-        with_comm(comm, |c| {
-            c.broadcast(ddp.params_mut(), 0)?;
-            for slot in opt.slots.iter_mut() {
+        with_comm(&self.comm, |c| {
+            c.broadcast(self.ddp.params_mut(), 0)?;
+            for slot in self.opt.slots.iter_mut() {
                 c.broadcast(slot, 0)?;
             }
             Ok(())
         })?;
-        opt.steps = opt_steps;
-        ddp.write_params(net)?;
-        ddp.broadcast_buffers(net)?;
+        self.opt.steps = opt_steps;
+        self.ddp.write_params(&self.net)?;
+        self.ddp.broadcast_buffers(&self.net)?;
         Ok(Position {
             epoch: epoch as usize,
             global_step: step,
         })
+    }
+
+    /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
+    fn evaluate(&self, ds: &Dataset) -> Result<Evaluation> {
+        evaluate(
+            &self.net,
+            ds,
+            self.rank,
+            self.world,
+            self.spec.train.batch_size,
+            &self.comm,
+        )
     }
 }
 
@@ -563,14 +566,7 @@ impl Training {
         let epoch = self.epoch;
         let lr = r.schedule.lr(epoch - 1, self.global_step.saturating_sub(1));
         if !r.splits.val.is_empty() {
-            let e = evaluate(
-                &r.net,
-                &r.splits.val,
-                r.rank,
-                r.world,
-                r.spec.train.batch_size,
-                &r.comm,
-            )?;
+            let e = r.evaluate(&r.splits.val)?;
             self.report
                 .eval(MetricKind::Val, epoch, self.global_step, lr, &e)?;
         }
@@ -599,14 +595,7 @@ impl Training {
         let test = if self.stopped {
             None
         } else {
-            let test = evaluate(
-                &r.net,
-                &r.splits.test,
-                r.rank,
-                r.world,
-                r.spec.train.batch_size,
-                &r.comm,
-            )?;
+            let test = r.evaluate(&r.splits.test)?;
             let lr = r.schedule.lr(
                 self.epoch.saturating_sub(1),
                 self.global_step.saturating_sub(1),
