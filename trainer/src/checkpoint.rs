@@ -2,17 +2,18 @@
 //! PyTorch) plus `epoch-NNNN.state.safetensors` (optimizer slots as flat tensors, and the training
 //! position in the metadata), and the final `DIR/model.safetensors`.
 //!
-//! Every file is written atomically (temp file + fsync + rename + fsync of the folder); the state
+//! Every file is written atomically ([`write_atomic`]: temp file + fsync + rename + fsync of the
+//! folder); the state
 //! file is written first and the model file last, so an epoch counts as complete only when both
 //! load. `--resume` takes the newest complete one and skips (with a warning naming it) any that is
 //! truncated or corrupt. Which old checkpoints to delete is decided by [`retention`], a pure policy.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 
+use crate::fsutil::write_atomic;
 use crate::models::Network;
 use crate::optim::Optimizer;
 use crate::{Error, Result};
@@ -228,29 +229,7 @@ fn write_safetensors(
         path: path.to_path_buf(),
         msg: format!("cannot serialise: {e}"),
     })?;
-    write_atomic(path, &bytes)
-}
-
-/// Temp file in the same folder, fsync, rename over `path`, fsync the folder.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
+    write_atomic(path, &bytes).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

@@ -3,21 +3,38 @@
 //! all-reduce), started by torchrun-style launchers or by itself (`--standalone`).
 //!
 //! Layout:
-//! - `spec`: the experiment spec (TOML) and `--set` overrides.
-//! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI).
-//! - `launcher`: `--standalone --nproc N`, the local launcher.
-//! - `dist`: rendezvous store and collectives (`tcp` ring; `nccl` behind the `cuda` feature).
-//! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler.
-//! - `models`: the reference models with PyTorch names, BatchNorm/SyncBatchNorm.
+//! - `spec`: the experiment spec (TOML) and `--set` overrides (`load`: reading and overrides).
+//! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI; `nodelist`: Slurm's
+//!   host lists).
+//! - `launcher`: `--standalone --nproc N`, the local launcher (`options`, `ports`, `spawn`,
+//!   `output`, `exit`: which failure is reported, `signals`).
+//! - `dist`: process groups and collectives: `group` (rendezvous, then the ring and shared
+//!   memory), `store` (the rendezvous key-value store: `server`, `client`), `wire` (its frames
+//!   and messages), `handshake` (Hello and the HMAC challenge of every store connection and ring
+//!   link), `ring` (the `tcp` backend: `connect`, `head`, `pump`), `shm` (the all-reduces and
+//!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
+//!   buffer is cut between the ranks), `nccl` (behind the `cuda` feature), `bench` (the
+//!   all-reduce benchmark).
+//! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler, the
+//!   train/validation split, CIFAR augmentation.
+//! - `models`: the reference models with PyTorch names (`params`: what they are built with),
+//!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`.
 //! - `ddp`: the DDP step (flat gradient buckets reduce-scattered, the optimizer on this rank's
 //!   shard, parameters all-gathered; broadcast of parameters and buffers).
 //! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `placement`: a replica's device, backend and collectives.
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
-//! - `checkpoint`: atomic checkpoints, resume, retention.
+//! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
+//!   the one atomic file write (also the workspaces').
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
-//! - `train`: one replica's training loop; `batch_parts`: a batch trained in parts side by side,
-//!   one per thread; `cli`: the `ddp-trainer` command line.
+//! - `train`: one replica's training run (set up, restore, epochs, finish); `batch_parts`: a
+//!   batch trained in parts side by side, one per thread; `cli`: the `ddp-trainer` command line.
+//! - `error`: the crate's error type and exit codes.
+//! - `test_util` (tests, feature `test-util`): builders for tests, `MetricRecord::sample()`.
+//!
+//! Binaries: `ddp-trainer` (`main.rs`, one replica: [`cli`]) and `ddp-bench` (`bin/ddp-bench/`,
+//! the figures of `docs/performance.md`: training throughput against PyTorch's in rounds, the
+//! all-reduce, the cost of lock-step).
 
 pub mod batch_parts;
 pub mod checkpoint;
@@ -28,6 +45,7 @@ pub mod device_step;
 pub mod dist;
 pub mod env;
 pub mod error;
+pub mod fsutil;
 pub mod launcher;
 pub mod metrics;
 pub mod models;
@@ -37,6 +55,8 @@ pub mod report;
 pub mod schedule;
 pub mod spec;
 pub mod tensorboard;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod train;
 
 pub use error::{Error, Result};

@@ -194,19 +194,14 @@ mod tests {
     use super::*;
 
     fn record(kind: MetricKind, step: u64) -> MetricRecord {
-        MetricRecord {
-            time: 1_700_000_000.25,
-            rank: 1,
-            kind,
-            epoch: 2,
-            step,
-            loss: 0.5,
-            accuracy: None,
-            lr: 0.001,
-            samples_per_sec: 1234.5,
-            samples: None,
-            world_size: 4,
-        }
+        MetricRecord::sample()
+            .time(1_700_000_000.25)
+            .rank(1)
+            .at(kind, 2, step)
+            .loss(0.5)
+            .lr(0.001)
+            .samples_per_sec(1234.5)
+            .world_size(4)
     }
 
     #[test]
@@ -216,11 +211,9 @@ mod tests {
             serde_json::to_string(&r).unwrap(),
             r#"{"time":1700000000.25,"rank":1,"kind":"train","epoch":2,"step":7,"loss":0.5,"lr":0.001,"samples_per_sec":1234.5,"world_size":4}"#
         );
-        let v = MetricRecord {
-            accuracy: Some(0.75),
-            samples: Some(10000),
-            ..record(MetricKind::Val, 7)
-        };
+        let v = record(MetricKind::Val, 7)
+            .accuracy(Some(0.75))
+            .samples(Some(10000));
         assert_eq!(
             serde_json::to_string(&v).unwrap(),
             r#"{"time":1700000000.25,"rank":1,"kind":"val","epoch":2,"step":7,"loss":0.5,"accuracy":0.75,"lr":0.001,"samples_per_sec":1234.5,"samples":10000,"world_size":4}"#
@@ -234,15 +227,10 @@ mod tests {
         assert_eq!(w.path(), dir.path().join("metrics/rank-3.jsonl"));
         let records = vec![
             record(MetricKind::Train, 1),
-            MetricRecord {
-                accuracy: Some(0.9),
-                samples: Some(500),
-                ..record(MetricKind::Val, 2)
-            },
-            MetricRecord {
-                accuracy: Some(0.8),
-                ..record(MetricKind::Test, 2)
-            },
+            record(MetricKind::Val, 2)
+                .accuracy(Some(0.9))
+                .samples(Some(500)),
+            record(MetricKind::Test, 2).accuracy(Some(0.8)),
         ];
         for r in &records {
             w.write(r).unwrap();
@@ -335,11 +323,9 @@ mod tests {
     fn non_finite_values_round_trip_as_nan() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = MetricsWriter::create(dir.path(), 0).unwrap();
-        let r = MetricRecord {
-            loss: f64::NAN,
-            samples_per_sec: f64::INFINITY,
-            ..record(MetricKind::Train, 1)
-        };
+        let r = record(MetricKind::Train, 1)
+            .loss(f64::NAN)
+            .samples_per_sec(f64::INFINITY);
         w.write(&r).unwrap();
         let text = std::fs::read_to_string(w.path()).unwrap();
         assert!(

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use candle_core::backprop::GradStore;
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
 use crate::data::{Augment, Batch, BatchRows, Dataset, DistributedSampler, Split, Targets};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
-use crate::device_step::{self, DeviceStep};
+use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
@@ -167,7 +167,8 @@ fn keep_freed_memory() {
     }
 }
 
-/// The training loop of one replica.
+/// The training loop of one replica: set up, restore (with `--resume`), train epoch by epoch
+/// (each evaluated and checkpointed), then test and save the final model.
 pub fn run(opts: RunOptions) -> Result<RunSummary> {
     keep_freed_memory();
     let RunOptions {
@@ -177,27 +178,199 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         env,
         token,
     } = opts;
-    let (rank, world) = (env.rank, env.world_size);
-    let device = device_for(&spec, &env)?;
-    let backend = backend_for(&spec, &device)?;
-    let splits = load_data(&spec)?;
-    if splits.train.is_empty() {
-        return Err(Error::data(
-            spec.data.path.clone().unwrap_or_default(),
-            "the training split is empty",
-        ));
+    let (mut replica, reducer) = Replica::set_up(spec, out, &env, token)?;
+    let start = if resume {
+        replica.restore()?
+    } else {
+        Position::default()
+    };
+    let mut training = Training::start(replica, reducer, start)?;
+    training.epochs()?;
+    training.finish()
+}
+
+/// Where a run stands: epochs completed and optimizer steps taken.
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
+    epoch: usize,
+    global_step: u64,
+}
+
+/// A replica joined to its group, with its data, model, DDP step, optimizer and schedule.
+struct Replica {
+    spec: Spec,
+    out: PathBuf,
+    rank: usize,
+    world: usize,
+    device: Device,
+    splits: Splits,
+    net: Network,
+    comm: SharedCollective,
+    ddp: Ddp,
+    opt: Optimizer,
+    /// True when the step runs on the host (flat buffers shared with the other ranks); false
+    /// for the device step.
+    host_step: bool,
+    sampler: DistributedSampler,
+    steps_per_epoch: u64,
+    schedule: Schedule,
+}
+
+impl Replica {
+    /// Opens the device, loads the data, joins the process group and builds the model, its DDP
+    /// step, optimizer, sampler and schedule. Also returns the device step's reducer.
+    fn set_up(
+        spec: Spec,
+        out: PathBuf,
+        env: &DistEnv,
+        token: Option<String>,
+    ) -> Result<(Replica, Reducer)> {
+        let (rank, world) = (env.rank, env.world_size);
+        let device = device_for(&spec, env)?;
+        let backend = backend_for(&spec, &device)?;
+        let splits = load_data(&spec)?;
+        if splits.train.is_empty() {
+            return Err(Error::data(
+                spec.data.path.clone().unwrap_or_default(),
+                "the training split is empty",
+            ));
+        }
+        let timeout = Duration::from_secs(spec.ddp.timeout_s);
+        let group = ProcessGroup::init(&GroupConfig {
+            rank,
+            world_size: world,
+            master_addr: env.master_addr.clone(),
+            master_port: env.master_port,
+            timeout,
+            token,
+            shared_memory: spec.ddp.shared_memory,
+        })?;
+        let (comm, reducer) = collectives(backend, &device, group, timeout)?;
+        let net = build_network(&spec, &splits.train, &device, &comm)?;
+        let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
+        // The host step shares its flat buffers with the other ranks; the device step keeps its own.
+        let host_step = !device_step::wanted(&device);
+        let ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
+        if rank == 0 && world > 1 && host_step {
+            match ddp.private_because() {
+                None => println!("gradients and parameters shared in place between the ranks"),
+                Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
+            }
+        }
+        let opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
+
+        let sampler = DistributedSampler::new(
+            splits.train.len(),
+            world,
+            rank,
+            true,
+            spec.train.seed,
+            false,
+        )?;
+        let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
+        let steps_per_epoch = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
+        let schedule = Schedule::new(&spec, world, steps_per_epoch);
+        let replica = Replica {
+            spec,
+            out,
+            rank,
+            world,
+            device,
+            splits,
+            net,
+            comm,
+            ddp,
+            opt,
+            host_step,
+            sampler,
+            steps_per_epoch,
+            schedule,
+        };
+        Ok((replica, reducer))
     }
-    let timeout = Duration::from_secs(spec.ddp.timeout_s);
-    let group = ProcessGroup::init(&GroupConfig {
-        rank,
-        world_size: world,
-        master_addr: env.master_addr.clone(),
-        master_port: env.master_port,
-        timeout,
-        token,
-        shared_memory: spec.ddp.shared_memory,
-    })?;
-    let (comm, reducer) = collectives(backend, &device, group, timeout)?;
+
+    /// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
+    /// optimizer state and position.
+    fn restore(&mut self) -> Result<Position> {
+        let mut header = String::new();
+        if self.rank == 0 {
+            match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
+                Some(l) if l.state.spec_hash != self.spec.hash() => {
+                    return Err(Error::Checkpoint {
+                        path: l.path.clone(),
+                        msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
+                    });
+                }
+                Some(l) => {
+                    self.net
+                        .load_state(&l.tensors, &l.path.display().to_string())?;
+                    self.ddp.read_params(&self.net)?;
+                    self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
+                    header = format!(
+                        "{} {} {}",
+                        l.state.epoch, l.state.global_step, l.optimizer_steps
+                    );
+                    println!(
+                        "resuming from {} (epoch {} done, step {})",
+                        l.path.display(),
+                        l.state.epoch,
+                        l.state.global_step
+                    );
+                }
+                None => println!(
+                    "no checkpoint in {}: starting from scratch",
+                    checkpoint::checkpoint_dir(&self.out).display()
+                ),
+            }
+        }
+        let all = with_comm(&self.comm, |c| c.all_gather_bytes(header.as_bytes()))?;
+        let header = String::from_utf8_lossy(&all[0]).into_owned();
+        if header.is_empty() {
+            return Ok(Position::default());
+        }
+        let nums: Vec<u64> = header.split(' ').filter_map(|s| s.parse().ok()).collect();
+        let [epoch, step, opt_steps] = nums[..] else {
+            return Err(Error::Model(format!(
+                "resume header from rank 0 is malformed: {header:?}"
+            )));
+        };
+        with_comm(&self.comm, |c| {
+            c.broadcast(self.ddp.params_mut(), 0)?;
+            for slot in self.opt.slots.iter_mut() {
+                c.broadcast(slot, 0)?;
+            }
+            Ok(())
+        })?;
+        self.opt.steps = opt_steps;
+        self.ddp.write_params(&self.net)?;
+        self.ddp.broadcast_buffers(&self.net)?;
+        Ok(Position {
+            epoch: epoch as usize,
+            global_step: step,
+        })
+    }
+
+    /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
+    fn evaluate(&self, ds: &Dataset) -> Result<Evaluation> {
+        evaluate(
+            &self.net,
+            ds,
+            self.rank,
+            self.world,
+            self.spec.train.batch_size,
+            &self.comm,
+        )
+    }
+}
+
+/// The model of `spec` for data shaped like `train`, with synchronised BatchNorm statistics
+/// when `ddp.sync_batchnorm` asks for them.
+fn build_network(
+    spec: &Spec,
+    train: &Dataset,
+    device: &Device,
+    comm: &SharedCollective,
+) -> Result<Network> {
     let bn = if spec.ddp.sync_batchnorm {
         BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
     } else {
@@ -206,269 +379,259 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     let classes = if is_regression(spec.model.name) {
         1
     } else {
-        splits.train.classes
+        train.classes
     };
-    let net = Network::new(
+    Network::new(
         spec.model.name,
-        splits.train.shape,
+        train.shape,
         classes,
-        &device,
+        device,
         bn,
         spec.train.seed,
-    )?;
-    let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
-    // The host step shares its flat buffers with the other ranks; the device step keeps its own.
-    let host_step = !device_step::wanted(&device);
-    let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
-    if rank == 0 && world > 1 && host_step {
-        match ddp.private_because() {
-            None => println!("gradients and parameters shared in place between the ranks"),
-            Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
+    )
+}
+
+/// The epoch loop of a set-up replica: its step engine, its reporter, the per-step working
+/// set, and the run's progress.
+struct Training {
+    r: Replica,
+    engine: Engine,
+    report: Reporter,
+    work: Loop,
+    /// Training steps between two progress lines.
+    log_every: u64,
+    max_steps: u64,
+    epoch: usize,
+    global_step: u64,
+    /// A stop was requested (and every replica stopped at the same step).
+    stopped: bool,
+    /// Seconds spent training and samples trained by this rank, for the throughput.
+    train_time: f64,
+    train_samples: u64,
+}
+
+impl Training {
+    /// Builds the step engine and the reporter and announces how batches are trained.
+    fn start(r: Replica, reducer: Reducer, start: Position) -> Result<Training> {
+        let rank = r.rank;
+        let engine = if !r.host_step {
+            if rank == 0 {
+                println!(
+                    "device step: gradients reduced and optimizer run on {:?}",
+                    r.device
+                );
+            }
+            Engine::Device(DeviceStep::new(&r.net, &r.opt, reducer)?)
+        } else {
+            Engine::Host
+        };
+        let spec = &r.spec;
+        let report = Reporter::create(&r.out, rank, r.world, spec.train.epochs, r.steps_per_epoch)?;
+        let log_every = if spec.train.log_every > 0 {
+            spec.train.log_every as u64
+        } else {
+            (r.steps_per_epoch / 10).max(1)
+        };
+        let work = Loop {
+            rank,
+            batch: Batch::new(),
+            indices: Vec::new(),
+            augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
+            parts: batch_parts::for_replica(
+                rayon::current_num_threads(),
+                spec.model.name,
+                r.device.is_cpu(),
+            ),
+        };
+        if rank == 0 && work.parts > 1 {
+            println!(
+                "each batch trained in {} parts side by side, one per thread (DDP_BATCH_PARTS=0 splits every kernel instead)",
+                work.parts
+            );
         }
+        let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
+        Ok(Training {
+            r,
+            engine,
+            report,
+            work,
+            log_every,
+            max_steps,
+            epoch: start.epoch,
+            global_step: start.global_step,
+            stopped: false,
+            train_time: 0.0,
+            train_samples: 0,
+        })
     }
-    let mut opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
 
-    let sampler = DistributedSampler::new(
-        splits.train.len(),
-        world,
-        rank,
-        true,
-        spec.train.seed,
-        false,
-    )?;
-    let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
-    let steps_per_epoch = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
-    let schedule = Schedule::new(&spec, world, steps_per_epoch);
-
-    let mut start_epoch = 0;
-    let mut global_step = 0u64;
-    if resume {
-        (start_epoch, global_step) = restore(&spec, &out, &net, &mut ddp, &mut opt, &comm, rank)?;
-    }
-    let mut engine = if !host_step {
-        if rank == 0 {
-            println!("device step: gradients reduced and optimizer run on {device:?}");
-        }
-        Engine::Device(DeviceStep::new(&net, &opt, reducer)?)
-    } else {
-        Engine::Host
-    };
-
-    let epochs = spec.train.epochs;
-    let mut report = Reporter::create(&out, rank, world, epochs, steps_per_epoch)?;
-    let log_every = if spec.train.log_every > 0 {
-        spec.train.log_every as u64
-    } else {
-        (steps_per_epoch / 10).max(1)
-    };
-    let mut loop_state = Loop {
-        train: &splits.train,
-        net: &net,
-        rank,
-        batch: Batch::new(),
-        indices: Vec::new(),
-        augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
-        parts: batch_parts::for_replica(
-            rayon::current_num_threads(),
-            spec.model.name,
-            device.is_cpu(),
-        ),
-    };
-    if rank == 0 && loop_state.parts > 1 {
-        println!(
-            "each batch trained in {} parts side by side, one per thread (DDP_BATCH_PARTS=0 splits every kernel instead)",
-            loop_state.parts
-        );
-    }
-    let mut train_time = 0.0f64;
-    let mut train_samples = 0u64;
-    let mut stopped = false;
-    let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
-    let mut epoch = start_epoch;
-    while epoch < epochs && global_step < max_steps && !stopped {
-        sampler.indices_into(epoch as u64, &mut loop_state.indices);
-        let mut window = Window::start();
-        let mut step_in_epoch = 0u64;
-        let indices = std::mem::take(&mut loop_state.indices);
-        for group in indices.chunks(spec.train.batch_size * spec.train.grad_accum) {
-            if global_step >= max_steps {
+    /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request.
+    fn epochs(&mut self) -> Result<()> {
+        while self.epoch < self.r.spec.train.epochs
+            && self.global_step < self.max_steps
+            && !self.stopped
+        {
+            if !self.train_epoch()? {
                 break;
             }
-            let lr = schedule.lr(epoch, global_step);
-            if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && world > 1 {
-                ddp.broadcast_buffers(&net)?;
+            self.end_epoch()?;
+        }
+        Ok(())
+    }
+
+    /// The steps of the current epoch. Returns false when the epoch was left incomplete (stop
+    /// requested or `train.max_steps` reached).
+    fn train_epoch(&mut self) -> Result<bool> {
+        let Replica {
+            spec,
+            world,
+            rank,
+            splits,
+            net,
+            ddp,
+            opt,
+            sampler,
+            steps_per_epoch,
+            schedule,
+            ..
+        } = &mut self.r;
+        let (epoch, train) = (self.epoch, &spec.train);
+        sampler.indices_into(epoch as u64, &mut self.work.indices);
+        let mut window = Window::start();
+        let mut step_in_epoch = 0u64;
+        let indices = std::mem::take(&mut self.work.indices);
+        for group in indices.chunks(train.batch_size * train.grad_accum) {
+            if self.global_step >= self.max_steps {
+                break;
             }
-            let scale = 1.0 / group.len().div_ceil(spec.train.batch_size) as f32;
-            for (k, mb) in group.chunks(spec.train.batch_size).enumerate() {
-                let micro_step = global_step * spec.train.grad_accum as u64 + k as u64;
-                let (loss, parts) = loop_state.forward_backward(mb, epoch, micro_step)?;
+            let lr = schedule.lr(epoch, self.global_step);
+            if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
+                ddp.broadcast_buffers(net)?;
+            }
+            let scale = 1.0 / group.len().div_ceil(train.batch_size) as f32;
+            for (k, mb) in group.chunks(train.batch_size).enumerate() {
+                let micro_step = self.global_step * train.grad_accum as u64 + k as u64;
+                let (loss, parts) =
+                    self.work
+                        .forward_backward(&splits.train, net, mb, epoch, micro_step)?;
                 for grads in &parts {
-                    engine.accumulate(&mut ddp, &net, grads, scale)?;
+                    self.engine.accumulate(ddp, net, grads, scale)?;
                 }
                 window.add(loss as f64, mb.len());
             }
             let stop = STOP_REQUESTED.load(Ordering::Relaxed);
-            stopped = engine.sync_and_step(&mut ddp, &mut opt, &net, lr, stop)?;
-            global_step += 1;
+            self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            self.global_step += 1;
             step_in_epoch += 1;
-            if step_in_epoch.is_multiple_of(log_every)
-                || step_in_epoch == steps_per_epoch
-                || stopped
+            if step_in_epoch.is_multiple_of(self.log_every)
+                || step_in_epoch == *steps_per_epoch
+                || self.stopped
             {
                 let (loss, sps, n) = window.take();
-                train_time += n as f64 / sps.max(1e-9);
-                train_samples += n as u64;
-                report.train(epoch + 1, step_in_epoch, global_step, loss, lr, sps, n)?;
+                self.train_time += n as f64 / sps.max(1e-9);
+                self.train_samples += n as u64;
+                self.report
+                    .train(epoch + 1, step_in_epoch, self.global_step, loss, lr, sps, n)?;
             }
-            if stopped {
+            if self.stopped {
                 break;
             }
         }
-        loop_state.indices = indices;
-        if step_in_epoch < steps_per_epoch {
+        self.work.indices = indices;
+        if step_in_epoch < *steps_per_epoch {
             // Stopped (request or train.max_steps) mid-epoch: the epoch is not complete, so it is
             // neither evaluated nor checkpointed; a resume repeats it from its start.
-            if rank == 0 {
-                let why = if stopped {
+            if *rank == 0 {
+                let why = if self.stopped {
                     "stop requested"
                 } else {
                     "train.max_steps reached"
                 };
                 println!(
-                    "{why}: stopping after step {global_step} (epoch {} incomplete)",
+                    "{why}: stopping after step {} (epoch {} incomplete)",
+                    self.global_step,
                     epoch + 1
                 );
             }
-            break;
+            return Ok(false);
         }
-        epoch += 1;
-        let lr = schedule.lr(epoch - 1, global_step.saturating_sub(1));
-        if !splits.val.is_empty() {
-            let e = evaluate(&net, &splits.val, rank, world, spec.train.batch_size, &comm)?;
-            report.eval(MetricKind::Val, epoch, global_step, lr, &e)?;
+        Ok(true)
+    }
+
+    /// Counts the epoch just trained, evaluates it on the validation split and writes a
+    /// checkpoint when `checkpoint.every_epochs` asks for one.
+    fn end_epoch(&mut self) -> Result<()> {
+        let r = &mut self.r;
+        self.epoch += 1;
+        let epoch = self.epoch;
+        let lr = r.schedule.lr(epoch - 1, self.global_step.saturating_sub(1));
+        if !r.splits.val.is_empty() {
+            let e = r.evaluate(&r.splits.val)?;
+            self.report
+                .eval(MetricKind::Val, epoch, self.global_step, lr, &e)?;
         }
-        let every = spec.checkpoint.every_epochs;
-        if every > 0 && (epoch % every == 0 || epoch == epochs) {
-            engine.export(&mut ddp, &mut opt, rank)?;
-            if rank == 0 {
+        let every = r.spec.checkpoint.every_epochs;
+        if every > 0 && (epoch.is_multiple_of(every) || epoch == r.spec.train.epochs) {
+            self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
+            if r.rank == 0 {
                 let state = TrainState {
                     epoch,
-                    global_step,
-                    spec_hash: spec.hash(),
-                    world_size: world,
+                    global_step: self.global_step,
+                    spec_hash: r.spec.hash(),
+                    world_size: r.world,
                 };
-                let p = checkpoint::save(&out, &net, &opt, &state, spec.checkpoint.keep_last)?;
+                let p =
+                    checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
                 println!("checkpoint {}", p.display());
             }
         }
-        report.sync()?;
+        self.report.sync()
     }
 
-    // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
-    let test = if stopped {
-        None
-    } else {
-        let test = evaluate(
-            &net,
-            &splits.test,
-            rank,
-            world,
-            spec.train.batch_size,
-            &comm,
-        )?;
-        let lr = schedule.lr(epoch.saturating_sub(1), global_step.saturating_sub(1));
-        report.eval(MetricKind::Test, epoch.max(1), global_step, lr, &test)?;
-        if rank == 0 {
-            let p = checkpoint::save_final(&out, &net)?;
-            println!("model {}", p.display());
-        }
-        Some(test)
-    };
-    report.sync()?;
-    with_comm(&comm, |c| c.barrier())?;
-    let train_sps = if train_time > 0.0 {
-        train_samples as f64 / train_time * world as f64
-    } else {
-        0.0
-    };
-    Ok(RunSummary {
-        epochs: epoch,
-        global_step,
-        test: test.map(|t| (t.loss, t.accuracy)),
-        train_samples_per_sec: train_sps,
-        stopped,
-    })
-}
-
-/// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
-/// optimizer state and position. Returns (completed epochs, global step).
-fn restore(
-    spec: &Spec,
-    out: &std::path::Path,
-    net: &Network,
-    ddp: &mut Ddp,
-    opt: &mut Optimizer,
-    comm: &SharedCollective,
-    rank: usize,
-) -> Result<(usize, u64)> {
-    let mut header = String::new();
-    if rank == 0 {
-        match checkpoint::latest_complete(out, |w| eprintln!("{w}"))? {
-            Some(l) if l.state.spec_hash != spec.hash() => {
-                return Err(Error::Checkpoint {
-                    path: l.path.clone(),
-                    msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
-                });
+    /// Tests and saves the final model (unless stopped), waits for every rank and sums up.
+    fn finish(mut self) -> Result<RunSummary> {
+        let r = &self.r;
+        // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
+        let test = if self.stopped {
+            None
+        } else {
+            let test = r.evaluate(&r.splits.test)?;
+            let lr = r.schedule.lr(
+                self.epoch.saturating_sub(1),
+                self.global_step.saturating_sub(1),
+            );
+            self.report.eval(
+                MetricKind::Test,
+                self.epoch.max(1),
+                self.global_step,
+                lr,
+                &test,
+            )?;
+            if r.rank == 0 {
+                let p = checkpoint::save_final(&r.out, &r.net)?;
+                println!("model {}", p.display());
             }
-            Some(l) => {
-                net.load_state(&l.tensors, &l.path.display().to_string())?;
-                ddp.read_params(net)?;
-                opt.restore(l.optimizer_steps, l.slots, &l.path)?;
-                header = format!(
-                    "{} {} {}",
-                    l.state.epoch, l.state.global_step, l.optimizer_steps
-                );
-                println!(
-                    "resuming from {} (epoch {} done, step {})",
-                    l.path.display(),
-                    l.state.epoch,
-                    l.state.global_step
-                );
-            }
-            None => println!(
-                "no checkpoint in {}: starting from scratch",
-                checkpoint::checkpoint_dir(out).display()
-            ),
-        }
+            Some(test)
+        };
+        self.report.sync()?;
+        with_comm(&r.comm, |c| c.barrier())?;
+        let train_sps = if self.train_time > 0.0 {
+            self.train_samples as f64 / self.train_time * r.world as f64
+        } else {
+            0.0
+        };
+        Ok(RunSummary {
+            epochs: self.epoch,
+            global_step: self.global_step,
+            test: test.map(|t| (t.loss, t.accuracy)),
+            train_samples_per_sec: train_sps,
+            stopped: self.stopped,
+        })
     }
-    let all = with_comm(comm, |c| c.all_gather_bytes(header.as_bytes()))?;
-    let header = String::from_utf8_lossy(&all[0]).into_owned();
-    if header.is_empty() {
-        return Ok((0, 0));
-    }
-    let nums: Vec<u64> = header.split(' ').filter_map(|s| s.parse().ok()).collect();
-    let [epoch, step, opt_steps] = nums[..] else {
-        return Err(Error::Model(format!(
-            "resume header from rank 0 is malformed: {header:?}"
-        )));
-    };
-    with_comm(comm, |c| {
-        c.broadcast(ddp.params_mut(), 0)?;
-        for slot in opt.slots.iter_mut() {
-            c.broadcast(slot, 0)?;
-        }
-        Ok(())
-    })?;
-    opt.steps = opt_steps;
-    ddp.write_params(net)?;
-    ddp.broadcast_buffers(net)?;
-    Ok((epoch as usize, step))
 }
 
 /// The per-step working set: reused batch buffers and the sampler's indices.
-struct Loop<'a> {
-    train: &'a Dataset,
-    net: &'a Network,
+struct Loop {
     rank: usize,
     batch: Batch,
     indices: Vec<usize>,
@@ -477,11 +640,14 @@ struct Loop<'a> {
     parts: usize,
 }
 
-impl Loop<'_> {
-    /// Forward + backward of one micro-batch; returns its loss and the gradients of its parts,
-    /// each already scaled by its share of the batch (their sum is the batch's gradient).
+impl Loop {
+    /// Forward + backward of one micro-batch of `train`; returns its loss and the gradients of
+    /// its parts, each already scaled by its share of the batch (their sum is the batch's
+    /// gradient).
     fn forward_backward(
         &mut self,
+        train: &Dataset,
+        net: &Network,
         idx: &[usize],
         epoch: usize,
         micro_step: u64,
@@ -489,15 +655,14 @@ impl Loop<'_> {
         if let Some(a) = self.augment.as_mut() {
             a.set_position(epoch as u64, self.rank, micro_step);
         }
-        self.train
-            .gather(idx, &mut self.batch, self.augment.as_mut());
+        train.gather(idx, &mut self.batch, self.augment.as_mut());
         let len = self.batch.len;
         let ranges = batch_parts::part_ranges(len, self.parts);
         if let [all] = ranges.as_slice() {
-            let (loss, grads) = part_loss_and_grads(self.net, self.batch.rows(all.clone()), len)?;
+            let (loss, grads) = part_loss_and_grads(net, self.batch.rows(all.clone()), len)?;
             return Ok((loss, vec![grads]));
         }
-        let (net, batch) = (self.net, &self.batch);
+        let batch = &self.batch;
         // One part per thread of the pool, each with its kernels unsplit; results in part order,
         // so the gradients are summed in the same order on every run.
         let parts: Vec<Result<(f32, GradStore)>> = ranges

@@ -1,67 +1,26 @@
 //! File helpers shared by the crate and by front ends.
 
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{Error, Result};
 
 /// Replaces `path` with `bytes` atomically: readers see the old content or the new, never a mix,
-/// and after a crash the file is one or the other.
+/// and after a crash the file is one or the other ([`ddp_trainer::fsutil::write_atomic`]: a
+/// temporary `.NAME.tmp-PID-N` in the same folder, fsynced and renamed over `path`).
 ///
-/// Writes a temporary file in the same folder (`.NAME.tmp-PID-N`), fsyncs it, renames it over
-/// `path`, then fsyncs the folder. On failure the temporary file is removed, `path` is left as it
-/// was, and the error ([`Error::Write`]) names `path`. A bare file name is written in the current
-/// folder. The folder must exist (a missing folder is [`std::io::ErrorKind::NotFound`]).
+/// On failure `path` is left as it was and the error ([`Error::Write`]) names `path`. A bare file
+/// name is written in the current folder. The folder must exist (a missing folder is
+/// [`std::io::ErrorKind::NotFound`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if let Err(source) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::Write {
-            path: path.to_path_buf(),
-            source,
-        });
-    }
-    Ok(())
+    ddp_trainer::fsutil::write_atomic(path, bytes).map_err(|source| Error::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replaces_the_file_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("run.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("run.json")]);
-    }
 
     #[test]
     fn a_missing_folder_is_an_error_naming_the_file() {
@@ -74,15 +33,17 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_keeps_the_old_content() {
+    fn a_failed_write_is_a_write_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        write_atomic(&p, b"old").unwrap();
-        // Renaming a file over a folder fails: the old content stays and no temporary is left.
+        // Renaming a file over a folder fails.
         let sub = dir.path().join("sub");
         std::fs::create_dir(&sub).unwrap();
-        assert!(write_atomic(&sub, b"new").is_err());
-        assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        let e = write_atomic(&sub, b"new").unwrap_err();
+        assert!(
+            matches!(&e, Error::Write { path, .. } if *path == sub),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with(&sub.display().to_string()), "{e}");
+        assert_eq!(e.exit_code(), 1);
     }
 }

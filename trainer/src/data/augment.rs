@@ -4,9 +4,9 @@
 //! Every random choice is a pure function of `(seed, epoch, rank, step, position in batch)` (a
 //! counter-based [`SplitMix64`] stream), so a run resumed at any step reproduces the augmentation
 //! without saved RNG state. Padding is applied to the raw image with pixel value 0, i.e. in the
-//! normalised data it is the per-channel value `(0 − mean) / std` ([`Augment::fill`]).
+//! normalised data it is the per-channel value `(0 − mean) / std` ([`Augment::fill`]). CIFAR-10's
+//! settings are [`Augment::cifar10`], beside the CIFAR-10 reader.
 
-use super::cifar;
 use super::rng::SplitMix64;
 
 /// Random crop + flip with counter-based randomness; see the module docs.
@@ -45,12 +45,6 @@ impl Augment {
             rank: 0,
             step: 0,
         }
-    }
-
-    /// CIFAR-10's standard augmentation: pad 4 with black (normalised), crop 32×32, flip with p = 0.5.
-    pub fn cifar10(seed: u64) -> Self {
-        let fill = (0..3).map(|c| cifar::normalise(c, 0)).collect();
-        Augment::new(seed, 4, true, fill)
     }
 
     /// Positions the augmenter at a batch: call at the start of each epoch (step 0) or on resume.

@@ -4,10 +4,11 @@
 //! from the given directory or its `cifar-10-batches-bin/` subdirectory. Each record is one label byte
 //! and 3072 pixel bytes (3×32×32, channel-major: all red, then green, then blue, rows top to bottom).
 //! Pixels are normalised per channel, `(x / 255 − mean) / std` in `f32`, with the usual CIFAR-10
-//! statistics [`MEAN`] / [`STD`].
+//! statistics [`MEAN`] / [`STD`]. Training augments them with [`Augment::cifar10`].
 
 use std::path::{Path, PathBuf};
 
+use super::augment::Augment;
 use super::{Dataset, Split, Targets};
 use crate::error::{Error, Result};
 
@@ -35,6 +36,14 @@ pub fn file_names(split: Split) -> Vec<String> {
 /// The normalised value of a raw pixel byte `x` in channel `c`.
 pub fn normalise(c: usize, x: u8) -> f32 {
     (x as f32 / 255.0 - MEAN[c]) / STD[c]
+}
+
+impl Augment {
+    /// CIFAR-10's standard augmentation: pad 4 with black (normalised), crop 32×32, flip with p = 0.5.
+    pub fn cifar10(seed: u64) -> Self {
+        let fill = (0..3).map(|c| normalise(c, 0)).collect();
+        Augment::new(seed, 4, true, fill)
+    }
 }
 
 /// Loads a CIFAR-10 split from `dir` (or `dir/cifar-10-batches-bin/`).

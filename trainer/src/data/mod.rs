@@ -4,7 +4,7 @@
 //! Layout:
 //! - this file: [`Dataset`], [`Targets`], [`Split`] and the reusable [`Batch`] ([`Dataset::gather`]).
 //! - [`idx`]: MNIST / Fashion-MNIST IDX files (gzipped or not).
-//! - [`cifar`]: CIFAR-10 binary batches.
+//! - [`cifar`]: CIFAR-10 binary batches, and their standard augmentation ([`Augment::cifar10`]).
 //! - [`synthetic`](mod@synthetic): seeded, learnable classification and linear-regression data.
 //! - [`rng`]: PyTorch's MT19937 and `randperm`, plus a counter-based generator.
 //! - [`sampler`]: `DistributedSampler` with PyTorch's semantics.

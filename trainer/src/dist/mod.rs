@@ -1,18 +1,30 @@
 //! Process groups: rendezvous through a TCP store hosted by rank 0, and collectives between replicas.
 //!
 //! Layout:
-//! - `store`: the key-value store (server on rank 0, client everywhere), HMAC challenge with DDP_TOKEN.
+//! - this file: the [`Collective`] trait every backend implements, and [`ReduceOp`].
+//! - `group`: [`group::ProcessGroup`], the rendezvous on every rank, then the ring and (on one
+//!   host) the shared memory.
+//! - `wire`: length-prefixed frames and the store's messages, parsed once at the edge.
+//! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
+//!   connection and every ring link.
+//! - `store`: the key-value store (server on rank 0, client everywhere).
+//! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
-//! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host.
+//! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host, and
+//!   the DDP step's shared buffers.
 //! - `nccl` (feature `cuda`): NCCL communicator, unique id shared through the store.
+//! - `bench`: the all-reduce benchmark (`ddp-bench allreduce`).
 
 pub mod bench;
 pub mod group;
+pub(crate) mod handshake;
 #[cfg(feature = "cuda")]
 pub mod nccl;
 pub mod ring;
+pub(crate) mod segment;
 pub mod shm;
 pub mod store;
+pub(crate) mod wire;
 
 use std::ops::Range;
 
@@ -51,7 +63,7 @@ pub trait Collective: Send {
     /// The part of a `len`-element buffer that `rank` owns in [`Collective::reduce_scatter`] and
     /// [`Collective::all_gather_shards`]: the ranks' shards are disjoint and cover the buffer.
     fn shard(&self, len: usize, rank: usize) -> Range<usize> {
-        ring::segment(len, self.world_size(), rank)
+        segment::segment(len, self.world_size(), rank)
     }
 
     /// Reduce-scatter in place: on return this rank's [shard](Collective::shard) of `buf` holds

@@ -15,8 +15,8 @@ use crate::error::{Error, Result};
 
 mod nodelist;
 
-use nodelist::expand_nodelist;
 pub use nodelist::expand_slurm_nodelist;
+use nodelist::{MAX_HOSTS, expand_nodelist};
 
 /// Rendezvous host when a single node runs the whole world and nothing else was set.
 pub const DEFAULT_MASTER_ADDR: &str = "127.0.0.1";
@@ -46,9 +46,6 @@ pub const LAUNCHER_VARIABLES: [&str; 16] = [
     "DDP_TOKEN",
     "TORCHELASTIC_RESTART_COUNT",
 ];
-
-/// Most hosts [`expand_slurm_nodelist`] produces; a larger list is certainly a typo.
-const MAX_HOSTS: usize = 1 << 20;
 
 const HINT_TORCHRUN: &str = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, \
                              MASTER_ADDR and MASTER_PORT; set both RANK and WORLD_SIZE, or neither \

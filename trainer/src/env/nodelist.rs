@@ -1,13 +1,18 @@
 //! Slurm's compressed host lists (`SLURM_JOB_NODELIST`): `node[01-04,07]` and the like.
 
-use super::{MAX_HOSTS, env_err};
-use crate::Result;
+use crate::{Error, Result};
+
+/// Most hosts [`expand_slurm_nodelist`] produces; a larger list is certainly a typo.
+pub(super) const MAX_HOSTS: usize = 1 << 20;
 
 /// Expands a Slurm host list (`SLURM_JOB_NODELIST`) in Slurm's order: `node[01-04,07]`,
 /// `a1,b[2-3]`, `gpu-[1-2]-x`, several bracket groups (`r[1-2]n[1-2]` = r1n1, r1n2, r2n1, r2n2);
 /// a range keeps its first number's zero padding (`[08-10]` = 08, 09, 10).
 pub fn expand_slurm_nodelist(s: &str) -> Result<Vec<String>> {
-    expand_nodelist(s).map_err(|msg| env_err("SLURM_JOB_NODELIST", msg))
+    expand_nodelist(s).map_err(|msg| Error::Env {
+        var: "SLURM_JOB_NODELIST".to_string(),
+        msg,
+    })
 }
 
 pub(super) fn expand_nodelist(s: &str) -> std::result::Result<Vec<String>, String> {

@@ -15,25 +15,11 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
 use candle_nn::Init;
 
+use super::activation::relu as relu_op;
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
 use super::kernels::batchnorm as kernel;
 use super::kernels::tasks::threads;
-use super::{BufferStore, ParamBuilder};
-
-/// Sums small host vectors across replicas (implemented by the DDP layer over a collective).
-pub trait StatsReducer: Send + Sync {
-    fn all_reduce_sum(&self, buf: &mut [f32]) -> candle_core::Result<()>;
-}
-
-/// How BatchNorm layers compute their batch statistics in training mode.
-#[derive(Clone, Default)]
-pub enum BnMode {
-    /// Each replica normalises with its own batch (DDP default; buffers broadcast from rank 0).
-    #[default]
-    Local,
-    /// SyncBatchNorm: statistics over all replicas' batches.
-    Sync(Arc<dyn StatsReducer>),
-}
+use super::params::{BnMode, BufferStore, ParamBuilder, StatsReducer};
 
 /// `Config: Default` for [`batch_norm2d`], PyTorch's defaults.
 #[derive(Debug, Clone, Copy)]
@@ -110,7 +96,7 @@ impl BatchNorm2d {
             return self.forward_fused(x, train, relu);
         }
         let y = self.forward_composed(x, train)?;
-        if relu { super::relu(&y) } else { Ok(y) }
+        if relu { relu_op(&y) } else { Ok(y) }
     }
 
     /// CPU: statistics in one parallel pass, then one custom op for normalise(+ReLU) whose

@@ -9,7 +9,8 @@ use candle_core::{CpuStorage, Layout, Shape, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
-use super::kernels::conv::{self as kernel, ConvShape};
+use super::kernels::conv as kernel;
+use super::kernels::conv_shape::ConvShape;
 use super::kernels::tasks::threads;
 use super::kernels::unfold::Unfold;
 

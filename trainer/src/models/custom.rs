@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use candle_core::Tensor;
 use candle_nn::{Module, ModuleT, VarBuilder};
 
-use super::Forward;
+use super::params::Forward;
 use crate::{Error, Result};
 
 /// Builds the user's model from a `VarBuilder`.

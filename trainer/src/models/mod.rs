@@ -5,6 +5,8 @@
 //! - `small`: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
 //! - `custom`: the user's model (`custom`), registered by `ddp_trainer::main_with`.
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
+//! - `params`: what models are built with ([`ParamBuilder`], [`BufferStore`], [`BnMode`]) and
+//!   the [`Forward`] pass they implement.
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
 //! - `conv`: Conv2d as chunked im2col + GEMM, forward and backward in one custom op each.
 //! - `kernels`: the CPU kernels behind the custom ops (GEMM views, im2col, conv, BatchNorm),
@@ -26,87 +28,27 @@ pub mod custom;
 mod init;
 mod kernels;
 mod linear;
+mod params;
 mod pool;
 mod resnet;
 mod small;
 
 pub use activation::{add_relu, relu};
-pub use batchnorm::{BatchNorm2d, BatchNormConfig, BnMode, StatsReducer, batch_norm2d};
+pub use batchnorm::{BatchNorm2d, BatchNormConfig, batch_norm2d};
 pub use conv::{Conv2d, ConvConfig, conv2d, conv2d_no_bias};
 pub use kernels::tasks::serially;
 pub use linear::{Linear, linear};
+pub use params::{BnMode, BufferStore, Forward, ParamBuilder, StatsReducer};
 pub use pool::{max_pool2d, relu_max_pool2d};
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor, Var};
-use candle_nn::{VarBuilder, VarMap};
+use candle_core::{Device, Tensor, Var};
+use candle_nn::VarMap;
 
 use crate::spec::ModelName;
 use crate::{Error, Result};
-
-/// Non-trainable state (BatchNorm running statistics), by full name.
-#[derive(Default)]
-pub struct BufferStore(Mutex<BTreeMap<String, Tensor>>);
-
-impl BufferStore {
-    pub fn insert(&self, name: String, t: Tensor) {
-        self.0
-            .lock()
-            .expect("buffer store poisoned")
-            .insert(name, t);
-    }
-    pub fn get(&self, name: &str) -> Option<Tensor> {
-        self.0
-            .lock()
-            .expect("buffer store poisoned")
-            .get(name)
-            .cloned()
-    }
-    /// All buffers in name order.
-    pub fn snapshot(&self) -> Vec<(String, Tensor)> {
-        self.0
-            .lock()
-            .expect("buffer store poisoned")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.lock().expect("buffer store poisoned").is_empty()
-    }
-}
-
-/// A candle `VarBuilder` plus where buffers go and how BatchNorm computes statistics.
-#[derive(Clone)]
-pub struct ParamBuilder {
-    pub vb: VarBuilder<'static>,
-    pub buffers: Arc<BufferStore>,
-    pub bn: BnMode,
-}
-
-impl ParamBuilder {
-    pub fn new(varmap: &VarMap, device: &Device, bn: BnMode) -> Self {
-        Self {
-            vb: VarBuilder::from_varmap(varmap, DType::F32, device),
-            buffers: Arc::new(BufferStore::default()),
-            bn,
-        }
-    }
-    pub fn pp(&self, name: impl ToString) -> Self {
-        Self {
-            vb: self.vb.pp(name),
-            buffers: self.buffers.clone(),
-            bn: self.bn.clone(),
-        }
-    }
-}
-
-/// A model's forward pass. `train` selects batch statistics (and running-stat updates) in BatchNorm.
-pub trait Forward: Send + Sync {
-    fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor>;
-}
 
 /// A model ready to train: forward pass, named parameters and buffers.
 pub struct Network {
@@ -317,6 +259,8 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+    use candle_core::DType;
+
     use super::*;
 
     fn names(name: ModelName) -> Vec<(String, Vec<usize>)> {

@@ -7,10 +7,11 @@
 use candle_core::Tensor;
 use candle_nn::Module;
 
-use super::{
-    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, add_relu,
-    batch_norm2d, conv2d_no_bias, linear,
-};
+use super::activation::add_relu;
+use super::batchnorm::{BatchNorm2d, BatchNormConfig, batch_norm2d};
+use super::conv::{Conv2d, ConvConfig, conv2d_no_bias};
+use super::linear::{Linear, linear};
+use super::params::{Forward, ParamBuilder};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {

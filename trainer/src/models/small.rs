@@ -3,10 +3,12 @@
 use candle_core::Tensor;
 use candle_nn::Module;
 
-use super::{
-    BatchNorm2d, BatchNormConfig, Conv2d, ConvConfig, Forward, Linear, ParamBuilder, batch_norm2d,
-    conv2d, linear, max_pool2d, relu, relu_max_pool2d,
-};
+use super::activation::relu;
+use super::batchnorm::{BatchNorm2d, BatchNormConfig, batch_norm2d};
+use super::conv::{Conv2d, ConvConfig, conv2d};
+use super::linear::{Linear, linear};
+use super::params::{Forward, ParamBuilder};
+use super::pool::{max_pool2d, relu_max_pool2d};
 
 /// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
 /// first two, dense 576→64→classes, ReLUs.

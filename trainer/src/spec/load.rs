@@ -58,14 +58,33 @@ pub const KEYS: &[&str] = &[
     "restart.backoff_s",
 ];
 
-pub(super) fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
+impl Spec {
+    /// Reads, overrides and validates a spec file.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
+        load(path, overrides)
+    }
+
+    /// Parses and validates spec text as if it were the file `path` (named in messages; relative
+    /// data paths are resolved against its folder, as [`Spec::load`] does), e.g. a spec written
+    /// in a notebook cell. The file need not exist.
+    pub fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
+        parse_at(text, path, overrides)
+    }
+
+    /// Parses and validates spec text; `file` is only used in messages.
+    pub fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
+        parse(text, file, overrides)
+    }
+}
+
+fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     parse_at(&text, path, overrides)
 }
 
 /// [`parse`], then relative data paths resolved as for a spec file at `path` (which need not
 /// exist: a spec written in a notebook cell is resolved against the notebook's folder).
-pub(super) fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
+fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
     let mut spec = parse(text, path, overrides)?;
     if let Some(p) = &spec.data.path {
         spec.data.path = Some(resolve_data_path(path, p));
@@ -87,7 +106,7 @@ fn resolve_data_path(spec_path: &Path, data: &Path) -> std::path::PathBuf {
     data.to_path_buf()
 }
 
-pub(super) fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
+fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
     let spec_err = |line: Option<usize>, key: &str, msg: String| Error::Spec {
         file: file.to_path_buf(),
         line,

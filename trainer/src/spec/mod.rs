@@ -2,8 +2,9 @@
 //!
 //! Layout:
 //! - this module: the typed [`Spec`] and its defaults, semantic validation, [`Spec::hash`].
-//! - `load`: reading a file, `--set key=value` overrides, unknown keys rejected with the line and a
-//!   suggestion, type errors with the line and the expected type.
+//! - `load`: reading a file ([`Spec::load`], [`Spec::parse`]), `--set key=value` overrides,
+//!   unknown keys rejected with the line and a suggestion, type errors with the line and the
+//!   expected type.
 //!
 //! Every key is documented in `docs/spec.md`.
 
@@ -12,7 +13,7 @@ mod load;
 pub use load::{KEYS, edit_distance, parse_override};
 
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::{Error, Result};
 
@@ -367,23 +368,6 @@ mod defaults {
 }
 
 impl Spec {
-    /// Reads, overrides and validates a spec file.
-    pub fn load(path: &Path, overrides: &[String]) -> Result<Spec> {
-        load::load(path, overrides)
-    }
-
-    /// Parses and validates spec text as if it were the file `path` (named in messages; relative
-    /// data paths are resolved against its folder, as [`Spec::load`] does), e.g. a spec written
-    /// in a notebook cell. The file need not exist.
-    pub fn parse_at(text: &str, path: &Path, overrides: &[String]) -> Result<Spec> {
-        load::parse_at(text, path, overrides)
-    }
-
-    /// Parses and validates spec text; `file` is only used in messages.
-    pub fn parse(text: &str, file: &Path, overrides: &[String]) -> Result<Spec> {
-        load::parse(text, file, overrides)
-    }
-
     /// The resolved spec as TOML (what a run folder freezes as spec.toml).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("a Spec always serialises")

@@ -28,9 +28,14 @@ pub fn examples_dir() -> PathBuf {
 
 /// A small MNIST spec (absolute data path) written into `dir`; `body` is appended verbatim.
 pub fn write_spec(dir: &Path, model: &str, body: &str) -> PathBuf {
+    write_spec_reading(dir, model, &mnist_dir(), body)
+}
+
+/// A spec in `dir` (`spec.toml`) reading MNIST-format data from `data`; `body` is appended.
+pub fn write_spec_reading(dir: &Path, model: &str, data: &Path, body: &str) -> PathBuf {
     let text = format!(
         "name = \"t\"\n[model]\nname = \"{model}\"\n[data]\nname = \"mnist\"\npath = \"{}\"\n{body}",
-        mnist_dir().display()
+        data.display()
     );
     let p = dir.join("spec.toml");
     std::fs::write(&p, text).unwrap();

@@ -7,9 +7,15 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{RING_PURPOSE, addr_key};
-use crate::dist::store::{self, Refusal, Response, StoreClient};
+use crate::dist::handshake::{RING_PURPOSE, greet, hello};
+use crate::dist::store::StoreClient;
+use crate::dist::wire::{Refusal, Response, secs, send_msg};
 use crate::{Error, Result};
+
+/// Store key under which rank `r` publishes its ring listener.
+pub(super) fn addr_key(rank: usize) -> String {
+    format!("ring/{rank}/addr")
+}
 
 /// Connects to the successor's published address and authenticates.
 pub(super) fn connect_next(
@@ -39,7 +45,7 @@ pub(super) fn connect_next(
             Err(e) if Instant::now() + delay >= deadline => {
                 return Err(fail(format!(
                     "could not connect to rank {next_rank}'s ring port {addr} within {} s: {e}",
-                    store::secs(timeout)
+                    secs(timeout)
                 )));
             }
             Err(_) => {
@@ -57,7 +63,7 @@ pub(super) fn connect_next(
         ))
     };
     stream.set_read_timeout(Some(left)).map_err(io_fail)?;
-    match store::hello(&mut stream, rank, world_size, token, RING_PURPOSE).map_err(io_fail)? {
+    match hello(&mut stream, rank, world_size, token, RING_PURPOSE).map_err(io_fail)? {
         Ok(()) => Ok(stream),
         Err(Refusal::BadToken) => Err(fail(format!(
             "rank {rank} was refused by rank {next_rank} at {addr}: wrong or missing DDP_TOKEN"
@@ -128,7 +134,7 @@ pub(super) fn accept_prev(
             log(&e.to_string());
             continue;
         }
-        let greeting = match store::greet(&mut stream, token, RING_PURPOSE) {
+        let greeting = match greet(&mut stream, token, RING_PURPOSE) {
             Ok(g) => g,
             Err(e) => {
                 log(&format!("handshake failed: {e}"));
@@ -149,7 +155,7 @@ pub(super) fn accept_prev(
             None
         };
         let answer = refusal.map_or(Response::Welcome, Response::Refused);
-        let sent = store::send_msg(&mut stream, answer.encode());
+        let sent = send_msg(&mut stream, answer.encode());
         match (refusal, sent) {
             (None, Ok(())) => return Ok(stream),
             (Some(Refusal::BadToken), _) => log("wrong or missing DDP_TOKEN"),

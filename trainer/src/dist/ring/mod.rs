@@ -8,8 +8,9 @@
 //! - the pump (`pump.rs`): one poll(2) loop per pass that writes to `next` and reads from `prev` at the
 //!   same time on nonblocking sockets, with a [`Flow`] saying where bytes come from and go to
 //!   (copy, reduce into place, or relay what just arrived);
-//! - the op header: the first pass of every op carries a 32-byte header (op, sequence number,
-//!   length) so ranks that issue different collectives fail with a clear message, not a hang;
+//! - the op header (`head.rs`): the first pass of every op carries a 32-byte header (op,
+//!   sequence number, length) so ranks that issue different collectives fail with a clear
+//!   message, not a hang;
 //! - the passes and the [`Collective`] implementation (here): ring all-reduce (reduce-scatter + all-gather over W
 //!   segments), pipelined chain broadcast, ring all-gather, two-pass all-gather of bytes.
 //!
@@ -30,118 +31,10 @@ use super::store::StoreClient;
 use super::{Collective, ReduceOp};
 use crate::{Error, Result};
 
-/// Domain separation of the ring links' HMAC answers.
-const RING_PURPOSE: &[u8] = b"ddp-ring-v1";
 /// Upper bound of the reduce staging buffer: received bytes land here and are added into place
 /// while still in cache; larger segments stream through it. 128 KiB stays in L2 and measured
 /// as fast as 1 MiB.
 const STAGE_MAX_FLOATS: usize = 32 << 10;
-
-/// Store key under which rank `r` publishes its ring listener.
-fn addr_key(rank: usize) -> String {
-    format!("ring/{rank}/addr")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Op header
-// ---------------------------------------------------------------------------------------------
-
-const HEAD_LEN: usize = 32;
-const HEAD_MAGIC: u32 = u32::from_le_bytes(*b"DDPr");
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-enum OpCode {
-    AllReduce = 1,
-    Broadcast = 2,
-    AllGather = 3,
-    AllGatherBytes = 4,
-    Barrier = 5,
-    ReduceScatter = 6,
-    AllGatherShards = 7,
-}
-
-impl OpCode {
-    fn name(self) -> &'static str {
-        match self {
-            OpCode::AllReduce => "all_reduce",
-            OpCode::Broadcast => "broadcast",
-            OpCode::AllGather => "all_gather",
-            OpCode::AllGatherBytes => "all_gather_bytes",
-            OpCode::Barrier => "barrier",
-            OpCode::ReduceScatter => "reduce_scatter",
-            OpCode::AllGatherShards => "all_gather_shards",
-        }
-    }
-
-    fn from_u32(v: u32) -> Option<OpCode> {
-        [
-            OpCode::AllReduce,
-            OpCode::Broadcast,
-            OpCode::AllGather,
-            OpCode::AllGatherBytes,
-            OpCode::Barrier,
-            OpCode::ReduceScatter,
-            OpCode::AllGatherShards,
-        ]
-        .into_iter()
-        .find(|op| *op as u32 == v)
-    }
-}
-
-/// What every rank must agree on for one op: sent ahead of the op's first pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Head {
-    op: OpCode,
-    seq: u64,
-    /// Elements per rank (all_gather_bytes: 0, lengths differ by design).
-    count: u64,
-    /// all_reduce, reduce_scatter: 0 sum / 1 avg; broadcast: the root.
-    extra: u64,
-}
-
-impl Head {
-    fn encode(&self) -> [u8; HEAD_LEN] {
-        let mut b = [0u8; HEAD_LEN];
-        b[0..4].copy_from_slice(&HEAD_MAGIC.to_le_bytes());
-        b[4..8].copy_from_slice(&(self.op as u32).to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        b[16..24].copy_from_slice(&self.count.to_le_bytes());
-        b[24..32].copy_from_slice(&self.extra.to_le_bytes());
-        b
-    }
-
-    fn decode(b: &[u8; HEAD_LEN]) -> Option<Head> {
-        let word = |r: Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
-        if u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) != HEAD_MAGIC {
-            return None;
-        }
-        let op = OpCode::from_u32(u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")))?;
-        Some(Head {
-            op,
-            seq: word(8..16),
-            count: word(16..24),
-            extra: word(24..32),
-        })
-    }
-
-    fn describe(&self) -> String {
-        let what = match self.op {
-            OpCode::AllReduce | OpCode::ReduceScatter => {
-                format!(
-                    " ({}, {} elements)",
-                    if self.extra == 1 { "avg" } else { "sum" },
-                    self.count
-                )
-            }
-            OpCode::Broadcast => format!(" (root {}, {} elements)", self.extra, self.count),
-            OpCode::AllGather => format!(" ({} elements per rank)", self.count),
-            OpCode::AllGatherShards => format!(" ({} elements)", self.count),
-            OpCode::AllGatherBytes | OpCode::Barrier => String::new(),
-        };
-        format!("{} #{}{what}", self.op.name(), self.seq)
-    }
-}
 
 /// Splits `buf` into a shared view of `a` and a mutable view of `b` (disjoint, ordered ranges).
 fn disjoint<T>(buf: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mut [T]) {
@@ -153,12 +46,6 @@ fn disjoint<T>(buf: &mut [T], a: Range<usize>, b: Range<usize>) -> (&[T], &mut [
         let (lo, hi) = buf.split_at_mut(b.start);
         (&lo[a], &mut hi[..b.len()])
     }
-}
-
-/// The `i`-th of `w` nearly equal segments of `0..n` (sizes differ by at most one, may be 0).
-pub(crate) fn segment(n: usize, w: usize, i: usize) -> Range<usize> {
-    let at = |k: usize| ((n as u128 * k as u128) / w as u128) as usize;
-    at(i)..at(i + 1)
 }
 
 /// Ring all-gather over `w` segments of `out`: at pass `s` send segment `first − s` and receive
@@ -470,12 +357,6 @@ impl TcpRing {
     }
 }
 
-/// The error message for a peer whose connection closed (shared with the shared-memory
-/// transport, which watches the same sockets).
-pub(crate) fn closed_by(peer: usize) -> String {
-    format!("connection closed by rank {peer} (it exited or crashed; see its log)")
-}
-
 /// Whether the peer of a connected socket has closed it: a peek reads end-of-file or an error
 /// other than "would block".
 fn peer_closed(fd: RawFd) -> bool {
@@ -675,9 +556,13 @@ impl Collective for TcpRing {
 }
 
 mod connect;
+mod head;
 mod pump;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use connect::{accept_prev, connect_next};
+use crate::dist::segment::segment;
+use connect::{accept_prev, addr_key, connect_next};
+use head::{Head, OpCode};
+pub(crate) use pump::closed_by;
 use pump::{CopyFlow, Ctx, Links, ReduceFlow, RelayFlow, Run, pump};

@@ -7,9 +7,15 @@ use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::{HEAD_LEN, Head, closed_by};
-use crate::dist::store;
+use super::head::{HEAD_LEN, Head};
+use crate::dist::wire::secs;
 use crate::{Error, Result};
+
+/// The error message for a peer whose connection closed (shared with the shared-memory
+/// transport, which watches the same sockets).
+pub(crate) fn closed_by(peer: usize) -> String {
+    format!("connection closed by rank {peer} (it exited or crashed; see its log)")
+}
 
 /// One pass of an op: bytes written to `next` and bytes read from `prev`, both counted exactly
 /// (the streams carry consecutive ops back to back, so a pass never reads past its own bytes).
@@ -321,7 +327,7 @@ pub(super) fn pump(run: &Run, head_out: bool, head_in: bool, flow: &mut impl Flo
                 Some(waiting_for),
                 format!(
                     "no progress from rank {waiting_for} for {} s (ddp.timeout_s)",
-                    store::secs(ctx.timeout)
+                    secs(ctx.timeout)
                 ),
             ));
         }

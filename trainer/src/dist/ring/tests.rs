@@ -1,5 +1,8 @@
+use super::head::HEAD_LEN;
 use super::*;
-use crate::dist::store::{self, Refusal, StoreServer};
+use crate::dist::handshake::{self, RING_PURPOSE};
+use crate::dist::store::StoreServer;
+use crate::dist::wire::Refusal;
 use std::net::TcpStream;
 use std::sync::{Barrier, Mutex, mpsc};
 
@@ -450,7 +453,7 @@ fn strangers_on_the_ring_port_are_refused_and_ignored() {
         let acceptor = s.spawn(|| accept_prev(listener, 1, 2, 0, Some("tok"), deadline, &cancel));
         let knock = |rank, token| {
             let mut stream = TcpStream::connect(addr).unwrap();
-            store::hello(&mut stream, rank, 2, token, RING_PURPOSE).unwrap()
+            handshake::hello(&mut stream, rank, 2, token, RING_PURPOSE).unwrap()
         };
         assert_eq!(knock(0, Some("wrong")), Err(Refusal::BadToken));
         assert_eq!(knock(0, None), Err(Refusal::BadToken));

@@ -37,7 +37,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::ReduceOp;
-use super::ring::{TcpRing, closed_by, segment};
+use super::ring::{TcpRing, closed_by};
+use super::segment::segment;
 use crate::{Error, Result};
 
 mod direct;

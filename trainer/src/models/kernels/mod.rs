@@ -7,6 +7,8 @@
 //! - `tasks`: splitting a batch into contiguous per-thread ranges on rayon's pool (the pool the
 //!   launcher sizes with `RAYON_NUM_THREADS`), with a fixed order for summing partial results.
 //! - `unfold`: the im2col geometry (runs of in-bounds positions), im2col and col2im.
+//! - `conv_shape`: [`ConvShape`](conv_shape::ConvShape), a convolution's shapes, and the bias
+//!   gradient, shared by `conv` and `winograd`.
 //! - `conv`: convolution forward and backward, a batch chunk at a time, nothing kept between
 //!   the two passes but the input; wide 3×3 stride-1 ones go to `winograd`, the others to
 //!   im2col + GEMM.
@@ -20,6 +22,7 @@
 
 pub mod batchnorm;
 pub mod conv;
+pub mod conv_shape;
 pub mod gemm;
 pub mod pool;
 pub mod simd;

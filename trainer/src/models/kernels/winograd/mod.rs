@@ -23,7 +23,7 @@
 
 mod transforms;
 
-use super::conv::{ConvShape, add_bias_grads};
+use super::conv_shape::{ConvShape, add_bias_grads};
 use super::gemm::{Mat, gemm};
 use super::tasks::{
     BatchPlan, Scratch, items_per_task, map_pieces, map_range, output_vec, written_pieces,

@@ -1,0 +1,221 @@
+//! How a replica ended, and which failure the launcher reports: pure policy, no I/O.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use crate::error::{EXIT_CONFIG, Error};
+
+/// How a replica ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Exited(i32),
+    Signaled {
+        signal: i32,
+        core_dumped: bool,
+    },
+    /// `wait` failed: the status is unknown.
+    Lost(String),
+}
+
+impl Outcome {
+    pub(super) fn from_status(status: ExitStatus) -> Outcome {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Outcome::Exited(code),
+            (None, Some(signal)) => Outcome::Signaled {
+                signal,
+                core_dumped: status.core_dumped(),
+            },
+            (None, None) => Outcome::Lost(format!("unrecognised status {status}")),
+        }
+    }
+
+    pub(super) fn success(&self) -> bool {
+        *self == Outcome::Exited(0)
+    }
+
+    pub(super) fn code(&self) -> Option<i32> {
+        match self {
+            Outcome::Exited(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// `exited with code 2`, `was killed by signal 9 (SIGKILL)`.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Outcome::Exited(code) => format!("exited with code {code}"),
+            Outcome::Signaled {
+                signal,
+                core_dumped,
+            } => format!(
+                "was killed by signal {signal} ({}){}",
+                signal_name(*signal),
+                if *core_dumped { " and dumped core" } else { "" }
+            ),
+            Outcome::Lost(msg) => format!("could not be waited for ({msg})"),
+        }
+    }
+
+    /// Among failures seen in the same poll, the likeliest root cause comes first: a replica
+    /// killed by a signal (its peers then fail because it died), then a configuration error.
+    pub(super) fn blame_order(&self) -> u8 {
+        match self {
+            Outcome::Signaled { .. } => 0,
+            Outcome::Exited(EXIT_CONFIG) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// The name of `signal`, for messages.
+pub(super) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => "unnamed signal",
+    }
+}
+
+/// Which of the replicas that failed in the same poll, given as (rank, outcome), is reported:
+/// the likeliest root cause ([`Outcome::blame_order`]), the lowest rank among equals. Returns its
+/// index in `failed`.
+pub(super) fn culprit(failed: &[(usize, &Outcome)]) -> Option<usize> {
+    (0..failed.len()).min_by_key(|&i| (failed[i].1.blame_order(), failed[i].0))
+}
+
+/// The launcher's error for replica `rank` (process `pid`, logging to `log`) that ended with
+/// `outcome`.
+pub(super) fn replica_error(rank: usize, pid: u32, outcome: &Outcome, log: PathBuf) -> Error {
+    Error::Replica {
+        rank,
+        pid,
+        status: outcome.describe(),
+        code: outcome.code(),
+        signal: match outcome {
+            Outcome::Signaled { signal, .. } => Some(*signal),
+            _ => None,
+        },
+        log,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn blame_prefers_signals_then_config_errors() {
+        let killed = Outcome::Signaled {
+            signal: libc::SIGSEGV,
+            core_dumped: true,
+        };
+        assert_eq!(
+            killed.describe(),
+            "was killed by signal 11 (SIGSEGV) and dumped core"
+        );
+        let mut outcomes = [Outcome::Exited(1), Outcome::Exited(2), killed.clone()];
+        outcomes.sort_by_key(Outcome::blame_order);
+        assert_eq!(outcomes, [killed, Outcome::Exited(2), Outcome::Exited(1)]);
+        assert!(Outcome::Exited(0).success());
+        assert_eq!(Outcome::Exited(7).code(), Some(7));
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        assert_eq!(
+            Outcome::from_status(ExitStatus::from_raw(2 << 8)),
+            Outcome::Exited(2)
+        );
+        assert_eq!(
+            Outcome::from_status(ExitStatus::from_raw(libc::SIGKILL)),
+            Outcome::Signaled {
+                signal: libc::SIGKILL,
+                core_dumped: false
+            }
+        );
+        assert_eq!(
+            Outcome::from_status(ExitStatus::from_raw(libc::SIGSEGV | 0x80)),
+            Outcome::Signaled {
+                signal: libc::SIGSEGV,
+                core_dumped: true
+            }
+        );
+        assert_eq!(
+            Outcome::Signaled {
+                signal: libc::SIGKILL,
+                core_dumped: false
+            }
+            .describe(),
+            "was killed by signal 9 (SIGKILL)"
+        );
+        assert_eq!(Outcome::Exited(2).describe(), "exited with code 2");
+        assert_eq!(Outcome::Exited(2).code(), Some(2));
+        assert!(!Outcome::Exited(1).success());
+        assert_eq!(signal_name(64), "unnamed signal");
+    }
+
+    #[test]
+    fn the_culprit_is_the_likeliest_cause_then_the_lowest_rank() {
+        let killed = Outcome::Signaled {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        };
+        let (config, runtime) = (Outcome::Exited(EXIT_CONFIG), Outcome::Exited(1));
+        assert_eq!(culprit(&[]), None);
+        assert_eq!(culprit(&[(3, &runtime), (1, &runtime)]), Some(1));
+        assert_eq!(culprit(&[(0, &runtime), (2, &config)]), Some(1));
+        assert_eq!(
+            culprit(&[(0, &config), (1, &runtime), (2, &killed)]),
+            Some(2)
+        );
+        assert_eq!(culprit(&[(2, &killed), (1, &killed)]), Some(1));
+    }
+
+    #[test]
+    fn a_failure_becomes_the_replica_error() {
+        let killed = Outcome::Signaled {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        };
+        match replica_error(1, 42, &killed, "out/logs/rank-1.log".into()) {
+            Error::Replica {
+                rank,
+                pid,
+                status,
+                code,
+                signal,
+                log,
+            } => {
+                assert_eq!((rank, pid), (1, 42));
+                assert_eq!(status, "was killed by signal 9 (SIGKILL)");
+                assert_eq!((code, signal), (None, Some(libc::SIGKILL)));
+                assert_eq!(log, Path::new("out/logs/rank-1.log"));
+            }
+            other => panic!("expected Error::Replica, got {other:?}"),
+        }
+        match replica_error(0, 7, &Outcome::Exited(2), PathBuf::new()) {
+            Error::Replica { code, signal, .. } => assert_eq!((code, signal), (Some(2), None)),
+            other => panic!("expected Error::Replica, got {other:?}"),
+        }
+    }
+}

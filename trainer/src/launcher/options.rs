@@ -1,0 +1,66 @@
+//! What a launch starts: [`LaunchOptions`] and their defaults.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default time between SIGTERM and SIGKILL when the replicas are stopped.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// What [`launch`](super::launch) starts.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// Number of replicas, ranks `0..nproc`.
+    pub nproc: usize,
+    /// The replica program (normally `ddp-trainer` itself) and its arguments.
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Logs go to `out_dir/logs/rank-R.log`.
+    pub out_dir: PathBuf,
+    /// `MASTER_ADDR` for the replicas.
+    pub master_addr: String,
+    /// `MASTER_PORT`; `None` picks a free port.
+    pub master_port: Option<u16>,
+    /// `RAYON_NUM_THREADS` / `DDP_THREADS`; `None` gives `max(1, cores / nproc)`.
+    pub threads_per_replica: Option<usize>,
+    /// Extra variables for every replica, set last (they override the launcher's).
+    pub env: Vec<(String, String)>,
+    /// Time between SIGTERM and SIGKILL when the replicas are stopped.
+    pub grace: Duration,
+    /// Echo rank 0's stdout and every rank's stderr to the launcher's own streams (off when the
+    /// launcher's output already goes to a log, as for the `ddp` supervisor).
+    pub echo: bool,
+    /// Called with (rank, pid) for every replica started.
+    pub on_spawn: Option<SpawnHook>,
+}
+
+/// A callback told about every replica the launcher starts.
+#[derive(Clone)]
+pub struct SpawnHook(pub Arc<dyn Fn(usize, u32) + Send + Sync>);
+
+impl std::fmt::Debug for SpawnHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpawnHook(..)")
+    }
+}
+
+impl LaunchOptions {
+    /// `nproc` replicas of `program` with the defaults: 127.0.0.1, a free port, cores / nproc
+    /// threads each, no extra variables, [`DEFAULT_GRACE`].
+    pub fn new(nproc: usize, program: impl Into<PathBuf>, out_dir: impl Into<PathBuf>) -> Self {
+        LaunchOptions {
+            nproc,
+            program: program.into(),
+            args: Vec::new(),
+            out_dir: out_dir.into(),
+            master_addr: "127.0.0.1".to_string(),
+            master_port: None,
+            threads_per_replica: None,
+            env: Vec::new(),
+            grace: DEFAULT_GRACE,
+            echo: true,
+            on_spawn: None,
+        }
+    }
+}

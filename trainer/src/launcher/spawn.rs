@@ -1,0 +1,183 @@
+//! Starting a replica: the torchrun environment, one process group per replica, and
+//! `PR_SET_PDEATHSIG(SIGKILL)` so that no replica outlives the launcher; then reaping it.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use super::exit::Outcome;
+use super::options::LaunchOptions;
+use super::output::{Echo, log_path, pump};
+use crate::error::{Error, Result};
+
+/// What every replica shares.
+pub(super) struct World<'a> {
+    pub(super) opts: &'a LaunchOptions,
+    pub(super) port: u16,
+    pub(super) threads: usize,
+    pub(super) restart_count: String,
+}
+
+/// One started replica.
+pub(super) struct Replica {
+    pub(super) rank: usize,
+    pub(super) pid: u32,
+    child: Child,
+    pub(super) log: PathBuf,
+    /// Set once the replica has been reaped.
+    pub(super) outcome: Option<Outcome>,
+}
+
+/// Starts rank `rank` with its environment, its own process group and the parent-death signal;
+/// pushes its two output threads onto `readers`.
+pub(super) fn spawn(
+    world: &World,
+    rank: usize,
+    readers: &mut Vec<JoinHandle<()>>,
+) -> Result<Replica> {
+    let opts = world.opts;
+    let log = log_path(&opts.out_dir, rank);
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| Error::io(&log, e))?;
+    let file = Arc::new(Mutex::new(file));
+
+    let mut cmd = Command::new(&opts.program);
+    cmd.args(&opts.args)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", opts.nproc.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("LOCAL_WORLD_SIZE", opts.nproc.to_string())
+        .env("GROUP_RANK", "0")
+        .env("MASTER_ADDR", &opts.master_addr)
+        .env("MASTER_PORT", world.port.to_string())
+        .env("TORCHELASTIC_RESTART_COUNT", &world.restart_count)
+        .env("RAYON_NUM_THREADS", world.threads.to_string())
+        .env("DDP_THREADS", world.threads.to_string())
+        .envs(opts.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: teardown reaches what the replica started, and a terminal's
+        // Ctrl-C reaches only the launcher, which then stops the replicas in order.
+        .process_group(0);
+    let launcher = unsafe { libc::getpid() };
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The launcher died before prctl: the signal will never come, so do not start.
+            if libc::getppid() != launcher {
+                return Err(io::Error::other("the launcher exited"));
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::io(&opts.program, e))?;
+    let pid = child.id();
+    if let Some(hook) = &opts.on_spawn {
+        (hook.0)(rank, pid);
+    }
+    if let Some(stdout) = child.stdout.take() {
+        let echo = if rank == 0 && opts.echo {
+            Echo::Stdout
+        } else {
+            Echo::None
+        };
+        readers.push(pump(
+            stdout,
+            rank,
+            "stdout",
+            file.clone(),
+            log.clone(),
+            echo,
+        )?);
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.push(pump(
+            stderr,
+            rank,
+            "stderr",
+            file,
+            log.clone(),
+            if opts.echo {
+                Echo::StderrPrefixed
+            } else {
+                Echo::None
+            },
+        )?);
+    }
+    Ok(Replica {
+        rank,
+        pid,
+        child,
+        log,
+        outcome: None,
+    })
+}
+
+impl Replica {
+    pub(super) fn running(&self) -> bool {
+        self.outcome.is_none()
+    }
+
+    /// Reaps the replica if it has ended. Before reaping, its process group is killed: whatever
+    /// it left running goes with it, and its pid (the group id) cannot be reused meanwhile.
+    pub(super) fn poll(&mut self) -> Option<&Outcome> {
+        if self.outcome.is_none() {
+            // SAFETY: plain syscall on our own child; `info` is a zeroed out-parameter.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            let rc = unsafe { libc::waitid(libc::P_PID, self.pid, &mut info, flags) };
+            if rc == 0 {
+                if unsafe { info.si_pid() } == 0 {
+                    return None;
+                }
+                signal_group(self.pid, libc::SIGKILL);
+            }
+            self.outcome = match self.child.try_wait() {
+                Ok(Some(status)) => Some(Outcome::from_status(status)),
+                Ok(None) => None,
+                Err(e) => Some(Outcome::Lost(e.to_string())),
+            };
+        }
+        self.outcome.as_ref()
+    }
+
+    /// Blocks until the replica ends (after SIGKILL).
+    pub(super) fn reap(&mut self) {
+        if self.running() {
+            self.outcome = Some(match self.child.wait() {
+                Ok(status) => Outcome::from_status(status),
+                Err(e) => Outcome::Lost(e.to_string()),
+            });
+        }
+    }
+}
+
+/// Sends `signal` to the replica's process group, or to the replica alone if it left its group.
+pub(super) fn signal_group(pid: u32, signal: i32) {
+    let pid = pid as libc::pid_t;
+    // SAFETY: plain syscalls; `pid` is our unreaped child, so neither id can have been reused.
+    unsafe {
+        if libc::kill(-pid, signal) != 0 {
+            libc::kill(pid, signal);
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Builders of the trainer's types for tests, here and in the crates built on the trainer: compiled
+//! for the trainer's own tests and, elsewhere, with the `test-util` feature
+//! (`ddp-trainer = { workspace = true, features = ["test-util"] }` in `[dev-dependencies]`).
+//!
+//! [`MetricRecord::sample`] is a complete record with plain values; chain the setters (one per
+//! field, named after it; [`MetricRecord::at`] sets kind, epoch and step at once) or use struct
+//! update syntax to change what a test is about:
+//!
+//! ```
+//! use ddp_trainer::metrics::{MetricKind, MetricRecord};
+//!
+//! let val = MetricRecord::sample()
+//!     .at(MetricKind::Val, 2, 40)
+//!     .loss(0.5)
+//!     .accuracy(Some(0.9));
+//! assert_eq!((val.kind, val.epoch, val.step), (MetricKind::Val, 2, 40));
+//! let other_rank = MetricRecord {
+//!     rank: 1,
+//!     ..val.clone()
+//! };
+//! assert_eq!(other_rank.loss, 0.5);
+//! ```
+
+use crate::metrics::{MetricKind, MetricRecord};
+
+/// A setter per field: `fn field(self, value) -> Self`.
+macro_rules! setters {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        $(
+            #[doc = concat!("The record with `", stringify!($field), "` set.")]
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            }
+        )*
+    };
+}
+
+impl MetricRecord {
+    /// A train record of rank 0 of a world of 2: epoch 1, step 0, time 0, loss 1, no accuracy,
+    /// lr 0.01, 100 samples per second, no sample count.
+    pub fn sample() -> MetricRecord {
+        MetricRecord {
+            time: 0.0,
+            rank: 0,
+            kind: MetricKind::Train,
+            epoch: 1,
+            step: 0,
+            loss: 1.0,
+            accuracy: None,
+            lr: 0.01,
+            samples_per_sec: 100.0,
+            samples: None,
+            world_size: 2,
+        }
+    }
+
+    /// The record with `kind`, `epoch` and `step` (what most tests vary together).
+    pub fn at(self, kind: MetricKind, epoch: usize, step: u64) -> Self {
+        self.kind(kind).epoch(epoch).step(step)
+    }
+
+    setters! {
+        time: f64, rank: usize, kind: MetricKind, epoch: usize, step: u64, loss: f64,
+        accuracy: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
+        world_size: usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_change_one_field_each() {
+        let r = MetricRecord::sample()
+            .time(5.0)
+            .rank(3)
+            .at(MetricKind::Test, 4, 9)
+            .loss(0.25)
+            .accuracy(Some(0.5))
+            .lr(0.1)
+            .samples_per_sec(7.0)
+            .samples(Some(64))
+            .world_size(8);
+        assert_eq!(
+            r,
+            MetricRecord {
+                time: 5.0,
+                rank: 3,
+                kind: MetricKind::Test,
+                epoch: 4,
+                step: 9,
+                loss: 0.25,
+                accuracy: Some(0.5),
+                lr: 0.1,
+                samples_per_sec: 7.0,
+                samples: Some(64),
+                world_size: 8,
+            }
+        );
+    }
+}
