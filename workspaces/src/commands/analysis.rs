@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
+use super::runs::RunAddress;
 use crate::plot::XAxis;
 
 /// `compare RUN... [--sweep SWEEP] [--json]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct CompareArgs {
-    /// Runs (ids, unique prefixes, <experiment>@latest, latest).
+    /// Runs (ids, unique prefixes, `EXPERIMENT@latest`, `latest`).
     pub runs: Vec<String>,
     /// Add the runs of this sweep.
     #[arg(long, value_name = "SWEEP")]
@@ -20,7 +21,7 @@ pub struct CompareArgs {
 /// `plot RUN... [--sweep SWEEP] [--x step|epoch|time]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlotArgs {
-    /// Runs (ids, unique prefixes, <experiment>@latest, latest).
+    /// Runs (ids, unique prefixes, `EXPERIMENT@latest`, `latest`).
     pub runs: Vec<String>,
     /// Add the runs of this sweep.
     #[arg(long, value_name = "SWEEP")]
@@ -34,7 +35,7 @@ pub struct PlotArgs {
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExportArgs {
     #[command(flatten)]
-    pub run: super::RunAddress,
+    pub run: RunAddress,
     /// CSV with a header line (the only format).
     #[arg(long, required = true)]
     pub csv: bool,

@@ -79,7 +79,7 @@ pub struct SweepArgs {
     /// devices allow).
     #[arg(long, value_name = "N")]
     pub max_parallel: Option<usize>,
-    /// A name for the sweep (its runs are named NAME/<combination>).
+    /// A name for the sweep (its runs are named `NAME/COMBINATION`).
     #[arg(long)]
     pub name: Option<String>,
     /// Print JSON: the sweep once started with --detach, else the comparison at the end.
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn run(line: &str) -> Result<RunArgs, String> {
-        crate::commands::parse_line::<RunArgs>("run", line).map_err(|e| e.to_string())
+        super::super::words::parse_line::<RunArgs>("run", line).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -157,7 +157,7 @@ mod tests {
             #[command(flatten)]
             args: SweepArgs,
         }
-        let s = crate::commands::parse_line::<Sweep>(
+        let s = super::super::words::parse_line::<Sweep>(
             "sweep",
             "s.toml --grid train.lr=0.1,0.2 --set train.epochs=1 --replicas 2 --max-parallel 1 --name n --json",
         )

@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn a_synopsis_and_one_line_errors_come_from_the_definitions() {
-        use crate::commands::RunArgs;
+        use super::super::run::RunArgs;
         assert_eq!(
             synopsis::<RunArgs>(),
             "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]"
@@ -109,7 +109,7 @@ mod tests {
         #[derive(clap::Parser, Debug)]
         struct Ls {
             #[command(flatten)]
-            args: crate::commands::LsArgs,
+            args: super::super::runs::LsArgs,
         }
         let ls = parse_line::<Ls>("ls", "--experiment 'a b' --json").unwrap();
         assert_eq!(ls.args.filter.experiment.as_deref(), Some("a b"));
