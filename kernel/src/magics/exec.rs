@@ -15,9 +15,9 @@ use ddp_workspaces::{Run, Workspace};
 use super::{CellCommand, Command, help, parse_cell, parse_line};
 use crate::cards::LiveCard;
 use crate::error::{Error, Result};
-use crate::kernel::Shared;
 use crate::output::Out;
 use crate::render::{self, Output};
+use crate::shared::Shared;
 use crate::train::{self, TrainCell};
 
 /// How long `%ddp stop` waits for the run to stop.

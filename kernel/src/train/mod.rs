@@ -18,8 +18,8 @@ use ddp_workspaces::Workspace;
 use ddp_workspaces::actions::{self, NewRun};
 
 use crate::error::Result;
-use crate::kernel::Shared;
 use crate::output::Out;
+use crate::shared::Shared;
 use cargo::{BuildObserver, BuildRequest};
 use project::{CellInput, Source};
 
