@@ -199,7 +199,8 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
                 run: options.new_run(shared.notebook_path(&spec), command),
                 features,
             };
-            let run = train::build_and_start(cell, &root, shared, out)?.reap_in_background();
+            let run =
+                train::build_and_start(cell, &root, &shared.interrupt, out)?.reap_in_background();
             card(&run, wait, shared, out)
         }
     }
