@@ -7,7 +7,7 @@
 //! would silently cut the list at (an unknown index or UUID, a duplicate, junk) is an error here,
 //! naming the entry: a run should not quietly land on fewer GPUs than its user meant.
 
-use super::discover::{CUDA_VISIBLE_DEVICES, Gpu};
+use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu};
 use crate::error::{Error, Result};
 
 /// The GPUs of `all` (NVML order, `physical` set) that `cvd` lets through, with `index` set to
