@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu};
+use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu, gpu_range};
 use super::visible::apply_visible;
 use crate::error::{Error, Result};
 
@@ -71,13 +71,8 @@ impl Discovery {
 
     /// "GPUs 0-3", "GPU 0", "no GPUs (why)": for messages about what exists.
     pub fn describe(&self) -> String {
-        let n = self.gpus.len();
-        let mut text = match n {
-            0 => "no GPUs".to_string(),
-            1 => "GPU 0".to_string(),
-            _ => format!("GPUs 0-{}", n - 1),
-        };
-        if n == 0 {
+        let mut text = gpu_range(self.gpus.len());
+        if self.gpus.is_empty() {
             if let Some(note) = &self.note {
                 text.push_str(&format!(" ({note})"));
             }
