@@ -11,11 +11,11 @@ use jupyter_protocol::{
 };
 
 use crate::cell::{Segment, segments};
-use crate::kernel::Shared;
 use crate::magics::{self, MAGIC};
 use crate::output::Out;
 use crate::protocol::{Channel, broadcast, execute_reply, reply, reply_error};
 use crate::rust::{RustOutcome, RustSession, publish_value};
+use crate::shared::Shared;
 use crate::{log, panic_message};
 
 /// Work for the executor.

@@ -7,9 +7,8 @@
 //! Every request gets `busy` before its reply and `idle` after everything it caused (the
 //! executor publishes `idle` for the jobs it takes).
 
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
 
 use jupyter_protocol::{
     CodeMirrorMode, CommInfoReply, CompleteReply, HelpLink, HistoryReply, InspectReply,
@@ -17,61 +16,12 @@ use jupyter_protocol::{
     MediaType, ReplyStatus, ShutdownReply, Status,
 };
 
-use crate::cards::Cards;
 use crate::cell::{Completeness, completeness};
 use crate::executor::Job;
-use crate::history::History;
-use crate::interrupt::Interrupt;
 use crate::log;
 use crate::magics;
 use crate::protocol::{Incoming, PROTOCOL_VERSION, Request, broadcast, reply};
-use crate::transport::Outbox;
-
-/// State shared by the loop, the executor and the live cards.
-pub struct Shared {
-    pub outbox: Outbox,
-    pub interrupt: Interrupt,
-    pub cards: Cards,
-    pub history: Mutex<History>,
-    workspace: Mutex<PathBuf>,
-    notebook_dir: PathBuf,
-}
-
-impl Shared {
-    pub fn new(outbox: Outbox, cards: Cards, workspace: PathBuf, notebook_dir: PathBuf) -> Shared {
-        Shared {
-            outbox,
-            interrupt: Interrupt::default(),
-            cards,
-            history: Mutex::default(),
-            workspace: Mutex::new(workspace),
-            notebook_dir,
-        }
-    }
-
-    /// The workspace magics act on.
-    pub fn workspace(&self) -> PathBuf {
-        self.workspace.lock().unwrap().clone()
-    }
-
-    pub fn set_workspace(&self, root: PathBuf) {
-        *self.workspace.lock().unwrap() = root;
-    }
-
-    /// The notebook's folder (the kernel's working folder when it started).
-    pub fn notebook_dir(&self) -> &Path {
-        &self.notebook_dir
-    }
-
-    /// `p` relative to the notebook's folder (unchanged when absolute).
-    pub fn notebook_path(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.notebook_dir.join(p)
-        }
-    }
-}
+use crate::shared::Shared;
 
 /// What the loop does after a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

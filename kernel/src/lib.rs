@@ -8,7 +8,9 @@
 //!   checked there (bad ones dropped and logged); [`transport::Outbox`] to send from anywhere.
 //! - `protocol`: incoming messages as a typed [`protocol::Request`] (parsed once, at the edge);
 //!   building replies and IOPub messages (version 5.4, spec-valid shapes).
-//! - `kernel`: the message loop (one `match` over requests), shared state, `kernel_info`.
+//! - `kernel`: the message loop (one `match` over requests), `kernel_info`.
+//! - `shared`: the state the loop, the executor and the magics share ([`shared::Shared`]: outbox,
+//!   interrupt, cards, history, workspace); it imports none of them.
 //! - `executor`: the thread that runs cells and Rust completion/inspection, off the loop.
 //! - `cell`: a cell split into line magics, a cell magic and Rust; `is_complete`.
 //! - `magics`: the `%ddp` command line (clap), what each subcommand does (`exec`), completion.
@@ -35,6 +37,7 @@ pub mod protocol;
 pub mod render;
 pub mod rust;
 pub mod server;
+pub mod shared;
 pub mod train;
 pub mod transport;
 

@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cards::Cards;
 use crate::error::{Error, Result};
-use crate::kernel::{Flow, Kernel, Shared};
+use crate::kernel::{Flow, Kernel};
 use crate::protocol::broadcast;
+use crate::shared::Shared;
 use crate::transport::{bind, read_connection_file};
 
 /// How long replies already queued get to go out when the kernel ends.

@@ -16,9 +16,9 @@ use ddp_workspaces::{Run, Workspace};
 use super::{CellCommand, Command, help, parse_cell, parse_line};
 use crate::cards::LiveCard;
 use crate::error::{Error, Result};
-use crate::kernel::Shared;
 use crate::output::Out;
 use crate::render::{self, Output};
+use crate::shared::Shared;
 use crate::train::{self, TrainCell};
 
 /// How long `%ddp stop` waits for the run to stop.
@@ -184,7 +184,8 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
                 run: options.new_run(shared.notebook_path(&spec), command),
                 features,
             };
-            let run = train::build_and_start(cell, &root, shared, out)?.reap_in_background();
+            let run =
+                train::build_and_start(cell, &root, &shared.interrupt, out)?.reap_in_background();
             card(&run, wait.wait, shared, out)
         }
     }

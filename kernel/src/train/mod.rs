@@ -18,7 +18,7 @@ use ddp_workspaces::Workspace;
 use ddp_workspaces::actions::{self, NewRun};
 
 use crate::error::Result;
-use crate::kernel::Shared;
+use crate::interrupt::Interrupt;
 use crate::output::Out;
 use cargo::{BuildObserver, BuildRequest};
 use project::{CellInput, Source};
@@ -58,11 +58,11 @@ impl BuildDirs {
     }
 }
 
-/// Builds the cell and starts its run (the caller shows its card).
+/// Builds the cell and starts its run (the caller shows its card); an interrupt stops the build.
 pub fn build_and_start(
     cell: TrainCell,
     root: &Path,
-    shared: &Shared,
+    interrupt: &Interrupt,
     out: &Out,
 ) -> Result<actions::Started> {
     let entry = project::entry_point(cell.body)?;
@@ -98,7 +98,7 @@ pub fn build_and_start(
                 dirs.cache.display()
             ),
         );
-        let mut observer = CellObserver { shared, out };
+        let mut observer = CellObserver { interrupt, out };
         let built = cargo::build(
             &BuildRequest {
                 crate_dir: &stage,
@@ -123,7 +123,7 @@ pub fn build_and_start(
 
 /// Streams the build into the cell.
 struct CellObserver<'a> {
-    shared: &'a Shared,
+    interrupt: &'a Interrupt,
     out: &'a Out,
 }
 
@@ -137,6 +137,6 @@ impl BuildObserver for CellObserver<'_> {
     }
 
     fn interrupted(&self) -> bool {
-        self.shared.interrupt.requested()
+        self.interrupt.requested()
     }
 }

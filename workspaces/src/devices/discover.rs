@@ -10,31 +10,14 @@ use std::ffi::OsStr;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
+use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu, gpu_range};
 use super::visible::apply_visible;
 use crate::error::{Error, Result};
 
 /// `DDP_SIMULATED_GPUS=N`: report N fake GPUs without asking NVML (tests, CPU-only machines).
 pub const SIMULATED_GPUS_VAR: &str = "DDP_SIMULATED_GPUS";
-/// The CUDA runtime's device filter, honoured by [`discover()`].
-pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 /// The library NVML is loaded from (nvml-wrapper's default on Linux).
 pub(crate) const NVML_LIB: &str = "libnvidia-ml.so.1";
-
-/// One GPU this process may use.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Gpu {
-    /// CUDA ordinal in this process (its position in `CUDA_VISIBLE_DEVICES`, else the NVML
-    /// index): the numbers `ddp.devices` lists.
-    pub index: usize,
-    /// NVML index, the number `nvidia-smi` shows (PCI bus order), the same whatever
-    /// `CUDA_VISIBLE_DEVICES` says: lock files are named after it.
-    pub physical: usize,
-    /// `GPU-8c7b...`.
-    pub uuid: String,
-    pub name: String,
-    /// Total memory in MiB (0 for simulated GPUs).
-    pub memory_total_mb: u64,
-}
 
 /// What [`discover()`] found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -88,13 +71,8 @@ impl Discovery {
 
     /// "GPUs 0-3", "GPU 0", "no GPUs (why)": for messages about what exists.
     pub fn describe(&self) -> String {
-        let n = self.gpus.len();
-        let mut text = match n {
-            0 => "no GPUs".to_string(),
-            1 => "GPU 0".to_string(),
-            _ => format!("GPUs 0-{}", n - 1),
-        };
-        if n == 0 {
+        let mut text = gpu_range(self.gpus.len());
+        if self.gpus.is_empty() {
             if let Some(note) = &self.note {
                 text.push_str(&format!(" ({note})"));
             }

@@ -12,6 +12,8 @@
 //! both.
 //!
 //! Layout:
+//! - `gpu`: [`Gpu`] (CUDA ordinal and NVML index) and the `CUDA_VISIBLE_DEVICES` name, imported by
+//!   `discover`, `visible` and `queue`.
 //! - `discover`: NVML (loaded at run time) or `DDP_SIMULATED_GPUS=N`, then `CUDA_VISIBLE_DEVICES`.
 //! - `visible`: parsing and applying `CUDA_VISIBLE_DEVICES` (indices, UUID prefixes, empty).
 //! - `plan`: the pure placement policy (CPU, these GPUs, or wait).
@@ -22,13 +24,15 @@
 //!   sparklines.
 
 pub mod discover;
+pub mod gpu;
 pub mod locks;
 pub mod plan;
 pub mod queue;
 pub mod telemetry;
 pub mod visible;
 
-pub use discover::{CUDA_VISIBLE_DEVICES, Discovery, Gpu, SIMULATED_GPUS_VAR, discover};
+pub use discover::{Discovery, SIMULATED_GPUS_VAR, discover};
+pub use gpu::{CUDA_VISIBLE_DEVICES, Gpu};
 pub use locks::{DeviceLease, Holder, LOCKS_DIR, acquire, held_by, holders, lock_path};
 pub use plan::{DeviceRequest, Plan, available_cores, plan, threads_per_replica};
 pub use queue::{Assignment, WaitOptions, Waited, Waiting, wait_for};

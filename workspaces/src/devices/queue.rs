@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use ddp_trainer::spec::Devices;
 
-use super::discover::{CUDA_VISIBLE_DEVICES, Discovery, Gpu};
+use super::discover::Discovery;
+use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu};
 use super::locks::{DeviceLease, acquire, held_by};
 use super::plan::{DeviceRequest, Plan, plan, threads_per_replica};
 use crate::error::Result;

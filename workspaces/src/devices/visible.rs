@@ -7,7 +7,7 @@
 //! would silently cut the list at (an unknown index or UUID, a duplicate, junk) is an error here,
 //! naming the entry: a run should not quietly land on fewer GPUs than its user meant.
 
-use super::discover::{CUDA_VISIBLE_DEVICES, Gpu};
+use super::gpu::{CUDA_VISIBLE_DEVICES, Gpu, gpu_range};
 use crate::error::{Error, Result};
 
 /// The GPUs of `all` (NVML order, `physical` set) that `cvd` lets through, with `index` set to
@@ -35,7 +35,7 @@ pub fn apply_visible(all: &[Gpu], cvd: &str) -> Result<Vec<Gpu>> {
                 None => {
                     return Err(bad(format!(
                         "there is no GPU {entry} (this machine has {})",
-                        range(all.len())
+                        gpu_range(all.len())
                     )));
                 }
             }
@@ -80,15 +80,6 @@ pub fn apply_visible(all: &[Gpu], cvd: &str) -> Result<Vec<Gpu>> {
 fn has_prefix(text: &str, prefix: &str) -> bool {
     text.len() >= prefix.len()
         && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-}
-
-/// "GPUs 0-3", "GPU 0", "no GPUs".
-fn range(n: usize) -> String {
-    match n {
-        0 => "no GPUs".to_string(),
-        1 => "GPU 0".to_string(),
-        _ => format!("GPUs 0-{}", n - 1),
-    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,19 @@
 //! GPU readings: NVML (opened once, loaded at run time; retried at most every
-//! [`NVML_RETRY`](super::NVML_RETRY) after a failure) or `DDP_SIMULATED_GPUS` (made-up,
+//! [`NVML_RETRY`] after a failure) or `DDP_SIMULATED_GPUS` (made-up,
 //! deterministic readings).
 
 use std::ffi::OsString;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::{GpuProcess, GpuSample, NVML_RETRY, ProcessOwners};
-use crate::devices::SIMULATED_GPUS_VAR;
-use crate::devices::discover::nvml_unavailable;
+use super::readings::{GpuProcess, GpuSample, ProcessOwners};
+use crate::devices::discover::{SIMULATED_GPUS_VAR, nvml_unavailable};
+
+/// How long a sampler waits before trying NVML again after it failed to start.
+pub const NVML_RETRY: Duration = Duration::from_secs(30);
 
 /// Where GPU readings come from.
 pub(super) enum GpuSource {

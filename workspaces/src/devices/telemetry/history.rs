@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::Telemetry;
+use super::readings::{GpuSample, Telemetry};
 
 /// A ring buffer of the last `capacity` values, oldest first; pushing onto a full one drops the
 /// oldest.
@@ -96,7 +96,7 @@ impl GpuHistory {
         }
     }
 
-    fn push(&mut self, sample: Option<&super::GpuSample>) {
+    fn push(&mut self, sample: Option<&GpuSample>) {
         let memory_pct = sample.and_then(|g| {
             let (used, total) = (g.memory_used_bytes?, g.memory_total_bytes?);
             (total > 0).then(|| used as f64 / total as f64 * 100.0)
@@ -190,7 +190,7 @@ impl TelemetryHistory {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CpuSample, GpuSample, MemorySample};
+    use super::super::readings::{CpuSample, MemorySample};
     use super::*;
 
     #[test]

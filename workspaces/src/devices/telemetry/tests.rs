@@ -1,4 +1,6 @@
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use super::*;
 use crate::run::{ProcessId, RunRecord};
@@ -102,7 +104,7 @@ fn the_default_sampler_never_fails() {
 #[test]
 fn simulated_gpus_have_plausible_readings_and_their_holders() {
     let ws = tempfile::tempdir().unwrap();
-    let _lease = crate::devices::acquire(ws.path(), &[1], "run-holding-1")
+    let _lease = crate::devices::locks::acquire(ws.path(), &[1], "run-holding-1")
         .unwrap()
         .unwrap();
     let mut sampler = TelemetrySampler::new(Some(ws.path().to_path_buf())).with_simulated_gpus(2);
