@@ -1,27 +1,22 @@
 //! `Workspace::watch` end to end: a real run started with the `ddp` binary (`--detach`), followed
 //! by two concurrent watchers from the start; what each delivered is compared with the files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{ok, repo, run_ddp};
 
 use ddp_workspaces::events::{RunEvent, RunWatch, WatchFrom};
 use ddp_workspaces::metrics::{MetricRecord, read_metrics};
 use ddp_workspaces::run::EventRecord;
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
-const DDP: &str = env!("CARGO_BIN_EXE_ddp");
 /// Everything (start, training, following) must fit in this.
 const LIMIT: Duration = Duration::from_secs(25);
 /// Silence after the run has ended that counts as "everything delivered".
 const QUIET: Duration = Duration::from_millis(1000);
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// A small MNIST spec: 2 replicas, 3 epochs of 1024 samples (a few seconds on a CPU).
 fn spec(dir: &Path) -> PathBuf {
@@ -36,33 +31,11 @@ fn spec(dir: &Path) -> PathBuf {
 
 /// `ddp --workspace WS run SPEC --detach`, returning once the supervisor is started.
 fn start_detached(ws: &Path, spec: &Path) {
-    let mut child = Command::new(DDP)
-        .arg("--workspace")
-        .arg(ws)
-        .arg("run")
-        .arg(spec)
-        .arg("--detach")
-        .env("RAYON_NUM_THREADS", "1")
-        .env_remove("DDP_WORKSPACE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > LIMIT {
-            child.kill().unwrap();
-            panic!("ddp run --detach did not return");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(run_ddp(
+        ws,
+        &["run", &spec.display().to_string(), "--detach"],
+        LIMIT,
+    ));
 }
 
 fn supervisor_gone(dir: &Path) -> bool {
