@@ -2,6 +2,9 @@
 //! for the trainer's own tests and, elsewhere, with the `test-util` feature
 //! (`ddp-trainer = { workspace = true, features = ["test-util"] }` in `[dev-dependencies]`).
 //!
+//! [`tensor_diff`] compares two tensors (outputs, gradients), [`max_abs_diff`] and
+//! [`worst_tensor`] two models' weights.
+//!
 //! [`MetricRecord::sample`] is a complete record with plain values; chain the setters (one per
 //! field, named after it; [`MetricRecord::at`] sets kind, epoch and step at once) or use struct
 //! update syntax to change what a test is about:
@@ -21,7 +24,51 @@
 //! assert_eq!(other_rank.loss, 0.5);
 //! ```
 
+use std::collections::{BTreeSet, HashMap};
+
+use candle_core::{DType, Tensor};
+
 use crate::metrics::{MetricKind, MetricRecord};
+
+/// The largest absolute difference between two tensors of the same shape, element by element
+/// (`|a - b|.max()`), as f32: how the tests compare outputs and gradients.
+pub fn tensor_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .and_then(|d| d.abs())
+        .and_then(|d| d.max_all())
+        .and_then(|d| d.to_dtype(DType::F32))
+        .and_then(|d| d.to_scalar::<f32>())
+        .expect("two tensors of the same shape")
+}
+
+/// The largest absolute difference over two sets of named tensors (a model's weights), which
+/// must have the same names and shapes.
+pub fn max_abs_diff(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> f32 {
+    worst_tensor(a, b).0
+}
+
+/// The largest absolute difference over two sets of named tensors, and the tensor where it is.
+pub fn worst_tensor(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> (f32, String) {
+    let names: BTreeSet<&String> = a.keys().collect();
+    assert_eq!(names, b.keys().collect(), "different tensor names");
+    let mut worst = (0f32, String::new());
+    for n in names {
+        let values = |t: &Tensor| -> Vec<f32> {
+            t.to_dtype(DType::F32)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1::<f32>())
+                .expect("a tensor of numbers")
+        };
+        let (x, y) = (values(&a[n]), values(&b[n]));
+        assert_eq!(x.len(), y.len(), "{n}");
+        for (p, q) in x.iter().zip(&y) {
+            if (p - q).abs() > worst.0 {
+                worst = ((p - q).abs(), n.clone());
+            }
+        }
+    }
+    worst
+}
 
 /// A setter per field: `fn field(self, value) -> Self`.
 macro_rules! setters {
@@ -70,6 +117,19 @@ impl MetricRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_difference_of_any_element() {
+        let dev = candle_core::Device::Cpu;
+        let a = Tensor::new(&[[1f32, 2.], [3., 4.]], &dev).unwrap();
+        let b = Tensor::new(&[[1f32, 2.5], [1., 4.]], &dev).unwrap();
+        assert_eq!(tensor_diff(&a, &b), 2.0);
+        assert_eq!(tensor_diff(&a, &a), 0.0);
+        let model =
+            |t: &Tensor| HashMap::from([("w".to_string(), t.clone()), ("v".into(), a.clone())]);
+        assert_eq!(worst_tensor(&model(&a), &model(&b)), (2.0, "w".to_string()));
+        assert_eq!(max_abs_diff(&model(&a), &model(&a)), 0.0);
+    }
 
     #[test]
     fn setters_change_one_field_each() {

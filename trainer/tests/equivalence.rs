@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use ddp_trainer::test_util::tensor_diff;
 
 /// Tensors that only carry float noise under Adam: a conv bias directly followed by BatchNorm has
 /// an exactly zero true gradient (normalisation removes any per-channel shift), so its computed
@@ -72,14 +73,7 @@ fn equivalent_env(model: &str, optimizer: &str, extra: &str, env: &[(&str, &str)
     for k in noise {
         // Adam moves a parameter by at most lr per step: 6 steps × 0.001 in each run.
         let (x, y) = (a.remove(&k).unwrap(), b.remove(&k).unwrap());
-        let gap = (x - y)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let gap = tensor_diff(&x, &y);
         assert!(gap <= 2.0 * 6.0 * 0.001 + 1e-6, "{k}: {gap}");
     }
     assert!(

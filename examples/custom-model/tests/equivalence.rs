@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
+use ddp_trainer::test_util::max_abs_diff;
 
 fn train(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_custom-model"));
@@ -34,21 +35,6 @@ fn train(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) {
 fn load(path: &Path) -> HashMap<String, Tensor> {
     candle_core::safetensors::load(path, &Device::Cpu)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn max_diff(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> f32 {
-    a.iter()
-        .map(|(k, x)| {
-            (x - &b[k])
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap()
-        })
-        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -90,8 +76,8 @@ fn two_replicas_of_8_equal_one_of_16() {
             "fc2.weight"
         ]
     );
-    let moved = max_diff(&b, &z);
+    let moved = max_abs_diff(&b, &z);
     assert!(moved > 1e-3, "training did not move the weights ({moved})");
-    let diff = max_diff(&a, &b);
+    let diff = max_abs_diff(&a, &b);
     assert!(diff < 1e-5, "2×8 and 1×16 differ by {diff}");
 }

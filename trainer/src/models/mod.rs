@@ -236,14 +236,7 @@ pub(crate) mod testing {
         let grads = |t: &Tensor| (t * &k).unwrap().sum_all().unwrap().backward().unwrap();
         let (g1, g2) = (grads(ours), grads(reference));
         let close = |a: &Tensor, b: &Tensor, which: &str| {
-            let d = (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let d = crate::test_util::tensor_diff(a, b);
             assert!(d < tol, "{what}: {which} differs by {d}");
         };
         close(ours, reference, "output");

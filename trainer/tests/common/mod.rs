@@ -132,49 +132,9 @@ pub fn load_model(path: &Path) -> HashMap<String, Tensor> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Largest absolute difference over all tensors (same names required).
-pub fn max_abs_diff(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> f32 {
-    worst_tensor(a, b).0
-}
-
-/// (largest absolute difference, the tensor where it is).
-pub fn worst_tensor(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> (f32, String) {
-    let mut names: Vec<&String> = a.keys().collect();
-    names.sort();
-    let bnames: std::collections::BTreeSet<&String> = b.keys().collect();
-    assert_eq!(
-        names
-            .iter()
-            .copied()
-            .collect::<std::collections::BTreeSet<_>>(),
-        bnames,
-        "different tensor names"
-    );
-    let mut worst = (0f32, String::new());
-    for n in names {
-        let x = a[n]
-            .to_dtype(candle_core::DType::F32)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let y = b[n]
-            .to_dtype(candle_core::DType::F32)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        assert_eq!(x.len(), y.len(), "{n}");
-        for (p, q) in x.iter().zip(&y) {
-            if (p - q).abs() > worst.0 {
-                worst = ((p - q).abs(), n.clone());
-            }
-        }
-    }
-    worst
-}
+// Not every test binary that includes this module compares weights.
+#[allow(unused_imports)]
+pub use ddp_trainer::test_util::{max_abs_diff, worst_tensor};
 
 pub fn metrics(out: &Path, rank: usize) -> Vec<MetricRecord> {
     read_metrics(out.join(format!("metrics/rank-{rank}.jsonl"))).unwrap()
