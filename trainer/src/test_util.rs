@@ -70,9 +70,13 @@ pub fn worst_tensor(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) ->
     worst
 }
 
-/// A setter per field: `fn field(self, value) -> Self`.
-macro_rules! setters {
-    ($($field:ident: $ty:ty),* $(,)?) => {
+/// A setter per field: `fn field(self, value) -> Self`. Fields listed after `; into` take anything
+/// that converts into their type (`.id("r1")` for a `String`). Exported (hidden) for the test
+/// builders of the crates built on the trainer (`ddp_workspaces::test_util`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! test_setters {
+    ($($field:ident: $ty:ty),* $(,)? $(; into $($into:ident: $into_ty:ty),* $(,)?)?) => {
         $(
             #[doc = concat!("The record with `", stringify!($field), "` set.")]
             pub fn $field(mut self, $field: $ty) -> Self {
@@ -80,6 +84,13 @@ macro_rules! setters {
                 self
             }
         )*
+        $($(
+            #[doc = concat!("The record with `", stringify!($into), "` set.")]
+            pub fn $into(mut self, $into: impl Into<$into_ty>) -> Self {
+                self.$into = $into.into();
+                self
+            }
+        )*)?
     };
 }
 
@@ -107,7 +118,7 @@ impl MetricRecord {
         self.kind(kind).epoch(epoch).step(step)
     }
 
-    setters! {
+    crate::test_setters! {
         time: f64, rank: usize, kind: MetricKind, epoch: usize, step: u64, loss: f64,
         accuracy: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
         world_size: usize,

@@ -335,34 +335,21 @@ pub fn duration(e: &RunEntry, now: Option<f64>) -> Option<f64> {
 pub(crate) mod tests {
     use super::*;
     use ddp_workspaces::run_list::MetricDigest;
-    use ddp_workspaces::{Run, RunRecord, RunStatus};
+    use ddp_workspaces::{RunRecord, RunStatus};
 
     pub(crate) fn entry(id: &str, exp: &str, status: RunStatus) -> RunEntry {
         RunEntry {
-            run: Run {
-                dir: PathBuf::from(format!("/ws/experiments/{exp}/runs/{id}")),
-                record: RunRecord {
-                    id: id.into(),
-                    experiment: exp.into(),
-                    name: None,
-                    sweep: None,
-                    status,
-                    spec_hash: "abc123".into(),
-                    command: vec![],
-                    host: "box".into(),
-                    replicas: 2,
-                    devices: "cpu (1 thread per replica)".into(),
-                    supervisor: None,
-                    replica_pids: Default::default(),
-                    created: 1_795_000_000.0,
-                    started: Some(1_795_000_001.0),
-                    ended: None,
-                    exit_codes: Default::default(),
-                    restarts: 0,
-                    trainer: None,
-                    error: None,
-                },
-            },
+            run: RunRecord::sample()
+                .id(id)
+                .experiment(exp)
+                .status(status)
+                .spec_hash("abc123")
+                .command(vec![])
+                .host("box")
+                .devices("cpu (1 thread per replica)")
+                .created(1_795_000_000.0)
+                .started(Some(1_795_000_001.0))
+                .in_workspace("/ws"),
             tags: vec![],
             epochs_total: Some(3),
             metrics: MetricDigest::default(),

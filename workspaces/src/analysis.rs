@@ -267,19 +267,13 @@ mod tests {
 
     #[test]
     fn csv_rows() {
-        let m = MetricRecord {
-            time: 1.5,
-            rank: 1,
-            kind: MetricKind::Val,
-            epoch: 2,
-            step: 40,
-            loss: f64::NAN,
-            accuracy: Some(0.25),
-            lr: 0.001,
-            samples_per_sec: 100.0,
-            samples: None,
-            world_size: 2,
-        };
+        let m = MetricRecord::sample()
+            .time(1.5)
+            .rank(1)
+            .at(MetricKind::Val, 2, 40)
+            .loss(f64::NAN)
+            .accuracy(Some(0.25))
+            .lr(0.001);
         assert_eq!(csv_row(&m), "1.5,1,val,2,40,NaN,0.25,0.001,100,,2");
         let mut out = Vec::new();
         write_csv(&[m.clone(), m], &mut out).unwrap();

@@ -211,21 +211,13 @@ impl EpochScale {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::metric;
 
     fn record(kind: MetricKind, rank: usize, epoch: usize, step: u64, loss: f64) -> MetricRecord {
-        MetricRecord {
-            time: 100.0 + step as f64 * 0.5,
-            rank,
-            kind,
-            epoch,
-            step,
-            loss,
-            accuracy: (kind != MetricKind::Train).then_some(0.9),
-            lr: 0.1,
-            samples_per_sec: 1.0,
-            samples: None,
-            world_size: 2,
-        }
+        let accuracy = (kind != MetricKind::Train).then_some(0.9);
+        metric(kind, epoch, step, loss, accuracy)
+            .time(100.0 + step as f64 * 0.5)
+            .rank(rank)
     }
 
     #[test]

@@ -35,6 +35,10 @@
 //! - `fsutil`: atomic file writes.
 //! - `spec`: the experiment spec type (`Spec`), re-exported from the trainer.
 //! - `error`: the one `Error`, and `Error::exit_code` for front ends.
+//! - `test_util` (tests, feature `test-util`): builders for tests: `RunRecord::sample()` and a
+//!   run in a folder (`in_dir`, `in_workspace`), `metric` (a curve's point),
+//!   `Telemetry::sample()`; the feature turns on the trainer's builders
+//!   (`MetricRecord::sample()`) too.
 //!
 //! Front ends depend on this crate alone (not on `ddp-trainer`).
 
@@ -58,6 +62,8 @@ pub mod summary;
 pub mod supervisor;
 pub mod sweep;
 pub mod tail;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod watch;
 pub mod workspace;
 

@@ -304,18 +304,15 @@ mod tests {
     }
 
     fn run(dir: &std::path::Path, status: RunStatus, name: Option<&str>) -> Run {
-        let mut record: RunRecord = serde_json::from_value(serde_json::json!({
-            "id": "20261121-101500-abc123", "experiment": "mnist", "status": "running",
-            "spec_hash": "h1", "command": ["ddp", "run", "x.toml"], "host": "box",
-            "replicas": 2, "created": 0.0, "started": 10.0, "ended": 22.5,
-        }))
-        .unwrap();
-        record.status = status;
-        record.name = name.map(String::from);
-        Run {
-            dir: dir.to_path_buf(),
-            record,
-        }
+        RunRecord::sample()
+            .status(status)
+            .name(name.map(String::from))
+            .command(vec!["ddp".into(), "run".into(), "x.toml".into()])
+            .devices("")
+            .created(0.0)
+            .started(Some(10.0))
+            .ended(Some(22.5))
+            .in_dir(dir)
     }
 
     #[test]

@@ -378,37 +378,10 @@ mod tests {
         assert_eq!(back.to_bits(), t.to_bits());
     }
 
-    fn record() -> RunRecord {
-        RunRecord {
-            id: "20261121-101500-abc123".into(),
-            experiment: "mnist".into(),
-            name: None,
-            sweep: None,
-            status: RunStatus::Running,
-            spec_hash: "h".into(),
-            command: vec!["ddp".into(), "run".into()],
-            host: "h".into(),
-            replicas: 2,
-            devices: "cpu".into(),
-            supervisor: None,
-            replica_pids: BTreeMap::new(),
-            created: 1.0,
-            started: None,
-            ended: None,
-            exit_codes: BTreeMap::new(),
-            restarts: 0,
-            trainer: None,
-            error: None,
-        }
-    }
-
     #[test]
     fn save_load_round_trip_and_events() {
         let dir = tempfile::tempdir().unwrap();
-        let run = Run {
-            dir: dir.path().to_path_buf(),
-            record: record(),
-        };
+        let run = RunRecord::sample().in_dir(dir.path());
         run.save().unwrap();
         assert_eq!(Run::load(dir.path()).unwrap().record, run.record);
         run.event(SupervisorEvent::ReplicaExited {
@@ -438,10 +411,7 @@ mod tests {
     #[test]
     fn tags_are_lines_without_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        let run = Run {
-            dir: dir.path().to_path_buf(),
-            record: record(),
-        };
+        let run = RunRecord::sample().in_dir(dir.path());
         assert!(run.tags().is_empty() && run.notes().is_empty());
         std::fs::write(dir.path().join(TAGS), " baseline \n\nlr-sweep\nbaseline\n").unwrap();
         assert_eq!(run.tags(), vec!["baseline", "lr-sweep"]);
@@ -463,10 +433,7 @@ mod tests {
     #[test]
     fn a_status_is_never_ahead_of_its_event() {
         let dir = tempfile::tempdir().unwrap();
-        let mut run = Run {
-            dir: dir.path().to_path_buf(),
-            record: record(),
-        };
+        let mut run = RunRecord::sample().in_dir(dir.path());
         run.save().unwrap();
         // An events file that cannot be appended to: the status must not move either.
         std::fs::create_dir(dir.path().join(EVENTS)).unwrap();
@@ -496,10 +463,7 @@ mod tests {
     #[test]
     fn failed_save_keeps_the_old_record() {
         let dir = tempfile::tempdir().unwrap();
-        let mut run = Run {
-            dir: dir.path().join("missing-folder"),
-            record: record(),
-        };
+        let mut run = RunRecord::sample().in_dir(dir.path().join("missing-folder"));
         assert!(run.update(|r| r.status = RunStatus::Completed).is_err());
         assert_eq!(run.record.status, RunStatus::Running);
     }
@@ -507,18 +471,16 @@ mod tests {
     #[test]
     fn stale_live_run_is_marked_failed_by_the_reader() {
         let dir = tempfile::tempdir().unwrap();
-        let mut r = record();
         // A pid that cannot exist.
-        r.supervisor = Some(ProcessId {
+        let supervisor = ProcessId {
             pid: u32::MAX - 1,
             start_ticks: 1,
-        });
-        Run {
-            dir: dir.path().to_path_buf(),
-            record: r,
-        }
-        .save()
-        .unwrap();
+        };
+        RunRecord::sample()
+            .supervisor(Some(supervisor))
+            .in_dir(dir.path())
+            .save()
+            .unwrap();
         let run = Run::load_checked(dir.path()).unwrap();
         assert_eq!(run.record.status, RunStatus::Failed);
         assert!(

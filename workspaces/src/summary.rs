@@ -81,45 +81,25 @@ mod tests {
     use super::*;
     use crate::metrics::MetricKind;
     use crate::run::RunStatus;
-
-    fn rec(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
-        MetricRecord {
-            time: 0.0,
-            rank: 0,
-            kind,
-            epoch,
-            step,
-            loss,
-            accuracy: acc,
-            lr: 0.001,
-            samples_per_sec: 1.0,
-            samples: None,
-            world_size: 2,
-        }
-    }
+    use crate::test_util::metric;
 
     fn run(started: Option<f64>, ended: Option<f64>) -> Run {
-        let record: RunRecord = serde_json::from_value(serde_json::json!({
-            "id": "20261121-101500-abc123", "experiment": "mnist", "status": "completed",
-            "spec_hash": "h", "command": ["ddp"], "host": "h", "replicas": 2, "created": 1.0,
-            "started": started, "ended": ended,
-        }))
-        .unwrap();
-        Run {
-            dir: "/ws/experiments/mnist/runs/20261121-101500-abc123".into(),
-            record,
-        }
+        RunRecord::sample()
+            .status(RunStatus::Completed)
+            .started(started)
+            .ended(ended)
+            .in_workspace("/ws")
     }
 
     #[test]
     fn figures_from_records() {
         use MetricKind::*;
         let m = [
-            rec(Train, 1, 5, 1.0, None),
-            rec(Val, 1, 10, 0.8, Some(0.7)),
-            rec(Train, 2, 15, 0.6, None),
-            rec(Val, 2, 20, 0.5, Some(0.65)),
-            rec(Test, 2, 20, 0.45, Some(0.66)),
+            metric(Train, 1, 5, 1.0, None),
+            metric(Val, 1, 10, 0.8, Some(0.7)),
+            metric(Train, 2, 15, 0.6, None),
+            metric(Val, 2, 20, 0.5, Some(0.65)),
+            metric(Test, 2, 20, 0.45, Some(0.66)),
         ];
         let s = summarize(&run(Some(100.0), Some(112.5)), &m);
         assert_eq!(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ddp_trainer::metrics::{MetricKind, MetricRecord, MetricsWriter};
 use ddp_trainer::spec::Spec;
 use ddp_workspaces::run_list::{MetricDigest, RunListEvent, RunListOptions, RunListWatch};
+use ddp_workspaces::test_util::metric;
 use ddp_workspaces::{Run, RunStatus, Workspace};
 
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -24,19 +25,9 @@ fn spec(name: &str) -> Spec {
 }
 
 fn record(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
-    MetricRecord {
-        time: 1.0 + step as f64,
-        rank: 0,
-        kind,
-        epoch,
-        step,
-        loss,
-        accuracy: acc,
-        lr: 0.1,
-        samples_per_sec: 100.0,
-        samples: None,
-        world_size: 2,
-    }
+    metric(kind, epoch, step, loss, acc)
+        .time(1.0 + step as f64)
+        .lr(0.1)
 }
 
 /// The next event that `pick` accepts (others are skipped), or a panic naming what was waited for.

@@ -2,7 +2,7 @@
 
 use ddp_workspaces::metrics::MetricKind;
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
-use ddp_workspaces::{Run, RunEvent, RunStatus};
+use ddp_workspaces::{RunEvent, RunStatus};
 
 use super::card::Card;
 use super::tests::{metric, record};
@@ -220,20 +220,14 @@ fn new_reads_the_plan_from_the_spec() {
         "name = \"m\"\n[train]\nepochs = 3\nmax_steps = 50\n",
     )
     .unwrap();
-    let run = Run {
-        dir: dir.path().into(),
-        record: record(ID, RunStatus::Running),
-    };
+    let run = record(ID, RunStatus::Running).in_dir(dir.path());
     let mut card = Card::new(&run);
     card.apply(&RunEvent::Metric(metric(MetricKind::Train, 1, 10, 1.0)));
     assert_eq!(card.total_steps(), Some(50));
     assert_eq!(card.progress(), Some(0.2));
     assert!(card.render().plain.contains("epoch       1/3  step 10/50"));
 
-    let missing = Run {
-        dir: dir.path().join("nope"),
-        record: record(ID, RunStatus::Queued),
-    };
+    let missing = record(ID, RunStatus::Queued).in_dir(dir.path().join("nope"));
     assert_eq!(Card::new(&missing).progress(), None);
 }
 

@@ -1,12 +1,11 @@
 //! Tests of `Output`, the tables, `ls`/`show`/`compare`/`plot` and the devices view.
 
 use base64::Engine as _;
-use ddp_workspaces::devices::telemetry::{
-    CpuSample, GpuSample, MemorySample, Owner, ProcessSample, Telemetry,
-};
+use ddp_workspaces::devices::telemetry::{CpuSample, GpuSample, ProcessSample, Telemetry};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::plot::{Series, XAxis};
 use ddp_workspaces::report::{self, Table};
+use ddp_workspaces::test_util;
 use ddp_workspaces::{Run, RunRecord, RunStatus};
 use serde_json::json;
 
@@ -14,30 +13,22 @@ use super::table::{html_table, status_badge};
 use super::{Output, devices, html_escape, runs};
 
 pub(super) fn record(id: &str, status: RunStatus) -> RunRecord {
-    let mut r: RunRecord = serde_json::from_value(json!({
-        "id": id, "experiment": "mnist", "status": "running", "spec_hash": "h",
-        "command": ["ddp", "run", "mnist.toml"], "host": "box", "replicas": 2,
-        "created": 0.0, "started": 100.0,
-    }))
-    .unwrap();
-    r.status = status;
-    r
+    RunRecord::sample()
+        .id(id)
+        .status(status)
+        .command(vec!["ddp".into(), "run".into(), "mnist.toml".into()])
+        .host("box")
+        .devices("")
+        .created(0.0)
+        .started(Some(100.0))
 }
 
 pub(super) fn metric(kind: MetricKind, epoch: usize, step: u64, time: f64) -> MetricRecord {
-    MetricRecord {
-        time,
-        rank: 0,
-        kind,
-        epoch,
-        step,
-        loss: 2.0 / (1.0 + step as f64),
-        accuracy: (kind != MetricKind::Train).then_some(0.9 + epoch as f64 / 100.0),
-        lr: 0.01,
-        samples_per_sec: 500.0,
-        samples: Some(64),
-        world_size: 2,
-    }
+    let accuracy = (kind != MetricKind::Train).then_some(0.9 + epoch as f64 / 100.0);
+    test_util::metric(kind, epoch, step, 2.0 / (1.0 + step as f64), accuracy)
+        .time(time)
+        .samples_per_sec(500.0)
+        .samples(Some(64))
 }
 
 /// A run folder in `dir` with a spec (`lr`) and, optionally, rank 0's metrics.
@@ -51,12 +42,9 @@ fn run_in(dir: &std::path::Path, id: &str, lr: f64, metrics: &[MetricRecord]) ->
         .map(|m| serde_json::to_string(m).unwrap() + "\n")
         .collect();
     std::fs::write(run_dir.join("metrics/rank-0.jsonl"), lines).unwrap();
-    let mut record = record(id, RunStatus::Completed);
-    record.ended = Some(112.5);
-    Run {
-        dir: run_dir,
-        record,
-    }
+    record(id, RunStatus::Completed)
+        .ended(Some(112.5))
+        .in_dir(run_dir)
 }
 
 #[test]
@@ -203,32 +191,20 @@ fn plots_as_svg_and_png() {
 }
 
 fn telemetry(gpus: Vec<GpuSample>, note: Option<&str>) -> Telemetry {
-    Telemetry {
-        time: 0.0,
-        interval_s: 1.0,
-        gpus,
-        gpu_note: note.map(String::from),
-        cpu: CpuSample {
+    let mut process = ProcessSample::sample()
+        .cpu_pct(Some(99.0))
+        .rss_bytes(Some(300 << 20))
+        .command("ddp __replica <x>");
+    process.owner.rank = Some(1);
+    Telemetry::sample()
+        .gpus(gpus)
+        .gpu_note(note.map(String::from))
+        .cpu(CpuSample {
             per_core_pct: vec![10.0, 95.5],
             total_pct: 52.7,
-        },
-        memory: MemorySample {
-            total_bytes: 16 << 30,
-            available_bytes: 12 << 30,
-        },
-        processes: vec![ProcessSample {
-            pid: 4242,
-            owner: Owner {
-                run_id: "r1".into(),
-                experiment: "mnist".into(),
-                rank: Some(1),
-            },
-            cpu_pct: Some(99.0),
-            rss_bytes: Some(300 << 20),
-            command: "ddp __replica <x>".into(),
-        }],
-        notes: vec!["/proc/77/stat: gone".into()],
-    }
+        })
+        .processes(vec![process])
+        .notes(vec!["/proc/77/stat: gone".into()])
 }
 
 #[test]

@@ -16,6 +16,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::run::EventRecord;
 use ddp_workspaces::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::test_util;
 use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 
@@ -127,17 +128,6 @@ fn shown_ids(app: &App) -> Vec<String> {
 }
 
 fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64) -> MetricRecord {
-    MetricRecord {
-        time: NOW + step as f64,
-        rank: 0,
-        kind,
-        epoch,
-        step,
-        loss,
-        accuracy: (kind != MetricKind::Train).then_some(0.9),
-        lr: 0.01,
-        samples_per_sec: 100.0,
-        samples: None,
-        world_size: 2,
-    }
+    let accuracy = (kind != MetricKind::Train).then_some(0.9);
+    test_util::metric(kind, epoch, step, loss, accuracy).time(NOW + step as f64)
 }

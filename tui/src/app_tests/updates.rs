@@ -202,22 +202,17 @@ fn outcomes_become_notices() {
 fn telemetry_is_kept_with_its_history() {
     use ddp_workspaces::devices::telemetry::{CpuSample, MemorySample, Telemetry};
     let mut app = app();
-    let t = Telemetry {
-        time: NOW,
-        interval_s: 1.0,
-        gpus: vec![],
-        gpu_note: None,
-        cpu: CpuSample {
+    let t = Telemetry::sample()
+        .time(NOW)
+        .cpu(CpuSample {
             per_core_pct: vec![50.0],
             total_pct: 50.0,
-        },
-        memory: MemorySample {
+        })
+        .memory(MemorySample {
             total_bytes: 100,
             available_bytes: 25,
-        },
-        processes: vec![],
-        notes: vec![],
-    };
+        })
+        .processes(vec![]);
     app.update(Msg::Telemetry(t.clone()));
     app.update(Msg::Telemetry(t.clone()));
     assert_eq!(app.telemetry, Some(t));

@@ -1,8 +1,6 @@
 //! Tests of following a run as events: file kinds, line mapping, status polling, watch lifetimes.
 use super::*;
-use crate::metrics::MetricKind;
 use crate::run::{RunStatus, SupervisorEvent};
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Instant;
@@ -21,39 +19,14 @@ fn append(path: &Path, text: &str) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
-fn record(id: &str) -> RunRecord {
-    RunRecord {
-        id: id.into(),
-        experiment: "mnist".into(),
-        name: None,
-        sweep: None,
-        status: RunStatus::Running,
-        spec_hash: "h".into(),
-        command: vec!["ddp".into(), "run".into()],
-        host: "h".into(),
-        replicas: 2,
-        devices: "cpu".into(),
-        supervisor: None,
-        replica_pids: BTreeMap::new(),
-        created: 1.0,
-        started: Some(2.0),
-        ended: None,
-        exit_codes: BTreeMap::new(),
-        restarts: 0,
-        trainer: None,
-        error: None,
-    }
-}
-
 /// A run folder with `run.json` (status running) and a `logs/` folder.
 fn run_folder() -> (tempfile::TempDir, Run, Workspace) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("experiments/mnist/runs/r1");
-    std::fs::create_dir_all(dir.join("logs")).unwrap();
-    let run = Run {
-        dir,
-        record: record("r1"),
-    };
+    let run = RunRecord::sample()
+        .id("r1")
+        .started(Some(2.0))
+        .in_workspace(tmp.path());
+    std::fs::create_dir_all(run.dir.join("logs")).unwrap();
     run.save().unwrap();
     let ws = Workspace {
         root: tmp.path().to_path_buf(),
@@ -62,19 +35,13 @@ fn run_folder() -> (tempfile::TempDir, Run, Workspace) {
 }
 
 fn metric(rank: usize, step: u64) -> MetricRecord {
-    MetricRecord {
-        time: 10.0 + step as f64,
-        rank,
-        kind: MetricKind::Train,
-        epoch: 1,
-        step,
-        loss: 2.5 - step as f64 / 100.0,
-        accuracy: None,
-        lr: 0.001,
-        samples_per_sec: 100.0,
-        samples: Some(32),
-        world_size: 2,
-    }
+    MetricRecord::sample()
+        .time(10.0 + step as f64)
+        .rank(rank)
+        .step(step)
+        .loss(2.5 - step as f64 / 100.0)
+        .lr(0.001)
+        .samples(Some(32))
 }
 
 fn metric_line(rank: usize, step: u64) -> String {

@@ -1,21 +1,10 @@
 //! Tests of the plots: SVG texts, PNG bytes, file and in-memory variants.
 use super::*;
 use crate::metrics::MetricKind;
+use crate::test_util::metric;
 
 fn record(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
-    MetricRecord {
-        time: 1_700_000_000.0 + step as f64,
-        rank: 0,
-        kind,
-        epoch,
-        step,
-        loss,
-        accuracy: acc,
-        lr: 0.01,
-        samples_per_sec: 1000.0,
-        samples: Some(64),
-        world_size: 2,
-    }
+    metric(kind, epoch, step, loss, acc).time(1_700_000_000.0 + step as f64)
 }
 
 /// `epochs` epochs of 100 steps: a train record every 10 steps, val at each epoch's end,

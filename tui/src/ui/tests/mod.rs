@@ -16,12 +16,11 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::analysis::{ComparedRun, Comparison};
-use ddp_workspaces::devices::telemetry::{
-    CpuSample, MemorySample, Owner, ProcessOwners, ProcessSample, Telemetry, TelemetrySampler,
-};
+use ddp_workspaces::devices::telemetry::{ProcessOwners, Telemetry, TelemetrySampler};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::run::{EventRecord, ProcessId};
 use ddp_workspaces::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::test_util;
 use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{RunEvent, RunStatus, Summary, SupervisorEvent};
 use ratatui::Terminal;
@@ -155,19 +154,7 @@ fn run_event(app: &mut App, event: RunEvent) {
 }
 
 fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
-    MetricRecord {
-        time: NOW + step as f64,
-        rank: 0,
-        kind,
-        epoch,
-        step,
-        loss,
-        accuracy: acc,
-        lr: 0.01,
-        samples_per_sec: 100.0,
-        samples: None,
-        world_size: 2,
-    }
+    test_util::metric(kind, epoch, step, loss, acc).time(NOW + step as f64)
 }
 
 fn add_metrics(app: &mut App) {
@@ -249,32 +236,10 @@ fn add_events(app: &mut App) {
 }
 
 fn cpu_telemetry() -> Telemetry {
-    Telemetry {
-        time: NOW,
-        interval_s: 1.0,
-        gpus: vec![],
-        gpu_note: Some("no NVIDIA driver (libnvidia-ml.so.1 not found)".into()),
-        cpu: CpuSample {
-            per_core_pct: vec![10.0, 50.0, 90.0, 30.0],
-            total_pct: 45.0,
-        },
-        memory: MemorySample {
-            total_bytes: 16 << 30,
-            available_bytes: 12 << 30,
-        },
-        processes: vec![ProcessSample {
-            pid: 4242,
-            owner: Owner {
-                run_id: A.into(),
-                experiment: "mnist".into(),
-                rank: Some(0),
-            },
-            cpu_pct: Some(97.0),
-            rss_bytes: Some(512 << 20),
-            command: "ddp-trainer --rank 0".into(),
-        }],
-        notes: vec![],
-    }
+    let note = "no NVIDIA driver (libnvidia-ml.so.1 not found)";
+    let mut t = Telemetry::sample().time(NOW).gpu_note(Some(note.into()));
+    t.processes[0].owner.run_id = A.into();
+    t
 }
 
 fn gpu_telemetry() -> Telemetry {

@@ -229,22 +229,17 @@ mod tests {
     }
 
     fn sample(cpu: f64, gpus: Vec<GpuSample>) -> Telemetry {
-        Telemetry {
-            time: 0.0,
-            interval_s: 1.0,
-            gpus,
-            gpu_note: None,
-            cpu: CpuSample {
+        Telemetry::sample()
+            .gpus(gpus)
+            .cpu(CpuSample {
                 per_core_pct: vec![cpu],
                 total_pct: cpu,
-            },
-            memory: MemorySample {
+            })
+            .memory(MemorySample {
                 total_bytes: 200,
                 available_bytes: 150,
-            },
-            processes: vec![],
-            notes: vec![],
-        }
+            })
+            .processes(vec![])
     }
 
     #[test]

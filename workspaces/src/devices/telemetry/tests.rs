@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -9,33 +8,16 @@ use crate::run::{ProcessId, RunRecord};
 const MISSING_NVML: &str = "libnvidia-ml-ddp-test-missing.so.1";
 
 fn run(id: &str, status: RunStatus, supervisor: Option<u32>, replicas: &[(usize, u32)]) -> Run {
-    Run {
-        dir: PathBuf::from("/nonexistent").join(id),
-        record: RunRecord {
-            id: id.into(),
-            experiment: "mnist".into(),
-            name: None,
-            sweep: None,
-            status,
-            spec_hash: "h".into(),
-            command: vec![],
-            host: "h".into(),
-            replicas: replicas.len(),
-            devices: String::new(),
-            supervisor: supervisor.map(|pid| ProcessId {
-                pid,
-                start_ticks: 0,
-            }),
-            replica_pids: replicas.iter().copied().collect(),
-            created: 0.0,
-            started: None,
-            ended: None,
-            exit_codes: BTreeMap::new(),
-            restarts: 0,
-            trainer: None,
-            error: None,
-        },
-    }
+    RunRecord::sample()
+        .id(id)
+        .status(status)
+        .replicas(replicas.len())
+        .supervisor(supervisor.map(|pid| ProcessId {
+            pid,
+            start_ticks: 0,
+        }))
+        .replica_pids(replicas.iter().copied().collect())
+        .in_dir(PathBuf::from("/nonexistent").join(id))
 }
 
 fn owner(run_id: &str, rank: Option<usize>) -> Owner {

@@ -1,0 +1,240 @@
+//! Builders of the workspace's types for tests, here and in the front ends' tests: compiled for
+//! this crate's own tests and, elsewhere, with the `test-util` feature
+//! (`ddp-workspaces = { workspace = true, features = ["test-util"] }` in `[dev-dependencies]`).
+//! The feature turns on the trainer's builders too, so front ends reach
+//! `MetricRecord::sample()` through [`crate::metrics::MetricRecord`].
+//!
+//! [`RunRecord::sample`] is a complete record with plain values; chain the setters (one per
+//! field, named after it; text fields take a `&str`) and place it with [`RunRecord::in_dir`] or
+//! [`RunRecord::in_workspace`]. [`metric`] is the point of a curve (kind, epoch, step, loss,
+//! accuracy) most tests of plots, summaries and views draw from. [`Telemetry::sample`] and
+//! [`ProcessSample::sample`] are readings for the devices views, built the same way.
+//!
+//! ```
+//! use ddp_workspaces::metrics::{MetricKind, MetricRecord};
+//! use ddp_workspaces::test_util::metric;
+//! use ddp_workspaces::{RunRecord, RunStatus};
+//!
+//! let run = RunRecord::sample()
+//!     .id("r1")
+//!     .status(RunStatus::Completed)
+//!     .ended(Some(12.5))
+//!     .in_workspace("/ws");
+//! assert_eq!(run.dir, std::path::Path::new("/ws/experiments/mnist/runs/r1"));
+//! assert_eq!(run.record.experiment, "mnist");
+//! let val = MetricRecord::sample().at(MetricKind::Val, 1, 10).accuracy(Some(0.9));
+//! assert_eq!(val.world_size, 2);
+//! assert_eq!(metric(MetricKind::Val, 1, 10, 1.0, Some(0.9)), val);
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use ddp_trainer::test_util::{max_abs_diff, tensor_diff, worst_tensor};
+
+use crate::Workspace;
+use crate::devices::telemetry::{
+    CpuSample, GpuSample, MemorySample, Owner, ProcessSample, Telemetry,
+};
+use crate::metrics::{MetricKind, MetricRecord};
+use crate::run::{ProcessId, Run, RunRecord, RunStatus};
+
+/// The record of `kind` at `epoch` and `step` with `loss` and `accuracy`, the rest as
+/// `MetricRecord::sample()` (rank 0 of 2, time 0; chain its setters to change more).
+pub fn metric(
+    kind: MetricKind,
+    epoch: usize,
+    step: u64,
+    loss: f64,
+    accuracy: Option<f64>,
+) -> MetricRecord {
+    MetricRecord::sample()
+        .at(kind, epoch, step)
+        .loss(loss)
+        .accuracy(accuracy)
+}
+
+impl RunRecord {
+    /// Run `20261121-101500-abc123` of experiment `mnist`, running: spec hash `h`, command
+    /// `ddp run`, host `h`, 2 replicas on `cpu`, created at 1 (Unix seconds); no name, sweep,
+    /// supervisor, replica pids, start, end, exit codes, restarts, trainer or error.
+    pub fn sample() -> RunRecord {
+        RunRecord {
+            id: "20261121-101500-abc123".into(),
+            experiment: "mnist".into(),
+            name: None,
+            sweep: None,
+            status: RunStatus::Running,
+            spec_hash: "h".into(),
+            command: vec!["ddp".into(), "run".into()],
+            host: "h".into(),
+            replicas: 2,
+            devices: "cpu".into(),
+            supervisor: None,
+            replica_pids: BTreeMap::new(),
+            created: 1.0,
+            started: None,
+            ended: None,
+            exit_codes: BTreeMap::new(),
+            restarts: 0,
+            trainer: None,
+            error: None,
+        }
+    }
+
+    /// The run of this record in the folder `dir` (nothing is written).
+    pub fn in_dir(self, dir: impl Into<PathBuf>) -> Run {
+        Run {
+            dir: dir.into(),
+            record: self,
+        }
+    }
+
+    /// The run of this record in its folder of the workspace at `root`,
+    /// `root/experiments/<experiment>/runs/<id>` (nothing is written).
+    pub fn in_workspace(self, root: impl AsRef<Path>) -> Run {
+        let ws = Workspace {
+            root: root.as_ref().to_path_buf(),
+        };
+        let dir = ws
+            .experiments_dir()
+            .join(&self.experiment)
+            .join("runs")
+            .join(&self.id);
+        self.in_dir(dir)
+    }
+
+    ddp_trainer::test_setters! {
+        name: Option<String>, sweep: Option<String>, status: RunStatus, command: Vec<String>,
+        replicas: usize, supervisor: Option<ProcessId>, replica_pids: BTreeMap<usize, u32>,
+        created: f64, started: Option<f64>, ended: Option<f64>,
+        exit_codes: BTreeMap<usize, i32>, restarts: u32, trainer: Option<PathBuf>,
+        error: Option<String>;
+        into id: String, experiment: String, spec_hash: String, host: String, devices: String,
+    }
+}
+
+impl Telemetry {
+    /// A reading at time 0, 1 s after the previous one, of a machine without GPUs (no note):
+    /// 4 cores at 10, 50, 90 and 30% (45% in all), 16 GiB of memory of which 12 GiB available,
+    /// one process ([`ProcessSample::sample`]), no other note.
+    pub fn sample() -> Telemetry {
+        Telemetry {
+            time: 0.0,
+            interval_s: 1.0,
+            gpus: vec![],
+            gpu_note: None,
+            cpu: CpuSample {
+                per_core_pct: vec![10.0, 50.0, 90.0, 30.0],
+                total_pct: 45.0,
+            },
+            memory: MemorySample {
+                total_bytes: 16 << 30,
+                available_bytes: 12 << 30,
+            },
+            processes: vec![ProcessSample::sample()],
+            notes: vec![],
+        }
+    }
+
+    ddp_trainer::test_setters! {
+        time: f64, interval_s: f64, gpus: Vec<GpuSample>, gpu_note: Option<String>,
+        cpu: CpuSample, memory: MemorySample, processes: Vec<ProcessSample>, notes: Vec<String>,
+    }
+}
+
+impl ProcessSample {
+    /// Process 4242, rank 0 of run `r1` of `mnist`, using 97% of a core and 512 MiB:
+    /// `ddp-trainer --rank 0`.
+    pub fn sample() -> ProcessSample {
+        ProcessSample {
+            pid: 4242,
+            owner: Owner {
+                run_id: "r1".into(),
+                experiment: "mnist".into(),
+                rank: Some(0),
+            },
+            cpu_pct: Some(97.0),
+            rss_bytes: Some(512 << 20),
+            command: "ddp-trainer --rank 0".into(),
+        }
+    }
+
+    ddp_trainer::test_setters! {
+        pid: u32, owner: Owner, cpu_pct: Option<f64>, rss_bytes: Option<u64>;
+        into command: String,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_change_one_field_each() {
+        let r = RunRecord::sample()
+            .id("r2")
+            .experiment("cifar")
+            .name(Some("wide".into()))
+            .sweep(Some("s1".into()))
+            .status(RunStatus::Failed)
+            .spec_hash("h2")
+            .command(vec!["ddp".into()])
+            .host("box")
+            .replicas(4)
+            .devices("cuda:0,1")
+            .supervisor(Some(ProcessId {
+                pid: 7,
+                start_ticks: 8,
+            }))
+            .replica_pids(BTreeMap::from([(0, 9)]))
+            .created(2.0)
+            .started(Some(3.0))
+            .ended(Some(4.0))
+            .exit_codes(BTreeMap::from([(0, 1)]))
+            .restarts(5)
+            .trainer(Some("t".into()))
+            .error(Some("e".into()));
+        assert_eq!(
+            r,
+            RunRecord {
+                id: "r2".into(),
+                experiment: "cifar".into(),
+                name: Some("wide".into()),
+                sweep: Some("s1".into()),
+                status: RunStatus::Failed,
+                spec_hash: "h2".into(),
+                command: vec!["ddp".into()],
+                host: "box".into(),
+                replicas: 4,
+                devices: "cuda:0,1".into(),
+                supervisor: Some(ProcessId {
+                    pid: 7,
+                    start_ticks: 8,
+                }),
+                replica_pids: BTreeMap::from([(0, 9)]),
+                created: 2.0,
+                started: Some(3.0),
+                ended: Some(4.0),
+                exit_codes: BTreeMap::from([(0, 1)]),
+                restarts: 5,
+                trainer: Some("t".into()),
+                error: Some("e".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn runs_are_placed_in_their_folder() {
+        let run = RunRecord::sample().in_dir("/tmp/r");
+        assert_eq!(
+            (run.dir, run.record),
+            ("/tmp/r".into(), RunRecord::sample())
+        );
+        let run = RunRecord::sample().experiment("cifar").in_workspace("/ws");
+        assert_eq!(
+            run.dir,
+            Path::new("/ws/experiments/cifar/runs/20261121-101500-abc123")
+        );
+    }
+}
