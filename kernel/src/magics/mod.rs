@@ -138,7 +138,18 @@ pub fn parse_line(args: &str) -> Result<LineMagic> {
 
 /// Parses the first line of a `%%ddp ARGS` cell.
 pub fn parse_cell(args: &str) -> Result<CellMagic> {
-    commands::parse_line("%%ddp", args).map_err(usage)
+    let magic: CellMagic = commands::parse_line("%%ddp", args).map_err(usage)?;
+    if let CellCommand::Train { options, .. } = &magic.command
+        && let Some(t) = &options.spec.trainer
+    {
+        return Err(Error::Usage(format!(
+            "`%%ddp train` builds its own trainer from the cell: drop `--trainer {}` (or use \
+             `%ddp run SPEC --trainer {}` to run that executable)",
+            t.display(),
+            t.display()
+        )));
+    }
+    Ok(magic)
 }
 
 /// A magic's words that cannot be parsed are a usage error, with clap's text.
@@ -152,14 +163,20 @@ pub fn help(subcommand: Option<&str>) -> Option<String> {
     match subcommand {
         None => {
             let mut text = cmd.render_long_help().to_string();
-            text.push_str(
-                "\nCell magics:\n  %%ddp run [--set KEY=VALUE]... [--name NAME] [--wait]\n      \
-                 the rest of the cell is the spec (TOML)\n  \
-                 %%ddp train SPEC [--set KEY=VALUE]... [--name NAME] [--features F] [--wait]\n      \
+            // The cell magics' arguments come from their definitions, as everything above.
+            let cells = CellMagic::command();
+            let usage = |name: &str| {
+                let sub = cells.find_subcommand(name).expect("a cell magic");
+                format!("%%ddp {name} {}", commands::synopsis_of(sub))
+            };
+            text.push_str(&format!(
+                "\nCell magics:\n  {}\n      the rest of the cell is the spec (TOML)\n  {}\n      \
                  the rest of the cell is Rust defining `pub fn model(vb: VarBuilder) -> Result<impl Module>`:\n      \
                  built with cargo (release) and trained on SPEC (docs/custom-models.md)\n\nRUN is any address `ddp` accepts: a run id, a unique prefix, \
                  `latest`, `EXPERIMENT@latest`.\n",
-            );
+                usage("run"),
+                usage("train"),
+            ));
             Some(text)
         }
         Some(name) => {
@@ -260,6 +277,13 @@ mod tests {
         }
         assert!(help(Some("nosuch")).is_none());
         assert!(options("run").contains(&"--wait".to_string()));
+        assert!(
+            all.contains(
+                "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--wait] [--features FEATURES]..."
+            ),
+            "{all}"
+        );
+        assert!(all.contains("%%ddp run [--set KEY=VALUE]..."), "{all}");
     }
 
     #[test]
@@ -290,5 +314,12 @@ mod tests {
         assert!(wait.wait);
         let e = parse_cell("train").unwrap_err().to_string();
         assert!(e.contains("<SPEC>"), "{e}");
+        let e = parse_cell("train mnist.toml --trainer bin/t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("builds its own trainer") && e.contains("--trainer bin/t"),
+            "{e}"
+        );
     }
 }

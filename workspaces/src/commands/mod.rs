@@ -27,4 +27,4 @@ pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
 pub use paths::path_candidates;
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
-pub use words::{one_line, parse_line, split, synopsis};
+pub use words::{one_line, parse_line, split, synopsis, synopsis_of};

@@ -29,11 +29,15 @@ pub fn one_line(message: &str) -> String {
     text.strip_prefix("error: ").unwrap_or(&text).to_string()
 }
 
-/// The arguments of `T` on one line, from its definition: positional words by value name, then
-/// every option as `[--long VALUE]` (`...` when repeatable), e.g.
-/// `SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]`.
+/// The arguments of `T` on one line, from its definition ([`synopsis_of`]).
 pub fn synopsis<T: clap::CommandFactory>() -> String {
-    let cmd = T::command();
+    synopsis_of(&T::command())
+}
+
+/// The arguments of a command on one line: positional words by value name, then every option
+/// as `[--long VALUE]` (`...` when repeatable), e.g.
+/// `SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]`.
+pub fn synopsis_of(cmd: &clap::Command) -> String {
     let value = |a: &clap::Arg| {
         a.get_value_names()
             .and_then(|v| v.first())
@@ -50,10 +54,10 @@ pub fn synopsis<T: clap::CommandFactory>() -> String {
             }
         })
         .collect();
-    for a in cmd.get_opts().chain(cmd.get_arguments().filter(|a| {
-        !a.is_positional() && !a.get_action().takes_values() && a.get_long() != Some("help")
-    })) {
-        let Some(long) = a.get_long() else { continue };
+    for a in cmd.get_arguments().filter(|a| !a.is_positional()) {
+        let Some(long) = a.get_long().filter(|l| *l != "help") else {
+            continue;
+        };
         let repeat = if matches!(a.get_action(), clap::ArgAction::Append) {
             "..."
         } else {
