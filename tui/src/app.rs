@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
-use ddp_workspaces::commands::RunArgs;
+use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
 use ddp_workspaces::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent, RunStatus};
@@ -57,7 +57,7 @@ pub enum Effect {
     UnwatchCompare,
     /// Complete the path being typed in the new-run dialog ([`Msg::Completions`]).
     Complete(String),
-    StartRun(RunArgs),
+    StartRun(NewRun),
     StopRun(Run),
     ResumeRun(Run),
     DeleteRun(Run),

@@ -5,6 +5,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::Run;
+use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::commands::{self, RunArgs};
 
 use crate::input::{Edit, InputLine};
@@ -37,7 +38,7 @@ impl Confirm {
 pub enum Dialog {
     Help,
     Confirm(Confirm),
-    /// `n`: `ddp run`'s arguments ([`RunArgs`]).
+    /// `n`: `ddp run`'s arguments ([`RunArgs`]), started as a [`NewRun`].
     NewRun {
         input: InputLine,
         /// Why the last request was refused (nothing was created).
@@ -67,9 +68,17 @@ pub fn new_run_usage() -> String {
     format!("ddp run {}", commands::synopsis::<RunArgs>())
 }
 
-/// Parses the new-run command line as `ddp run`'s arguments; a refusal is one line.
-pub fn parse_new_run(line: &str) -> Result<RunArgs, String> {
-    commands::parse_line::<RunArgs>("run", line).map_err(|e| commands::one_line(&e.to_string()))
+/// Parses the new-run command line as `ddp run`'s arguments into the library's request, which
+/// records the line as typed (`ddp-tui run ...`); a refusal is one line.
+pub fn parse_new_run(line: &str) -> Result<NewRun, String> {
+    let refusal = |e: ddp_workspaces::Error| commands::one_line(&e.to_string());
+    let words = commands::split(line).map_err(refusal)?;
+    let args: RunArgs = commands::parse_words("run", &words).map_err(refusal)?;
+    let command = ["ddp-tui", "run"]
+        .map(String::from)
+        .into_iter()
+        .chain(words);
+    Ok(args.new_run(command.collect()))
 }
 
 /// Applies completion candidates for `typed` (the last word when Tab was pressed): one
@@ -132,7 +141,7 @@ pub enum DialogOutcome {
     /// The dialog closes: carry out the confirmed action.
     Confirmed(Confirm),
     /// The dialog stays open, busy: start the run.
-    StartRun(RunArgs),
+    StartRun(NewRun),
     /// The dialog stays open: complete the word typed (Tab).
     Complete(String),
     /// The dialog closes: set the run's tags.
@@ -256,15 +265,27 @@ mod tests {
     fn new_run_lines_parse_like_ddp_run() {
         let r = parse_new_run("examples/mnist.toml --set train.lr=0.01 --set=train.epochs=1 --name 'quick one' --replicas 2").unwrap();
         assert_eq!(r.spec, PathBuf::from("examples/mnist.toml"));
+        assert_eq!(r.overrides, ["train.lr=0.01", "train.epochs=1"]);
+        assert_eq!(r.name.as_deref(), Some("quick one"));
+        assert_eq!(r.replicas, Some(2));
         assert_eq!(
-            r.options.spec.overrides,
-            ["train.lr=0.01", "train.epochs=1"]
+            r.command,
+            [
+                "ddp-tui",
+                "run",
+                "examples/mnist.toml",
+                "--set",
+                "train.lr=0.01",
+                "--set=train.epochs=1",
+                "--name",
+                "quick one",
+                "--replicas",
+                "2"
+            ]
         );
-        assert_eq!(r.options.name.as_deref(), Some("quick one"));
-        assert_eq!(r.options.spec.replicas, Some(2));
         let r = parse_new_run("custom.toml --trainer target/release/custom-model").unwrap();
         assert_eq!(
-            r.options.spec.trainer,
+            r.trainer,
             Some(PathBuf::from("target/release/custom-model"))
         );
         assert_eq!(

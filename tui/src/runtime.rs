@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream, KeyEventKind};
 use crossterm::execute;
+use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::actions::{self, StopRequest};
-use ddp_workspaces::commands::{self, RunArgs};
+use ddp_workspaces::commands;
 use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
 use ddp_workspaces::events::RunWatchOptions;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
@@ -381,27 +382,8 @@ impl Drop for Executor {
     }
 }
 
-/// `n`: the same library call as `ddp run --detach`, recording the arguments as typed.
-fn start(root: &Path, args: RunArgs) -> Outcome {
-    let o = &args.options;
-    let mut command = vec![
-        "ddp-tui".to_string(),
-        "run".into(),
-        args.spec.display().to_string(),
-    ];
-    for v in &o.spec.overrides {
-        command.extend(["--set".into(), v.clone()]);
-    }
-    if let Some(n) = o.spec.replicas {
-        command.extend(["--replicas".into(), n.to_string()]);
-    }
-    if let Some(t) = &o.spec.trainer {
-        command.extend(["--trainer".into(), t.display().to_string()]);
-    }
-    if let Some(n) = &o.name {
-        command.extend(["--name".into(), n.clone()]);
-    }
-    let new = args.new_run(command);
+/// `n`: the same library call as `ddp run --detach`.
+fn start(root: &Path, new: NewRun) -> Outcome {
     match actions::start_run(root, &new) {
         Ok(started) => {
             let run = started.reap_in_background();

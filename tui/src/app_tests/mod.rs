@@ -28,7 +28,7 @@ use crate::runs::SortKey;
 use crate::runs::tests::entry;
 use crate::theme::Theme;
 use crate::widgets::logview::LogSource;
-use ddp_workspaces::commands::{RunArgs, RunOptions, SpecOptions};
+use ddp_workspaces::actions::NewRun;
 
 const NOW: f64 = 1_795_000_100.0;
 

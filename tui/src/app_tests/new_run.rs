@@ -17,16 +17,25 @@ fn new_run_dialog_starts_a_run_and_shows_a_refusal() {
     );
     let line = "examples/mnist.toml --set train.lr=0.01 --name 'quick one' --replicas 2";
     type_text(&mut app, line);
-    let request = RunArgs {
+    let request = NewRun {
         spec: "examples/mnist.toml".into(),
-        options: RunOptions {
-            spec: SpecOptions {
-                overrides: vec!["train.lr=0.01".into()],
-                replicas: Some(2),
-                trainer: None,
-            },
-            name: Some("quick one".into()),
-        },
+        overrides: vec!["train.lr=0.01".into()],
+        name: Some("quick one".into()),
+        replicas: Some(2),
+        command: [
+            "ddp-tui",
+            "run",
+            "examples/mnist.toml",
+            "--set",
+            "train.lr=0.01",
+            "--name",
+            "quick one",
+            "--replicas",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..NewRun::default()
     };
     assert_eq!(
         press(&mut app, KeyCode::Enter),

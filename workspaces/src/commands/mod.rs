@@ -13,7 +13,7 @@
 //!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
 //! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`].
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
-//!   into one of these structs ([`parse_line`]) with clap's messages as plain text ([`one_line`]
+//!   into one of these structs ([`parse_line`], [`parse_words`]) with clap's messages as plain text ([`one_line`]
 //!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
 //! - `paths`: completing a path being typed ([`path_candidates`]).
 
@@ -27,4 +27,4 @@ pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
 pub use paths::path_candidates;
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
-pub use words::{one_line, parse_line, split, synopsis, synopsis_of};
+pub use words::{one_line, parse_line, parse_words, split, synopsis, synopsis_of};

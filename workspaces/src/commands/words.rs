@@ -15,8 +15,12 @@ pub fn split(line: &str) -> Result<Vec<String>> {
 /// checks, with its message, usage line and suggestions as plain text (no colours) in
 /// [`Error::Invalid`]. `--help` is an error too, whose text is the help.
 pub fn parse_line<T: Parser>(name: &str, line: &str) -> Result<T> {
-    let mut argv = vec![name.to_string()];
-    argv.extend(split(line)?);
+    parse_words(name, &split(line)?)
+}
+
+/// [`parse_line`] of words already split.
+pub fn parse_words<T: Parser>(name: &str, words: &[String]) -> Result<T> {
+    let argv = std::iter::once(name).chain(words.iter().map(String::as_str));
     T::try_parse_from(argv).map_err(|e| Error::Invalid(e.render().to_string().trim_end().into()))
 }
 
