@@ -213,29 +213,37 @@ impl Run {
     /// Reads the run and, if it claims to be live but its supervisor is gone (killed, machine
     /// rebooted), marks it failed on disk: whoever reads a stale run first repairs it.
     pub fn load_checked(dir: &Path) -> Result<Run> {
-        let mut run = Run::load(dir)?;
-        if !run.record.status.is_terminal() {
-            let gone = match &run.record.supervisor {
-                Some(p) => !p.is_alive(),
-                None => false,
-            };
-            if gone {
-                let pid = run.record.supervisor.as_ref().map(|p| p.pid).unwrap_or(0);
-                let reason = format!(
-                    "supervisor (pid {pid}) is gone: it was killed or the machine restarted"
-                );
-                run.transition(
-                    SupervisorEvent::Failed {
-                        reason: reason.clone(),
-                    },
-                    |r| {
-                        r.status = RunStatus::Failed;
-                        r.error = Some(reason);
-                        r.ended.get_or_insert_with(now);
-                    },
-                )?;
-            }
+        Run::load(dir)?.repaired()
+    }
+
+    /// This run as it stands once an orphan is repaired: when this (possibly stale) copy claims
+    /// to be live and its supervisor is gone, the record is read again, because a supervisor
+    /// writes its last state (stopped, completed, failed) before it exits, and a reader that
+    /// loaded the record just before must not overwrite that state with "failed". Only a record
+    /// that still names the same dead supervisor is marked failed.
+    pub fn repaired(self) -> Result<Run> {
+        let dead = match &self.record.supervisor {
+            Some(p) if !self.record.status.is_terminal() && !p.is_alive() => p.clone(),
+            _ => return Ok(self),
+        };
+        let mut run = Run::load(&self.dir)?;
+        if run.record.status.is_terminal() || run.record.supervisor.as_ref() != Some(&dead) {
+            return Ok(run);
         }
+        let reason = format!(
+            "supervisor (pid {}) is gone: it was killed or the machine restarted",
+            dead.pid
+        );
+        run.transition(
+            SupervisorEvent::Failed {
+                reason: reason.clone(),
+            },
+            |r| {
+                r.status = RunStatus::Failed;
+                r.error = Some(reason);
+                r.ended.get_or_insert_with(now);
+            },
+        )?;
         Ok(run)
     }
 
@@ -466,6 +474,32 @@ mod tests {
         let mut run = RunRecord::sample().in_dir(dir.path().join("missing-folder"));
         assert!(run.update(|r| r.status = RunStatus::Completed).is_err());
         assert_eq!(run.record.status, RunStatus::Running);
+    }
+
+    #[test]
+    fn a_stale_copy_does_not_overwrite_the_state_its_supervisor_wrote_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let supervisor = ProcessId {
+            pid: u32::MAX - 1,
+            start_ticks: 1,
+        };
+        // A reader loaded the run while it was running ...
+        let stale = RunRecord::sample()
+            .supervisor(Some(supervisor))
+            .in_dir(dir.path());
+        stale.save().unwrap();
+        // ... then the supervisor recorded "stopped" and exited.
+        let mut on_disk = Run::load(dir.path()).unwrap();
+        on_disk
+            .transition(SupervisorEvent::Stopped, |r| r.status = RunStatus::Stopped)
+            .unwrap();
+        let run = stale.repaired().unwrap();
+        assert_eq!(run.record.status, RunStatus::Stopped);
+        assert_eq!(
+            Run::load(dir.path()).unwrap().record.status,
+            RunStatus::Stopped
+        );
+        assert_eq!(run.events().unwrap().len(), 1);
     }
 
     #[test]
