@@ -1,39 +1,17 @@
 #!/usr/bin/env bash
 # The Python environment of the kernel's Jupyter tests (kernel/tests/jupyter.rs runs the scripts in
-# kernel/tests/python/ with it): a venv with real Jupyter clients, pinned.
+# kernel/tests/python/ with it): a venv with real Jupyter clients, JupyterLab and Selenium, pinned
+# in scripts/test-requirements.txt.
 #
 #   scripts/python-venv.sh        # creates or updates <repo>/.venv-test, prints its python
 #   DDP_TEST_PYTHON=$(scripts/python-venv.sh) cargo test -p ddp-kernel --test jupyter
 #
 # Only the python path goes to stdout; progress and errors go to stderr. When the venv's stamp
-# (the pins below + the python version) matches, nothing is installed and it returns at once.
+# (the requirements file + the python version) matches, nothing is installed and it returns at once.
 # ${DDP_TEST_VENV:-<repo>/.venv-test} is the venv (ignored by git: /.venv*); $PYTHON (default
 # python3; 3.11 or newer, which the pins need) creates it. On Debian without the venv module,
 # python3-venv is installed with apt-get (as scripts/test.sh does for tmux).
 set -euo pipefail
-
-# The complete set (direct pins first, then what they pull in), so every install is the same.
-pins=(
-  jupyter_client==8.10.0
-  jupyter_core==5.9.1
-  nbclient==0.11.0
-  nbformat==5.11.1
-  jupyter_kernel_test==0.7.0
-  jsonschema==4.26.0
-  # dependencies of the above
-  attrs==26.1.0
-  fastjsonschema==2.22.3
-  jsonschema-specifications==2025.9.1
-  platformdirs==4.14.7
-  python-dateutil==4.0.0
-  pyzmq==27.3.0
-  referencing==0.37.0
-  rpds-py==2026.9.1
-  tornado==6.6.1
-  traitlets==5.16.1
-  typing_extensions==4.16.0
-  tzdata==2026.6
-)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${DDP_TEST_VENV:-$repo/.venv-test}
@@ -43,8 +21,10 @@ vpy=$venv/bin/python
 die() { echo "python-venv: error: $*" >&2; exit 1; }
 say() { echo "python-venv: $*" >&2; }
 
+requirements=$repo/scripts/test-requirements.txt
+[[ -f $requirements ]] || die "$requirements is missing"
 # Fast path: the stamp says this venv has exactly these pins for this python.
-stamp_of() { printf '%s\n' "$1" "${pins[@]}"; }
+stamp_of() { printf '%s\n' "$1"; grep -v '^#' "$requirements"; }
 if [[ -x $vpy && -f $venv/.ddp-test-stamp ]]; then
   if [[ "$(cat "$venv/.ddp-test-stamp")" == "$(stamp_of "$("$vpy" -V 2>&1)")" ]]; then
     echo "$vpy"
@@ -75,9 +55,9 @@ fi
 say "installing the Jupyter test clients into $venv"
 rm -f "$venv/.ddp-test-stamp"
 # Not --no-deps: if a python version needs one more dependency, pip brings it instead of failing.
-"$vpy" -m pip install --disable-pip-version-check -q "${pins[@]}" >&2 || die "pip install failed"
+"$vpy" -m pip install --disable-pip-version-check -q -r "$requirements" >&2 || die "pip install -r $requirements failed"
 check=$("$vpy" -m pip check 2>&1) || die "pip check failed: $check"
-"$vpy" -c 'import jupyter_client, jupyter_kernel_test, nbclient, nbformat, jsonschema' \
+"$vpy" -c 'import jupyter_client, jupyter_kernel_test, nbclient, nbformat, jsonschema, jupyterlab, selenium' \
   || die "the installed packages do not import"
 stamp_of "$("$vpy" -V 2>&1)" >"$venv/.ddp-test-stamp"
 echo "$vpy"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, CI's .ci/run): checks formatting and lints (cargo fmt, clippy with
 # warnings as errors), installs what the tests need that cargo does not (tmux, for the
-# dashboard's end-to-end test in a real terminal; a Python venv with pinned Jupyter clients, for
-# the kernel's tests with real Jupyter clients), then runs every test.
+# dashboard's end-to-end test in a real terminal; Chromium and chromedriver, for the notebook in a
+# real browser; a Python venv with pinned Jupyter clients, JupyterLab and Selenium, for the
+# kernel's tests with real Jupyter clients), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
@@ -23,16 +24,30 @@ if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
   echo "scripts/test.sh: clippy found warnings (cargo clippy --workspace --all-targets --locked -- -D warnings): see them above, or run that command" >&2
   exit 1
 fi
+# Debian packages the tests need, installed with apt-get when missing (as root, else with sudo).
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  command -v apt-get >/dev/null 2>&1 || return 1
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@"
+}
 if ! command -v tmux >/dev/null 2>&1; then
   echo "scripts/test.sh: installing tmux (needed by tui/tests/terminal.rs)"
-  sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
-  if command -v apt-get >/dev/null 2>&1; then
-    $sudo apt-get update -qq && $sudo apt-get install -y -qq tmux
-  else
-    echo "scripts/test.sh: tmux is missing and there is no apt-get here: install tmux, then run this again" >&2
+  if ! apt_install tmux; then
+    echo "scripts/test.sh: tmux is missing and apt-get could not install it: install tmux, then run this again" >&2
     exit 1
   fi
+fi
+# The browser test (kernel/tests/jupyter.rs `browser`) drives Debian's Chromium through its
+# chromedriver. Where they cannot be installed it is skipped, saying so; once they are here,
+# DDP_BROWSER_REQUIRED=1 makes their absence a failure instead.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing chromium and chromium-driver (needed by the browser test)"
+  apt_install chromium chromium-driver \
+    || echo "scripts/test.sh: could not install chromium and chromium-driver: the browser test (kernel/tests/jupyter.rs browser) will be SKIPPED" >&2
+fi
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  export DDP_BROWSER_REQUIRED=1
 fi
 # kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)

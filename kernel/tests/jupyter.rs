@@ -12,7 +12,11 @@
 //! - `DDP_JUPYTER_TIMEOUT_S=N`: time limit of each script (default 600 s, 900 s for the runs,
 //!   1800 s for `%%ddp train`, whose first build may compile candle);
 //! - `DDP_JUPYTER_KEEP=1`: keep the scratch folder of a failed test (its path is printed);
-//! - `DDP_NOTEBOOK_WRITE=PATH`: save the notebook executed by `notebook` there (with outputs).
+//! - `DDP_NOTEBOOK_WRITE=PATH`: save the notebook executed by `notebook` there (with outputs);
+//! - `DDP_BROWSER_SCREENSHOTS=DIR`: where `browser` saves its screenshots (default
+//!   `target/browser-screenshots`); `DDP_BROWSER_REQUIRED=1`: fail instead of skipping `browser`
+//!   when Chromium or chromedriver is missing; `DDP_BROWSER_ONLY=saved,live,rust`: the parts of
+//!   `browser` to run.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -26,6 +30,7 @@ const SCRIPTS: &[&str] = &[
     "test_runs.py",
     "test_notebook.py",
     "test_train.py",
+    "test_browser.py",
 ];
 
 fn kernel_bin() -> PathBuf {
@@ -72,6 +77,55 @@ fn notebook() {
 fn train() {
     // A cold build cache compiles candle in release mode first (minutes on 2 cores).
     run_script("test_train.py", &[], 1800);
+}
+
+/// The tutorial in JupyterLab in headless Chromium (`test_browser.py`). Without Chromium and
+/// chromedriver it says what it skipped and passes, unless `DDP_BROWSER_REQUIRED=1` (set by
+/// scripts/test.sh once it has installed them), where their absence fails it.
+#[test]
+fn browser() {
+    let found = |var: &str, name: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+            .or_else(|| which(name))
+    };
+    let missing: Vec<&str> = [("DDP_CHROMIUM", "chromium"), ("DDP_CHROMEDRIVER", "chromedriver")]
+        .into_iter()
+        .filter(|(var, name)| found(var, name).is_none())
+        .map(|(_, name)| name)
+        .collect();
+    if !missing.is_empty() {
+        let msg = format!(
+            "the browser test needs {} (Debian: apt-get install chromium chromium-driver; \
+             or set $DDP_CHROMIUM / $DDP_CHROMEDRIVER)",
+            missing.join(" and ")
+        );
+        assert!(
+            std::env::var("DDP_BROWSER_REQUIRED").as_deref() != Ok("1"),
+            "{msg}"
+        );
+        eprintln!("SKIPPED: {msg}");
+        return;
+    }
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(dir) = std::env::var_os("DDP_BROWSER_SCREENSHOTS") {
+        args.push("--screenshots".into());
+        args.push(std::path::absolute(PathBuf::from(dir)).unwrap().into());
+    }
+    if let Some(parts) = std::env::var_os("DDP_BROWSER_ONLY") {
+        args.push("--only".into());
+        args.push(parts);
+    }
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    run_script("test_browser.py", &args, 900);
+}
+
+/// `name` on the `PATH`.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 #[test]
