@@ -2,11 +2,13 @@
 
 - `%ddp run` returns at once and publishes a run card (display_data with a transient display_id)
   that update_display_data messages keep current until the run completes;
-- `%ddp wait latest` returns when the run is over; interrupting it stops only the waiting;
+- `%ddp wait latest` returns when the run is over; interrupting it stops only the waiting (an ok
+  reply and a notice on stdout);
   `%ddp stop latest` stops the run;
 - interrupting a running Rust cell gives an error reply and the kernel keeps working;
 - a kernel restart leaves runs alone (`%ddp ls --json` still lists them, they complete);
 - errors (unknown subcommand, unknown run, unknown spec key) are error replies naming the culprit;
+  a missing spec file's names the notebook's folder and the path that exists;
 - `%%ddp run --wait` trains an inline spec whose data path is relative to the notebook folder
   (the kernel's working directory).
 
@@ -192,6 +194,18 @@ class RunTests(unittest.TestCase):
                 self.assertIn(needle, content["evalue"], reply_error(reply))
                 self.assertTrue([o for o in outputs if o["msg_type"] == "error"], f"no error output:\n{summary(outputs)}")
         self.assertEqual(len(runs()), before, "a refused spec must not create a run")
+
+    def test_6_missing_spec_names_the_notebook_folder(self) -> None:
+        # a spec beside the notebook's folder, typed as if from the folder above it
+        specs = self.notebook_dir.parent / "specs"
+        specs.mkdir(exist_ok=True)
+        (specs / "hint.toml").write_text(mnist_spec().read_text())
+        reply, _ = self.k.execute_error("%ddp run specs/hint.toml", timeout=60)
+        self.assertEqual(
+            reply["content"]["evalue"],
+            f"specs/hint.toml: no such file (paths are relative to the notebook's folder, "
+            f"{self.notebook_dir}); did you mean ../specs/hint.toml?",
+        )
 
     # (f) -----------------------------------------------------------------------------------------
 
