@@ -219,25 +219,30 @@ fn start(root: &Path, req: &NewRun, wait: bool, shared: &Shared, out: &Out) -> R
 }
 
 /// Shows `run`'s live card; with `wait`, returns when the run reaches a final status (or the
-/// request is interrupted: then only the waiting stops).
+/// request is interrupted: then only the waiting stops, which is what the interrupt asks for,
+/// so it is a notice on stdout, not an error).
 fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
     let live = shared.cards.show(&shared.workspace(), run, out);
     if wait {
-        wait_for(&live, shared)?;
+        wait_for(&live, shared, out);
     }
     Ok(())
 }
 
-fn wait_for(live: &LiveCard, shared: &Shared) -> Result<()> {
+fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) {
     loop {
         if live.is_done() {
-            return Ok(());
+            return;
         }
         if shared.interrupt.requested() {
-            return Err(Error::Interrupted(format!(
-                "stopped waiting for run {id}; the run goes on (its card keeps updating; `%ddp stop {id}` stops it)",
-                id = live.run_id
-            )));
+            out.stream(
+                false,
+                &format!(
+                    "stopped waiting for run {id}; the run goes on (its card keeps updating; `%ddp stop {id}` stops it)\n",
+                    id = live.run_id
+                ),
+            );
+            return;
         }
         std::thread::sleep(WAIT_POLL);
     }

@@ -113,7 +113,7 @@ class RunTests(unittest.TestCase):
     def test_3_interrupting_wait_leaves_the_run_running(self) -> None:
         self.k.execute_ok(f"%ddp run {self.spec()} --set train.epochs=20 {SHORT} --name long", timeout=60)
         wait_run("long", ["running"], 120)
-        msg_id = self.k.send("%ddp wait latest")
+        msg_id = self.k.send("%ddp wait latest\n%ddp ls")
         self.k.wait_iopub(
             lambda m: m["msg_type"] == "status" and parent_id(m) == msg_id and m["content"]["execution_state"] == "busy",
             30,
@@ -130,8 +130,26 @@ class RunTests(unittest.TestCase):
 
         self.k.km.interrupt_kernel()
         reply = self.k.reply(msg_id, 30, what="%ddp wait after interrupt_request")
-        self.assertIn(reply["content"]["status"], ("ok", "error"))
+        # stopping the wait is what the interrupt asks for: a notice on stdout, not an error
+        self.assertEqual(reply["content"]["status"], "ok", reply_error(reply) if reply["content"]["status"] == "error" else "")
         self.k.wait_idle(msg_id)
+        run_id = run_named("long")["id"]
+        notices = [
+            (o["content"].get("name", "error"), o["content"].get("text", o["content"].get("evalue")))
+            for o in self.k.outputs(msg_id)
+            if o["msg_type"] in ("stream", "error")
+        ]
+        self.assertEqual(
+            notices,
+            [
+                (
+                    "stdout",
+                    f"stopped waiting for run {run_id}; the run goes on "
+                    f"(its card keeps updating; `%ddp stop {run_id}` stops it)\n",
+                ),
+                ("stdout", "interrupted: the rest of the cell was not run\n"),
+            ],
+        )
         self.assertEqual(run_named("long")["status"], "running", "interrupting %ddp wait must not stop the run")
 
         self.k.execute_ok("%ddp stop latest", timeout=180)
