@@ -169,8 +169,14 @@ fn run_cell(
                 check_magic(&name, true)?;
                 magics::exec::cell(&args, &body, body_line, shared, out).map_err(to_reply)?;
             }
-            Segment::Rust(code) => {
-                match rust.execute(&code, out, &shared.interrupt, request.allow_stdin) {
+            Segment::Rust { code, first_line } => {
+                match rust.execute(
+                    &code,
+                    first_line,
+                    out,
+                    &shared.interrupt,
+                    request.allow_stdin,
+                ) {
                     RustOutcome::Value(content) => publish_value(&content, out),
                     RustOutcome::Failed(e) => return Err(e),
                 }

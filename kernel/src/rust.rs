@@ -16,6 +16,7 @@ use crossbeam_channel::Receiver;
 use evcxr::{CommandContext, EvalCallbacks, EvalContextOutputs};
 use jupyter_protocol::{InputRequest, ReplyError};
 
+use crate::compile_errors::{Diagnostic, traceback};
 use crate::interrupt::Interrupt;
 use crate::log;
 use crate::output::{Out, media_of_strings};
@@ -142,10 +143,12 @@ impl RustSession {
         *self.sink.lock().unwrap() = None;
     }
 
-    /// Runs `code` (Rust and evcxr commands), streaming its output into `out`'s cell.
+    /// Runs `code` (Rust and evcxr commands, from the cell's line `first_line` on), streaming its
+    /// output into `out`'s cell.
     pub fn execute(
         &mut self,
         code: &str,
+        first_line: usize,
         out: &Out,
         interrupt: &Interrupt,
         allow_stdin: bool,
@@ -186,7 +189,7 @@ impl RustSession {
         self.drain();
         match result {
             Ok(outputs) => RustOutcome::Value(outputs.content_by_mime_type),
-            Err(e) => RustOutcome::Failed(rust_error(e, interrupt.requested())),
+            Err(e) => RustOutcome::Failed(rust_error(e, interrupt.requested(), code, first_line)),
         }
     }
 }
@@ -229,15 +232,17 @@ fn ask_input(out: &Out, interrupt: &Interrupt, prompt: String, password: bool) -
     }
 }
 
-/// evcxr's error as the cell's error reply.
-fn rust_error(e: evcxr::Error, interrupted: bool) -> ReplyError {
+/// evcxr's error as the cell's error reply; compile errors are shown in the cell's lines (the
+/// chunk `code` starts on the cell's line `first_line`).
+fn rust_error(e: evcxr::Error, interrupted: bool, code: &str, first_line: usize) -> ReplyError {
     match e {
         evcxr::Error::CompilationErrors(errors) => {
             let evalue = errors
                 .first()
                 .map(|e| e.message())
                 .unwrap_or_else(|| "compilation failed".into());
-            let traceback = errors.iter().map(|e| e.rendered()).collect();
+            let diagnostics: Vec<Diagnostic> = errors.iter().map(Diagnostic::of).collect();
+            let traceback = traceback(&diagnostics, code, first_line);
             reply_error("CompilationError", &evalue, Some(traceback))
         }
         evcxr::Error::SubprocessTerminated(m) if interrupted => reply_error(
