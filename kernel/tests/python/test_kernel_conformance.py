@@ -92,6 +92,16 @@ class DdpKernelTests(jupyter_kernel_test.KernelTests):
         self.assertEqual(reply["content"]["status"], "error")
         self.assertEqual(reply["content"]["traceback"][1:4], [" --> cell:3:17", "  |", "3 | let y: String = x;"])
 
+    def test_a_unit_value_is_no_result(self) -> None:
+        """`println!(..)` without `;` prints, and its value `()` is not shown."""
+        self.flush_channels()
+        reply, outputs = self.execute_helper('println!("hi")', timeout=60)
+        self.assertEqual(reply["content"]["status"], "ok")
+        self.assertEqual(
+            [(o["msg_type"], o["content"]) for o in outputs],
+            [("stream", {"name": "stdout", "text": "hi\n"})],
+        )
+
     def test_kernel_info_protocol(self) -> None:
         """Beyond the schema: the protocol version this kernel speaks and its language_info."""
         self.flush_channels()
