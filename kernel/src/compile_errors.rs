@@ -213,39 +213,39 @@ mod tests {
             code: Some("E0308".into()),
             message: "mismatched types".into(),
             labels: vec![
-                label(2, 8, 14, "expected due to this", false),
-                label(2, 17, 18, "expected `String`, found integer", true),
+                label(2, 12, 14, "expected due to this", false),
+                label(2, 17, 23, "expected `u8`, found `&str`", true),
             ],
-            notes: vec!["help: try using a conversion method: `.to_string()`".into()],
+            notes: vec!["note: a note".into()],
         }
     }
 
     #[test]
     fn an_error_shows_the_cells_line_with_its_spans() {
-        let code = "let x = 1;\nlet y: String = x;\n";
+        let code = "let a = 1;\nlet total: u8 = \"many\";\n";
         assert_eq!(
             mismatched().render(code, 1),
             [
                 "error[E0308]: mismatched types",
                 " --> cell:2:17",
                 "  |",
-                "2 | let y: String = x;",
-                "  |                 ^ expected `String`, found integer",
-                "  |        ------ expected due to this",
-                "  = help: try using a conversion method: `.to_string()`",
+                "2 | let total: u8 = \"many\";",
+                "  |                 ^^^^^^ expected `u8`, found `&str`",
+                "  |            -- expected due to this",
+                "  = note: a note",
             ]
         );
     }
 
     #[test]
     fn a_chunk_after_magics_is_numbered_from_its_first_line_in_the_cell() {
-        let code = "let x = 1;\nlet y: String = x;\n";
+        let code = "let a = 1;\nlet total: u8 = \"many\";\n";
         let lines = mismatched().render(code, 9);
         assert_eq!(lines[1], "  --> cell:10:17");
-        assert_eq!(lines[3], "10 | let y: String = x;");
+        assert_eq!(lines[3], "10 | let total: u8 = \"many\";");
         assert_eq!(
             lines[4],
-            "   |                 ^ expected `String`, found integer"
+            "   |                 ^^^^^^ expected `u8`, found `&str`"
         );
     }
 
