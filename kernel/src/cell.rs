@@ -21,7 +21,11 @@ pub enum Segment {
         body_line: usize,
     },
     /// Rust code (and evcxr commands).
-    Rust(String),
+    Rust {
+        code: String,
+        /// The cell's line number (1-based) of the code's first line, for compile errors.
+        first_line: usize,
+    },
 }
 
 /// Splits `code` into segments; blank Rust chunks are dropped.
@@ -40,14 +44,19 @@ pub fn segments(code: &str) -> Vec<Segment> {
     }
     let mut out = Vec::new();
     let mut rust = String::new();
+    // The cell's line number of the next line and of the pending Rust chunk's first line.
+    let mut line_no = 0;
+    let mut rust_line = 1;
     let mut lines = code.lines();
     while let Some(line) = lines.next() {
+        line_no += 1;
         let t = line.trim_start();
         if let Some(rest) = t.strip_prefix('%') {
-            flush_rust(&mut rust, &mut out);
+            flush_rust(&mut rust, rust_line, &mut out);
             let mut full = rest.to_string();
             while full.ends_with('\\') {
                 full.pop();
+                line_no += 1;
                 match lines.next() {
                     Some(next) => {
                         full.push(' ');
@@ -59,17 +68,23 @@ pub fn segments(code: &str) -> Vec<Segment> {
             let (name, args) = split_name(&full);
             out.push(Segment::LineMagic { name, args });
         } else {
+            if rust.is_empty() {
+                rust_line = line_no;
+            }
             rust.push_str(line);
             rust.push('\n');
         }
     }
-    flush_rust(&mut rust, &mut out);
+    flush_rust(&mut rust, rust_line, &mut out);
     out
 }
 
-fn flush_rust(rust: &mut String, out: &mut Vec<Segment>) {
+fn flush_rust(rust: &mut String, first_line: usize, out: &mut Vec<Segment>) {
     if !rust.trim().is_empty() {
-        out.push(Segment::Rust(std::mem::take(rust)));
+        out.push(Segment::Rust {
+            code: std::mem::take(rust),
+            first_line,
+        });
     }
     rust.clear();
 }
@@ -123,7 +138,7 @@ pub fn completeness(code: &str, known_magic: impl Fn(&str) -> bool) -> Completen
                     return Completeness::Incomplete(String::new());
                 }
             }
-            Segment::Rust(r) => rust.push_str(&r),
+            Segment::Rust { code, .. } => rust.push_str(&code),
             Segment::CellMagic { .. } => return Completeness::Invalid,
         }
     }
@@ -264,19 +279,31 @@ mod tests {
 
     #[test]
     fn splits_magics_and_rust_in_order() {
-        let segs = segments("let x = 1;\n%ddp ls --json\nlet y = 2;\n  %ddp show \\\n  latest\n");
+        let segs = segments(
+            "let x = 1;\n%ddp ls --json\n\nlet y = 2;\n  %ddp show \\\n  latest\nlet z = 3;\n",
+        );
         assert_eq!(
             segs,
             vec![
-                Segment::Rust("let x = 1;\n".into()),
+                Segment::Rust {
+                    code: "let x = 1;\n".into(),
+                    first_line: 1
+                },
                 Segment::LineMagic {
                     name: "ddp".into(),
                     args: "ls --json".into()
                 },
-                Segment::Rust("let y = 2;\n".into()),
+                Segment::Rust {
+                    code: "\nlet y = 2;\n".into(),
+                    first_line: 3
+                },
                 Segment::LineMagic {
                     name: "ddp".into(),
                     args: "show  latest".into()
+                },
+                Segment::Rust {
+                    code: "let z = 3;\n".into(),
+                    first_line: 7
                 },
             ]
         );
@@ -300,7 +327,10 @@ mod tests {
     fn evcxr_commands_stay_with_rust() {
         assert_eq!(
             segments(":dep rand\nlet x = 1;"),
-            vec![Segment::Rust(":dep rand\nlet x = 1;\n".into())]
+            vec![Segment::Rust {
+                code: ":dep rand\nlet x = 1;\n".into(),
+                first_line: 1
+            }]
         );
     }
 

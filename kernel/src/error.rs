@@ -28,9 +28,6 @@ pub enum Error {
     /// The Rust evaluation context (evcxr) could not be started or used.
     #[error("Rust context: {0}")]
     Rust(String),
-    /// A wait was interrupted (`interrupt_request`).
-    #[error("{0}")]
-    Interrupted(String),
     /// A `%%ddp train` cell did not compile: rustc's diagnostics, with the cell's line numbers.
     #[error("{summary}")]
     Compile {
@@ -56,7 +53,6 @@ impl Error {
         match self {
             Error::Usage(_) => "UsageError",
             Error::Workspace(_) => "DdpError",
-            Error::Interrupted(_) => "Interrupted",
             Error::Rust(_) => "RustContextError",
             Error::Compile { .. } => "CompileError",
             Error::Build(_) => "BuildError",

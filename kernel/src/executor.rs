@@ -142,14 +142,19 @@ fn answer<T>(work: impl FnOnce() -> T, failed: impl FnOnce(ReplyError) -> T) -> 
         .unwrap_or_else(|panic| failed(internal(&panic)))
 }
 
-/// Runs the cell's segments in order, stopping at the first error.
+/// Runs the cell's segments in order, stopping at the first error or after an interrupt (a
+/// `%ddp wait` stops waiting and the rest of the cell is not run).
 fn run_cell(
     request: &ExecuteRequest,
     shared: &Shared,
     rust: &mut RustSession,
     out: &Out,
 ) -> Result<(), ReplyError> {
-    for segment in segments(&request.code) {
+    for (i, segment) in segments(&request.code).into_iter().enumerate() {
+        if i > 0 && shared.interrupt.requested() {
+            out.stream(false, "interrupted: the rest of the cell was not run\n");
+            return Ok(());
+        }
         match segment {
             Segment::LineMagic { name, args } => {
                 check_magic(&name, false)?;
@@ -164,8 +169,14 @@ fn run_cell(
                 check_magic(&name, true)?;
                 magics::exec::cell(&args, &body, body_line, shared, out).map_err(to_reply)?;
             }
-            Segment::Rust(code) => {
-                match rust.execute(&code, out, &shared.interrupt, request.allow_stdin) {
+            Segment::Rust { code, first_line } => {
+                match rust.execute(
+                    &code,
+                    first_line,
+                    out,
+                    &shared.interrupt,
+                    request.allow_stdin,
+                ) {
                     RustOutcome::Value(content) => publish_value(&content, out),
                     RustOutcome::Failed(e) => return Err(e),
                 }

@@ -14,7 +14,8 @@
 //! - `executor`: the thread that runs cells and Rust completion/inspection, off the loop.
 //! - `cell`: a cell split into line magics, a cell magic and Rust; `is_complete`.
 //! - `magics`: the `%ddp` command line (clap), what each subcommand does (`exec`), completion.
-//! - `rust`: the evcxr context, output forwarding, errors as replies.
+//! - `rust`: the evcxr context, output forwarding, errors as replies, the cell's value.
+//! - `compile_errors`: Rust compile errors in the cell's lines (never evcxr's generated file).
 //! - `train`: `%%ddp train` cells: the cell as a crate, built with cargo, started as a run.
 //! - `cards`: live run cards (one task per card, owned by `Cards`, ended at shutdown).
 //! - `render`: rich outputs (HTML + faithful text, SVG/PNG plots, JSON) for magics and cards.
@@ -25,6 +26,7 @@
 
 pub mod cards;
 pub mod cell;
+pub mod compile_errors;
 pub mod error;
 pub mod executor;
 pub mod history;

@@ -8,6 +8,7 @@
 //! message of the request being executed. Rich output (evcxr's `EVCXR_BEGIN_CONTENT` protocol)
 //! and the value of a trailing expression come back at the end.
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use crossbeam_channel::Receiver;
 use evcxr::{CommandContext, EvalCallbacks, EvalContextOutputs};
 use jupyter_protocol::{InputRequest, ReplyError};
 
+use crate::compile_errors::{Diagnostic, traceback};
 use crate::interrupt::Interrupt;
 use crate::log;
 use crate::output::{Out, media_of_strings};
@@ -48,7 +50,7 @@ pub struct RustSession {
 /// What a Rust cell produced.
 pub enum RustOutcome {
     /// Finished; the value (trailing expression, rich content), if any, by MIME type.
-    Value(std::collections::HashMap<String, String>),
+    Value(HashMap<String, String>),
     Failed(ReplyError),
 }
 
@@ -142,10 +144,12 @@ impl RustSession {
         *self.sink.lock().unwrap() = None;
     }
 
-    /// Runs `code` (Rust and evcxr commands), streaming its output into `out`'s cell.
+    /// Runs `code` (Rust and evcxr commands, from the cell's line `first_line` on), streaming its
+    /// output into `out`'s cell.
     pub fn execute(
         &mut self,
         code: &str,
+        first_line: usize,
         out: &Out,
         interrupt: &Interrupt,
         allow_stdin: bool,
@@ -186,7 +190,7 @@ impl RustSession {
         self.drain();
         match result {
             Ok(outputs) => RustOutcome::Value(outputs.content_by_mime_type),
-            Err(e) => RustOutcome::Failed(rust_error(e, interrupt.requested())),
+            Err(e) => RustOutcome::Failed(rust_error(e, interrupt.requested(), code, first_line)),
         }
     }
 }
@@ -229,15 +233,17 @@ fn ask_input(out: &Out, interrupt: &Interrupt, prompt: String, password: bool) -
     }
 }
 
-/// evcxr's error as the cell's error reply.
-fn rust_error(e: evcxr::Error, interrupted: bool) -> ReplyError {
+/// evcxr's error as the cell's error reply; compile errors are shown in the cell's lines (the
+/// chunk `code` starts on the cell's line `first_line`).
+fn rust_error(e: evcxr::Error, interrupted: bool, code: &str, first_line: usize) -> ReplyError {
     match e {
         evcxr::Error::CompilationErrors(errors) => {
             let evalue = errors
                 .first()
                 .map(|e| e.message())
                 .unwrap_or_else(|| "compilation failed".into());
-            let traceback = errors.iter().map(|e| e.rendered()).collect();
+            let diagnostics: Vec<Diagnostic> = errors.iter().map(Diagnostic::of).collect();
+            let traceback = traceback(&diagnostics, code, first_line);
             reply_error("CompilationError", &evalue, Some(traceback))
         }
         evcxr::Error::SubprocessTerminated(m) if interrupted => reply_error(
@@ -268,15 +274,65 @@ fn rust_error(e: evcxr::Error, interrupted: bool) -> ReplyError {
 }
 
 /// The cell's value as Jupyter wants it: `text/plain` (with any richer forms) is the
-/// `execute_result`; rich content alone is `display_data`.
-pub fn publish_value(content: &std::collections::HashMap<String, String>, out: &Out) {
+/// `execute_result`; rich content alone is `display_data`; a unit value `()` (a trailing
+/// `println!(..)`, a statement without its `;`) is nothing.
+pub fn publish_value(content: &HashMap<String, String>, out: &Out) {
+    let content = without_unit(content);
     if content.is_empty() {
         return;
     }
-    let media = media_of_strings(content);
+    let media = media_of_strings(&content);
     if content.contains_key("text/plain") {
         out.result(media);
     } else {
         out.display_media(media, None);
+    }
+}
+
+/// `content` without the `text/plain` of a unit value: `()`, or `: () = ()` when evcxr shows
+/// types (`:types`).
+fn without_unit(content: &HashMap<String, String>) -> HashMap<String, String> {
+    content
+        .iter()
+        .filter(|(mime, text)| {
+            !(*mime == "text/plain" && matches!(text.trim(), "()" | ": () = ()"))
+        })
+        .map(|(m, t)| (m.clone(), t.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(m, t)| (m.to_string(), t.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_unit_value_is_no_result() {
+        assert_eq!(
+            without_unit(&content(&[("text/plain", "()")])),
+            content(&[])
+        );
+        assert_eq!(
+            without_unit(&content(&[("text/plain", ": () = ()")])),
+            content(&[])
+        );
+        assert_eq!(
+            without_unit(&content(&[("text/plain", "()"), ("text/html", "<b>x</b>")])),
+            content(&[("text/html", "<b>x</b>")])
+        );
+        assert_eq!(
+            without_unit(&content(&[("text/plain", "((), ())")])),
+            content(&[("text/plain", "((), ())")])
+        );
+        assert_eq!(
+            without_unit(&content(&[("text/plain", "42")])),
+            content(&[("text/plain", "42")])
+        );
     }
 }

@@ -233,7 +233,10 @@ pub fn check_trainer(path: &Path) -> Result<PathBuf> {
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
     let spec = match &req.spec_text {
         Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
-        None => Spec::load(&req.spec, &req.all_overrides())?,
+        None => {
+            check_spec_file(&req.spec)?;
+            Spec::load(&req.spec, &req.all_overrides())?
+        }
     };
     if spec.model.name == ddp_trainer::spec::ModelName::Custom
         && req.trainer.is_none()
@@ -246,6 +249,22 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
     }
     check_devices(&spec, &req.spec)?;
     Ok(spec)
+}
+
+/// Refuses a missing spec file given relative to the current folder with a message that says
+/// so, and suggests the path from the current folder where it exists from an ancestor
+/// ([`crate::commands::missing_path`]). Other read errors are the spec loader's.
+fn check_spec_file(spec: &Path) -> Result<()> {
+    if spec.is_absolute() || spec.exists() {
+        return Ok(());
+    }
+    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+    Err(Error::Invalid(crate::commands::missing_path(
+        spec,
+        &cwd,
+        "the current folder",
+        Path::exists,
+    )))
 }
 
 /// Refuses a spec whose devices can never be satisfied (more GPUs asked than exist, a list that
@@ -326,6 +345,7 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
     if let Some(t) = &req.trainer {
         check_trainer(t)?;
     }
+    check_spec_file(&req.spec)?;
     let plan = SweepPlan::new(&req.spec, overrides, grid)?;
     if req.trainer.is_none()
         && plan
@@ -566,6 +586,23 @@ mod tests {
         let e = start_run(&root, &NewRun::new(dir.path().join("missing.toml"))).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(!root.exists());
+    }
+
+    #[test]
+    fn a_missing_relative_spec_names_the_current_folder_and_the_path_that_exists() {
+        // Tests run in the crate's folder; the repository's examples are one folder up.
+        let cwd = std::env::current_dir().unwrap();
+        let e = check_new_run(&NewRun::new("examples/mnist.toml")).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "examples/mnist.toml: no such file (paths are relative to the current folder, {}); \
+                 did you mean ../examples/mnist.toml?",
+                cwd.display()
+            )
+        );
+        assert_eq!(e.exit_code(), 2);
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! started here is a run like any other: supervised by its own process, outliving the kernel,
 //! listed by `ddp ls` and shown by `ddp-tui`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ddp_workspaces::actions::{self, NewRun, StopRequest};
 use ddp_workspaces::analysis::{self, comparison};
-use ddp_workspaces::commands::{CompareArgs, LogsArgs, LsArgs, PlotArgs, ShowArgs};
+use ddp_workspaces::commands::{self, CompareArgs, LogsArgs, LsArgs, PlotArgs, ShowArgs};
 use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
 use ddp_workspaces::plot::Series;
 use ddp_workspaces::tail::{LineTailer, TailFrom};
@@ -32,7 +32,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
     let root = shared.workspace();
     match magic.command {
         Command::Run { args: run, wait } => {
-            let spec = shared.notebook_path(&run.spec);
+            let spec = spec_file(&run.spec, shared)?;
             let mut command = vec!["%ddp".to_string()];
             command.extend(super::words(args)?);
             let req = run.options.new_run(spec, command);
@@ -181,7 +181,7 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
                 magic_line: &format!("%%ddp {args}"),
                 body,
                 body_line,
-                run: options.new_run(shared.notebook_path(&spec), command),
+                run: options.new_run(spec_file(&spec, shared)?, command),
                 features,
             };
             let run =
@@ -189,6 +189,23 @@ pub fn cell(args: &str, body: &str, body_line: usize, shared: &Shared, out: &Out
             card(&run, wait.wait, shared, out)
         }
     }
+}
+
+/// The spec file `typed` in a magic: relative to the notebook's folder; a missing one is an
+/// error that says so and suggests the path that exists, if one does.
+fn spec_file(typed: &Path, shared: &Shared) -> Result<PathBuf> {
+    let path = shared.notebook_path(typed);
+    if path.exists() {
+        return Ok(path);
+    }
+    Err(Error::Workspace(ddp_workspaces::Error::Invalid(
+        commands::missing_path(
+            typed,
+            shared.notebook_dir(),
+            "the notebook's folder",
+            Path::exists,
+        ),
+    )))
 }
 
 fn open(root: &Path) -> Result<Workspace> {
@@ -202,25 +219,30 @@ fn start(root: &Path, req: &NewRun, wait: bool, shared: &Shared, out: &Out) -> R
 }
 
 /// Shows `run`'s live card; with `wait`, returns when the run reaches a final status (or the
-/// request is interrupted: then only the waiting stops).
+/// request is interrupted: then only the waiting stops, which is what the interrupt asks for,
+/// so it is a notice on stdout, not an error).
 fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
     let live = shared.cards.show(&shared.workspace(), run, out);
     if wait {
-        wait_for(&live, shared)?;
+        wait_for(&live, shared, out);
     }
     Ok(())
 }
 
-fn wait_for(live: &LiveCard, shared: &Shared) -> Result<()> {
+fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) {
     loop {
         if live.is_done() {
-            return Ok(());
+            return;
         }
         if shared.interrupt.requested() {
-            return Err(Error::Interrupted(format!(
-                "stopped waiting for run {id}; the run goes on (its card keeps updating; `%ddp stop {id}` stops it)",
-                id = live.run_id
-            )));
+            out.stream(
+                false,
+                &format!(
+                    "stopped waiting for run {id}; the run goes on (its card keeps updating; `%ddp stop {id}` stops it)\n",
+                    id = live.run_id
+                ),
+            );
+            return;
         }
         std::thread::sleep(WAIT_POLL);
     }

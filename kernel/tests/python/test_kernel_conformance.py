@@ -60,6 +60,48 @@ class DdpKernelTests(jupyter_kernel_test.KernelTests):
             cls.tearDownClass()
             raise RuntimeError(f"the warm-up cell failed: {reply['content']}")
 
+    def test_compile_error_in_the_cells_lines(self) -> None:
+        """rustc's error shows the cell's line and code, not evcxr's generated file."""
+        self.flush_channels()
+        reply, outputs = self.execute_helper("let x = 1;\nlet y: String = x;", timeout=60)
+        self.assertEqual(reply["content"]["status"], "error")
+        self.assertEqual(reply["content"]["ename"], "CompilationError")
+        self.assertEqual(reply["content"]["evalue"], "mismatched types")
+        errors = [o for o in outputs if o["msg_type"] == "error"]
+        self.assertEqual(len(errors), 1, outputs)
+        traceback = errors[0]["content"]["traceback"]
+        self.assertEqual(traceback, reply["content"]["traceback"])
+        self.assertEqual(
+            traceback[:6],
+            [
+                "error[E0308]: mismatched types",
+                " --> cell:2:17",
+                "  |",
+                "2 | let y: String = x;",
+                "  |                 ^ expected `String`, found integer",
+                "  |        ------ expected due to this",
+            ],
+        )
+        # then rustc's help and notes (their wording is the toolchain's)
+        self.assertTrue(all(line.startswith("  = ") for line in traceback[6:]), traceback)
+        self.assertNotIn("lib.rs", "\n".join(traceback))
+
+    def test_compile_error_after_a_magic_counts_the_cells_lines(self) -> None:
+        self.flush_channels()
+        reply, outputs = self.execute_helper("%ddp workspace\nlet x = 1;\nlet y: String = x;", timeout=60)
+        self.assertEqual(reply["content"]["status"], "error")
+        self.assertEqual(reply["content"]["traceback"][1:4], [" --> cell:3:17", "  |", "3 | let y: String = x;"])
+
+    def test_a_unit_value_is_no_result(self) -> None:
+        """`println!(..)` without `;` prints, and its value `()` is not shown."""
+        self.flush_channels()
+        reply, outputs = self.execute_helper('println!("hi")', timeout=60)
+        self.assertEqual(reply["content"]["status"], "ok")
+        self.assertEqual(
+            [(o["msg_type"], o["content"]) for o in outputs],
+            [("stream", {"name": "stdout", "text": "hi\n"})],
+        )
+
     def test_kernel_info_protocol(self) -> None:
         """Beyond the schema: the protocol version this kernel speaks and its language_info."""
         self.flush_channels()

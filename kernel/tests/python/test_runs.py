@@ -2,11 +2,13 @@
 
 - `%ddp run` returns at once and publishes a run card (display_data with a transient display_id)
   that update_display_data messages keep current until the run completes;
-- `%ddp wait latest` returns when the run is over; interrupting it stops only the waiting;
+- `%ddp wait latest` returns when the run is over; interrupting it stops only the waiting (an ok
+  reply and a notice on stdout);
   `%ddp stop latest` stops the run;
 - interrupting a running Rust cell gives an error reply and the kernel keeps working;
 - a kernel restart leaves runs alone (`%ddp ls --json` still lists them, they complete);
 - errors (unknown subcommand, unknown run, unknown spec key) are error replies naming the culprit;
+  a missing spec file's names the notebook's folder and the path that exists;
 - `%%ddp run --wait` trains an inline spec whose data path is relative to the notebook folder
   (the kernel's working directory).
 
@@ -111,7 +113,7 @@ class RunTests(unittest.TestCase):
     def test_3_interrupting_wait_leaves_the_run_running(self) -> None:
         self.k.execute_ok(f"%ddp run {self.spec()} --set train.epochs=20 {SHORT} --name long", timeout=60)
         wait_run("long", ["running"], 120)
-        msg_id = self.k.send("%ddp wait latest")
+        msg_id = self.k.send("%ddp wait latest\n%ddp ls")
         self.k.wait_iopub(
             lambda m: m["msg_type"] == "status" and parent_id(m) == msg_id and m["content"]["execution_state"] == "busy",
             30,
@@ -128,8 +130,26 @@ class RunTests(unittest.TestCase):
 
         self.k.km.interrupt_kernel()
         reply = self.k.reply(msg_id, 30, what="%ddp wait after interrupt_request")
-        self.assertIn(reply["content"]["status"], ("ok", "error"))
+        # stopping the wait is what the interrupt asks for: a notice on stdout, not an error
+        self.assertEqual(reply["content"]["status"], "ok", reply_error(reply) if reply["content"]["status"] == "error" else "")
         self.k.wait_idle(msg_id)
+        run_id = run_named("long")["id"]
+        notices = [
+            (o["content"].get("name", "error"), o["content"].get("text", o["content"].get("evalue")))
+            for o in self.k.outputs(msg_id)
+            if o["msg_type"] in ("stream", "error")
+        ]
+        self.assertEqual(
+            notices,
+            [
+                (
+                    "stdout",
+                    f"stopped waiting for run {run_id}; the run goes on "
+                    f"(its card keeps updating; `%ddp stop {run_id}` stops it)\n",
+                ),
+                ("stdout", "interrupted: the rest of the cell was not run\n"),
+            ],
+        )
         self.assertEqual(run_named("long")["status"], "running", "interrupting %ddp wait must not stop the run")
 
         self.k.execute_ok("%ddp stop latest", timeout=180)
@@ -192,6 +212,18 @@ class RunTests(unittest.TestCase):
                 self.assertIn(needle, content["evalue"], reply_error(reply))
                 self.assertTrue([o for o in outputs if o["msg_type"] == "error"], f"no error output:\n{summary(outputs)}")
         self.assertEqual(len(runs()), before, "a refused spec must not create a run")
+
+    def test_6_missing_spec_names_the_notebook_folder(self) -> None:
+        # a spec beside the notebook's folder, typed as if from the folder above it
+        specs = self.notebook_dir.parent / "specs"
+        specs.mkdir(exist_ok=True)
+        (specs / "hint.toml").write_text(mnist_spec().read_text())
+        reply, _ = self.k.execute_error("%ddp run specs/hint.toml", timeout=60)
+        self.assertEqual(
+            reply["content"]["evalue"],
+            f"specs/hint.toml: no such file (paths are relative to the notebook's folder, "
+            f"{self.notebook_dir}); did you mean ../specs/hint.toml?",
+        )
 
     # (f) -----------------------------------------------------------------------------------------
 

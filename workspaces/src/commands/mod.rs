@@ -15,7 +15,8 @@
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
 //!   into one of these structs ([`parse_line`], [`parse_words`]) with clap's messages as plain text ([`one_line`]
 //!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
-//! - `paths`: completing a path being typed ([`path_candidates`]).
+//! - `paths`: completing a path being typed ([`path_candidates`]); where a missing path is
+//!   ([`missing_path`], [`found_in_ancestors`]).
 
 mod analysis;
 mod paths;
@@ -24,7 +25,7 @@ mod runs;
 mod words;
 
 pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
-pub use paths::path_candidates;
+pub use paths::{found_in_ancestors, missing_path, path_candidates};
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
 pub use words::{one_line, parse_line, parse_words, split, synopsis, synopsis_of};
