@@ -176,8 +176,26 @@ fn plots_as_svg_and_png() {
     };
     let o = runs::plot(&[series("a"), series("b")], XAxis::Epoch).unwrap();
     assert_eq!(o.plain, "plot of 2 runs (x = epoch): loss and accuracy");
-    assert!(o.svg.as_ref().unwrap().starts_with("<svg"));
-    assert_eq!(&o.png.as_ref().unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = o.svg.as_ref().unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains(r#"width="960" height="400""#));
+    let png = o.png.as_ref().unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&png[16..24], [0, 0, 3, 192, 0, 0, 1, 144], "960×400");
+    // The HTML (preferred by JupyterLab, and kept by its sanitiser) is the same SVG as an image,
+    // at most as wide as drawn, shrinking with the output area.
+    let html = o.html.as_ref().unwrap();
+    let (img, from_html) = super::card_tests::chart_svg(html);
+    assert_eq!(&from_html, svg);
+    assert!(
+        img.contains("style=\"width:100%;max-width:960px;height:auto\""),
+        "{img}"
+    );
+    assert_eq!(html, &img);
+    assert!(super::card_tests::smallest_text(svg) >= 11.0);
+    let m = o.to_mime_map();
+    for k in ["text/plain", "text/html", "image/svg+xml", "image/png"] {
+        assert!(m.contains_key(k), "{k}");
+    }
     assert_eq!(
         runs::plot(&[series("a")], XAxis::Step).unwrap().plain,
         "plot of 1 run (x = step): loss and accuracy"
