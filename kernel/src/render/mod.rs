@@ -16,8 +16,9 @@
 //!
 //! Layout:
 //! - this file: [`Output`] and its MIME bundle, [`html_escape`], [`svg_img`].
-//! - `table`: HTML tables from [`ddp_workspaces::report::Table`] (status cells coloured), key/value
-//!   tables, status badges.
+//! - `table`: HTML tables from [`ddp_workspaces::report::Table`] (status cells coloured; cells
+//!   that wrap for a table that must fit the output area, `compare`), key/value tables, status
+//!   badges.
 //! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (HTML with the image, SVG,
 //!   PNG).
 //! - `devices`: the GPUs, CPU, memory and the runs' processes ([`devices::devices`]).

@@ -9,7 +9,7 @@ use ddp_workspaces::summary::RunOverview;
 use ddp_workspaces::{Error, Run};
 use serde_json::Value;
 
-use super::table::{html_table, key_value_table, note, pre, status_badge};
+use super::table::{html_table, key_value_table, note, pre, status_badge, wrapping_html_table};
 use super::{Output, html_escape, svg_img};
 
 /// The run list (`ddp ls`): the CLI's table as text and as an HTML table.
@@ -67,10 +67,11 @@ pub fn show_json(run: &Run) -> Output {
     Output::json(plain, v)
 }
 
-/// A comparison (`ddp compare`): the CLI's table and note, as text and as HTML.
+/// A comparison (`ddp compare`): the CLI's table and note, as text and as HTML (cells wrap, so
+/// the table fits the output area with any number of differing keys).
 pub fn compare(c: &Comparison) -> Output {
     let (table, remark) = report::comparison_table(c);
-    let mut html = html_table(&table);
+    let mut html = wrapping_html_table(&table);
     if let Some(r) = &remark {
         html.push_str(&note(r));
     }
