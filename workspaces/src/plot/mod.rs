@@ -638,7 +638,7 @@ fn chart<'a, DB: DrawingBackend>(
         .label_style(label_style(s))
         .axis_desc_style(axis_desc_style(s))
         .light_line_style(RGBColor(240, 240, 240));
-    if x == XAxis::Epoch && x_hi as usize + 1 <= x_labels * 2 {
+    if x == XAxis::Epoch && (x_hi as usize) < x_labels * 2 {
         mesh.x_labels(x_hi as usize + 1);
     }
     mesh.draw().map_err(draw_err)?;
