@@ -1,7 +1,7 @@
 //! Comparing and exporting runs (`ddp compare`, `ddp export`, the TUI's Compare view): choosing
-//! runs by address or sweep ([`select_runs`]), a run's frozen `spec.toml` as dotted keys, the keys
-//! that differ between runs with each run's values and figures ([`comparison`]), and metric
-//! records as CSV.
+//! runs by address or sweep ([`select_runs`]), a run's frozen `spec.toml` as dotted keys (with
+//! the defaults filled in, [`read_resolved_flat_spec`]), the keys that differ between runs with
+//! each run's values and figures ([`comparison`]), and metric records as CSV.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -97,11 +97,12 @@ pub struct ComparedRun {
     pub cells: Vec<String>,
 }
 
-/// Reads each run's frozen spec and figures; `sweep` is recorded as given.
+/// Reads each run's frozen spec (defaults filled in, so a key one spec leaves out and another
+/// sets to its default is no difference) and figures; `sweep` is recorded as given.
 pub fn comparison(runs: &[Run], sweep: Option<String>) -> Result<Comparison> {
     let specs: Vec<FlatSpec> = runs
         .iter()
-        .map(|r| read_flat_spec(&r.spec_path()))
+        .map(|r| read_resolved_flat_spec(&r.spec_path()))
         .collect::<Result<_>>()?;
     let differing_keys = differing_keys(&specs);
     let runs = runs
@@ -139,9 +140,24 @@ pub fn comparison(runs: &[Run], sweep: Option<String>) -> Result<Comparison> {
 /// A spec as `dotted.key → value` (tables flattened, arrays kept whole).
 pub type FlatSpec = BTreeMap<String, Value>;
 
-/// Reads and flattens a spec file (a run's `spec.toml`); errors name the file.
+/// Reads and flattens a spec file (a run's `spec.toml`) as written; errors name the file.
 pub fn read_flat_spec(path: &Path) -> Result<FlatSpec> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    flat_spec_text(&text, path)
+}
+
+/// Reads a spec file as the trainer resolves it, every default filled in, and flattens it; a
+/// spec the trainer does not accept (an older format, a custom trainer's keys) is flattened as
+/// written. Errors name the file.
+pub fn read_resolved_flat_spec(path: &Path) -> Result<FlatSpec> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    match crate::spec::Spec::parse(&text, path, &[]) {
+        Ok(spec) => flat_spec_text(&spec.to_toml(), path),
+        Err(_) => flat_spec_text(&text, path),
+    }
+}
+
+fn flat_spec_text(text: &str, path: &Path) -> Result<FlatSpec> {
     let table: Table = text.parse().map_err(|e: toml::de::Error| Error::Corrupt {
         path: path.to_path_buf(),
         msg: format!("not a valid spec ({})", e.message().trim()),
@@ -315,6 +331,32 @@ mod tests {
             "{v}"
         );
         assert_eq!(v["runs"][0]["status"], "queued");
+        // A key one spec leaves out compares as its default.
+        let dir = tempfile::tempdir().unwrap();
+        let written = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let base = "name='m'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n";
+        let bare = written("bare.toml", base);
+        let lr = |v: &str| format!("{base}[train]\nlr = {v}\n");
+        let default = written("default.toml", &lr("0.01"));
+        let other = written("other.toml", &lr("0.1"));
+        let read = |p: &Path| read_resolved_flat_spec(p).unwrap();
+        assert_eq!(read(&bare)["train.lr"], Value::Float(0.01));
+        assert!(differing_keys(&[read(&bare), read(&default)]).is_empty());
+        assert_eq!(differing_keys(&[read(&bare), read(&other)]), ["train.lr"]);
+        let as_written = |p: &Path| read_flat_spec(p).unwrap();
+        assert_eq!(
+            differing_keys(&[as_written(&bare), as_written(&default)]),
+            ["train.lr"],
+            "as written, the left-out key would differ"
+        );
+        // A spec the trainer does not accept is compared as written.
+        let custom = written("custom.toml", &format!("{base}[extra]\nknob = 3\n"));
+        assert_eq!(read(&custom)["extra.knob"], Value::Integer(3));
+
         let e = select_runs(&ws, &[], None).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "{e}");
         let e = select_runs(&ws, &["nope".into()], None).unwrap_err();

@@ -222,24 +222,27 @@ pub fn show_text(run: &Run) -> String {
 /// What [`comparison_table`] adds under a table of several runs whose specs are all the same.
 pub const NO_DIFFERING_KEY: &str = "(no spec key differs between these runs)";
 
-/// The `ddp compare` table (one row per run: id, name when any run has one, status, the
-/// differing spec keys, then figures) and the note printed under it, if any
-/// ([`NO_DIFFERING_KEY`]).
+/// The `ddp compare` table (one row per run: id, `RUN NAME` when any run has one, status, the
+/// differing spec keys ([`spec_key_header`]), then figures) and the note printed under it, if
+/// any ([`NO_DIFFERING_KEY`]).
 pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
     let named = c.runs.iter().any(|r| r.name.is_some());
-    let mut header: Vec<&str> = vec!["RUN"];
+    let mut header: Vec<String> = vec!["RUN".into()];
     if named {
-        header.push("NAME");
+        header.push("RUN NAME".into());
     }
-    header.push("STATUS");
-    header.extend(c.differing_keys.iter().map(String::as_str));
-    header.extend([
-        "BEST VAL ACC",
-        "FINAL VAL ACC",
-        "TEST LOSS",
-        "TEST ACC",
-        "DURATION",
-    ]);
+    header.push("STATUS".into());
+    header.extend(c.differing_keys.iter().map(|k| spec_key_header(k)));
+    header.extend(
+        [
+            "BEST VAL ACC",
+            "FINAL VAL ACC",
+            "TEST LOSS",
+            "TEST ACC",
+            "DURATION",
+        ]
+        .map(String::from),
+    );
     let rows: Vec<Vec<String>> = c
         .runs
         .iter()
@@ -262,7 +265,18 @@ pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
         })
         .collect();
     let note = (c.differing_keys.is_empty() && c.runs.len() > 1).then(|| NO_DIFFERING_KEY.into());
-    (Table::new(&header, rows), note)
+    (Table { header, rows }, note)
+}
+
+/// The column header of a spec key: the dotted key (lower case, unlike the run's own columns),
+/// a top-level key prefixed with `spec.` (`spec.name`, the experiment's name, is not the run's
+/// name).
+pub fn spec_key_header(key: &str) -> String {
+    if key.contains('.') {
+        key.to_string()
+    } else {
+        format!("spec.{key}")
+    }
 }
 
 /// Everything `ddp compare` prints without `--json`: the table, then the note on a line of its
@@ -388,8 +402,15 @@ mod tests {
         c.runs[1].name = Some("b2".into());
         let (t, note) = comparison_table(&c);
         assert_eq!(note, None);
-        assert_eq!(t.header[..4], ["RUN", "NAME", "STATUS", "train.lr"]);
+        assert_eq!(t.header[..4], ["RUN", "RUN NAME", "STATUS", "train.lr"]);
         assert_eq!(t.rows[0][..4], ["a", "-", "completed", "0.1"]);
         assert_eq!(comparison_text(&c), t.to_text());
+        // A top-level spec key is not mistaken for a column of the run's own.
+        c.differing_keys = vec!["name".into(), "train.lr".into()];
+        let (t, _) = comparison_table(&c);
+        assert_eq!(
+            t.header[..5],
+            ["RUN", "RUN NAME", "STATUS", "spec.name", "train.lr"]
+        );
     }
 }

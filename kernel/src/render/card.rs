@@ -9,9 +9,10 @@
 //! It shows: run id, experiment (and name), status badge, epoch E/N and step, a progress bar,
 //! samples/s (the latest train record's, all replicas), ETA (from the steps per second since the
 //! run's current attempt started recording), restarts, the last supervisor event, a loss and
-//! accuracy chart (once there are records), and per rank the last log lines (in a `<details>`).
-//! When the run is over: test accuracy and loss (completed), the error (failed), how to resume
-//! (stopped).
+//! accuracy chart (once there are records; an `<img>` of the SVG, see [`svg_img`]), the devices
+//! in a few words, and per rank the last log lines (in a `<details>`). When the run is over:
+//! test accuracy and loss (completed), the error (failed), how to resume (stopped); the status
+//! says how it ended once (the last event is left out when it only repeats it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
@@ -21,17 +22,19 @@ use std::sync::OnceLock;
 use ddp_workspaces::format::{self, percent};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::plot::{self, Series, XAxis};
+use ddp_workspaces::run::SupervisorEvent;
 use ddp_workspaces::run_list::MetricDigest;
 use ddp_workspaces::{Run, RunEvent, RunRecord, RunStatus};
 
 use super::table::{bar, pre, status_badge, status_colour};
-use super::text::{clean_line, describe, shorten, text_bar};
-use super::{Output, html_escape};
+use super::text::{clean_line, describe, short_devices, shorten, text_bar};
+use super::{Output, html_escape, svg_img};
 
 /// Log lines kept per rank (and for the supervisor).
 pub const LOG_LINES: usize = 8;
-/// Size of the card's chart, pixels.
-pub const CHART_SIZE: (u32, u32) = (640, 260);
+/// Size of the card's chart, pixels: the card's width inside its padding, so the chart is shown
+/// at the size it is drawn (smaller only in a narrower output area).
+pub const CHART_SIZE: (u32, u32) = (656, 300);
 
 /// What a run card shows, folded from the run's events.
 #[derive(Debug)]
@@ -52,6 +55,9 @@ pub struct Card {
     logs: BTreeMap<usize, VecDeque<String>>,
     supervisor_log: VecDeque<String>,
     last_event: Option<String>,
+    /// The last supervisor event ended the run (stopped, completed, failed): the status and
+    /// the outcome line already say it.
+    last_event_final: bool,
     /// The chart's SVG (`None`: nothing to draw), drawn at the first render after a change.
     chart: OnceLock<Option<String>>,
 }
@@ -108,6 +114,7 @@ impl Card {
             logs: BTreeMap::new(),
             supervisor_log: VecDeque::new(),
             last_event: None,
+            last_event_final: false,
             chart: OnceLock::new(),
         }
     }
@@ -145,6 +152,12 @@ impl Card {
                 let text = describe(&e.event);
                 let changed = self.last_event.as_ref() != Some(&text);
                 self.last_event = Some(text);
+                self.last_event_final = matches!(
+                    e.event,
+                    SupervisorEvent::Stopped
+                        | SupervisorEvent::Completed
+                        | SupervisorEvent::Failed { .. }
+                );
                 changed
             }
             RunEvent::Unparsed { .. } => false,
@@ -248,12 +261,17 @@ impl Card {
             timing.clone(),
             ("restarts", r.restarts.to_string()),
         ];
+        let devices = self.devices();
+        if let Some(d) = &devices {
+            lines.push(("devices", d.clone()));
+        }
         let outcome = self.outcome();
         if let Some((key, text)) = &outcome {
             lines.push((*key, text.clone()));
         }
-        if let Some(e) = &self.last_event {
-            lines.push(("event", e.clone()));
+        let event = self.event();
+        if let Some(e) = event {
+            lines.push(("event", e.to_string()));
         }
         let rank_keys: Vec<String> = self.logs.keys().map(|k| format!("rank {k}")).collect();
         for (key, log) in rank_keys.iter().zip(self.logs.values()) {
@@ -293,12 +311,14 @@ impl Card {
             bar(progress.unwrap_or(0.0) * 100.0, colour),
             pct.as_deref().unwrap_or("-")
         );
+        if let Some(d) = &devices {
+            let _ = writeln!(h, "<div>devices: {}</div>", html_escape(d));
+        }
         if let Some((key, text)) = &outcome {
             let body = match r.status {
-                RunStatus::Stopped => format!(
-                    "stopped · resume with <code>%ddp resume {}</code>",
-                    html_escape(id)
-                ),
+                RunStatus::Stopped => {
+                    format!("resume with <code>%ddp resume {}</code>", html_escape(id))
+                }
                 _ => format!("{key}: {}", html_escape(text)),
             };
             let _ = writeln!(
@@ -306,30 +326,50 @@ impl Card {
                 "<div style=\"color:{colour};font-weight:600\">{body}</div>"
             );
         }
-        if let Some(e) = &self.last_event {
+        if let Some(e) = event {
             let _ = writeln!(h, "<div style=\"color:#6b7280\">{}</div>", html_escape(e));
         }
         if let Some(svg) = self.chart() {
-            let _ = writeln!(h, "<div class=\"ddp-chart\">{svg}</div>");
+            let alt = format!("loss and accuracy of run {id}");
+            let _ = writeln!(h, "<div>{}</div>", svg_img(svg, CHART_SIZE.0, &alt));
         }
         let supervisor = ("supervisor".to_string(), &self.supervisor_log);
         let ranks = rank_keys.into_iter().zip(self.logs.values());
         for (who, log) in ranks.chain(std::iter::once(supervisor)) {
-            if let Some(last) = log.back() {
-                let text: Vec<&str> = log.iter().map(String::as_str).collect();
-                let _ = writeln!(
-                    h,
-                    "<details><summary>{who} · <code>{}</code></summary>{}</details>",
-                    html_escape(&shorten(last, 120)),
-                    pre(&text.join("\n"))
-                );
+            if log.is_empty() {
+                continue;
             }
+            // The supervisor's notes on the devices are on the devices line already.
+            let last = log.iter().rev().find(|l| !r.devices.contains(l.as_str()));
+            let summary = match last {
+                Some(last) => format!(" · <code>{}</code>", html_escape(&shorten(last, 120))),
+                None => String::new(),
+            };
+            let text: Vec<&str> = log.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                h,
+                "<details><summary>{who}{summary}</summary>{}</details>",
+                pre(&text.join("\n"))
+            );
         }
         h.push_str("</div>");
         Output::rich(plain, h)
     }
 
-    /// What ended the run, as a text line: `("test", ...)`, `("error", ...)`, `("stopped", ...)`.
+    /// Where the replicas run, in a few words ([`short_devices`]), once the supervisor has
+    /// assigned devices.
+    fn devices(&self) -> Option<String> {
+        let d = &self.record.devices;
+        (!d.is_empty()).then(|| short_devices(d, self.record.replicas))
+    }
+
+    /// The last supervisor event, unless it only repeats how the run ended.
+    fn event(&self) -> Option<&str> {
+        let repeats = self.last_event_final && self.is_final();
+        self.last_event.as_deref().filter(|_| !repeats)
+    }
+
+    /// What ended the run, as a text line: `("test", ...)`, `("error", ...)`, `("resume", ...)`.
     fn outcome(&self) -> Option<(&'static str, String)> {
         let d = &self.digest;
         match self.record.status {
@@ -345,10 +385,7 @@ impl Card {
                 "error",
                 self.record.error.clone().unwrap_or_else(|| "-".into()),
             )),
-            RunStatus::Stopped => Some((
-                "stopped",
-                format!("resume with %ddp resume {}", self.record.id),
-            )),
+            RunStatus::Stopped => Some(("resume", format!("%ddp resume {}", self.record.id))),
             _ => None,
         }
     }

@@ -46,7 +46,7 @@ fn running_to_completed() {
     assert_eq!(line(&o.plain, "progress"), "progress    [..........] 0%");
     assert_eq!(line(&o.plain, "ETA"), "ETA         -");
     assert!(
-        !o.html.as_ref().unwrap().contains("<svg"),
+        !o.html.as_ref().unwrap().contains("ddp-chart"),
         "no chart without records"
     );
 
@@ -79,7 +79,11 @@ fn running_to_completed() {
     let h = o.html.unwrap();
     assert!(h.contains("class=\"ddp-card\"") && h.contains("ddp-status-running"));
     assert!(h.contains("width:50.0%"), "{h}");
-    assert!(h.contains("<svg"), "chart once there are records");
+    assert!(h.contains("ddp-chart"), "chart once there are records");
+    assert!(
+        !h.contains("<svg"),
+        "never an inline SVG: sanitisers strip it"
+    );
     // Only the last 8 lines of rank 0.
     assert!(
         h.contains("line 2\nline 3") && !h.contains("line 1\n"),
@@ -141,14 +145,31 @@ fn failed_shows_the_error_escaped() {
 #[test]
 fn stopped_says_how_to_resume() {
     let mut card = half_done();
+    let stopped = RunEvent::Supervisor(EventRecord {
+        time: 2.0,
+        event: SupervisorEvent::Stopped,
+    });
+    assert!(card.apply(&stopped));
     assert!(card.apply(&RunEvent::Status(record(ID, RunStatus::Stopped))));
     let o = card.render();
+    assert_eq!(line(&o.plain, "status"), "status      stopped");
     assert_eq!(
-        line(&o.plain, "stopped"),
-        format!("stopped     resume with %ddp resume {ID}")
+        line(&o.plain, "resume"),
+        format!("resume      %ddp resume {ID}")
     );
+    // "stopped" once: the status says it; the outcome says how to resume; no event repeats it.
+    assert_eq!(o.plain.matches("stopped").count(), 1, "{}", o.plain);
     let h = o.html.unwrap();
-    assert!(h.contains(&format!("<code>%ddp resume {ID}</code>")), "{h}");
+    assert!(
+        h.contains(&format!("resume with <code>%ddp resume {ID}</code>")),
+        "{h}"
+    );
+    assert_eq!(
+        h.matches("stopped").count(),
+        2,
+        "the badge's class and text: {h}"
+    );
+    assert!(h.contains(">stopped</span>"));
     assert!(card.is_final());
 }
 
@@ -237,4 +258,87 @@ fn text_bars() {
     assert_eq!(text_bar(Some(0.5)), "[#####.....] 50%");
     assert_eq!(text_bar(Some(1.7)), "[##########] 100%");
     assert_eq!(text_bar(Some(f64::NAN)), "-");
+}
+
+/// The chart's `<img>` in a card's HTML, decoded back to its SVG.
+pub(super) fn chart_svg(html: &str) -> (String, String) {
+    use base64::Engine as _;
+    let start = html
+        .find("<img class=\"ddp-chart\"")
+        .expect("a chart image");
+    let img = &html[start..start + html[start..].find('>').unwrap() + 1];
+    let prefix = "src=\"data:image/svg+xml;base64,";
+    let data = &img[img.find(prefix).unwrap() + prefix.len()..];
+    let data = &data[..data.find('"').unwrap()];
+    let svg = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    (img.to_string(), String::from_utf8(svg).unwrap())
+}
+
+/// The smallest `font-size` of an SVG's texts.
+pub(super) fn smallest_text(svg: &str) -> f64 {
+    svg.split("font-size=\"")
+        .skip(1)
+        .map(|t| t[..t.find('"').unwrap()].parse::<f64>().unwrap())
+        .fold(f64::INFINITY, f64::min)
+}
+
+#[test]
+fn chart_is_an_image_that_survives_sanitising() {
+    let o = half_done().render();
+    let (img, svg) = chart_svg(o.html.as_ref().unwrap());
+    assert_eq!(
+        &img[img.find(" style=").unwrap()..],
+        format!(
+            " style=\"width:100%;max-width:656px;height:auto\" alt=\"loss and accuracy of run {ID}\">"
+        )
+    );
+    assert!(svg.starts_with("<svg") && svg.contains(r#"width="656" height="300""#));
+    assert!(smallest_text(&svg) >= 11.0, "{}", smallest_text(&svg));
+}
+
+#[test]
+fn devices_once_in_a_few_words() {
+    let mut card = half_done();
+    let mut r = record(ID, RunStatus::Running);
+    r.devices = "CPU, 1 thread(s) per replica (ddp.devices = \"auto\": no NVIDIA driver \
+                 (libnvidia-ml.so.1 not found): running on CPU)"
+        .into();
+    assert!(card.apply(&RunEvent::Status(r)));
+    assert!(card.apply(&RunEvent::Supervisor(EventRecord {
+        time: 1.0,
+        event: SupervisorEvent::Started {
+            attempt: 0,
+            devices: "CPU, 1 thread(s) per replica (...)".into(),
+            resume: false,
+        },
+    })));
+    for l in [
+        "no NVIDIA driver (libnvidia-ml.so.1 not found)",
+        "ddp.devices = \"auto\": no NVIDIA driver (libnvidia-ml.so.1 not found): running on CPU",
+    ] {
+        card.apply(&RunEvent::Log {
+            rank: None,
+            line: l.into(),
+        });
+    }
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "devices"),
+        "devices     2 × CPU (no NVIDIA driver)"
+    );
+    assert_eq!(line(&o.plain, "event"), "event       started attempt 0");
+    assert_eq!(o.plain.matches("NVIDIA").count(), 1, "{}", o.plain);
+    let h = o.html.unwrap();
+    assert!(
+        h.contains("<div>devices: 2 × CPU (no NVIDIA driver)</div>"),
+        "{h}"
+    );
+    // The full notes stay in the supervisor's log, folded away; its summary does not repeat them.
+    assert!(h.contains("<details><summary>supervisor</summary>"), "{h}");
+    assert!(
+        h.contains("libnvidia-ml.so.1 not found): running on CPU</pre>"),
+        "{h}"
+    );
 }

@@ -9,13 +9,18 @@
 //!
 //! The HTML uses inline `style` attributes only (no `<style>` element, no JavaScript), so it
 //! looks the same in JupyterLab, Notebook, VS Code and exported pages; every piece of text that
-//! comes from a run (ids, names, log lines, errors, spec) goes through [`html_escape`].
+//! comes from a run (ids, names, log lines, errors, spec) goes through [`html_escape`]. Charts
+//! are `<img>` elements with the SVG in a data URI ([`svg_img`]), never inline `<svg>`, which the
+//! sanitiser of an untrusted notebook strips; they are as wide as they were drawn at most and
+//! shrink with the output area.
 //!
 //! Layout:
-//! - this file: [`Output`] and its MIME bundle, [`html_escape`].
-//! - `table`: HTML tables from [`ddp_workspaces::report::Table`] (status cells coloured), key/value
-//!   tables, status badges.
-//! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (SVG, PNG).
+//! - this file: [`Output`] and its MIME bundle, [`html_escape`], [`svg_img`].
+//! - `table`: HTML tables from [`ddp_workspaces::report::Table`] (status cells coloured; cells
+//!   that wrap for a table that must fit the output area, `compare`), key/value tables, status
+//!   badges.
+//! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (HTML with the image, SVG,
+//!   PNG).
 //! - `devices`: the GPUs, CPU, memory and the runs' processes ([`devices::devices`]).
 //! - `card`: the run card ([`card::Card`]), built from [`ddp_workspaces::RunEvent`]s and
 //!   re-rendered in place while the run trains; `text`: its text helpers (progress bar,
@@ -110,6 +115,19 @@ impl Output {
         }
         m
     }
+}
+
+/// An SVG image as an `<img class="ddp-chart">` whose `src` is a base64 `data:image/svg+xml`
+/// URI: it survives the HTML sanitiser of an untrusted notebook, which strips inline `<svg>`.
+/// It is `width` pixels wide at most (the width it was drawn at, so it never scales up) and
+/// shrinks with a narrower output area; `alt` is escaped.
+pub fn svg_img(svg: &str, width: u32, alt: &str) -> String {
+    let data = base64::engine::general_purpose::STANDARD.encode(svg);
+    format!(
+        "<img class=\"ddp-chart\" src=\"data:image/svg+xml;base64,{data}\" \
+         style=\"width:100%;max-width:{width}px;height:auto\" alt=\"{}\">",
+        html_escape(alt)
+    )
 }
 
 /// `s` safe as HTML text and as a quoted attribute value: `&`, `<`, `>`, `"` and `'` escaped.

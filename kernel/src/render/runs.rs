@@ -1,4 +1,5 @@
-//! `%ddp ls`, `show`, `compare` (text and HTML, or JSON with `--json`) and `plot` (SVG and PNG).
+//! `%ddp ls`, `show`, `compare` (text and HTML, or JSON with `--json`) and `plot` (HTML with the
+//! image, SVG and PNG).
 //! The plain text is exactly what the `ddp` CLI prints.
 
 use ddp_workspaces::analysis::Comparison;
@@ -8,8 +9,8 @@ use ddp_workspaces::summary::RunOverview;
 use ddp_workspaces::{Error, Run};
 use serde_json::Value;
 
-use super::table::{html_table, key_value_table, note, pre, status_badge};
-use super::{Output, html_escape};
+use super::table::{html_table, key_value_table, note, pre, status_badge, wrapping_html_table};
+use super::{Output, html_escape, svg_img};
 
 /// The run list (`ddp ls`): the CLI's table as text and as an HTML table.
 pub fn ls(runs: &[&Run]) -> Output {
@@ -66,10 +67,11 @@ pub fn show_json(run: &Run) -> Output {
     Output::json(plain, v)
 }
 
-/// A comparison (`ddp compare`): the CLI's table and note, as text and as HTML.
+/// A comparison (`ddp compare`): the CLI's table and note, as text and as HTML (cells wrap, so
+/// the table fits the output area with any number of differing keys).
 pub fn compare(c: &Comparison) -> Output {
     let (table, remark) = report::comparison_table(c);
-    let mut html = html_table(&table);
+    let mut html = wrapping_html_table(&table);
     if let Some(r) = &remark {
         html.push_str(&note(r));
     }
@@ -83,17 +85,24 @@ pub fn compare_json(c: &Comparison) -> Output {
     Output::json(plain, v)
 }
 
-/// Loss and accuracy of `series` overlaid (as `ddp plot` draws them), as SVG and PNG; fails
-/// like [`plot::plot_runs`] when there is nothing to draw.
+/// Size of a `%ddp plot` image, pixels: both panels fit JupyterLab's output area (about 968
+/// pixels wide) at the drawn size.
+pub const PLOT_SIZE: (u32, u32) = (960, 400);
+
+/// Loss and accuracy of `series` overlaid (as `ddp plot` draws them, at [`PLOT_SIZE`]): HTML
+/// with the image ([`svg_img`]: it survives an untrusted notebook's sanitiser and shrinks with
+/// the output area), and SVG and PNG for other viewers; fails like [`plot::plot_runs`] when
+/// there is nothing to draw.
 pub fn plot(series: &[Series], x: XAxis) -> Result<Output, Error> {
-    let svg = plot::plot_runs_svg(series, x)?;
-    let png = plot::plot_runs_png(series, x)?;
+    let svg = plot::plot_runs_svg_sized(series, x, PLOT_SIZE)?;
+    let png = plot::plot_runs_png_sized(series, x, PLOT_SIZE)?;
     let runs = if series.len() == 1 { "run" } else { "runs" };
     let plain = format!(
         "plot of {} {runs} (x = {x}): loss and accuracy",
         series.len()
     );
-    Ok(Output::image(plain, svg, png))
+    let html = svg_img(&svg, PLOT_SIZE.0, &plain);
+    Ok(Output::image(plain, svg, png).with_html(html))
 }
 
 fn overview(run: &Run) -> Value {

@@ -12,6 +12,16 @@ const TABLE_STYLE: &str = "border-collapse:collapse;font-size:13px;margin:4px 0"
 /// The style of every `<th>` and `<td>`.
 const CELL_STYLE: &str =
     "text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #e5e7eb;white-space:nowrap";
+/// The style of a [`wrapping_html_table`]: never wider than the output area.
+const WRAPPING_TABLE_STYLE: &str = "border-collapse:collapse;font-size:13px;margin:4px 0;\
+                                    max-width:100%;table-layout:auto";
+/// Its cells: text wraps between words and after the separators of keys, paths and ids
+/// ([`breakable`]), no column wider than [`MAX_CELL_EM`] em.
+const WRAPPING_CELL_STYLE: &str = "text-align:left;padding:2px 8px 2px 0;\
+                                   border-bottom:1px solid #e5e7eb;vertical-align:top;\
+                                   white-space:normal;overflow-wrap:break-word;max-width:14em";
+/// The widest a column of a [`wrapping_html_table`] gets, em.
+pub const MAX_CELL_EM: u32 = 14;
 
 /// The colour of a status (text of status cells, background of badges); `None` for any other
 /// text.
@@ -38,12 +48,43 @@ pub fn status_badge(status: RunStatus) -> String {
 }
 
 /// `t` as an HTML table (`<table class="ddp-table">`, header in `<thead>`), every cell escaped;
-/// the cells of a `STATUS` column are coloured by status.
+/// the cells of a `STATUS` column are coloured by status. Cells do not wrap.
 pub fn html_table(t: &Table) -> String {
+    styled_table(t, TABLE_STYLE, CELL_STYLE, html_escape)
+}
+
+/// [`html_table`] whose cells wrap, so that the table fits the output area however many
+/// columns it has (`%ddp compare`): columns are at most [`MAX_CELL_EM`] em wide, and the table
+/// at most as wide as its container.
+pub fn wrapping_html_table(t: &Table) -> String {
+    styled_table(t, WRAPPING_TABLE_STYLE, WRAPPING_CELL_STYLE, breakable)
+}
+
+/// `s` escaped, with a line break opportunity (`<wbr>`) after each `/`, `.`, `_`, `-`, `=` and
+/// `,` inside it, so that dotted keys, paths and ids wrap at their separators rather than
+/// widening their column (letters are never split).
+pub fn breakable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push_str(&html_escape(c.encode_utf8(&mut [0; 4])));
+        if matches!(c, '/' | '.' | '_' | '-' | '=' | ',') && chars.peek().is_some() {
+            out.push_str("<wbr>");
+        }
+    }
+    out
+}
+
+fn styled_table(
+    t: &Table,
+    table_style: &str,
+    cell_style: &str,
+    text: fn(&str) -> String,
+) -> String {
     let status_col = t.column("STATUS");
-    let mut h = format!("<table class=\"ddp-table\" style=\"{TABLE_STYLE}\">\n<thead><tr>");
+    let mut h = format!("<table class=\"ddp-table\" style=\"{table_style}\">\n<thead><tr>");
     for head in &t.header {
-        let _ = write!(h, "<th style=\"{CELL_STYLE}\">{}</th>", html_escape(head));
+        let _ = write!(h, "<th style=\"{cell_style}\">{}</th>", text(head));
     }
     h.push_str("</tr></thead>\n<tbody>\n");
     for row in &t.rows {
@@ -56,12 +97,12 @@ pub fn html_table(t: &Table) -> String {
                 Some(c) => {
                     let _ = write!(
                         h,
-                        "<td style=\"{CELL_STYLE};color:{c};font-weight:600\">{}</td>",
-                        html_escape(cell)
+                        "<td style=\"{cell_style};color:{c};font-weight:600\">{}</td>",
+                        text(cell)
                     );
                 }
                 None => {
-                    let _ = write!(h, "<td style=\"{CELL_STYLE}\">{}</td>", html_escape(cell));
+                    let _ = write!(h, "<td style=\"{cell_style}\">{}</td>", text(cell));
                 }
             }
         }

@@ -152,7 +152,7 @@ fn ls_show_compare_plain_text_is_the_cli_text() {
     let o = runs::compare(&c);
     assert_eq!(o.plain, report::comparison_text(&c));
     assert!(o.plain.contains("train.lr"));
-    assert!(o.html.unwrap().contains(">train.lr</th>"));
+    assert!(o.html.unwrap().contains(">train.<wbr>lr</th>"));
     let same = ddp_workspaces::analysis::comparison(&[b.clone(), b.clone()], None).unwrap();
     let o = runs::compare(&same);
     assert!(
@@ -166,6 +166,92 @@ fn ls_show_compare_plain_text_is_the_cli_text() {
     );
 }
 
+/// The opening tags of an HTML string's `<th>` and `<td>` cells.
+fn cell_tags(html: &str) -> Vec<&str> {
+    html.split('<')
+        .filter(|t| t.starts_with("th ") || t.starts_with("td "))
+        .map(|t| &t[..t.find('>').unwrap()])
+        .collect()
+}
+
+#[test]
+fn compare_table_wraps_to_fit_the_output_area() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "examples/data/a-very-long-folder-name/with/many/parts/mnist-sample";
+    let spec = |name: &str, lr: f64, path: &str| {
+        format!(
+            "name = \"{name}\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n\
+             path = \"{path}\"\n[train]\nlr = {lr}\nbatch_size = {}\nseed = {}\n",
+            (lr * 1000.0) as u32,
+            (lr * 100.0) as u32
+        )
+    };
+    let mut runs = Vec::new();
+    for (i, (name, lr, path)) in [("mnist-cnn", 0.1, long), ("mnist-mlp", 0.2, "data")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = run_in(dir.path(), &format!("20261121-10150{i}-aaaaaa"), lr, &[]);
+        r.record.name = Some(format!("lr-{lr}"));
+        std::fs::write(r.spec_path(), spec(name, lr, path)).unwrap();
+        runs.push(r);
+    }
+    let c = ddp_workspaces::analysis::comparison(&runs, None).unwrap();
+    assert_eq!(
+        c.differing_keys,
+        [
+            "data.path",
+            "name",
+            "train.batch_size",
+            "train.lr",
+            "train.seed"
+        ]
+    );
+    let o = runs::compare(&c);
+    // The text is the CLI's, whose run name column cannot be taken for the spec's `name`.
+    assert_eq!(o.plain, report::comparison_text(&c));
+    let header = o.plain.lines().next().unwrap();
+    assert!(
+        header.starts_with("RUN                     RUN NAME  STATUS     data.path"),
+        "{header}"
+    );
+    assert!(header.contains(" spec.name "), "{header}");
+    let html = o.html.unwrap();
+    assert!(html.contains(">RUN NAME</th>") && html.contains(">spec.<wbr>name</th>"));
+    assert!(html.contains(">train.<wbr>batch_<wbr>size</th>"), "{html}");
+    assert!(html.contains(&format!(">{}</td>", super::table::breakable(long))));
+    // No piece that cannot wrap is longer than 24 characters (about 180 px).
+    let pieces = html
+        .split(['<', '>', ' '])
+        .filter(|p| !p.contains('=') && !p.contains(':'))
+        .map(|p| p.chars().count());
+    assert!(pieces.max().unwrap() <= 24, "{html}");
+    // Never wider than the output area: the table is bounded by it, and every cell wraps
+    // (between words, after separators) in a column of at most 14 em.
+    assert!(
+        html.starts_with("<table class=\"ddp-table\" style=\"") && html.contains("max-width:100%")
+    );
+    let cells = cell_tags(&html);
+    assert_eq!(cells.len(), 3 * 13);
+    for tag in cells {
+        assert!(
+            tag.contains("white-space:normal;overflow-wrap:break-word;max-width:14em"),
+            "{tag}"
+        );
+        assert!(!tag.contains("nowrap"), "{tag}");
+    }
+    assert_eq!(super::table::MAX_CELL_EM, 14);
+}
+
+#[test]
+fn breakable_text_wraps_at_separators_and_is_escaped() {
+    use super::table::breakable;
+    assert_eq!(breakable("train.lr"), "train.<wbr>lr");
+    assert_eq!(breakable("a/b_c-d."), "a/<wbr>b_<wbr>c-<wbr>d.");
+    assert_eq!(breakable("<x>.&"), "&lt;x&gt;.<wbr>&amp;");
+    assert_eq!(breakable("completed"), "completed");
+}
+
 #[test]
 fn plots_as_svg_and_png() {
     let series = |label: &str| Series {
@@ -176,8 +262,26 @@ fn plots_as_svg_and_png() {
     };
     let o = runs::plot(&[series("a"), series("b")], XAxis::Epoch).unwrap();
     assert_eq!(o.plain, "plot of 2 runs (x = epoch): loss and accuracy");
-    assert!(o.svg.as_ref().unwrap().starts_with("<svg"));
-    assert_eq!(&o.png.as_ref().unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = o.svg.as_ref().unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains(r#"width="960" height="400""#));
+    let png = o.png.as_ref().unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&png[16..24], [0, 0, 3, 192, 0, 0, 1, 144], "960×400");
+    // The HTML (preferred by JupyterLab, and kept by its sanitiser) is the same SVG as an image,
+    // at most as wide as drawn, shrinking with the output area.
+    let html = o.html.as_ref().unwrap();
+    let (img, from_html) = super::card_tests::chart_svg(html);
+    assert_eq!(&from_html, svg);
+    assert!(
+        img.contains("style=\"width:100%;max-width:960px;height:auto\""),
+        "{img}"
+    );
+    assert_eq!(html, &img);
+    assert!(super::card_tests::smallest_text(svg) >= 11.0);
+    let m = o.to_mime_map();
+    for k in ["text/plain", "text/html", "image/svg+xml", "image/png"] {
+        assert!(m.contains_key(k), "{k}");
+    }
     assert_eq!(
         runs::plot(&[series("a")], XAxis::Step).unwrap().plain,
         "plot of 1 run (x = step): loss and accuracy"

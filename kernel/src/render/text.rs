@@ -23,17 +23,16 @@ pub fn text_bar(progress: Option<f64>) -> String {
     )
 }
 
-/// One supervisor event in words.
+/// One supervisor event in words; a start leaves out the devices (the card shows them on a
+/// line of their own, [`short_devices`]).
 pub fn describe(e: &SupervisorEvent) -> String {
     match e {
         SupervisorEvent::Queued { waiting_for } => format!("queued: waiting for {waiting_for}"),
         SupervisorEvent::Started {
-            attempt,
-            devices,
-            resume,
+            attempt, resume, ..
         } => {
             let resumed = if *resume { ", resumed" } else { "" };
-            format!("started attempt {attempt} on {devices}{resumed}")
+            format!("started attempt {attempt}{resumed}")
         }
         SupervisorEvent::ReplicaExited { rank, code, signal } => match (code, signal) {
             (_, Some(s)) => format!("rank {rank} killed by signal {s}"),
@@ -48,6 +47,30 @@ pub fn describe(e: &SupervisorEvent) -> String {
         SupervisorEvent::Stopped => "stopped".into(),
         SupervisorEvent::Completed => "completed".into(),
         SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
+    }
+}
+
+/// The devices of a run's record (`RunRecord::devices`, as the supervisor logs them) in a few
+/// words: `CPU, 4 thread(s) per replica (ddp.devices = "auto": no NVIDIA driver
+/// (libnvidia-ml.so.1 not found): running on CPU)` becomes `2 × CPU (no NVIDIA driver)` for 2
+/// replicas; GPUs stay as they are (`GPUs 0 (NVIDIA H100), 1 (NVIDIA H100)`).
+pub fn short_devices(devices: &str, replicas: usize) -> String {
+    let Some(rest) = devices.strip_prefix("CPU") else {
+        return devices.to_string();
+    };
+    // The note of `ddp.devices = "auto"` falling back: the reason before ": running on CPU",
+    // without its own parenthesised detail.
+    let reason = rest
+        .split_once("\": ")
+        .map(|(_, why)| why.trim_end_matches(')'))
+        .map(|why| why.strip_suffix(": running on CPU").unwrap_or(why))
+        .map(|why| match why.find(" (") {
+            Some(i) => &why[..i],
+            None => why,
+        });
+    match reason {
+        Some(why) => format!("{replicas} × CPU ({why})"),
+        None => format!("{replicas} × CPU"),
     }
 }
 

@@ -28,7 +28,7 @@ pub const DEFAULT_MASTER_PORT: u16 = 29500;
 /// torchelastic's restart count. A process that starts a trainer outside its own launcher's
 /// world (a benchmark, a test) removes them from the child's environment, so that the child
 /// sees no launcher at all.
-pub const LAUNCHER_VARIABLES: [&str; 16] = [
+pub const LAUNCHER_VARIABLES: [&str; 17] = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -45,7 +45,14 @@ pub const LAUNCHER_VARIABLES: [&str; 16] = [
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "DDP_TOKEN",
     "TORCHELASTIC_RESTART_COUNT",
+    LAUNCHER_NAME_VARIABLE,
 ];
+
+/// Set to [`DDP_LAUNCHER`] by the `ddp` supervisor beside torchrun's variables, so that its
+/// replicas name it as their launcher ([`LauncherKind::Ddp`]) rather than torchrun.
+pub const LAUNCHER_NAME_VARIABLE: &str = "DDP_LAUNCHER";
+/// The value of [`LAUNCHER_NAME_VARIABLE`] that the `ddp` supervisor sets.
+pub const DDP_LAUNCHER: &str = "ddp";
 
 const HINT_TORCHRUN: &str = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, \
                              MASTER_ADDR and MASTER_PORT; set both RANK and WORLD_SIZE, or neither \
@@ -63,6 +70,8 @@ pub enum LauncherKind {
     Single,
     /// `RANK` and `WORLD_SIZE` (torchrun, `ddp-trainer --standalone`, Kubernetes PyTorchJob).
     Torchrun,
+    /// torchrun's variables set by the `ddp` supervisor (`DDP_LAUNCHER=ddp` beside them).
+    Ddp,
     /// `SLURM_PROCID` (srun).
     Slurm,
     /// `OMPI_COMM_WORLD_RANK` (Open MPI's mpirun).
@@ -74,6 +83,7 @@ impl fmt::Display for LauncherKind {
         f.write_str(match self {
             LauncherKind::Single => "single process",
             LauncherKind::Torchrun => "torchrun",
+            LauncherKind::Ddp => "ddp",
             LauncherKind::Slurm => "slurm",
             LauncherKind::OpenMpi => "open mpi",
         })
@@ -106,11 +116,18 @@ impl DistEnv {
 
     /// Detects the launcher from the variables `get` returns, in the order torchrun > Slurm >
     /// Open MPI > single process, and validates them. Values are trimmed; an empty value counts as
-    /// unset.
+    /// unset. torchrun's variables with `DDP_LAUNCHER=ddp` are the `ddp` supervisor's.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<DistEnv> {
         let vars = Vars(get);
         if vars.has("RANK") || vars.has("WORLD_SIZE") {
-            torchrun(&vars)
+            let env = torchrun(&vars)?;
+            let by_ddp = vars.get(LAUNCHER_NAME_VARIABLE).as_deref() == Some(DDP_LAUNCHER);
+            let kind = if by_ddp {
+                LauncherKind::Ddp
+            } else {
+                LauncherKind::Torchrun
+            };
+            Ok(DistEnv { kind, ..env })
         } else if vars.has("SLURM_PROCID") {
             slurm(&vars)
         } else if vars.has("OMPI_COMM_WORLD_RANK") || vars.has("OMPI_COMM_WORLD_SIZE") {

@@ -79,6 +79,26 @@ fn torchrun_reads_every_variable() {
 }
 
 #[test]
+fn the_ddp_supervisor_names_itself() {
+    let env = from(&with(TORCHRUN, &[("DDP_LAUNCHER", "ddp")])).unwrap();
+    assert_eq!(env.kind, LauncherKind::Ddp);
+    assert_eq!(
+        env.describe(),
+        "rank 1/4 (local 1/2) via ddp, master 10.0.0.1:29500, restart 3"
+    );
+    // Only with torchrun's variables, and only the value `ddp`.
+    let env = from(&with(TORCHRUN, &[("DDP_LAUNCHER", "other")])).unwrap();
+    assert_eq!(env.kind, LauncherKind::Torchrun);
+    assert_eq!(
+        from(&[("DDP_LAUNCHER", "ddp")]).unwrap().kind,
+        LauncherKind::Single
+    );
+    let slurm = from(&with(SLURM, &[("DDP_LAUNCHER", "ddp")])).unwrap();
+    assert_eq!(slurm.kind, LauncherKind::Slurm);
+    assert!(LAUNCHER_VARIABLES.contains(&"DDP_LAUNCHER"));
+}
+
+#[test]
 fn describe_brackets_ipv6_and_omits_restart_zero() {
     let env = from(&with(
         TORCHRUN,

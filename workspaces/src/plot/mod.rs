@@ -3,7 +3,9 @@
 //!
 //! Each run gets one colour; the line style says what a line is: training loss (rank 0's train
 //! records) solid, validation dashed with a circle per epoch, the final test evaluation a
-//! triangle. Several runs are overlaid in one panel and the legend names each run.
+//! triangle. Several runs are overlaid in one panel; the legend, in a strip under the panels
+//! (never on the data), names each run and the line styles. Text is at least 11 px at the size
+//! the image is drawn, whatever its size.
 //!
 //! Text is measured (both formats) and drawn (PNG) with DejaVu Sans embedded in the binary
 //! (`assets/fonts/`, registered with plotters at first use), so plotting needs no system fonts;
@@ -16,9 +18,12 @@
 //!   memory (SVG text, PNG file bytes), e.g. for a notebook.
 //! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` for one run folder.
 //! - `RunData`: a run's points ([`crate::curves`]: NaN skipped, resumed history replaced).
-//! - `draw_loss`, `draw_accuracy`: the panels, text and margins scaled down on small images
-//!   (`Scale`); `encode`: the backends (SVG text, PNG bytes), shared by the in-memory and the
-//!   file variants; `write_file`: the atomic file write.
+//! - `draw_loss`, `draw_accuracy`: the panels; an accuracy panel without any figure says why
+//!   (regression, no validation yet, or none ran); `encode`: the backends (SVG text, PNG
+//!   bytes), shared by the in-memory and the file variants; `write_file`: the atomic file write.
+//! - `style`: colours, line and marker sizes, text styles, and `Scale`, which shrinks text and
+//!   margins on small images down to a readable minimum.
+//! - `legend`: the legend strip under the panels, its entries in rows that fit the width.
 //! - `tests` (its own file).
 
 use std::path::{Path, PathBuf};
@@ -32,7 +37,15 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 pub use crate::curves::XAxis;
 use crate::curves::curves;
 use crate::error::{Error, Result};
-use crate::metrics::{MetricRecord, metrics_path, read_metrics};
+use crate::metrics::{MetricKind, MetricRecord, metrics_path, read_metrics};
+use legend::{Entry, Legend, Mark};
+use style::{
+    FONT_FAMILY, LINE_WIDTH, Scale, TEST_SIZE, VAL_RADIUS, axis_desc_style, caption_style, colour,
+    label_style,
+};
+
+mod legend;
+mod style;
 
 /// The metric records of one run and the name the legend gives it.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,8 +117,10 @@ pub const MIN_SIZE: (u32, u32) = (240, 120);
 /// `x`, into one image: SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
 /// file is written whole or not at all (through a temporary file renamed over `out`). A run with
 /// nothing to draw (no records yet, or only NaN) keeps a legend entry marked "(no data)"; when no
-/// run has accuracy figures (regression) the accuracy panel says so. Fails when no run at all has
-/// anything to draw, and does not create `out`'s folder.
+/// run has accuracy figures the accuracy panel says why: "no accuracy (regression)" when every
+/// run was evaluated (has validation or test records) without any, else "accuracy after the
+/// first validation". Fails when no run at all has anything to draw, and does not create
+/// `out`'s folder.
 pub fn plot_runs(series: &[Series], x: XAxis, out: &Path) -> Result<()> {
     let format = format_of(out)?;
     let runs = prepare(series, x)?;
@@ -120,8 +135,8 @@ pub fn plot_runs_svg(series: &[Series], x: XAxis) -> Result<String> {
 }
 
 /// [`plot_runs_svg`] at `size` (width, height) pixels, at least [`MIN_SIZE`]: text and margins
-/// shrink with images smaller than the default (down to 60%), so a small chart, e.g. 640×260 in
-/// a run card, stays readable.
+/// shrink with images smaller than the default, but text never below 11 px, so a small chart,
+/// e.g. 640×260 in a run card, stays readable at the size it is drawn.
 pub fn plot_runs_svg_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Result<String> {
     let bytes = plot_in_memory(series, x, size, Format::Svg)?;
     Ok(String::from_utf8(bytes).expect("plotters writes SVG as UTF-8"))
@@ -157,14 +172,17 @@ fn plot_in_memory(
 /// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` for the run folder `run_dir`, read from
 /// its `metrics/rank-0.jsonl` (the supervisor passes `run_dir/plots` as `out_dir` when a run
 /// ends). `out_dir` is created if needed. A regression run's accuracy plot says that there is no
-/// accuracy.
+/// accuracy, and that of a run that ended before any validation that none ran.
 pub fn plot_run_folder(run_dir: &Path, out_dir: &Path) -> Result<()> {
     let series = [Series::from_run_dir(run_dir)?];
     let runs = prepare(&series, XAxis::Step)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
     for (name, panels) in [(LOSS_SVG, Panels::Loss), (ACCURACY_SVG, Panels::Accuracy)] {
         let out = out_dir.join(name);
-        let figure = Figure::new(panels, &runs, XAxis::Step, PANEL_SIZE);
+        let figure = Figure {
+            ended: true,
+            ..Figure::new(panels, &runs, XAxis::Step, PANEL_SIZE)
+        };
         let bytes = encode(&figure, Format::Svg).map_err(|e| drawing_failed(Some(&out), e))?;
         write_file(&out, &bytes)?;
     }
@@ -221,6 +239,8 @@ struct Figure<'a> {
     /// Width and height, pixels.
     size: (u32, u32),
     scale: Scale,
+    /// The runs are over (a run folder's plots): no accuracy will come any more.
+    ended: bool,
 }
 
 impl<'a> Figure<'a> {
@@ -237,40 +257,76 @@ impl<'a> Figure<'a> {
             x_hi: x_upper(runs, x),
             size,
             scale: Scale::of(size, full),
+            ended: false,
         }
     }
 
+    /// The panels, and the legend in a strip under them.
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         root.fill(&WHITE).map_err(draw_err)?;
-        let (runs, x, x_hi, s) = (self.runs, self.x, self.x_hi, self.scale);
+        let entries = self.legend_entries();
+        let legend = Legend::layout(root, &entries, self.scale)?;
+        let (_, h) = root.dim_in_pixel();
+        let (panels, strip) = root.split_vertically(h.saturating_sub(legend.height()));
         match self.panels {
             Panels::Both => {
-                let (w, _) = root.dim_in_pixel();
-                let (left, right) = root.split_horizontally(w / 2);
-                draw_loss(&left, runs, x, x_hi, s)?;
-                draw_accuracy(&right, runs, x, x_hi, s)
+                let (w, _) = panels.dim_in_pixel();
+                let (left, right) = panels.split_horizontally(w / 2);
+                draw_loss(&left, self)?;
+                draw_accuracy(&right, self)?;
             }
-            Panels::Loss => draw_loss(root, runs, x, x_hi, s),
-            Panels::Accuracy => draw_accuracy(root, runs, x, x_hi, s),
+            Panels::Loss => draw_loss(&panels, self)?,
+            Panels::Accuracy => draw_accuracy(&panels, self)?,
         }
-    }
-}
-
-/// How much text, margins and label areas shrink on an image smaller than the default size of
-/// its kind: the smaller of the width and height ratios, between 0.6 and 1 (markers, lines and
-/// legend swatches keep their size).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Scale(f64);
-
-impl Scale {
-    fn of((w, h): (u32, u32), (full_w, full_h): (u32, u32)) -> Scale {
-        let r = (w as f64 / full_w as f64).min(h as f64 / full_h as f64);
-        Scale(r.clamp(0.6, 1.0))
+        legend.draw(&strip)
     }
 
-    /// `v` pixels at this scale.
-    fn px(self, v: i32) -> i32 {
-        (v as f64 * self.0).round() as i32
+    /// A colour per run (an accuracy plot: per run with accuracy; a run with nothing to draw
+    /// marked "(no data)"), then the line styles the panels use.
+    fn legend_entries(&self) -> Vec<Entry> {
+        let accuracy_only = self.panels == Panels::Accuracy;
+        let mut entries: Vec<Entry> = self
+            .runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !accuracy_only || r.has_accuracy())
+            .map(|(i, r)| Entry {
+                mark: Mark::Run(colour(i)),
+                label: if r.has_loss() || r.has_accuracy() {
+                    r.label.to_string()
+                } else {
+                    format!("{} (no data)", r.label)
+                },
+            })
+            .collect();
+        let styles = [
+            (Mark::Train, "train"),
+            (Mark::Val, "val"),
+            (Mark::Test, "test"),
+        ];
+        let styles = styles
+            .into_iter()
+            .filter(|(m, _)| !(accuracy_only && *m == Mark::Train))
+            .map(|(mark, label)| Entry {
+                mark,
+                label: label.into(),
+            });
+        if accuracy_only && entries.is_empty() {
+            return entries;
+        }
+        entries.extend(styles);
+        entries
+    }
+
+    /// What an accuracy panel without any accuracy figure says.
+    fn no_accuracy_note(&self) -> &'static str {
+        if self.runs.iter().all(|r| r.evaluated) {
+            "no accuracy (regression)"
+        } else if self.ended {
+            "no accuracy: no validation ran"
+        } else {
+            "accuracy after the first validation"
+        }
     }
 }
 
@@ -346,8 +402,6 @@ fn temp_path(out: &Path) -> PathBuf {
 /// DejaVu Sans 2.37 from Debian's `fonts-dejavu-core` (Bitstream Vera licence; see
 /// `assets/fonts/README.md`).
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-/// The family every text style here uses; the embedded font is registered under it.
-const FONT_FAMILY: &str = "sans-serif";
 
 /// Registers the embedded font with plotters once per process.
 fn ensure_font() -> Result<()> {
@@ -376,6 +430,9 @@ struct RunData<'a> {
     val_acc: Vec<(f64, f64)>,
     test_loss: Option<(f64, f64)>,
     test_acc: Option<(f64, f64)>,
+    /// The run has a validation or test record: an evaluation ran (a run without accuracy
+    /// figures then has none to give: regression).
+    evaluated: bool,
 }
 
 impl RunData<'_> {
@@ -426,35 +483,18 @@ fn run_data(series: &Series, x: XAxis) -> RunData<'_> {
         val_acc: c.val_acc,
         test_loss: c.test_loss,
         test_acc: c.test_acc,
+        evaluated: series
+            .records
+            .iter()
+            .any(|r| matches!(r.kind, MetricKind::Val | MetricKind::Test)),
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Panels.
 
-/// Run colours (matplotlib's "tab10"), reused cyclically.
-const COLOURS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
-
-fn colour(i: usize) -> RGBColor {
-    COLOURS[i % COLOURS.len()]
-}
-
-const LINE_WIDTH: u32 = 2;
 /// Blank border around each panel, pixels.
 const MARGIN: i32 = 14;
-const VAL_RADIUS: i32 = 4;
-const TEST_SIZE: i32 = 8;
 
 /// Right end of the x axis: the largest x of any point of any run (whole epochs rounded up), so
 /// both panels share one scale.
@@ -497,18 +537,6 @@ fn value_label(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
     move |v: &f64| format!("{v:.decimals$}")
 }
 
-fn caption_style(s: Scale) -> TextStyle<'static> {
-    (FONT_FAMILY, s.px(26)).into_font().into()
-}
-
-fn label_style(s: Scale) -> TextStyle<'static> {
-    (FONT_FAMILY, s.px(17)).into_font().into()
-}
-
-fn axis_desc_style(s: Scale) -> TextStyle<'static> {
-    (FONT_FAMILY, s.px(19)).into_font().into()
-}
-
 type Chart<'a, DB> = ChartContext<
     'a,
     DB,
@@ -516,14 +544,8 @@ type Chart<'a, DB> = ChartContext<
 >;
 
 /// The loss panel: per run, train (solid), val (dashed, circles) and test (triangle) loss.
-fn draw_loss<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    runs: &[RunData],
-    x: XAxis,
-    x_hi: f64,
-    s: Scale,
-) -> DrawResult {
-    let values = runs.iter().flat_map(|r| {
+fn draw_loss<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, f: &Figure) -> DrawResult {
+    let values = f.runs.iter().flat_map(|r| {
         let test = r.test_loss.iter();
         r.train_loss
             .iter()
@@ -539,35 +561,18 @@ fn draw_loss<DB: DrawingBackend>(
     } else {
         lo + 1.0
     };
-    let mut chart = chart(area, "loss", x, x_hi, (lo, hi), &value_label(lo, hi), s)?;
-    for (i, run) in runs.iter().enumerate() {
-        let label = if run.has_loss() || run.has_accuracy() {
-            run.label.to_string()
-        } else {
-            format!("{} (no data)", run.label)
-        };
-        draw_run(
-            &mut chart,
-            i,
-            label,
-            &run.train_loss,
-            &run.val_loss,
-            run.test_loss,
-        )?;
+    let mut chart = chart(area, "loss", f, (lo, hi), &value_label(lo, hi))?;
+    for (i, run) in f.runs.iter().enumerate() {
+        draw_run(&mut chart, i, &run.train_loss, &run.val_loss, run.test_loss)?;
     }
-    draw_legend(&mut chart, true, SeriesLabelPosition::UpperRight, s)
+    Ok(())
 }
 
 /// The accuracy panel: per run with accuracy figures, val (dashed, circles) and test
-/// (triangle); without any, a note that the runs have no accuracy.
-fn draw_accuracy<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    runs: &[RunData],
-    x: XAxis,
-    x_hi: f64,
-    s: Scale,
-) -> DrawResult {
-    if !runs.iter().any(RunData::has_accuracy) {
+/// (triangle); without any, a note saying why ([`Figure::no_accuracy_note`]).
+fn draw_accuracy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, f: &Figure) -> DrawResult {
+    let s = f.scale;
+    if !f.runs.iter().any(RunData::has_accuracy) {
         let area = area
             .margin(s.px(MARGIN), s.px(MARGIN), s.px(MARGIN), s.px(MARGIN))
             .titled("accuracy", caption_style(s))
@@ -576,10 +581,11 @@ fn draw_accuracy<DB: DrawingBackend>(
         let style = axis_desc_style(s).pos(Pos::new(HPos::Center, VPos::Center));
         let centre = (w as i32 / 2, h as i32 / 2);
         return area
-            .draw(&Text::new("no accuracy (regression)", centre, style))
+            .draw(&Text::new(f.no_accuracy_note(), centre, style))
             .map_err(draw_err);
     }
-    let values = runs
+    let values = f
+        .runs
         .iter()
         .flat_map(|r| r.val_acc.iter().chain(r.test_acc.iter()).map(|p| p.1));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
@@ -592,59 +598,57 @@ fn draw_accuracy<DB: DrawingBackend>(
     } else {
         (lo - 0.01, hi + 0.01)
     };
-    let mut chart = chart(area, "accuracy", x, x_hi, (lo, hi), &value_label(lo, hi), s)?;
-    for (i, run) in runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
-        draw_run(
-            &mut chart,
-            i,
-            run.label.to_string(),
-            &[],
-            &run.val_acc,
-            run.test_acc,
-        )?;
+    let mut chart = chart(area, "accuracy", f, (lo, hi), &value_label(lo, hi))?;
+    for (i, run) in f.runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
+        draw_run(&mut chart, i, &[], &run.val_acc, run.test_acc)?;
     }
-    draw_legend(&mut chart, false, SeriesLabelPosition::LowerRight, s)
+    Ok(())
 }
 
-/// A chart with its caption (also the y axis description), axes, grid and axis descriptions.
+/// A chart with its caption (also the y axis description), axes, grid and axis descriptions;
+/// as many tick labels as fit the panel.
 fn chart<'a, DB: DrawingBackend>(
     area: &'a DrawingArea<DB, Shift>,
     caption: &str,
-    x: XAxis,
-    x_hi: f64,
+    f: &Figure,
     (y_lo, y_hi): (f64, f64),
     y_label: &dyn Fn(&f64) -> String,
-    s: Scale,
 ) -> std::result::Result<Chart<'a, DB>, String> {
+    let (s, x, x_hi) = (f.scale, f.x, f.x_hi);
+    let text = label_style(s).font.get_size();
     let mut chart = ChartBuilder::on(area)
         .caption(caption, caption_style(s))
         .margin(s.px(MARGIN))
-        .x_label_area_size(s.px(48))
-        .y_label_area_size(s.px(70))
+        .x_label_area_size((text * 3.0) as i32)
+        .y_label_area_size((text * 4.5) as i32)
         .build_cartesian_2d(0.0..x_hi, y_lo..y_hi)
         .map_err(draw_err)?;
+    let (w, h) = chart.plotting_area().dim_in_pixel();
+    // A label about every five text heights across, every two up.
+    let x_labels = ((w as f64 / (text * 5.0)) as usize).clamp(2, 10);
+    let y_labels = ((h as f64 / (text * 2.0)) as usize).clamp(2, 10);
     let x_label = x_label(x);
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x.description())
         .y_desc(caption)
         .x_label_formatter(&x_label)
         .y_label_formatter(y_label)
+        .x_labels(x_labels)
+        .y_labels(y_labels)
         .label_style(label_style(s))
         .axis_desc_style(axis_desc_style(s))
         .light_line_style(RGBColor(240, 240, 240));
-    if x == XAxis::Epoch && x_hi <= 20.0 {
+    if x == XAxis::Epoch && (x_hi as usize) < x_labels * 2 {
         mesh.x_labels(x_hi as usize + 1);
     }
     mesh.draw().map_err(draw_err)?;
     Ok(chart)
 }
 
-/// One run in colour `i`: `train` solid, `val` dashed with circles, `test` a triangle. The
-/// legend entry (a colour swatch named `label`) hangs on the first series.
+/// One run in colour `i`: `train` solid, `val` dashed with circles, `test` a triangle.
 fn draw_run<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     i: usize,
-    label: String,
     train: &[(f64, f64)],
     val: &[(f64, f64)],
     test: Option<(f64, f64)>,
@@ -655,9 +659,7 @@ fn draw_run<'a, DB: DrawingBackend + 'a>(
     let dots = if train.len() == 1 { 3 } else { 0 };
     chart
         .draw_series(LineSeries::new(train.iter().copied(), line).point_size(dots))
-        .map_err(draw_err)?
-        .label(label)
-        .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], c.filled()));
+        .map_err(draw_err)?;
     chart
         .draw_series(DashedLineSeries::new(val.iter().copied(), 7, 5, line))
         .map_err(draw_err)?;
@@ -668,49 +670,6 @@ fn draw_run<'a, DB: DrawingBackend + 'a>(
         .draw_series(test.map(|p| TriangleMarker::new(p, TEST_SIZE, c.filled())))
         .map_err(draw_err)?;
     Ok(())
-}
-
-/// Adds the style key (black: train, val, test; `train` only on the loss panel) after the runs'
-/// colour entries and draws the legend box at `position`.
-fn draw_legend<'a, DB: DrawingBackend + 'a>(
-    chart: &mut Chart<'a, DB>,
-    train: bool,
-    position: SeriesLabelPosition,
-    s: Scale,
-) -> DrawResult {
-    let key = BLACK.stroke_width(LINE_WIDTH);
-    let none = || std::iter::empty::<Circle<(f64, f64), i32>>();
-    if train {
-        chart
-            .draw_series(none())
-            .map_err(draw_err)?
-            .label("train")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], key));
-    }
-    chart
-        .draw_series(none())
-        .map_err(draw_err)?
-        .label("val")
-        .legend(move |(x, y)| {
-            EmptyElement::at((x, y))
-                + plotters::element::DashedPathElement::new(vec![(0, 0), (18, 0)], 5, 3, key)
-                + Circle::new((9, 0), VAL_RADIUS, BLACK.filled())
-        });
-    chart
-        .draw_series(none())
-        .map_err(draw_err)?
-        .label("test")
-        .legend(|(x, y)| TriangleMarker::new((x + 9, y), TEST_SIZE, BLACK.filled()));
-    chart
-        .configure_series_labels()
-        .position(position)
-        .margin(s.px(10))
-        .legend_area_size(26)
-        .label_font(label_style(s))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(160, 160, 160))
-        .draw()
-        .map_err(draw_err)
 }
 
 #[cfg(test)]

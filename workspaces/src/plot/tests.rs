@@ -1,4 +1,5 @@
 //! Tests of the plots: SVG texts, PNG bytes, file and in-memory variants.
+use super::style::COLOURS;
 use super::*;
 use crate::metrics::MetricKind;
 use crate::test_util::metric;
@@ -363,4 +364,78 @@ fn x_axis_parses() {
         "steps".parse::<XAxis>().unwrap_err().to_string(),
         "unknown x axis `steps`: expected `step`, `epoch` or `time`"
     );
+}
+
+/// The `font-size` and `y` of each `<text>` of an SVG, with its content.
+fn svg_text_boxes(svg: &str) -> Vec<(f64, f64, &str)> {
+    let attr = |t: &str, name: &str| -> f64 {
+        let at = t.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        t[at..at + t[at..].find('"').unwrap()].parse().unwrap()
+    };
+    svg.split("<text")
+        .skip(1)
+        .zip(svg_texts(svg))
+        .map(|(t, body)| (attr(t, "font-size"), attr(t, "y"), body))
+        .collect()
+}
+
+#[test]
+fn text_is_readable_and_the_legend_is_under_the_panels() {
+    let runs = [run("alpha", 3, true, 1.0), run("beta", 2, true, 1.3)];
+    for size in [(640, 260), (960, 400), BOTH_SIZE] {
+        let svg = plot_runs_svg_sized(&runs, XAxis::Step, size).unwrap();
+        let boxes = svg_text_boxes(&svg);
+        for (font, _, text) in &boxes {
+            assert!(*font >= 11.0, "{text:?} is {font} px at {size:?}");
+        }
+        // The legend's entries lie below the lowest text of the panels (the x axis
+        // description), so no entry covers a point.
+        let axis = boxes
+            .iter()
+            .filter(|b| b.2 == "global step")
+            .map(|b| b.1)
+            .fold(0.0, f64::max);
+        assert!(axis > 0.0);
+        for entry in ["alpha", "beta", "train", "val", "test"] {
+            let found: Vec<f64> = boxes.iter().filter(|b| b.2 == entry).map(|b| b.1).collect();
+            assert_eq!(found.len(), 1, "{entry} at {size:?}: {found:?}");
+            assert!(found[0] > axis, "{entry} at y {} above {axis}", found[0]);
+            assert!(found[0] < size.1 as f64);
+        }
+    }
+    // A single-panel image (a run folder's) keeps its text readable too.
+    let data = [run_data(&runs[0], XAxis::Step)];
+    let figure = Figure::new(Panels::Accuracy, &data, XAxis::Step, (400, 260));
+    let svg = String::from_utf8(encode(&figure, Format::Svg).unwrap()).unwrap();
+    let boxes = svg_text_boxes(&svg);
+    assert!(boxes.iter().all(|b| b.0 >= 11.0), "{boxes:?}");
+    assert!(!boxes.iter().any(|b| b.2 == "train"), "{boxes:?}");
+}
+
+#[test]
+fn accuracy_panel_says_why_it_is_empty() {
+    let texts = |runs: &[Series]| plot_runs_svg_sized(runs, XAxis::Step, (640, 260)).unwrap();
+    // A classification run before its first validation: only train records so far.
+    let mut early = run("early", 1, true, 1.0);
+    early.records.retain(|r| r.kind == MetricKind::Train);
+    let svg = texts(std::slice::from_ref(&early));
+    assert!(svg_texts(&svg).contains(&"accuracy after the first validation"));
+    assert!(!svg.contains("regression"));
+    // Validated without accuracy figures: regression.
+    let svg = texts(&[run("reg", 1, false, 1.0)]);
+    assert!(svg_texts(&svg).contains(&"no accuracy (regression)"));
+    // A regression run beside one not yet validated: the accuracy may still come.
+    let svg = texts(&[run("reg", 1, false, 1.0), early.clone()]);
+    assert!(svg_texts(&svg).contains(&"accuracy after the first validation"));
+
+    // A run folder whose run ended before any validation.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("short");
+    let mut w = ddp_trainer::metrics::MetricsWriter::create(&run_dir, 0).unwrap();
+    for r in &early.records {
+        w.write(r).unwrap();
+    }
+    plot_run_folder(&run_dir, &run_dir.join("plots")).unwrap();
+    let acc = assert_svg(&run_dir.join("plots").join(ACCURACY_SVG), &["accuracy"]);
+    assert!(svg_texts(&acc).contains(&"no accuracy: no validation ran"));
 }
