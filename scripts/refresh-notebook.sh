@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON DDP_BROWSER_REQUIRED=1
-DDP_NOTEBOOK_WRITE=examples/notebooks/mnist-ddp.ipynb \
+DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/mnist-ddp.ipynb \
   cargo test --locked -p ddp-kernel --test jupyter -- --exact notebook
 shots=$(mktemp -d)
 trap 'rm -rf "$shots"' EXIT

@@ -90,11 +90,14 @@ fn browser() {
             .filter(|p| p.is_file())
             .or_else(|| which(name))
     };
-    let missing: Vec<&str> = [("DDP_CHROMIUM", "chromium"), ("DDP_CHROMEDRIVER", "chromedriver")]
-        .into_iter()
-        .filter(|(var, name)| found(var, name).is_none())
-        .map(|(_, name)| name)
-        .collect();
+    let missing: Vec<&str> = [
+        ("DDP_CHROMIUM", "chromium"),
+        ("DDP_CHROMEDRIVER", "chromedriver"),
+    ]
+    .into_iter()
+    .filter(|(var, name)| found(var, name).is_none())
+    .map(|(_, name)| name)
+    .collect();
     if !missing.is_empty() {
         let msg = format!(
             "the browser test needs {} (Debian: apt-get install chromium chromium-driver; \

@@ -224,12 +224,6 @@ fn launch_once(
     opts.threads_per_replica = Some(threads);
     opts.echo = false;
     opts.env.extend(replica_env.iter().cloned());
-    // The replicas' startup line names `ddp` as their launcher rather than torchrun, whose
-    // variables the launcher sets.
-    opts.env.push((
-        ddp_trainer::env::LAUNCHER_NAME_VARIABLE.into(),
-        ddp_trainer::env::DDP_LAUNCHER.into(),
-    ));
     opts.env.push((
         "TORCHELASTIC_RESTART_COUNT".into(),
         lock(run).record.restarts.to_string(),

@@ -48,10 +48,11 @@ pub const LAUNCHER_VARIABLES: [&str; 17] = [
     LAUNCHER_NAME_VARIABLE,
 ];
 
-/// Set to [`DDP_LAUNCHER`] by the `ddp` supervisor beside torchrun's variables, so that its
-/// replicas name it as their launcher ([`LauncherKind::Ddp`]) rather than torchrun.
+/// Set to [`DDP_LAUNCHER`] by ddp's own launcher (`ddp-trainer --standalone`, and so the `ddp`
+/// supervisor) beside torchrun's variables, so that its replicas name it as their launcher
+/// ([`LauncherKind::Ddp`]) rather than torchrun.
 pub const LAUNCHER_NAME_VARIABLE: &str = "DDP_LAUNCHER";
-/// The value of [`LAUNCHER_NAME_VARIABLE`] that the `ddp` supervisor sets.
+/// The value of [`LAUNCHER_NAME_VARIABLE`] that ddp's launcher sets.
 pub const DDP_LAUNCHER: &str = "ddp";
 
 const HINT_TORCHRUN: &str = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, \

@@ -60,6 +60,9 @@ pub(super) fn spawn(
         .env("TORCHELASTIC_RESTART_COUNT", &world.restart_count)
         .env("RAYON_NUM_THREADS", world.threads.to_string())
         .env("DDP_THREADS", world.threads.to_string())
+        // The replicas' startup line names `ddp` as their launcher rather than torchrun, whose
+        // variables are set above.
+        .env(crate::env::LAUNCHER_NAME_VARIABLE, crate::env::DDP_LAUNCHER)
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
