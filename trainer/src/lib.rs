@@ -18,7 +18,8 @@
 //! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler, the
 //!   train/validation split, CIFAR augmentation.
 //! - `models`: the reference models with PyTorch names (`params`: what they are built with),
-//!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`.
+//!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
+//!   language model (`config`, `layers`, `init`, `state`: the tied `lm_head` in checkpoints).
 //! - `ddp`: the DDP step (flat gradient buckets reduce-scattered, the optimizer on this rank's
 //!   shard, parameters all-gathered; broadcast of parameters and buffers).
 //! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).

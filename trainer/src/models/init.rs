@@ -2,6 +2,7 @@
 //! ±1/sqrt(fan_in) (`kaiming_uniform_(a=√5)` reduces to that), BatchNorm weight 1 and bias 0.
 //! Values come from a SplitMix64 stream per parameter (seeded by the spec seed and the name), so
 //! the initial weights do not depend on the world size, the rank, or the order layers were built.
+//! [`normal`] draws N(0, σ²) values from the same streams, for models initialised that way (GPT).
 
 use candle_core::{Tensor, Var};
 
@@ -18,6 +19,23 @@ pub fn pytorch_default(params: &[(String, Var)], seed: u64) -> Result<()> {
             .collect();
         var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
     }
+    Ok(())
+}
+
+/// Sets `var` (named `name`) to N(0, `std`²) values from its seeded stream (Box–Muller pairs).
+pub fn normal(name: &str, var: &Var, std: f64, seed: u64) -> Result<()> {
+    let mut rng = SplitMix64(seed ^ fnv1a(name));
+    let n = var.elem_count();
+    let mut values: Vec<f32> = Vec::with_capacity(n + 1);
+    while values.len() < n {
+        // 1 − u lies in (0, 1]: the logarithm stays finite.
+        let radius = (-2.0 * (1.0 - rng.next_f64()).ln()).sqrt() * std;
+        let angle = std::f64::consts::TAU * rng.next_f64();
+        values.push((radius * angle.cos()) as f32);
+        values.push((radius * angle.sin()) as f32);
+    }
+    values.truncate(n);
+    var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
     Ok(())
 }
 

@@ -5,6 +5,8 @@
 //! - `small`: `mnist-cnn`, `mlp`, `convnet-bn`, `linear`.
 //! - `custom`: the user's model (`custom`), registered by `ddp_trainer::main_with`.
 //! - `resnet`: `resnet18`, `resnet50` for 32×32 CIFAR-10 (torchvision names, 3×3 stem, no max-pool).
+//! - `gpt`: the GPT language model of the PyTorch reference (token ids to logits, KV-cached
+//!   generation, the tied `lm_head` in checkpoints).
 //! - `params`: what models are built with ([`ParamBuilder`], [`BufferStore`], [`BnMode`]) and
 //!   the [`Forward`] pass they implement.
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
@@ -12,7 +14,7 @@
 //! - `kernels`: the CPU kernels behind the custom ops (GEMM views, im2col, conv, BatchNorm),
 //!   plain functions over slices; `cpu_tensor` borrows tensors' values for them.
 //! - `linear`: Linear with a contiguous weight gradient.
-//! - `init`: PyTorch's default initialisation, seeded.
+//! - `init`: PyTorch's default initialisation, seeded (and seeded normals).
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
 //! - `activation`: ReLU with a one-pass backward.
 //!
@@ -25,6 +27,7 @@ mod batchnorm;
 mod conv;
 mod cpu_tensor;
 pub mod custom;
+pub mod gpt;
 mod init;
 mod kernels;
 mod linear;
