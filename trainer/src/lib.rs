@@ -16,7 +16,8 @@
 //!   buffer is cut between the ranks), `nccl` (behind the `cuda` feature), `bench` (the
 //!   all-reduce benchmark).
 //! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler, the
-//!   train/validation split, CIFAR augmentation.
+//!   train/validation split, CIFAR augmentation; `text`: language-modelling data (tokenizers,
+//!   text and memory-mapped token files, training and evaluation windows).
 //! - `models`: the reference models with PyTorch names (`params`: what they are built with),
 //!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
 //!   language model (`config`, `layers`, `init`, `state`: the tied `lm_head` in checkpoints).

@@ -10,6 +10,8 @@
 //! - [`sampler`]: `DistributedSampler` with PyTorch's semantics.
 //! - [`split`]: `random_split`-style train/validation split.
 //! - [`augment`]: CIFAR random crop + horizontal flip, deterministic from (seed, epoch, rank, step).
+//! - [`text`]: language-modelling data: `char`/`byte` tokenizers, text files and memory-mapped token
+//!   files as token streams, and the training and evaluation windows.
 //!
 //! See `docs/data.md` for the formats, the normalisation and the error messages.
 
@@ -20,6 +22,7 @@ pub mod rng;
 pub mod sampler;
 pub mod split;
 pub mod synthetic;
+pub mod text;
 
 pub use augment::Augment;
 pub use cifar::load_cifar10;
