@@ -66,6 +66,9 @@ pub fn load_data(spec: &Spec) -> Result<Splits> {
             DataName::FashionMnist => data::load_fashion_mnist(&dir(), split),
             DataName::Cifar10 => data::load_cifar10(&dir(), split),
             DataName::Synthetic => Ok(data::synthetic(&synthetic_config(spec), split)),
+            DataName::Text | DataName::Tokens => Err(Error::Model(
+                "language-model data (data.name = \"text\" or \"tokens\") is not trained by this loop yet".into(),
+            )),
         }
     };
     let limit = |ds: Dataset, n: Option<usize>| match n {

@@ -72,6 +72,8 @@ pub fn expected_input(name: ModelName) -> [usize; 3] {
         ModelName::Linear => [1, 1, 10],
         // The user's model takes what the data gives; synthetic data defaults to MNIST's shape.
         ModelName::Custom => [1, 28, 28],
+        // Token ids, not images (see [`Network::gpt`]).
+        ModelName::Gpt => [1, 1, 1],
     }
 }
 
@@ -101,6 +103,12 @@ impl Network {
         bn: BnMode,
         seed: u64,
     ) -> Result<Network> {
+        if name == ModelName::Gpt {
+            return Err(Error::Model(
+                "model `gpt` is a language model: it trains on data.name = \"text\" or \"tokens\""
+                    .into(),
+            ));
+        }
         let want = expected_input(name);
         let fits = match name {
             ModelName::Linear => input.iter().product::<usize>() == 10,
@@ -134,6 +142,7 @@ impl Network {
             ModelName::Resnet50 => {
                 Box::new(resnet::resnet(resnet::ResNetConfig::resnet50(classes), pb)?)
             }
+            ModelName::Gpt => unreachable!("refused above"),
         };
         let mut params: Vec<(String, Var)> = varmap
             .data()
@@ -147,6 +156,32 @@ impl Network {
         Ok(Network {
             name,
             forward,
+            _varmap: varmap,
+            params,
+            buffers,
+            device: device.clone(),
+        })
+    }
+
+    /// The GPT of `cfg`, initialised like the PyTorch reference from `seed`.
+    pub fn gpt(cfg: &gpt::GptConfig, device: &Device, seed: u64) -> Result<Network> {
+        cfg.validate()?;
+        let varmap = VarMap::new();
+        let pb = ParamBuilder::new(&varmap, device, BnMode::Local);
+        let buffers = pb.buffers.clone();
+        let model = gpt::gpt(cfg, pb.vb.clone())?;
+        let mut params: Vec<(String, Var)> = varmap
+            .data()
+            .lock()
+            .expect("varmap poisoned")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        gpt::gpt_init(&params, cfg, seed)?;
+        Ok(Network {
+            name: ModelName::Gpt,
+            forward: Box::new(model),
             _varmap: varmap,
             params,
             buffers,
@@ -172,12 +207,33 @@ impl Network {
             .collect();
         all.extend(self.buffers.snapshot());
         all.sort_by(|a, b| a.0.cmp(&b.0));
+        if self.name == ModelName::Gpt {
+            // PyTorch's module lists the tied matrix under both names.
+            return gpt::tied_state(all);
+        }
         all
     }
 
     /// Loads a state dict strictly: every parameter and buffer must be present with its shape.
     pub fn load_state(&self, tensors: &HashMap<String, Tensor>, source: &str) -> Result<()> {
-        let expected: Vec<(String, Tensor)> = self.state();
+        if self.name == ModelName::Gpt {
+            let untied = gpt::untie_state(tensors.clone(), source)?;
+            let expected = self
+                .state()
+                .into_iter()
+                .filter(|(k, _)| k != gpt::LM_HEAD)
+                .collect();
+            return self.load_expected(expected, &untied, source);
+        }
+        self.load_expected(self.state(), tensors, source)
+    }
+
+    fn load_expected(
+        &self,
+        expected: Vec<(String, Tensor)>,
+        tensors: &HashMap<String, Tensor>,
+        source: &str,
+    ) -> Result<()> {
         for (name, current) in &expected {
             let t = tensors
                 .get(name)
@@ -217,6 +273,7 @@ pub fn model_label(name: ModelName) -> &'static str {
         ModelName::Resnet50 => "resnet50",
         ModelName::Linear => "linear",
         ModelName::Custom => "custom",
+        ModelName::Gpt => "gpt",
     }
 }
 

@@ -12,6 +12,11 @@ use crate::{Error, Result};
 pub const KEYS: &[&str] = &[
     "name",
     "model.name",
+    "model.layers",
+    "model.heads",
+    "model.embd",
+    "model.block",
+    "model.dropout",
     "data.name",
     "data.path",
     "data.val_fraction",
@@ -24,6 +29,9 @@ pub const KEYS: &[&str] = &[
     "data.train_size",
     "data.test_size",
     "data.noise",
+    "data.tokenizer",
+    "data.dtype",
+    "data.vocab_size",
     "train.epochs",
     "train.batch_size",
     "train.optimizer",
@@ -43,6 +51,8 @@ pub const KEYS: &[&str] = &[
     "train.grad_accum",
     "train.max_steps",
     "train.log_every",
+    "train.steps",
+    "train.eval_every",
     "ddp.replicas",
     "ddp.backend",
     "ddp.devices",
@@ -54,6 +64,7 @@ pub const KEYS: &[&str] = &[
     "ddp.shared_memory",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
+    "checkpoint.every_steps",
     "restart.max_restarts",
     "restart.backoff_s",
 ];
@@ -500,13 +511,50 @@ keep_last = 1
 max_restarts = 3
 backoff_s = 0.5
 "#;
-        let s = parse(full, Path::new("all.toml"), &[]).unwrap();
-        let rendered: Table = s.to_toml().parse().unwrap();
+        // The language-model keys, which image data refuses, from a second spec.
+        let language_model = r#"
+name = "lm"
+[model]
+name = "gpt"
+layers = 1
+heads = 1
+embd = 8
+block = 4
+dropout = 0.1
+[data]
+name = "tokens"
+path = "p"
+dtype = "u32"
+vocab_size = 10
+[train]
+steps = 10
+eval_every = 5
+[checkpoint]
+every_steps = 5
+"#;
         let mut seen = Vec::new();
-        flatten(&rendered, "", &mut seen);
+        for (text, file) in [(full, "all.toml"), (language_model, "lm.toml")] {
+            let s = parse(text, Path::new(file), &[]).unwrap();
+            let rendered: Table = s.to_toml().parse().unwrap();
+            flatten(&rendered, "", &mut seen);
+        }
+        seen.sort();
+        seen.dedup();
+        let text = parse(
+            &language_model
+                .replace("\"tokens\"", "\"text\"")
+                .replace("dtype = \"u32\"\nvocab_size = 10", "tokenizer = \"byte\""),
+            Path::new("text.toml"),
+            &[],
+        )
+        .unwrap();
+        if text.data.tokenizer.is_some() {
+            seen.push("data.tokenizer".into());
+        }
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
         keys.sort();
         seen.sort();
+        seen.dedup();
         assert_eq!(seen, keys);
     }
 

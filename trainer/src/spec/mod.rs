@@ -8,6 +8,7 @@
 //!
 //! Every key is documented in `docs/spec.md`.
 
+mod language_model;
 mod load;
 
 pub use load::{KEYS, edit_distance, parse_override};
@@ -47,12 +48,29 @@ pub enum ModelName {
     Linear,
     /// The user's model: the trainer executable is one made with `ddp_trainer::main_with`.
     Custom,
+    /// A GPT language model (token ids in, next-token logits out) for `text` and `tokens` data.
+    Gpt,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
     pub name: ModelName,
+    /// `gpt`: transformer blocks (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
+    /// `gpt`: attention heads per block; must divide `embd` (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heads: Option<usize>,
+    /// `gpt`: channels of the embeddings and the residual stream (default 128).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embd: Option<usize>,
+    /// `gpt`: context length in tokens, the positions the model learns (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<usize>,
+    /// `gpt`: dropout probability while training (default 0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropout: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +80,17 @@ pub enum DataName {
     FashionMnist,
     Cifar10,
     Synthetic,
+    /// A UTF-8 text file (`path`), tokenized by `tokenizer`, for language models.
+    Text,
+    /// Pre-tokenized `train.bin` and `val.bin` in the folder `path` (`dtype`, `vocab_size`).
+    Tokens,
+}
+
+impl DataName {
+    /// Token streams for a language model (rather than samples with targets).
+    pub fn is_text(self) -> bool {
+        matches!(self, DataName::Text | DataName::Tokens)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -105,6 +134,15 @@ pub struct DataSpec {
     pub test_size: usize,
     #[serde(default = "defaults::noise")]
     pub noise: f32,
+    /// `text`: `char` (the text's sorted distinct characters) or `byte` (256 ids); default char.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<crate::data::text::TokenizerKind>,
+    /// `tokens`: the id type of `train.bin`/`val.bin`, `u16` (default) or `u32`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<crate::data::text::TokenDtype>,
+    /// `tokens`: the number of distinct ids (every id in the files must be below it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab_size: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,6 +241,13 @@ pub struct TrainSpec {
     /// Progress line + train metric every N optimizer steps (0: about 10 per epoch).
     #[serde(default)]
     pub log_every: usize,
+    /// The optimizer-step budget, instead of `epochs` (required for `text` and `tokens` data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    /// Evaluate on the validation part every N optimizer steps (and at the end); default: every
+    /// `steps / 10` steps for a step budget, once per epoch otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_every: Option<u64>,
 }
 
 impl Default for TrainSpec {
@@ -283,6 +328,9 @@ pub struct CheckpointSpec {
     pub every_epochs: usize,
     #[serde(default = "defaults::keep_last")]
     pub keep_last: usize,
+    /// Write a checkpoint every N optimizer steps (step budgets; default: at each evaluation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_steps: Option<u64>,
 }
 
 impl Default for CheckpointSpec {
@@ -480,6 +528,7 @@ impl Spec {
         if self.data.limit_train == Some(0) || self.data.limit_test == Some(0) {
             return bad("data.limit_train", "limits must be at least 1".into());
         }
+        self.check_language_model()?;
         if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
             return bad("model.name", "\"linear\" is a regression model: use data.name = \"synthetic\" with data.task = \"regression\"".into());
         }

@@ -21,9 +21,13 @@ use crate::error::{Error, Result};
 /// The file name of a saved tokenizer in a run folder.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 
-/// Which tokenizer a text is encoded with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which tokenizer a text is encoded with (`data.tokenizer`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum TokenizerKind {
+    #[default]
     /// One id per Unicode character; the vocabulary is the text's sorted distinct characters.
     Char,
     /// One id per byte (0..256); any file encodes.

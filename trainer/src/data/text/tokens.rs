@@ -25,8 +25,11 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// The id type of a token file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// The id type of a token file (`data.dtype`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum TokenDtype {
     /// Little-endian `u16`: vocabularies up to 65,536 ids.
     #[default]

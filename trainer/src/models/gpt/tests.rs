@@ -311,3 +311,30 @@ fn dropout_applies_only_in_training() {
     assert_eq!(tensor_diff(&eval, &model.forward(&x, false).unwrap()), 0.0);
     assert!(tensor_diff(&eval, &model.forward(&x, true).unwrap()) > 0.0);
 }
+
+#[test]
+fn a_gpt_network_saves_both_tied_names_and_loads_them_back() {
+    let cfg = tiny();
+    let net = crate::models::Network::gpt(&cfg, &Device::Cpu, 3).unwrap();
+    let state: HashMap<String, Tensor> = net.state().into_iter().collect();
+    assert!(state.contains_key(WTE) && state.contains_key(LM_HEAD));
+    assert_eq!(tensor_diff(&state[WTE], &state[LM_HEAD]), 0.0);
+    // Another network (other seed) takes the state whole, tied names and all.
+    let other = crate::models::Network::gpt(&cfg, &Device::Cpu, 4).unwrap();
+    other.load_state(&state, "model.safetensors").unwrap();
+    let x = ids(&[&[1, 2, 3, 4]]);
+    let (a, b) = (
+        net.forward(&x, false).unwrap(),
+        other.forward(&x, false).unwrap(),
+    );
+    assert_eq!(tensor_diff(&a, &b), 0.0);
+    // A tensor the model does not have is still refused.
+    let mut extra = state;
+    extra.insert("transformer.h.9.ln_1.weight".into(), a);
+    let e = other.load_state(&extra, "model.safetensors").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("unexpected tensor `transformer.h.9.ln_1.weight`"),
+        "{e}"
+    );
+}
