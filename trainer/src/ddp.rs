@@ -20,6 +20,11 @@
 //! nothing but, in shared buffers, two short lists naming the held gradient tensors.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
 //! request seen by any replica (SIGTERM) stops every replica at the same step.
+//!
+//! With gradient clipping ([`Optimizer::grad_clip`]) the optimizer waits for the global norm:
+//! after the reduce-scatter each rank sums the squares of its shard, one scalar all-reduce adds
+//! them up, and every rank scales its shard by the same factor before updating it. In shared
+//! buffers the reduced blocks are then kept aside instead of going straight to the optimizer.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -29,7 +34,7 @@ use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::{Network, StatsReducer};
-use crate::optim::Optimizer;
+use crate::optim::{self, Optimizer};
 use crate::{Error, Result};
 
 /// The process group's collective, shared by the DDP step and SyncBatchNorm.
@@ -137,6 +142,11 @@ pub struct Ddp {
     /// In shared buffers, this rank's shard of the first micro-batch's gradients, left in the
     /// model's gradient tensors until the step reads them ([`HeldGrads`]).
     held: Vec<HeldTensor>,
+    /// In shared buffers with clipping, this rank's shard of the reduced gradients.
+    clip_scratch: Vec<f32>,
+    /// The global L2 norm of the last step's averaged gradients, before clipping (clipping
+    /// steps only).
+    grad_norm: Option<f64>,
 }
 
 /// Gradients of this rank's shard not copied into its buffer (yet).
@@ -215,6 +225,8 @@ impl Ddp {
             buffer_scratch: Vec::new(),
             micro_batches: 0,
             held: Vec::new(),
+            clip_scratch: Vec::new(),
+            grad_norm: None,
         };
         let params = ddp.flat.params_mut();
         with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
@@ -326,18 +338,24 @@ impl Ddp {
     /// updates the parameters with `opt` at `lr` and brings every replica the new parameters
     /// (then [`Ddp::write_params`]). Per bucket, a reduce-scatter leaves this rank the averaged
     /// gradients of its shard, `opt` updates that shard only, and an all-gather of the
-    /// parameters completes them. `stop` is this replica's stop request; the result says whether
-    /// any replica asked to stop.
+    /// parameters completes them. With [`Optimizer::grad_clip`], the gradients are first scaled
+    /// to that global norm (the same factor on every rank; [`Ddp::grad_norm`] is the norm before).
+    /// `stop` is this replica's stop request; the result says whether any replica asked to stop.
     pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
         let n = self.num_params();
         self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
         let held = &self.held;
-        with_comm(&self.comm, |c| match &mut self.flat {
+        let scratch = &mut self.clip_scratch;
+        self.grad_norm = with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
                 for b in buckets {
                     c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
                 }
+                let norm = match opt.grad_clip {
+                    Some(max) => Some(clip(c, grads, own, max)?),
+                    None => None,
+                };
                 // The optimizer on this rank's shards; the control element travels with the
                 // parameters, from the rank that reduced it.
                 opt.step_parts(&mut params[..n], &grads[..n], own, lr);
@@ -347,7 +365,7 @@ impl Ddp {
                 for b in buckets {
                     c.all_gather_shards(&mut params[b.clone()])?;
                 }
-                Ok(())
+                Ok(norm)
             }
             Flat::Shared { step, whole } => {
                 let guards: Vec<_> = held.iter().map(|h| h.tensor.storage_and_layout()).collect();
@@ -366,6 +384,13 @@ impl Ddp {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 opt.begin_step();
+                let norm = match opt.grad_clip {
+                    Some(max) => Some(reduce_and_clip(c, step, &pieces, scratch, max)?),
+                    None => None,
+                };
+                // The shard's reduced gradients: kept aside where clipping waits for the
+                // norm, else straight from the reduce-scatter.
+                let shard = step.shard();
                 let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
                     let k = n.clamp(at.start, at.end) - at.start;
                     opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
@@ -373,9 +398,14 @@ impl Ddp {
                         params[k] = grads[k];
                     }
                 };
-                c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
+                if norm.is_some() {
+                    update(shard.clone(), scratch, &mut step.params_mut()[shard]);
+                } else {
+                    c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
+                }
                 *whole = false;
-                c.all_gather_step(step)
+                c.all_gather_step(step)?;
+                Ok(norm)
             }
         })?;
         self.held.clear();
@@ -383,6 +413,12 @@ impl Ddp {
         let mut control = [0.0];
         self.flat.read_params(n..n + 1, &mut control);
         Ok(control[0] > 0.0)
+    }
+
+    /// The global L2 norm of the last step's averaged gradients before they were clipped, the
+    /// same on every rank; `None` where the optimizer does not clip ([`Optimizer::grad_clip`]).
+    pub fn grad_norm(&self) -> Option<f64> {
+        self.grad_norm
     }
 
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
@@ -461,6 +497,54 @@ impl Ddp {
             .find(|s| s.range.contains(&i))
             .map(|s| s.name.as_str())
     }
+}
+
+/// Clips this rank's shards `own` of the averaged gradients `grads` to the global norm `max`;
+/// returns the norm before.
+fn clip(c: &mut dyn Collective, grads: &mut [f32], own: &[Range<usize>], max: f64) -> Result<f64> {
+    let mine = own
+        .iter()
+        .map(|r| optim::sum_of_squares(&grads[r.clone()]))
+        .sum();
+    let norm = global_norm(c, mine)?;
+    if let Some(coef) = optim::clip_coef(norm, max) {
+        own.iter()
+            .for_each(|r| optim::scale(&mut grads[r.clone()], coef));
+    }
+    Ok(norm)
+}
+
+/// In shared buffers: the reduce-scatter of the step's gradients into `scratch` (this rank's
+/// shard, control element included), clipped there to the global norm `max`; returns the norm
+/// before. The parameters are not touched: the optimizer runs after.
+fn reduce_and_clip(
+    c: &mut dyn Collective,
+    step: &mut StepBuffers,
+    held: &[HeldGrads<'_>],
+    scratch: &mut Vec<f32>,
+    max: f64,
+) -> Result<f64> {
+    let shard = step.shard();
+    scratch.resize(shard.len(), 0.0);
+    let mut keep = |at: Range<usize>, grads: &[f32], _: &mut [f32]| {
+        scratch[at.start - shard.start..at.end - shard.start].copy_from_slice(grads)
+    };
+    c.reduce_scatter_step(step, ReduceOp::Avg, held, &mut keep)?;
+    // The control element, last in the buffers, is no gradient.
+    let k = (step.len() - 1).clamp(shard.start, shard.end) - shard.start;
+    let norm = global_norm(c, optim::sum_of_squares(&scratch[..k]))?;
+    if let Some(coef) = optim::clip_coef(norm, max) {
+        optim::scale(&mut scratch[..k], coef);
+    }
+    Ok(norm)
+}
+
+/// The global L2 norm from each rank's sum of squares `mine` (one scalar all-reduce; in f32,
+/// the precision of PyTorch's norm).
+fn global_norm(c: &mut dyn Collective, mine: f64) -> Result<f64> {
+    let mut total = [mine as f32];
+    c.all_reduce(&mut total, ReduceOp::Sum)?;
+    Ok((total[0] as f64).sqrt())
 }
 
 fn private_flat(len: usize, why: Option<String>) -> Flat {

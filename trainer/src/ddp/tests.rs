@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::models::BnMode;
+use crate::optim::{OptimizerConfig, matrix_ranges};
 use crate::spec::ModelName;
 use candle_core::Device;
 
@@ -87,28 +88,41 @@ fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
     assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap());
 }
 
+/// Adam with L2 weight decay, as the sharded step's tests run it.
+const ADAM: OptimizerConfig = OptimizerConfig::Adam {
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.01,
+};
+
+/// SGD with momentum: clipping shows in its steps (Adam's are nearly invariant to a scale).
+const MOMENTUM: OptimizerConfig = OptimizerConfig::Sgd {
+    momentum: 0.9,
+    nesterov: false,
+    weight_decay: 0.01,
+};
+
 /// Three steps of a world of 3 over `comm`, each checked against an all-reduce of every
-/// bucket and a whole optimizer step; `buckets` is how many the step should use.
+/// bucket and a whole optimizer step; `buckets` is how many the step should use. With `clip`,
+/// the whole step's gradients are clipped first (the norm from each rank's sum of squares over
+/// its shard, as the sharded step adds them up).
 fn sharded_step_equals_a_whole_step(
     rank: usize,
     comm: SharedCollective,
     buckets: usize,
+    config: OptimizerConfig,
+    clip: Option<f64>,
 ) -> (Vec<f32>, Vec<bool>) {
-    use crate::optim::OptimizerConfig;
-    let adam = OptimizerConfig::Adam {
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.01,
-    };
     let net = linear();
     // Buckets of 3 floats where private: 11 parameters and the control element in 4
     // buckets, so every rank owns shards in several buckets and some shards are empty.
     let mut ddp = Ddp::new(&net, comm.clone(), 12, true).unwrap();
     assert_eq!(ddp.buckets.len(), buckets);
     assert_eq!(ddp.private_because().is_none(), buckets == 1);
-    let mut opt = Optimizer::new(adam, 11);
-    let mut whole = Optimizer::new(adam, 11);
+    let mut opt = Optimizer::new(config, 11);
+    opt.grad_clip = clip;
+    let mut whole = Optimizer::new(config, 11);
     let mut expected = ddp.params().to_vec();
     let mut stops = Vec::new();
     for step in 0..3 {
@@ -134,11 +148,26 @@ fn sharded_step_equals_a_whole_step(
             Ok(())
         })
         .unwrap();
+        let norm = clip.map(|max| {
+            // The norm as the sharded step adds it up: each rank's sum of squares over its
+            // shards, all-reduced.
+            let mine = ddp
+                .own
+                .iter()
+                .map(|r| optim::sum_of_squares(&avg[r.clone()]));
+            let norm = with_comm(&comm, |c| global_norm(c, mine.sum())).unwrap();
+            let exact = optim::sum_of_squares(&avg[..11]).sqrt();
+            assert!((norm - exact).abs() < 1e-6 * exact, "{norm} vs {exact}");
+            assert!(norm > 2.0 * max, "step {step}: nothing to clip ({norm})");
+            optim::scale(&mut avg[..11], optim::clip_coef(norm, max).unwrap());
+            norm
+        });
         whole.step(&mut expected, &avg[..11], 0.01);
         stops.push(
             ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
                 .unwrap(),
         );
+        assert_eq!(ddp.grad_norm(), norm);
         // The model first: in shared buffers it reads the shards from the ranks that
         // updated them; ddp.params() then gathers them into this rank's buffer.
         ddp.write_params(&net).unwrap();
@@ -169,22 +198,150 @@ fn same_params_and_stops_everywhere(results: &[(Vec<f32>, Vec<bool>)]) {
     }
 }
 
-#[test]
-fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
+/// `f` on every rank of a world of `w` over the TCP ring (private buffers).
+fn on_ring<R: Send>(w: usize, f: impl Fn(usize, SharedCollective) -> R + Sync) -> Vec<R> {
     use crate::dist::ring::TcpRing;
     use crate::dist::ring::tests::with_ring;
     let t = std::time::Duration::from_secs(10);
-    let results = with_ring(3, t, |rank, ring| {
+    with_ring(w, t, |rank, ring| {
         let ring = std::mem::replace(ring, TcpRing::single(t));
-        sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(ring))), 4)
+        f(rank, Arc::new(Mutex::new(Box::new(ring))))
+    })
+}
+
+/// `f` on every rank of a world of `w` in shared memory (shared buffers).
+fn in_shared_memory<R: Send>(w: usize, f: impl Fn(usize, SharedCollective) -> R + Sync) -> Vec<R> {
+    crate::dist::shm::tests::with_shared_memory_group(w, |rank, group| {
+        f(rank, Arc::new(Mutex::new(Box::new(group))))
+    })
+}
+
+#[test]
+fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
+    let results = on_ring(3, |rank, comm| {
+        sharded_step_equals_a_whole_step(rank, comm, 4, ADAM, None)
     });
     same_params_and_stops_everywhere(&results);
 }
 
 #[test]
 fn the_step_in_shared_buffers_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
-    let results = crate::dist::shm::tests::with_shared_memory_group(3, |rank, group| {
-        sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(group))), 1)
+    let results = in_shared_memory(3, |rank, comm| {
+        sharded_step_equals_a_whole_step(rank, comm, 1, ADAM, None)
     });
     same_params_and_stops_everywhere(&results);
+}
+
+#[test]
+fn the_clipped_sharded_step_equals_a_clipped_whole_step_bit_for_bit() {
+    let results = on_ring(3, |rank, comm| {
+        sharded_step_equals_a_whole_step(rank, comm, 4, MOMENTUM, Some(1.0))
+    });
+    same_params_and_stops_everywhere(&results);
+}
+
+#[test]
+fn the_clipped_step_in_shared_buffers_equals_a_clipped_whole_step_bit_for_bit() {
+    let results = in_shared_memory(3, |rank, comm| {
+        sharded_step_equals_a_whole_step(rank, comm, 1, MOMENTUM, Some(1.0))
+    });
+    same_params_and_stops_everywhere(&results);
+}
+
+/// The mean squared error of the linear model on `rows` of a batch of 4 (row `i` of step `k`:
+/// inputs and target from a fixed pattern), and its gradients.
+fn mse_grads(net: &Network, k: usize, rows: Range<usize>) -> GradStore {
+    let n = rows.len();
+    let x: Vec<f32> = rows
+        .clone()
+        .flat_map(|i| (0..10).map(move |j| ((i * 10 + j + 3 * k) % 7) as f32 * 0.5 - 1.0))
+        .collect();
+    let y: Vec<f32> = rows.map(|i| 2.0 + (i + k) as f32).collect();
+    let x = Tensor::from_vec(x, (n, 1, 1, 10), &Device::Cpu).unwrap();
+    let y = Tensor::from_vec(y, (n, 1), &Device::Cpu).unwrap();
+    let out = net.forward(&x, true).unwrap();
+    let loss = (out - y).unwrap().sqr().unwrap().mean_all().unwrap();
+    loss.backward().unwrap()
+}
+
+/// 2 replicas × 2 rows ≡ 1 replica × 4 rows, with clipping (to 0.5, below every step's norm):
+/// rank `rank` of 2 over `comm` trains on its half of each batch while a world of one trains
+/// on the whole batch beside it; both end with the same parameters and saw the same norms.
+fn two_halves_clipped_equal_the_whole_batch(
+    rank: usize,
+    comm: SharedCollective,
+    config: OptimizerConfig,
+    shared: bool,
+) -> Vec<f32> {
+    let (net, whole_net) = (linear(), linear());
+    let mut ddp = Ddp::new(&net, comm, 12, true).unwrap();
+    assert_eq!(ddp.private_because().is_none(), shared);
+    let mut whole = Ddp::new(&whole_net, solo(), 12, true).unwrap();
+    let start = whole.params().to_vec();
+    let shapes: Vec<&[usize]> = net.params.iter().map(|(_, v)| v.dims()).collect();
+    let optimizer = || {
+        let mut opt = Optimizer::new(config, 11).decaying_only(matrix_ranges(shapes.clone()));
+        opt.grad_clip = Some(0.5);
+        opt
+    };
+    let (mut opt, mut whole_opt) = (optimizer(), optimizer());
+    for k in 0..4 {
+        ddp.accumulate(&net, &mse_grads(&net, k, 2 * rank..2 * rank + 2), 1.0)
+            .unwrap();
+        whole
+            .accumulate(&whole_net, &mse_grads(&whole_net, k, 0..4), 1.0)
+            .unwrap();
+        assert!(!ddp.sync_and_step(&mut opt, 0.05, false).unwrap());
+        assert!(!whole.sync_and_step(&mut whole_opt, 0.05, false).unwrap());
+        ddp.write_params(&net).unwrap();
+        whole.write_params(&whole_net).unwrap();
+        let (norm, want) = (ddp.grad_norm().unwrap(), whole.grad_norm().unwrap());
+        assert!(
+            (norm - want).abs() < 1e-6 * want,
+            "step {k}: {norm} vs {want}"
+        );
+        assert!(norm > 1.0, "step {k}: nothing to clip ({norm})");
+    }
+    let (ours, want) = (ddp.params().to_vec(), whole.params().to_vec());
+    let worst = ours
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(worst < 1e-6, "{config:?}: 2×2 and 1×4 differ by {worst}");
+    let moved = want
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(moved > 1e-2, "{config:?}: nothing moved ({moved})");
+    ours
+}
+
+/// AdamW (matrices decayed only) as the GPT recipe runs it.
+const ADAMW: OptimizerConfig = OptimizerConfig::AdamW {
+    beta1: 0.9,
+    beta2: 0.99,
+    eps: 1e-8,
+    weight_decay: 0.1,
+};
+
+#[test]
+fn clipped_replicas_equal_one_replica_over_the_ring() {
+    for config in [MOMENTUM, ADAMW] {
+        let results = on_ring(2, |rank, comm| {
+            two_halves_clipped_equal_the_whole_batch(rank, comm, config, false)
+        });
+        assert!(results[0] == results[1]);
+    }
+}
+
+#[test]
+fn clipped_replicas_equal_one_replica_in_shared_buffers() {
+    for config in [MOMENTUM, ADAMW] {
+        let results = in_shared_memory(2, |rank, comm| {
+            two_halves_clipped_equal_the_whole_batch(rank, comm, config, true)
+        });
+        assert!(results[0] == results[1]);
+    }
 }
