@@ -578,9 +578,9 @@ mod tests {
     fn clipping_matches_torch_clip_grad_norm() {
         // torch 2.15: a = [[0.5, -1.25], [2.0, 0.125]], b = [3.0, -0.75, 1.5] as .grad,
         // torch.nn.utils.clip_grad_norm_([a, b], 1.0) returns 4.200074195861816 and leaves
-        // these gradients.
+        // these gradients (f32, printed as Python floats).
         let torch = [
-            0.11904548853635788f32,
+            0.11904548853635788f64,
             -0.2976137101650238,
             0.4761819541454315,
             0.02976137213408947,
@@ -594,9 +594,9 @@ mod tests {
         assert!((norm - 4.200074195861816).abs() < 1e-6, "{norm}");
         let coef = clip_coef(norm, 1.0).unwrap();
         scale(&mut g, coef);
-        for (ours, theirs) in g.iter().zip(torch) {
+        for (&ours, theirs) in g.iter().zip(torch) {
             assert!(
-                (ours - theirs).abs() <= f32::EPSILON * theirs.abs(),
+                (ours as f64 - theirs).abs() <= f32::EPSILON as f64 * theirs.abs(),
                 "{g:?} vs {torch:?}"
             );
         }

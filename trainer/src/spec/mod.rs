@@ -473,7 +473,7 @@ impl Spec {
                 );
             }
         }
-        if s.kind == SchedulerKind::Cosine && !(s.min_lr <= t.lr) {
+        if s.kind == SchedulerKind::Cosine && s.min_lr > t.lr {
             return bad(
                 "train.scheduler.min_lr",
                 format!(
