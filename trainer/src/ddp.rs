@@ -399,6 +399,8 @@ impl Ddp {
                     }
                 };
                 if norm.is_some() {
+                    // This rank's shard of its own parameters: between the reduce-scatter and
+                    // the all-gather nobody else reads it, as in the fused update.
                     update(shard.clone(), scratch, &mut step.params_mut()[shard]);
                 } else {
                     c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
