@@ -20,6 +20,11 @@
 //! nothing but, in shared buffers, two short lists naming the held gradient tensors.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
 //! request seen by any replica (SIGTERM) stops every replica at the same step.
+//!
+//! With gradient clipping ([`Optimizer::grad_clip`]) the optimizer waits for the global norm:
+//! after the reduce-scatter each rank sums the squares of its shard, one scalar all-reduce adds
+//! them up, and every rank scales its shard by the same factor before updating it. In shared
+//! buffers the reduced blocks are then kept aside instead of going straight to the optimizer.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -29,7 +34,7 @@ use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::{Network, StatsReducer};
-use crate::optim::Optimizer;
+use crate::optim::{self, Optimizer};
 use crate::{Error, Result};
 
 /// The process group's collective, shared by the DDP step and SyncBatchNorm.
@@ -137,6 +142,11 @@ pub struct Ddp {
     /// In shared buffers, this rank's shard of the first micro-batch's gradients, left in the
     /// model's gradient tensors until the step reads them ([`HeldGrads`]).
     held: Vec<HeldTensor>,
+    /// In shared buffers with clipping, this rank's shard of the reduced gradients.
+    clip_scratch: Vec<f32>,
+    /// The global L2 norm of the last step's averaged gradients, before clipping (clipping
+    /// steps only).
+    grad_norm: Option<f64>,
 }
 
 /// Gradients of this rank's shard not copied into its buffer (yet).
@@ -215,6 +225,8 @@ impl Ddp {
             buffer_scratch: Vec::new(),
             micro_batches: 0,
             held: Vec::new(),
+            clip_scratch: Vec::new(),
+            grad_norm: None,
         };
         let params = ddp.flat.params_mut();
         with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
@@ -326,18 +338,24 @@ impl Ddp {
     /// updates the parameters with `opt` at `lr` and brings every replica the new parameters
     /// (then [`Ddp::write_params`]). Per bucket, a reduce-scatter leaves this rank the averaged
     /// gradients of its shard, `opt` updates that shard only, and an all-gather of the
-    /// parameters completes them. `stop` is this replica's stop request; the result says whether
-    /// any replica asked to stop.
+    /// parameters completes them. With [`Optimizer::grad_clip`], the gradients are first scaled
+    /// to that global norm (the same factor on every rank; [`Ddp::grad_norm`] is the norm before).
+    /// `stop` is this replica's stop request; the result says whether any replica asked to stop.
     pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
         let n = self.num_params();
         self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
         let held = &self.held;
-        with_comm(&self.comm, |c| match &mut self.flat {
+        let scratch = &mut self.clip_scratch;
+        self.grad_norm = with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
                 for b in buckets {
                     c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
                 }
+                let norm = match opt.grad_clip {
+                    Some(max) => Some(clip(c, grads, own, max)?),
+                    None => None,
+                };
                 // The optimizer on this rank's shards; the control element travels with the
                 // parameters, from the rank that reduced it.
                 opt.step_parts(&mut params[..n], &grads[..n], own, lr);
@@ -347,7 +365,7 @@ impl Ddp {
                 for b in buckets {
                     c.all_gather_shards(&mut params[b.clone()])?;
                 }
-                Ok(())
+                Ok(norm)
             }
             Flat::Shared { step, whole } => {
                 let guards: Vec<_> = held.iter().map(|h| h.tensor.storage_and_layout()).collect();
@@ -366,6 +384,13 @@ impl Ddp {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 opt.begin_step();
+                let norm = match opt.grad_clip {
+                    Some(max) => Some(reduce_and_clip(c, step, &pieces, scratch, max)?),
+                    None => None,
+                };
+                // The shard's reduced gradients: kept aside where clipping waits for the
+                // norm, else straight from the reduce-scatter.
+                let shard = step.shard();
                 let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
                     let k = n.clamp(at.start, at.end) - at.start;
                     opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
@@ -373,9 +398,16 @@ impl Ddp {
                         params[k] = grads[k];
                     }
                 };
-                c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
+                if norm.is_some() {
+                    // This rank's shard of its own parameters: between the reduce-scatter and
+                    // the all-gather nobody else reads it, as in the fused update.
+                    update(shard.clone(), scratch, &mut step.params_mut()[shard]);
+                } else {
+                    c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
+                }
                 *whole = false;
-                c.all_gather_step(step)
+                c.all_gather_step(step)?;
+                Ok(norm)
             }
         })?;
         self.held.clear();
@@ -383,6 +415,12 @@ impl Ddp {
         let mut control = [0.0];
         self.flat.read_params(n..n + 1, &mut control);
         Ok(control[0] > 0.0)
+    }
+
+    /// The global L2 norm of the last step's averaged gradients before they were clipped, the
+    /// same on every rank; `None` where the optimizer does not clip ([`Optimizer::grad_clip`]).
+    pub fn grad_norm(&self) -> Option<f64> {
+        self.grad_norm
     }
 
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
@@ -461,6 +499,54 @@ impl Ddp {
             .find(|s| s.range.contains(&i))
             .map(|s| s.name.as_str())
     }
+}
+
+/// Clips this rank's shards `own` of the averaged gradients `grads` to the global norm `max`;
+/// returns the norm before.
+fn clip(c: &mut dyn Collective, grads: &mut [f32], own: &[Range<usize>], max: f64) -> Result<f64> {
+    let mine = own
+        .iter()
+        .map(|r| optim::sum_of_squares(&grads[r.clone()]))
+        .sum();
+    let norm = global_norm(c, mine)?;
+    if let Some(coef) = optim::clip_coef(norm, max) {
+        own.iter()
+            .for_each(|r| optim::scale(&mut grads[r.clone()], coef));
+    }
+    Ok(norm)
+}
+
+/// In shared buffers: the reduce-scatter of the step's gradients into `scratch` (this rank's
+/// shard, control element included), clipped there to the global norm `max`; returns the norm
+/// before. The parameters are not touched: the optimizer runs after.
+fn reduce_and_clip(
+    c: &mut dyn Collective,
+    step: &mut StepBuffers,
+    held: &[HeldGrads<'_>],
+    scratch: &mut Vec<f32>,
+    max: f64,
+) -> Result<f64> {
+    let shard = step.shard();
+    scratch.resize(shard.len(), 0.0);
+    let mut keep = |at: Range<usize>, grads: &[f32], _: &mut [f32]| {
+        scratch[at.start - shard.start..at.end - shard.start].copy_from_slice(grads)
+    };
+    c.reduce_scatter_step(step, ReduceOp::Avg, held, &mut keep)?;
+    // The control element, last in the buffers, is no gradient.
+    let k = (step.len() - 1).clamp(shard.start, shard.end) - shard.start;
+    let norm = global_norm(c, optim::sum_of_squares(&scratch[..k]))?;
+    if let Some(coef) = optim::clip_coef(norm, max) {
+        optim::scale(&mut scratch[..k], coef);
+    }
+    Ok(norm)
+}
+
+/// The global L2 norm from each rank's sum of squares `mine` (one scalar all-reduce; in f32,
+/// the precision of PyTorch's norm).
+fn global_norm(c: &mut dyn Collective, mine: f64) -> Result<f64> {
+    let mut total = [mine as f32];
+    c.all_reduce(&mut total, ReduceOp::Sum)?;
+    Ok((total[0] as f64).sqrt())
 }
 
 fn private_flat(len: usize, why: Option<String>) -> Flat {
@@ -589,192 +675,4 @@ impl candle_core::InplaceOp1 for WriteF32<'_> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::models::BnMode;
-    use crate::spec::ModelName;
-    use candle_core::Device;
-
-    /// A world of one: every collective is the identity.
-    pub(crate) fn solo() -> SharedCollective {
-        let one = crate::dist::ring::TcpRing::single(std::time::Duration::from_secs(5));
-        Arc::new(Mutex::new(Box::new(one)))
-    }
-
-    #[test]
-    fn flat_params_round_trip_and_buckets_cover_everything() {
-        let net = Network::new(
-            ModelName::Mlp,
-            [1, 28, 28],
-            10,
-            &Device::Cpu,
-            BnMode::Local,
-            3,
-        )
-        .unwrap();
-        let mut ddp = Ddp::new(&net, solo(), 1 << 20, true).unwrap();
-        assert_eq!(
-            ddp.num_params(),
-            784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10
-        );
-        let covered: usize = ddp.buckets.iter().map(|b| b.len()).sum();
-        assert_eq!(covered, ddp.num_params() + 1);
-        assert!(ddp.buckets.len() >= 3);
-        ddp.params_mut().iter_mut().for_each(|p| *p = 0.5);
-        ddp.write_params(&net).unwrap();
-        let w: Vec<f32> = net.params[0].1.flatten_all().unwrap().to_vec1().unwrap();
-        assert!(w.iter().all(|v| *v == 0.5));
-        assert_eq!(ddp.param_at(0), Some("linear_relu_stack.0.bias"));
-    }
-
-    /// Plain SGD over the 11 parameters of [`linear`].
-    fn sgd() -> Optimizer {
-        Optimizer::new(
-            crate::optim::OptimizerConfig::Sgd {
-                momentum: 0.0,
-                nesterov: false,
-                weight_decay: 0.0,
-            },
-            11,
-        )
-    }
-
-    fn linear() -> Network {
-        Network::new(
-            ModelName::Linear,
-            [1, 1, 10],
-            1,
-            &Device::Cpu,
-            BnMode::Local,
-            3,
-        )
-        .unwrap()
-    }
-
-    /// The gradients of the summed outputs for a batch of 4 inputs all equal to `x`.
-    fn grads_at(net: &Network, x: f32) -> GradStore {
-        let x = (Tensor::ones((4, 1, 1, 10), candle_core::DType::F32, &Device::Cpu).unwrap()
-            * x as f64)
-            .unwrap();
-        let loss = net.forward(&x, true).unwrap().sum_all().unwrap();
-        loss.backward().unwrap()
-    }
-
-    #[test]
-    fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
-        let net = linear();
-        let mut ddp = Ddp::new(&net, solo(), 25 << 20, true).unwrap();
-        let mut opt = sgd();
-        let g = grads_at(&net, 1.0);
-        ddp.accumulate(&net, &g, 0.5).unwrap();
-        ddp.accumulate(&net, &g, 0.5).unwrap();
-        ddp.params_mut().fill(0.0);
-        assert!(!ddp.sync_and_step(&mut opt, 1.0, false).unwrap());
-        // d(sum of 4 outputs)/d bias = 4 and /d w_i = 4 (inputs 1); two halves → 4; lr 1.
-        assert_eq!(ddp.params(), vec![-4.0; 11]);
-        ddp.accumulate(&net, &g, 1.0).unwrap();
-        assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap());
-    }
-
-    /// Three steps of a world of 3 over `comm`, each checked against an all-reduce of every
-    /// bucket and a whole optimizer step; `buckets` is how many the step should use.
-    fn sharded_step_equals_a_whole_step(
-        rank: usize,
-        comm: SharedCollective,
-        buckets: usize,
-    ) -> (Vec<f32>, Vec<bool>) {
-        use crate::optim::OptimizerConfig;
-        let adam = OptimizerConfig::Adam {
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.01,
-        };
-        let net = linear();
-        // Buckets of 3 floats where private: 11 parameters and the control element in 4
-        // buckets, so every rank owns shards in several buckets and some shards are empty.
-        let mut ddp = Ddp::new(&net, comm.clone(), 12, true).unwrap();
-        assert_eq!(ddp.buckets.len(), buckets);
-        assert_eq!(ddp.private_because().is_none(), buckets == 1);
-        let mut opt = Optimizer::new(adam, 11);
-        let mut whole = Optimizer::new(adam, 11);
-        let mut expected = ddp.params().to_vec();
-        let mut stops = Vec::new();
-        for step in 0..3 {
-            let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
-            // Two halves at step 1 (micro-batches: the first one's held gradients are copied
-            // in when the second comes), the same sum exactly.
-            let parts = if step == 1 { 2 } else { 1 };
-            for _ in 0..parts {
-                ddp.accumulate(&net, &g, 1.0 / parts as f32).unwrap();
-            }
-            // What the step did before it was sharded: an all-reduce of every bucket (of the
-            // gradients as they come, not of the buffer: in shared buffers this rank's shard
-            // stays in the gradient tensors).
-            let mut avg = [0.0; 12];
-            for (slot, (_, var)) in ddp.slots.iter().zip(&net.params) {
-                let grad = g.get(var.as_tensor()).unwrap();
-                read_tensor(grad, &mut avg[slot.range.clone()], false).unwrap();
-            }
-            with_comm(&comm, |c| {
-                for b in &ddp.buckets {
-                    c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;
-                }
-                Ok(())
-            })
-            .unwrap();
-            whole.step(&mut expected, &avg[..11], 0.01);
-            stops.push(
-                ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
-                    .unwrap(),
-            );
-            // The model first: in shared buffers it reads the shards from the ranks that
-            // updated them; ddp.params() then gathers them into this rank's buffer.
-            ddp.write_params(&net).unwrap();
-            let mut in_model = vec![0.0; 11];
-            for (slot, (_, var)) in ddp.slots.iter().zip(&net.params) {
-                read_tensor(var.as_tensor(), &mut in_model[slot.range.clone()], false).unwrap();
-            }
-            assert!(in_model == expected, "rank {rank}, step {step}: model");
-            assert!(ddp.params() == expected, "rank {rank}, step {step}");
-        }
-        assert!(
-            opt.slots != whole.slots,
-            "rank {rank}: no stale shard to gather"
-        );
-        ddp.gather_optimizer_state(&mut opt).unwrap();
-        assert!(
-            opt.slots == whole.slots,
-            "rank {rank}: gathered state differs"
-        );
-        assert_eq!(opt.steps, 3);
-        (ddp.params().to_vec(), stops)
-    }
-
-    fn same_params_and_stops_everywhere(results: &[(Vec<f32>, Vec<bool>)]) {
-        for (params, stops) in results {
-            assert!(*params == results[0].0);
-            assert_eq!(*stops, vec![false, true, false]);
-        }
-    }
-
-    #[test]
-    fn the_sharded_step_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
-        use crate::dist::ring::TcpRing;
-        use crate::dist::ring::tests::with_ring;
-        let t = std::time::Duration::from_secs(10);
-        let results = with_ring(3, t, |rank, ring| {
-            let ring = std::mem::replace(ring, TcpRing::single(t));
-            sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(ring))), 4)
-        });
-        same_params_and_stops_everywhere(&results);
-    }
-
-    #[test]
-    fn the_step_in_shared_buffers_equals_an_all_reduce_and_a_whole_step_bit_for_bit() {
-        let results = crate::dist::shm::tests::with_shared_memory_group(3, |rank, group| {
-            sharded_step_equals_a_whole_step(rank, Arc::new(Mutex::new(Box::new(group))), 1)
-        });
-        same_params_and_stops_everywhere(&results);
-    }
-}
+pub(crate) mod tests;

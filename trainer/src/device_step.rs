@@ -9,6 +9,11 @@
 //! flat device tensors with the same update rules as the host optimizer, before the variables are
 //! overwritten in place.
 //!
+//! Gradient clipping ([`Optimizer::grad_clip`]) needs no extra collective here: every rank holds
+//! all the averaged gradients, so each computes the same global norm (in f64, as the host step
+//! sums its squares) and scales them on the device. AdamW's weight decay follows the host
+//! optimizer's mask ([`Optimizer::decaying`]) through a mask tensor.
+//!
 //! The same code runs on the CPU when `DDP_DEVICE_STEP=1` is set; that is how its equivalence
 //! with the host step (and with single-process training) is tested on machines without a GPU.
 //! Only the NCCL branch of [`AllReduceInPlace::cuda_fwd`] needs a GPU.
@@ -119,6 +124,12 @@ pub struct DeviceStep {
     steps: u64,
     /// Optimizer state, one flat tensor per slot of [`OptimizerConfig::slot_names`].
     state: Vec<Tensor>,
+    /// The global norm the averaged gradients are clipped to ([`Optimizer::grad_clip`]).
+    grad_clip: Option<f64>,
+    /// The last step's global gradient norm before clipping (f64 scalar, on the device).
+    grad_norm: Option<Tensor>,
+    /// AdamW: 1 where the weight decay applies, 0 elsewhere (u8); `None`: everywhere.
+    decay_mask: Option<Tensor>,
     reducer: Reducer,
     ops: u64,
 }
@@ -142,6 +153,9 @@ impl DeviceStep {
             config: opt.config,
             steps: 0,
             state: Vec::new(),
+            grad_clip: opt.grad_clip,
+            grad_norm: None,
+            decay_mask: decay_mask(opt, offset, &net.device)?,
             reducer,
             ops: 0,
         };
@@ -225,6 +239,10 @@ impl DeviceStep {
             .take()
             .ok_or_else(|| Error::Model("optimizer step without synchronised gradients".into()))?;
         self.steps += 1;
+        let g = match self.grad_clip {
+            Some(max) => self.clip(g, max)?,
+            None => g,
+        };
         let p = &self.params;
         let (params, state) = match self.config {
             OptimizerConfig::Sgd {
@@ -275,6 +293,26 @@ impl DeviceStep {
         Ok(())
     }
 
+    /// `g` clipped to the global norm `max` as the host step clips (PyTorch's
+    /// `clip_grad_norm_`: scaled by `max / (norm + 1e-6)` where that is below 1), the norm kept
+    /// for [`DeviceStep::grad_norm`]; without a round trip to the host.
+    fn clip(&mut self, g: Tensor, max: f64) -> Result<Tensor> {
+        let norm = g.to_dtype(DType::F64)?.sqr()?.sum_all()?.sqrt()?;
+        let coef =
+            ((norm.affine(1.0, 1e-6)?.recip()? * max)?.minimum(1.0)?).to_dtype(DType::F32)?;
+        self.grad_norm = Some(norm);
+        Ok(g.broadcast_mul(&coef)?)
+    }
+
+    /// The last step's global L2 norm of the averaged gradients before clipping; `None` where
+    /// the optimizer does not clip. Reads it from the device.
+    pub fn grad_norm(&self) -> Result<Option<f64>> {
+        Ok(match &self.grad_norm {
+            Some(n) => Some(n.to_scalar::<f64>()?),
+            None => None,
+        })
+    }
+
     /// Adam / AdamW with PyTorch's update, in the host optimizer's f32 arithmetic (the same
     /// constants, the same order of operations), so both steps agree to rounding.
     fn adam(
@@ -296,7 +334,11 @@ impl DeviceStep {
             g
         };
         let p = if decoupled && wd != 0.0 {
-            (p * c(1.0 - lr as f32 * wd))?
+            let decayed = (p * c(1.0 - lr as f32 * wd))?;
+            match &self.decay_mask {
+                Some(mask) => mask.where_cond(&decayed, p)?,
+                None => decayed,
+            }
         } else {
             p.clone()
         };
@@ -307,6 +349,19 @@ impl DeviceStep {
         let p = (p - ((&m * c(step_size))? / &denom)?)?;
         Ok((p, vec![m, v]))
     }
+}
+
+/// AdamW's decay mask for `len` parameters from the host optimizer's ranges; `None` where the
+/// decay (if any) applies everywhere.
+fn decay_mask(opt: &Optimizer, len: usize, device: &candle_core::Device) -> Result<Option<Tensor>> {
+    let (OptimizerConfig::AdamW { .. }, Some(ranges)) = (opt.config, opt.decaying()) else {
+        return Ok(None);
+    };
+    let mut mask = vec![0u8; len];
+    for r in ranges {
+        mask[r.clone()].fill(1);
+    }
+    Ok(Some(Tensor::from_vec(mask, len, device)?))
 }
 
 /// The tensors flattened and concatenated, on their device.
@@ -362,12 +417,17 @@ mod tests {
 
     /// The device step and the host step take the same path from the same start.
     fn same_as_host(config: OptimizerConfig) {
+        same_as_host_with(config, &|opt| opt);
+    }
+
+    /// [`same_as_host`] with both optimizers made by `recipe` from a plain one.
+    fn same_as_host_with(config: OptimizerConfig, recipe: &dyn Fn(Optimizer) -> Optimizer) {
         let (a, b) = (mlp(3), mlp(3));
         let mut ddp = Ddp::new(&a, solo(), 1 << 20, false).unwrap();
-        let mut host_opt = Optimizer::new(config, ddp.num_params());
+        let mut host_opt = recipe(Optimizer::new(config, ddp.num_params()));
         let mut dev = DeviceStep::new(
             &b,
-            &Optimizer::new(config, ddp.num_params()),
+            &recipe(Optimizer::new(config, ddp.num_params())),
             Reducer::Host(solo()),
         )
         .unwrap();
@@ -382,6 +442,14 @@ mod tests {
             assert!(!dev.sync(false).unwrap());
             ddp.write_params(&a).unwrap();
             dev.step(lr).unwrap();
+            match (ddp.grad_norm(), dev.grad_norm().unwrap()) {
+                (Some(host), Some(device)) => {
+                    assert!((host - device).abs() < 1e-6 * host, "{host} vs {device}");
+                    assert!(host > 2.0 * host_opt.grad_clip.unwrap(), "nothing clipped");
+                }
+                (None, None) => assert_eq!(host_opt.grad_clip, None),
+                other => panic!("norms {other:?}"),
+            }
         }
         let (pa, pb) = (params_of(&a), params_of(&b));
         let worst = pa
@@ -451,6 +519,38 @@ mod tests {
                 weight_decay,
             });
         }
+    }
+
+    #[test]
+    fn clipping_and_the_adamw_mask_match_the_host_step() {
+        let shapes: Vec<Vec<usize>> = mlp(3)
+            .params
+            .iter()
+            .map(|(_, v)| v.dims().to_vec())
+            .collect();
+        let ranges = crate::optim::matrix_ranges(shapes.iter().map(Vec::as_slice));
+        let recipe = |opt: Optimizer| {
+            let mut opt = opt.decaying_only(ranges.clone());
+            opt.grad_clip = Some(0.05);
+            opt
+        };
+        same_as_host_with(
+            OptimizerConfig::Sgd {
+                momentum: 0.9,
+                nesterov: false,
+                weight_decay: 1e-3,
+            },
+            &recipe,
+        );
+        same_as_host_with(
+            OptimizerConfig::AdamW {
+                beta1: 0.9,
+                beta2: 0.99,
+                eps: 1e-8,
+                weight_decay: 0.5,
+            },
+            &recipe,
+        );
     }
 
     #[test]

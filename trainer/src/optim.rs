@@ -2,6 +2,13 @@
 //! update rules: SGD (momentum, dampening 0, weight decay, nesterov), Adam (L2 weight decay) and
 //! AdamW (decoupled weight decay). Working on one flat buffer keeps the step free of allocations
 //! and makes the state trivially checkpointable.
+//!
+//! SGD's and Adam's weight decay apply to every parameter, as in PyTorch without parameter
+//! groups. AdamW's applies to tensors of rank ≥ 2 only (matrices, embeddings, convolution
+//! kernels; not biases and normalisation weights), as the GPT recipes group it, unless
+//! `train.decay_all` ([`Optimizer::from_spec`]). Gradient clipping to a global norm
+//! (`train.grad_clip`, [`clip_coef`]) needs the norm over every rank's shard: the DDP steps apply
+//! it ([`crate::ddp::Ddp::sync_and_step`], [`crate::device_step`]).
 
 use std::ops::Range;
 
@@ -73,16 +80,63 @@ pub struct Optimizer {
     pub steps: u64,
     /// One flat buffer per slot of [`OptimizerConfig::slot_names`].
     pub slots: Vec<Vec<f32>>,
+    /// The global L2 norm that the DDP step clips the averaged gradients to before each update
+    /// (`train.grad_clip`); `None`: no clipping.
+    pub grad_clip: Option<f64>,
+    /// AdamW: the elements its decoupled weight decay applies to, sorted, disjoint and not
+    /// adjacent; `None`: all of them.
+    decay_only: Option<Vec<Range<usize>>>,
 }
 
 impl Optimizer {
+    /// An optimizer over `len` elements that decays all of them and clips nothing.
     pub fn new(config: OptimizerConfig, len: usize) -> Optimizer {
         let slots = config.slot_names().iter().map(|_| vec![0.0; len]).collect();
         Optimizer {
             config,
             steps: 0,
             slots,
+            grad_clip: None,
+            decay_only: None,
         }
+    }
+
+    /// The optimizer `spec` asks for, over parameters of `shapes` (in the flat buffers' order):
+    /// AdamW decays the tensors of rank ≥ 2 only unless `train.decay_all`; gradients are clipped
+    /// to `train.grad_clip`.
+    pub fn from_spec<'a>(spec: &Spec, shapes: impl IntoIterator<Item = &'a [usize]>) -> Optimizer {
+        let config = OptimizerConfig::from_spec(spec);
+        let shapes: Vec<&[usize]> = shapes.into_iter().collect();
+        let len = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+        let mut opt = Optimizer::new(config, len);
+        opt.grad_clip = spec.train.grad_clip;
+        if matches!(config, OptimizerConfig::AdamW { .. }) && !spec.train.decay_all {
+            opt = opt.decaying_only(matrix_ranges(shapes));
+        }
+        opt
+    }
+
+    /// This optimizer with AdamW's weight decay on the elements of `ranges` only (sorted and
+    /// disjoint).
+    pub fn decaying_only(mut self, ranges: Vec<Range<usize>>) -> Optimizer {
+        let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+        for r in ranges.into_iter().filter(|r| !r.is_empty()) {
+            match merged.last_mut() {
+                Some(last) if last.end == r.start => last.end = r.end,
+                Some(last) => {
+                    assert!(last.end < r.start, "decay ranges out of order: {r:?}");
+                    merged.push(r);
+                }
+                None => merged.push(r),
+            }
+        }
+        self.decay_only = Some(merged);
+        self
+    }
+
+    /// The elements AdamW's weight decay applies to; `None`: all of them.
+    pub fn decaying(&self) -> Option<&[Range<usize>]> {
+        self.decay_only.as_deref()
     }
 
     /// One update of `params` with (already averaged) `grads` at learning rate `lr`.
@@ -195,18 +249,30 @@ impl Optimizer {
         let decay = if decoupled { 1.0 - lr as f32 * wd } else { 1.0 };
         let l2 = if decoupled { 0.0 } else { wd };
         let (m, v) = self.slots.split_at_mut(1);
-        for (((p, g), m), v) in params
-            .iter_mut()
-            .zip(grads)
-            .zip(m[0][at.clone()].iter_mut())
-            .zip(v[0][at].iter_mut())
-        {
-            let g = g + l2 * *p;
-            *p *= decay;
-            *m = b1 * *m + (1.0 - b1) * g;
-            *v = b2 * *v + (1.0 - b2) * g * g;
-            let denom = v.sqrt() / bc2_sqrt + eps;
-            *p -= step_size * *m / denom;
+        let (m, v) = (&mut m[0][at.clone()], &mut v[0][at.clone()]);
+        // Runs of elements with and without the decoupled decay (all with it unless masked).
+        let mut i = at.start;
+        while i < at.end {
+            let (end, decayed) = match &self.decay_only {
+                Some(mask) if decoupled => decay_run(mask, i, at.end),
+                _ => (at.end, true),
+            };
+            let run = i - at.start..end - at.start;
+            let decay = if decayed { decay } else { 1.0 };
+            for (((p, g), m), v) in params[run.clone()]
+                .iter_mut()
+                .zip(&grads[run.clone()])
+                .zip(m[run.clone()].iter_mut())
+                .zip(v[run].iter_mut())
+            {
+                let g = g + l2 * *p;
+                *p *= decay;
+                *m = b1 * *m + (1.0 - b1) * g;
+                *v = b2 * *v + (1.0 - b2) * g * g;
+                let denom = v.sqrt() / bc2_sqrt + eps;
+                *p -= step_size * *m / denom;
+            }
+            i = end;
         }
     }
 
@@ -234,6 +300,49 @@ impl Optimizer {
         self.slots = slots;
         Ok(())
     }
+}
+
+/// From element `i`, the end (at most `end`) of the run of elements that are all in `mask` or
+/// all outside it, and whether they are in it.
+fn decay_run(mask: &[Range<usize>], i: usize, end: usize) -> (usize, bool) {
+    let next = mask.partition_point(|r| r.end <= i);
+    match mask.get(next) {
+        Some(r) if r.start <= i => (r.end.min(end), true),
+        Some(r) => (r.start.min(end), false),
+        None => (end, false),
+    }
+}
+
+/// The flat ranges of the tensors of rank ≥ 2 among tensors of `shapes` laid end to end.
+pub fn matrix_ranges<'a>(shapes: impl IntoIterator<Item = &'a [usize]>) -> Vec<Range<usize>> {
+    let mut at = 0;
+    let mut ranges = Vec::new();
+    for shape in shapes {
+        let n: usize = shape.iter().product();
+        if shape.len() >= 2 {
+            ranges.push(at..at + n);
+        }
+        at += n;
+    }
+    ranges
+}
+
+/// The sum of the squares of `values`, in f64: one rank's part of the squared global norm.
+pub fn sum_of_squares(values: &[f32]) -> f64 {
+    values.iter().map(|&g| g as f64 * g as f64).sum()
+}
+
+/// PyTorch's `clip_grad_norm_` factor for gradients of global L2 norm `total_norm` clipped to
+/// `max_norm`: `max_norm / (total_norm + 1e-6)` where that is below 1, else `None` (the
+/// gradients stay as they are).
+pub fn clip_coef(total_norm: f64, max_norm: f64) -> Option<f32> {
+    let coef = max_norm / (total_norm + 1e-6);
+    (coef < 1.0).then_some(coef as f32)
+}
+
+/// Multiplies `grads` by `coef` (a [`clip_coef`]).
+pub fn scale(grads: &mut [f32], coef: f32) {
+    grads.iter_mut().for_each(|g| *g *= coef);
 }
 
 #[cfg(test)]
@@ -380,6 +489,120 @@ mod tests {
             }
             assert_eq!(sharded.steps, 3);
         }
+    }
+
+    /// An AdamW spec, with `extra` overrides.
+    fn adamw_spec(extra: &[&str]) -> Spec {
+        let text = "name='t'\n[model]\nname='mlp'\n[data]\nname='synthetic'\n[train]\noptimizer='adamw'\nlr=0.1\nweight_decay=0.5\n";
+        let o: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Spec::parse(text, std::path::Path::new("t.toml"), &o).unwrap()
+    }
+
+    /// A bias, a matrix, a LayerNorm weight, an embedding and a conv kernel, end to end.
+    const SHAPES: [&[usize]; 5] = [&[3], &[2, 3], &[3], &[4, 2], &[1, 1, 2, 1]];
+
+    /// The elements of [`SHAPES`] that are matrices (rank ≥ 2).
+    fn is_matrix(i: usize) -> bool {
+        (3..9).contains(&i) || (12..22).contains(&i)
+    }
+
+    #[test]
+    fn adamw_decays_matrices_only_also_where_a_shard_cuts_them() {
+        let opt = Optimizer::from_spec(&adamw_spec(&[]), SHAPES);
+        // The matrix, then the embedding and the kernel (adjacent: one range).
+        assert_eq!(opt.decaying(), Some(&[3..9, 12..22][..]));
+        let n = 22;
+        assert_eq!(opt.slots[0].len(), n);
+        let start: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 * 0.125).collect();
+        // Zero gradients: Adam's step is 0 / (0 + eps) = 0, so only the decay moves anything.
+        let mut whole = Optimizer::from_spec(&adamw_spec(&[]), SHAPES);
+        let mut p = start.clone();
+        whole.step(&mut p, &[0.0; 22], 0.1);
+        let decay = 1.0 - 0.1f32 * 0.5;
+        for i in 0..n {
+            let want = if is_matrix(i) {
+                start[i] * decay
+            } else {
+                start[i]
+            };
+            assert_eq!(p[i], want, "element {i}");
+        }
+        // With gradients, shards cutting the matrix (at 5) and the bias after it (at 10) update
+        // their elements as the whole step does, bit for bit.
+        let mut sharded = Optimizer::from_spec(&adamw_spec(&[]), SHAPES);
+        let mut q = start.clone();
+        let mut p = start.clone();
+        let mut whole = Optimizer::from_spec(&adamw_spec(&[]), SHAPES);
+        for k in 0..3 {
+            let g: Vec<f32> = (0..n)
+                .map(|i| ((i * 5 + k) % 7) as f32 * 0.1 - 0.3)
+                .collect();
+            whole.step(&mut p, &g, 0.1);
+            sharded.step_parts(&mut q, &g, &[0..5, 5..10, 10..n], 0.1);
+            assert!(p == q, "step {k}");
+        }
+        // train.decay_all: every element decays, wherever the shards cut.
+        let mut all = Optimizer::from_spec(&adamw_spec(&["train.decay_all=true"]), SHAPES);
+        assert_eq!(all.decaying(), None);
+        let mut p = start.clone();
+        all.step_parts(&mut p, &[0.0; 22], &[0..5, 5..n], 0.1);
+        for i in 0..n {
+            assert_eq!(p[i], start[i] * decay, "element {i}");
+        }
+    }
+
+    #[test]
+    fn sgd_and_adam_decay_every_tensor() {
+        for name in ["sgd", "adam"] {
+            let spec = adamw_spec(&[&format!("train.optimizer=\"{name}\"")]);
+            let mut opt = Optimizer::from_spec(&spec, SHAPES);
+            assert_eq!(opt.decaying(), None, "{name}");
+            // With zero gradients, the L2 term alone: every element moves.
+            let mut p = vec![1.0f32; 22];
+            opt.step(&mut p, &[0.0; 22], 0.1);
+            assert!(p.iter().all(|&x| x < 1.0), "{name}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn from_spec_takes_grad_clip() {
+        assert_eq!(
+            Optimizer::from_spec(&adamw_spec(&[]), SHAPES).grad_clip,
+            None
+        );
+        let opt = Optimizer::from_spec(&adamw_spec(&["train.grad_clip=1.0"]), SHAPES);
+        assert_eq!(opt.grad_clip, Some(1.0));
+    }
+
+    #[test]
+    fn clipping_matches_torch_clip_grad_norm() {
+        // torch 2.15: a = [[0.5, -1.25], [2.0, 0.125]], b = [3.0, -0.75, 1.5] as .grad,
+        // torch.nn.utils.clip_grad_norm_([a, b], 1.0) returns 4.200074195861816 and leaves
+        // these gradients (f32, printed as Python floats).
+        let torch = [
+            0.11904548853635788f64,
+            -0.2976137101650238,
+            0.4761819541454315,
+            0.02976137213408947,
+            0.7142729163169861,
+            -0.17856822907924652,
+            0.35713645815849304,
+        ];
+        let mut g = [0.5f32, -1.25, 2.0, 0.125, 3.0, -0.75, 1.5];
+        // One part per rank, summed: the squared global norm.
+        let norm = (sum_of_squares(&g[..3]) + sum_of_squares(&g[3..])).sqrt();
+        assert!((norm - 4.200074195861816).abs() < 1e-6, "{norm}");
+        let coef = clip_coef(norm, 1.0).unwrap();
+        scale(&mut g, coef);
+        for (&ours, theirs) in g.iter().zip(torch) {
+            assert!(
+                (ours as f64 - theirs).abs() <= f32::EPSILON as f64 * theirs.abs(),
+                "{g:?} vs {torch:?}"
+            );
+        }
+        // Within the bound (10.0 here; and exactly at it) nothing changes.
+        assert_eq!(clip_coef(norm, 10.0), None);
+        assert_eq!(clip_coef(1.0, 1.0 + 1e-6), None);
     }
 
     #[test]

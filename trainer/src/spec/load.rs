@@ -33,6 +33,7 @@ pub const KEYS: &[&str] = &[
     "data.dtype",
     "data.vocab_size",
     "train.epochs",
+    "train.steps",
     "train.batch_size",
     "train.optimizer",
     "train.lr",
@@ -40,6 +41,8 @@ pub const KEYS: &[&str] = &[
     "train.momentum",
     "train.nesterov",
     "train.weight_decay",
+    "train.decay_all",
+    "train.grad_clip",
     "train.betas",
     "train.eps",
     "train.scheduler.kind",
@@ -47,6 +50,7 @@ pub const KEYS: &[&str] = &[
     "train.scheduler.gamma",
     "train.scheduler.min_lr",
     "train.scheduler.warmup_epochs",
+    "train.scheduler.warmup_steps",
     "train.seed",
     "train.grad_accum",
     "train.max_steps",
@@ -447,6 +451,70 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
     }
 
     #[test]
+    fn recipe_keys_are_validated() {
+        let cosine = "train.scheduler.kind=\"cosine\"";
+        for (sets, want) in [
+            (
+                vec!["train.grad_clip=0.0"],
+                "x.toml: train.grad_clip: must be a positive number (the largest global L2 norm of the gradients, e.g. 1.0), got 0; leave it out to not clip",
+            ),
+            (
+                vec!["train.grad_clip=-1.0"],
+                "x.toml: train.grad_clip: must be a positive number (the largest global L2 norm of the gradients, e.g. 1.0), got -1; leave it out to not clip",
+            ),
+            (
+                vec!["train.grad_clip=inf"],
+                "x.toml: train.grad_clip: must be a positive number (the largest global L2 norm of the gradients, e.g. 1.0), got inf; leave it out to not clip",
+            ),
+            (
+                vec!["train.steps=0"],
+                "x.toml: train.steps: must be at least 1 (the number of optimizer steps to train)",
+            ),
+            (
+                vec!["train.steps=50", "train.scheduler.warmup_steps=51"],
+                "x.toml: train.scheduler.warmup_steps: 51 is more than train.steps = 50: warm up over at most the run's steps",
+            ),
+            (
+                vec![
+                    "train.scheduler.warmup_steps=10",
+                    "train.scheduler.warmup_epochs=0.5",
+                ],
+                "x.toml: train.scheduler.warmup_steps: and train.scheduler.warmup_epochs are both set (10 steps, 0.5 epochs): keep one of them",
+            ),
+            (
+                vec![cosine, "train.scheduler.min_lr=0.01"],
+                "x.toml: train.scheduler.min_lr: 0.01 is more than train.lr = 0.001: the cosine schedule decays from train.lr down to min_lr, so set min_lr at most train.lr",
+            ),
+        ] {
+            assert_eq!(parse_err(BASE, &sets), want, "{sets:?}");
+        }
+        let ok = [
+            "train.steps=50",
+            "train.scheduler.warmup_steps=50",
+            cosine,
+            "train.scheduler.min_lr=0.001",
+            "train.grad_clip=1.0",
+            "train.decay_all=true",
+        ];
+        let o: Vec<String> = ok.iter().map(|s| s.to_string()).collect();
+        let s = parse(BASE, Path::new("x.toml"), &o).unwrap();
+        assert_eq!(s.train.steps, Some(50));
+        assert_eq!(s.train.scheduler.warmup_steps, Some(50));
+        assert_eq!(s.train.grad_clip, Some(1.0));
+        assert!(s.train.decay_all);
+    }
+
+    #[test]
+    fn recipe_keys_left_out_keep_the_hash() {
+        // Specs written before these keys existed resume: unset, they are not rendered.
+        let s = parse(BASE, Path::new("x.toml"), &[]).unwrap();
+        let toml = s.to_toml();
+        for key in ["steps", "grad_clip", "decay_all", "warmup_steps"] {
+            assert!(!toml.contains(key), "{key} rendered:\n{toml}");
+        }
+    }
+
+    #[test]
     fn unknown_model_lists_choices() {
         let e = parse_err(&BASE.replace("name = \"mnist-cnn\"", "name = \"vgg\""), &[]);
         assert!(e.starts_with("x.toml:4: unknown variant `vgg`"), "{e}");
@@ -475,6 +543,7 @@ test_size = 10
 noise = 0.1
 [train]
 epochs = 1
+steps = 5
 batch_size = 1
 optimizer = "sgd"
 lr = 0.1
@@ -482,6 +551,8 @@ lr_scaling = "linear"
 momentum = 0.9
 nesterov = true
 weight_decay = 0.0
+decay_all = true
+grad_clip = 1.0
 betas = [0.9, 0.99]
 eps = 1e-8
 seed = 3
@@ -493,7 +564,8 @@ kind = "cosine"
 step_size = 1
 gamma = 0.5
 min_lr = 0.0
-warmup_epochs = 0.5
+warmup_epochs = 0.0
+warmup_steps = 2
 [ddp]
 replicas = 2
 backend = "tcp"

@@ -169,7 +169,8 @@ pub enum SchedulerKind {
     Constant,
     /// lr × gamma every `step_size` epochs (PyTorch StepLR, stepped per epoch).
     Step,
-    /// Cosine annealing from lr to `min_lr` over the run's epochs (stepped per epoch).
+    /// Cosine annealing from lr to `min_lr`: per optimizer step over `train.steps` where that is
+    /// set, else per epoch over the run's epochs.
     Cosine,
     /// Constant after a linear warm-up of `warmup_epochs`.
     LinearWarmup,
@@ -189,6 +190,10 @@ pub struct SchedulerSpec {
     /// Linear warm-up (per step, from lr/steps to lr) over this many epochs; any kind.
     #[serde(default)]
     pub warmup_epochs: f64,
+    /// Linear warm-up over this many optimizer steps instead (not with `warmup_epochs`); any
+    /// kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_steps: Option<u64>,
 }
 
 impl Default for SchedulerSpec {
@@ -199,6 +204,7 @@ impl Default for SchedulerSpec {
             gamma: defaults::gamma(),
             min_lr: 0.0,
             warmup_epochs: 0.0,
+            warmup_steps: None,
         }
     }
 }
@@ -208,6 +214,10 @@ impl Default for SchedulerSpec {
 pub struct TrainSpec {
     #[serde(default = "defaults::one_usize")]
     pub epochs: usize,
+    /// The run's length in optimizer steps instead of `epochs` (required for text data). The
+    /// cosine schedule decays per step over it ([`SchedulerKind::Cosine`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
     /// Per replica.
     #[serde(default = "defaults::batch_size")]
     pub batch_size: usize,
@@ -221,9 +231,17 @@ pub struct TrainSpec {
     pub momentum: f64,
     #[serde(default)]
     pub nesterov: bool,
-    /// L2 penalty (SGD, Adam) or decoupled decay (AdamW; default 0.01 there).
+    /// L2 penalty (SGD, Adam: every tensor) or decoupled decay (AdamW, default 0.01 there:
+    /// tensors of rank ≥ 2 only, unless `decay_all`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_decay: Option<f64>,
+    /// AdamW: decay every tensor, biases and normalisation weights too.
+    #[serde(default, skip_serializing_if = "defaults::is_no")]
+    pub decay_all: bool,
+    /// Scale the averaged gradients down to this global L2 norm where it is larger, before the
+    /// optimizer step (PyTorch's `clip_grad_norm_`); unset: no clipping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_clip: Option<f64>,
     #[serde(default = "defaults::betas")]
     pub betas: [f64; 2],
     #[serde(default = "defaults::eps")]
@@ -407,6 +425,9 @@ mod defaults {
     pub fn is_yes(b: &bool) -> bool {
         *b
     }
+    pub fn is_no(b: &bool) -> bool {
+        !*b
+    }
     pub fn keep_last() -> usize {
         3
     }
@@ -456,6 +477,60 @@ impl Spec {
                 OptimizerName::Adamw => 0.01,
                 _ => 0.0,
             })
+    }
+
+    /// Validation of the step budget, gradient clipping and the scheduler's warm-up and floor.
+    fn check_recipe(&self) -> Result<()> {
+        let t = &self.train;
+        let s = &t.scheduler;
+        let bad = |key: &str, msg: String| Err(self.error(key, msg));
+        if let Some(clip) = t.grad_clip
+            && !(clip > 0.0 && clip.is_finite())
+        {
+            return bad(
+                "train.grad_clip",
+                format!(
+                    "must be a positive number (the largest global L2 norm of the gradients, e.g. 1.0), got {clip}; leave it out to not clip"
+                ),
+            );
+        }
+        if t.steps == Some(0) {
+            return bad(
+                "train.steps",
+                "must be at least 1 (the number of optimizer steps to train)".into(),
+            );
+        }
+        if let Some(warmup) = s.warmup_steps {
+            if s.warmup_epochs != 0.0 {
+                return bad(
+                    "train.scheduler.warmup_steps",
+                    format!(
+                        "and train.scheduler.warmup_epochs are both set ({warmup} steps, {} epochs): keep one of them",
+                        s.warmup_epochs
+                    ),
+                );
+            }
+            if let Some(steps) = t.steps
+                && warmup > steps
+            {
+                return bad(
+                    "train.scheduler.warmup_steps",
+                    format!(
+                        "{warmup} is more than train.steps = {steps}: warm up over at most the run's steps"
+                    ),
+                );
+            }
+        }
+        if s.kind == SchedulerKind::Cosine && s.min_lr > t.lr {
+            return bad(
+                "train.scheduler.min_lr",
+                format!(
+                    "{} is more than train.lr = {}: the cosine schedule decays from train.lr down to min_lr, so set min_lr at most train.lr",
+                    s.min_lr, t.lr
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Whether CIFAR-style augmentation is on.
@@ -510,6 +585,7 @@ impl Spec {
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());
         }
+        self.check_recipe()?;
         if self.train.scheduler.kind == SchedulerKind::Step && self.train.scheduler.step_size == 0 {
             return bad(
                 "train.scheduler.step_size",

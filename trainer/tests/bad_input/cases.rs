@@ -286,6 +286,37 @@ pub const CONFIG_ERRORS: &[Case] = &[
         &["train.batch_size=0"],
         &[&["train.batch_size: must be at least 1"]],
     ),
+    // The training recipe's keys.
+    config_error(
+        "grad_clip_not_positive_names_the_key",
+        sample("[train]\ngrad_clip = 0.0\n"),
+        &[],
+        &[&["{spec}: train.grad_clip: must be a positive number", "got 0; leave it out to not clip"]],
+    ),
+    config_error(
+        "steps_zero_names_the_key",
+        sample(""),
+        &["train.steps=0"],
+        &[&["{spec}: train.steps: must be at least 1"]],
+    ),
+    config_error(
+        "warmup_longer_than_the_run_names_both_keys",
+        sample("[train]\nsteps = 50\nscheduler = { kind = \"cosine\", warmup_steps = 100 }\n"),
+        &[],
+        &[&["{spec}: train.scheduler.warmup_steps: 100 is more than train.steps = 50"]],
+    ),
+    config_error(
+        "warmup_in_steps_and_epochs_names_both_keys",
+        sample("[train]\nscheduler = { warmup_steps = 10, warmup_epochs = 0.5 }\n"),
+        &[],
+        &[&["train.scheduler.warmup_steps: and train.scheduler.warmup_epochs are both set", "keep one of them"]],
+    ),
+    config_error(
+        "min_lr_above_lr_names_both_keys",
+        sample("[train]\nlr = 0.001\nscheduler = { kind = \"cosine\", min_lr = 0.01 }\n"),
+        &[],
+        &[&["{spec}: train.scheduler.min_lr: 0.01 is more than train.lr = 0.001", "set min_lr at most train.lr"]],
+    ),
     config_error(
         "nccl_backend_on_cpu_names_the_key",
         sample("[ddp]\nbackend = \"nccl\"\ndevices = \"cpu\"\n"),
