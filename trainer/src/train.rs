@@ -20,7 +20,7 @@ use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
 use crate::models::{BnMode, Network, is_regression, serially};
-use crate::optim::{Optimizer, OptimizerConfig};
+use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
@@ -260,7 +260,8 @@ impl Replica {
                 Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
             }
         }
-        let opt = Optimizer::new(OptimizerConfig::from_spec(&spec), ddp.num_params());
+        // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
+        let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
 
         let sampler = DistributedSampler::new(
             splits.train.len(),

@@ -30,11 +30,20 @@ fn equivalent(model: &str, optimizer: &str, extra: &str) {
 
 /// [`equivalent`] with environment variables for the 2-replica run.
 fn equivalent_env(model: &str, optimizer: &str, extra: &str, env: &[(&str, &str)]) {
+    equivalent_with(model, optimizer, "", extra, env);
+}
+
+/// [`equivalent_env`] with `train` keys added to the recipe's `[train]`.
+fn equivalent_with(model: &str, optimizer: &str, train: &str, extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
-    // The recipes' learning rates: SGD 0.01 with momentum 0.9, Adam 0.001.
-    let lr = if optimizer == "adam" { 0.001 } else { 0.01 };
+    // The recipes' learning rates: SGD 0.01 with momentum 0.9, Adam(W) 0.001.
+    let lr = if optimizer.starts_with("adam") {
+        0.001
+    } else {
+        0.01
+    };
     let body = format!(
-        "val_fraction = 0.0\nlimit_train = 512\nlimit_test = 64\n[train]\nepochs = 1\nmax_steps = 6\noptimizer = \"{optimizer}\"\nlr = {lr}\nmomentum = 0.9\nseed = 7\n[checkpoint]\nevery_epochs = 0\n{extra}"
+        "val_fraction = 0.0\nlimit_train = 512\nlimit_test = 64\n[train]\nepochs = 1\nmax_steps = 6\noptimizer = \"{optimizer}\"\nlr = {lr}\nmomentum = 0.9\nseed = 7\n{train}\n[checkpoint]\nevery_epochs = 0\n{extra}"
     );
     let spec = write_spec(dir.path(), model, &body);
     let (two, one) = (dir.path().join("two"), dir.path().join("one"));
@@ -118,6 +127,20 @@ fn mnist_cnn_adam_with_direct_copies_between_processes() {
 #[test]
 fn mnist_cnn_adam() {
     equivalent("mnist-cnn", "adam", "");
+}
+
+/// Clipping to the global norm after the all-reduce (a clip small enough to act at every step)
+/// and AdamW decaying matrices only: every rank clips by the same factor, so 2 × B still equals
+/// 1 × 2B.
+#[test]
+fn mnist_cnn_adamw_with_gradient_clipping() {
+    equivalent_with(
+        "mnist-cnn",
+        "adamw",
+        "weight_decay = 0.1\ngrad_clip = 0.05",
+        "",
+        &[],
+    );
 }
 
 #[test]

@@ -85,7 +85,6 @@ impl Spec {
             );
         }
         for (key, v) in [
-            ("train.steps", self.train.steps),
             ("train.eval_every", self.train.eval_every),
             ("checkpoint.every_steps", self.checkpoint.every_steps),
         ] {

@@ -55,7 +55,6 @@ pub const KEYS: &[&str] = &[
     "train.grad_accum",
     "train.max_steps",
     "train.log_every",
-    "train.steps",
     "train.eval_every",
     "ddp.replicas",
     "ddp.backend",

@@ -259,9 +259,6 @@ pub struct TrainSpec {
     /// Progress line + train metric every N optimizer steps (0: about 10 per epoch).
     #[serde(default)]
     pub log_every: usize,
-    /// The optimizer-step budget, instead of `epochs` (required for `text` and `tokens` data).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<u64>,
     /// Evaluate on the validation part every N optimizer steps (and at the end); default: every
     /// `steps / 10` steps for a step budget, once per epoch otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
