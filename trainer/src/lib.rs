@@ -29,6 +29,8 @@
 //! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
+//! - `lm`: a language model's token data (text tokenized, token files mapped), the loss of a
+//!   batch of windows and the world-size-invariant validation loss.
 //! - `train`: one replica's training run (set up, restore, epochs, finish); `batch_parts`: a
 //!   batch trained in parts side by side, one per thread; `cli`: the `ddp-trainer` command line.
 //! - `error`: the crate's error type and exit codes.
@@ -49,6 +51,7 @@ pub mod env;
 pub mod error;
 pub mod fsutil;
 pub mod launcher;
+pub mod lm;
 pub mod metrics;
 pub mod models;
 pub mod optim;

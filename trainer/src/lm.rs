@@ -1,0 +1,259 @@
+//! The language-model side of a run: its token data (a text file tokenized, or token files
+//! mapped), the tokenizer kept in the run folder, the loss of a batch of windows, and the
+//! deterministic evaluation every rank shares.
+//!
+//! - [`LmData::load`]: `data.name = "text"` tokenizes `data.path` (on resume with the run's own
+//!   `tokenizer.json`, so ids keep their meaning) and splits it; `"tokens"` maps
+//!   `data.path/train.bin` and `val.bin`, every id checked against `data.vocab_size`.
+//! - [`batch_loss`]: the mean next-token cross-entropy of an [`LmBatch`].
+//! - [`eval_sum`] and [`evaluate`]: the validation loss over all non-overlapping windows, each
+//!   rank taking its share and the sums all-reduced, so the figure does not depend on the world
+//!   size.
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::Tensor;
+
+use crate::data::text::windows::check_part_len;
+use crate::data::text::{
+    EvalSum, EvalWindows, LmBatch, TOKENIZER_FILE, TokenSource, Tokenizer, load_text,
+};
+use crate::ddp::{SharedCollective, with_comm};
+use crate::dist::ReduceOp;
+use crate::models::Network;
+use crate::models::gpt::lm_loss;
+use crate::report::Evaluation;
+use crate::spec::{DataName, Spec};
+use crate::{Error, Result};
+
+/// A language model's tokens: the training and validation parts, the vocabulary size and the
+/// context length the windows have.
+pub struct LmData {
+    /// The text's tokenizer (`text` data); token files come tokenized.
+    pub tokenizer: Option<Tokenizer>,
+    pub vocab: usize,
+    pub block: usize,
+    pub train: TokenSource,
+    pub val: TokenSource,
+}
+
+impl LmData {
+    /// The token data of `spec`. For text, the tokenizer of the run folder `out` is reused when it
+    /// has one (a resumed run), else built from the text; `save` writes it there (rank 0).
+    pub fn load(spec: &Spec, out: &Path, save: bool) -> Result<LmData> {
+        let block = spec.gpt_config(1).block;
+        let path = spec.data.path.clone().unwrap_or_default();
+        match spec.data.name {
+            DataName::Text => {
+                let saved = out.join(TOKENIZER_FILE);
+                let tokenizer = if saved.is_file() {
+                    Some(Tokenizer::load(&saved)?)
+                } else {
+                    None
+                };
+                let kind = spec.data.tokenizer.unwrap_or_default();
+                if let Some(t) = &tokenizer
+                    && t.kind() != kind
+                {
+                    return Err(Error::data(
+                        &saved,
+                        format!(
+                            "this run was tokenized with data.tokenizer = \"{}\", the spec says \"{kind}\"; resume with the run's own spec",
+                            t.kind()
+                        ),
+                    ));
+                }
+                let corpus = load_text(&path, kind, tokenizer, spec.data.val_fraction, block)?;
+                if save {
+                    corpus.tokenizer.save(&saved)?;
+                }
+                Ok(LmData {
+                    vocab: corpus.tokenizer.vocab_size(),
+                    tokenizer: Some(corpus.tokenizer),
+                    block,
+                    train: corpus.train,
+                    val: corpus.val,
+                })
+            }
+            DataName::Tokens => {
+                let vocab = spec.data.vocab_size.unwrap_or(0);
+                let dtype = spec.data.dtype.unwrap_or_default();
+                let part = |file: &str, what: &str| -> Result<TokenSource> {
+                    let p = path.join(file);
+                    let src = TokenSource::map(&p, dtype, vocab)?;
+                    check_part_len(
+                        &p,
+                        what,
+                        src.len(),
+                        block,
+                        "use a longer file or a smaller model.block",
+                    )?;
+                    Ok(src)
+                };
+                Ok(LmData {
+                    tokenizer: None,
+                    vocab,
+                    block,
+                    train: part("train.bin", "training")?,
+                    val: part("val.bin", "validation")?,
+                })
+            }
+            other => Err(Error::data(
+                path,
+                format!("data.name = {other:?} is not token data for a language model"),
+            )),
+        }
+    }
+}
+
+/// The mean next-token cross-entropy of `batch` (inputs and targets `[rows, block]`).
+pub fn batch_loss(net: &Network, batch: &LmBatch, train: bool) -> Result<Tensor> {
+    let shape = (batch.rows, batch.block);
+    let ids = Tensor::from_slice(&batch.inputs, shape, &net.device)?;
+    let targets = Tensor::from_slice(&batch.targets, shape, &net.device)?;
+    Ok(lm_loss(&net.forward(&ids, train)?, &targets)?)
+}
+
+/// The loss sum over this rank's share of the evaluation windows of `val` (see
+/// [`EvalWindows::for_rank`]), in batches of `batch_size` windows.
+pub fn eval_sum(
+    net: &Network,
+    val: &TokenSource,
+    block: usize,
+    rank: usize,
+    world: usize,
+    batch_size: usize,
+) -> Result<EvalSum> {
+    let windows = EvalWindows::new(val.len(), block);
+    let mut sum = EvalSum::default();
+    let mut batch = LmBatch::new();
+    for range in EvalWindows::batches(windows.for_rank(rank, world), batch_size.max(1)) {
+        windows.fill(val, range, &mut batch);
+        let loss = batch_loss(net, &batch, false)?.to_scalar::<f32>()?;
+        sum.add_batch(loss as f64, batch.rows);
+    }
+    Ok(sum)
+}
+
+/// The validation loss over every evaluation window, the same on every rank whatever the world
+/// size: each rank's [`eval_sum`] is all-reduced as a pair of f32 (high part and remainder) per
+/// figure, which keeps the sum to about f64's precision.
+pub fn evaluate(
+    net: &Network,
+    val: &TokenSource,
+    block: usize,
+    rank: usize,
+    world: usize,
+    batch_size: usize,
+    comm: &SharedCollective,
+) -> Result<Evaluation> {
+    let t0 = Instant::now();
+    let mine = eval_sum(net, val, block, rank, world, batch_size)?;
+    let mut parts = split_f64(mine.to_array());
+    with_comm(comm, |c| c.all_reduce(&mut parts, ReduceOp::Sum))?;
+    let total = EvalSum::from_array(join_f64(parts));
+    let windows = total.windows as usize;
+    Ok(Evaluation {
+        loss: total.mean(),
+        accuracy: None,
+        samples: windows,
+        samples_per_sec: windows as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+    })
+}
+
+/// Each value as an f32 and the f32 of what that leaves out: sums of the pairs keep ~48 bits.
+fn split_f64<const N: usize>(values: [f64; N]) -> Vec<f32> {
+    values
+        .iter()
+        .flat_map(|&v| {
+            let hi = v as f32;
+            [hi, (v - hi as f64) as f32]
+        })
+        .collect()
+}
+
+fn join_f64<const N: usize>(parts: Vec<f32>) -> [f64; N] {
+    let mut out = [0.0; N];
+    for (i, pair) in parts.chunks(2).enumerate().take(N) {
+        out[i] = pair[0] as f64 + pair[1] as f64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::gpt::GptConfig;
+    use candle_core::Device;
+
+    const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\nThe slings and arrows of outrageous fortune,\nOr to take arms against a sea of troubles\n";
+
+    fn spec(dir: &Path, extra: &[&str]) -> Spec {
+        std::fs::write(dir.join("input.txt"), TEXT).unwrap();
+        let text = "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 1\nheads = 2\nembd = 8\nblock = 8\n[data]\nname = \"text\"\npath = \"input.txt\"\nval_fraction = 0.25\n[train]\nsteps = 10\n";
+        let o: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Spec::parse_at(text, &dir.join("lm.toml"), &o).unwrap()
+    }
+
+    #[test]
+    fn text_data_is_split_and_its_tokenizer_kept_in_the_run_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(dir.path(), &[]);
+        let out = dir.path().join("run");
+        std::fs::create_dir(&out).unwrap();
+        let d = LmData::load(&s, &out, true).unwrap();
+        let n = TEXT.chars().count();
+        assert_eq!(d.train.len() + d.val.len(), n);
+        assert_eq!(d.train.len(), (n as f64 * 0.75).floor() as usize);
+        assert_eq!(d.block, 8);
+        let saved = Tokenizer::load(&out.join(TOKENIZER_FILE)).unwrap();
+        assert_eq!(saved.vocab_size(), d.vocab);
+        // Resumed with a byte tokenizer in the spec: refused, naming the saved one.
+        let e = LmData::load(&spec(dir.path(), &["data.tokenizer=\"byte\""]), &out, false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("tokenized with data.tokenizer = \"char\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_evaluation_does_not_depend_on_the_world_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(dir.path(), &[]);
+        let d = LmData::load(&s, dir.path(), false).unwrap();
+        let cfg: GptConfig = s.gpt_config(d.vocab);
+        let net = Network::gpt(&cfg, &Device::Cpu, 5).unwrap();
+        let whole = eval_sum(&net, &d.val, d.block, 0, 1, 3).unwrap();
+        assert_eq!(
+            whole.windows as usize,
+            EvalWindows::new(d.val.len(), 8).count()
+        );
+        for world in 2..=4 {
+            let mut total = EvalSum::default();
+            for rank in 0..world {
+                total.merge(eval_sum(&net, &d.val, d.block, rank, world, 2).unwrap());
+            }
+            assert_eq!(total.windows, whole.windows);
+            assert!(
+                (total.mean() - whole.mean()).abs() < 1e-6,
+                "world {world}: {} vs {}",
+                total.mean(),
+                whole.mean()
+            );
+        }
+        let e = evaluate(&net, &d.val, d.block, 0, 1, 3, &crate::ddp::tests::solo()).unwrap();
+        assert!((e.loss - whole.mean()).abs() < 1e-12);
+        assert_eq!(e.samples, whole.windows as usize);
+    }
+
+    #[test]
+    fn f64_sums_survive_an_f32_all_reduce() {
+        let v = [12_345.678_901_234_f64, 1.0e-3];
+        let back: [f64; 2] = join_f64(split_f64(v));
+        assert!((back[0] - v[0]).abs() < 1e-9 && (back[1] - v[1]).abs() < 1e-12);
+    }
+}
