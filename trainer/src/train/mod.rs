@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{Augment, Batch, BatchRows, Dataset, DistributedSampler, Split, Targets};
+use crate::data::{Augment, Batch, BatchRows, Dataset, DistributedSampler, Targets};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
 use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::ReduceOp;
@@ -24,8 +24,14 @@ use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
-use crate::spec::{DataName, Spec};
-use crate::{Error, Result, data};
+use crate::spec::Spec;
+use crate::{Error, Result};
+
+mod engine;
+mod samples;
+
+use engine::Engine;
+pub use samples::{Splits, load_data};
 
 /// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -48,112 +54,6 @@ pub struct RunSummary {
     pub train_samples_per_sec: f64,
     /// True when the run ended early because a stop was requested.
     pub stopped: bool,
-}
-
-/// The train, validation and test sets of a spec.
-pub struct Splits {
-    pub train: Dataset,
-    pub val: Dataset,
-    pub test: Dataset,
-}
-
-pub fn load_data(spec: &Spec) -> Result<Splits> {
-    let d = &spec.data;
-    let load = |split: Split| -> Result<Dataset> {
-        let dir = || d.path.clone().unwrap_or_default();
-        match d.name {
-            DataName::Mnist => data::load_mnist(&dir(), split),
-            DataName::FashionMnist => data::load_fashion_mnist(&dir(), split),
-            DataName::Cifar10 => data::load_cifar10(&dir(), split),
-            DataName::Synthetic => Ok(data::synthetic(&synthetic_config(spec), split)),
-            DataName::Text | DataName::Tokens => Err(Error::Model(
-                "language-model data (data.name = \"text\" or \"tokens\") is not trained by this loop yet".into(),
-            )),
-        }
-    };
-    let limit = |ds: Dataset, n: Option<usize>| match n {
-        Some(n) if n < ds.len() => ds.subset(&(0..n).collect::<Vec<_>>()),
-        _ => ds,
-    };
-    let full = limit(load(Split::Train)?, d.limit_train);
-    let test = limit(load(Split::Test)?, d.limit_test);
-    let (train, val) = data::train_val_split(&full, d.val_fraction, spec.train.seed)?;
-    Ok(Splits { train, val, test })
-}
-
-fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
-    let d = &spec.data;
-    data::SyntheticConfig {
-        task: match d.task {
-            crate::spec::SyntheticTask::Classification => data::Task::Classification,
-            crate::spec::SyntheticTask::Regression => data::Task::Regression,
-        },
-        shape: d
-            .shape
-            .unwrap_or_else(|| crate::models::expected_input(spec.model.name)),
-        classes: d.classes,
-        train_size: d.train_size,
-        test_size: d.test_size,
-        noise: d.noise,
-        seed: spec.train.seed,
-    }
-}
-
-/// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
-/// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::device_step`]).
-enum Engine {
-    Host,
-    Device(DeviceStep),
-}
-
-impl Engine {
-    fn accumulate(
-        &mut self,
-        ddp: &mut Ddp,
-        net: &Network,
-        grads: &candle_core::backprop::GradStore,
-        scale: f32,
-    ) -> Result<()> {
-        match self {
-            Engine::Host => ddp.accumulate(net, grads, scale),
-            Engine::Device(d) => d.accumulate(grads, scale),
-        }
-    }
-
-    /// Reduces the step's gradients and updates the parameters; says whether any replica asked
-    /// to stop.
-    fn sync_and_step(
-        &mut self,
-        ddp: &mut Ddp,
-        opt: &mut Optimizer,
-        net: &Network,
-        lr: f64,
-        stop: bool,
-    ) -> Result<bool> {
-        match self {
-            Engine::Host => {
-                let stopped = ddp.sync_and_step(opt, lr, stop)?;
-                ddp.write_params(net)?;
-                Ok(stopped)
-            }
-            Engine::Device(d) => {
-                let stopped = d.sync(stop)?;
-                d.step(lr)?;
-                Ok(stopped)
-            }
-        }
-    }
-
-    /// Brings rank 0's host optimizer up to date before it writes a checkpoint. Every rank calls
-    /// it: the host step's ranks each hold the current state of their own shards only and
-    /// gather it together; the device step's copy to the host is needed on rank 0 only.
-    fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer, rank: usize) -> Result<()> {
-        match self {
-            Engine::Host => ddp.gather_optimizer_state(opt),
-            Engine::Device(d) if rank == 0 => d.export(opt),
-            Engine::Device(_) => Ok(()),
-        }
-    }
 }
 
 /// Keeps freed memory in the process. candle allocates fresh buffers for every op; with glibc's

@@ -1,0 +1,66 @@
+//! Where a step's gradients are reduced and the optimizer runs.
+
+use candle_core::backprop::GradStore;
+
+use crate::Result;
+use crate::ddp::Ddp;
+use crate::device_step::DeviceStep;
+use crate::models::Network;
+use crate::optim::Optimizer;
+
+/// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
+/// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::device_step`]).
+pub(super) enum Engine {
+    Host,
+    Device(DeviceStep),
+}
+
+impl Engine {
+    pub(super) fn accumulate(
+        &mut self,
+        ddp: &mut Ddp,
+        net: &Network,
+        grads: &GradStore,
+        scale: f32,
+    ) -> Result<()> {
+        match self {
+            Engine::Host => ddp.accumulate(net, grads, scale),
+            Engine::Device(d) => d.accumulate(grads, scale),
+        }
+    }
+
+    /// Reduces the step's gradients and updates the parameters; says whether any replica asked
+    /// to stop.
+    pub(super) fn sync_and_step(
+        &mut self,
+        ddp: &mut Ddp,
+        opt: &mut Optimizer,
+        net: &Network,
+        lr: f64,
+        stop: bool,
+    ) -> Result<bool> {
+        match self {
+            Engine::Host => {
+                let stopped = ddp.sync_and_step(opt, lr, stop)?;
+                ddp.write_params(net)?;
+                Ok(stopped)
+            }
+            Engine::Device(d) => {
+                let stopped = d.sync(stop)?;
+                d.step(lr)?;
+                Ok(stopped)
+            }
+        }
+    }
+
+    /// Brings rank 0's host optimizer up to date before it writes a checkpoint. Every rank calls
+    /// it: the host step's ranks each hold the current state of their own shards only and
+    /// gather it together; the device step's copy to the host is needed on rank 0 only.
+    pub(super) fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer, rank: usize) -> Result<()> {
+        match self {
+            Engine::Host => ddp.gather_optimizer_state(opt),
+            Engine::Device(d) if rank == 0 => d.export(opt),
+            Engine::Device(_) => Ok(()),
+        }
+    }
+}
