@@ -18,6 +18,7 @@ use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
+use crate::lm::LmData;
 use crate::metrics::MetricKind;
 use crate::models::{BnMode, Network, is_regression, serially};
 use crate::optim::Optimizer;
@@ -29,8 +30,16 @@ use crate::{Error, Result};
 
 mod engine;
 mod samples;
+mod tokens;
 
 use engine::Engine;
+use tokens::Tokens;
+
+/// The data a replica loads, before its sampler or windows are set up.
+enum Data {
+    Samples(Splits),
+    Tokens(LmData),
+}
 pub use samples::{Splits, load_data};
 
 /// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
@@ -106,7 +115,7 @@ struct Replica {
     rank: usize,
     world: usize,
     device: Device,
-    splits: Splits,
+    task: Task,
     net: Network,
     comm: SharedCollective,
     ddp: Ddp,
@@ -114,9 +123,19 @@ struct Replica {
     /// True when the step runs on the host (flat buffers shared with the other ranks); false
     /// for the device step.
     host_step: bool,
-    sampler: DistributedSampler,
+    /// Optimizer steps per epoch (a language model's whole step budget is one epoch).
     steps_per_epoch: u64,
     schedule: Schedule,
+}
+
+/// What a replica trains on: samples with targets (classification, regression) in epochs, or
+/// a language model's token stream for a step budget.
+enum Task {
+    Samples {
+        splits: Splits,
+        sampler: DistributedSampler,
+    },
+    Tokens(Tokens),
 }
 
 impl Replica {
@@ -131,13 +150,18 @@ impl Replica {
         let (rank, world) = (env.rank, env.world_size);
         let device = device_for(&spec, env)?;
         let backend = backend_for(&spec, &device)?;
-        let splits = load_data(&spec)?;
-        if splits.train.is_empty() {
-            return Err(Error::data(
-                spec.data.path.clone().unwrap_or_default(),
-                "the training split is empty",
-            ));
-        }
+        let data = if spec.data.name.is_text() {
+            Data::Tokens(LmData::load(&spec, &out, rank == 0)?)
+        } else {
+            let splits = load_data(&spec)?;
+            if splits.train.is_empty() {
+                return Err(Error::data(
+                    spec.data.path.clone().unwrap_or_default(),
+                    "the training split is empty",
+                ));
+            }
+            Data::Samples(splits)
+        };
         let timeout = Duration::from_secs(spec.ddp.timeout_s);
         let group = ProcessGroup::init(&GroupConfig {
             rank,
@@ -149,7 +173,10 @@ impl Replica {
             shared_memory: spec.ddp.shared_memory,
         })?;
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
-        let net = build_network(&spec, &splits.train, &device, &comm)?;
+        let net = match &data {
+            Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm)?,
+            Data::Tokens(d) => Network::gpt(&spec.gpt_config(d.vocab), &device, spec.train.seed)?,
+        };
         let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
@@ -163,16 +190,25 @@ impl Replica {
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
         let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
 
-        let sampler = DistributedSampler::new(
-            splits.train.len(),
-            world,
-            rank,
-            true,
-            spec.train.seed,
-            false,
-        )?;
-        let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
-        let steps_per_epoch = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
+        let (task, steps_per_epoch) = match data {
+            Data::Samples(splits) => {
+                let sampler = DistributedSampler::new(
+                    splits.train.len(),
+                    world,
+                    rank,
+                    true,
+                    spec.train.seed,
+                    false,
+                )?;
+                let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
+                let steps = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
+                (Task::Samples { splits, sampler }, steps)
+            }
+            Data::Tokens(d) => {
+                let steps = spec.train.steps.unwrap_or(1);
+                (Task::Tokens(Tokens::new(d, &spec, world, rank)), steps)
+            }
+        };
         let schedule = Schedule::new(&spec, world, steps_per_epoch);
         let replica = Replica {
             spec,
@@ -180,13 +216,12 @@ impl Replica {
             rank,
             world,
             device,
-            splits,
+            task,
             net,
             comm,
             ddp,
             opt,
             host_step,
-            sampler,
             steps_per_epoch,
             schedule,
         };
@@ -265,6 +300,24 @@ impl Replica {
             &self.comm,
         )
     }
+
+    /// The validation figures, when there is a validation part.
+    fn evaluate_val(&self) -> Result<Option<Evaluation>> {
+        match &self.task {
+            Task::Samples { splits, .. } if splits.val.is_empty() => Ok(None),
+            Task::Samples { splits, .. } => self.evaluate(&splits.val).map(Some),
+            Task::Tokens(t) if t.data.val.is_empty() => Ok(None),
+            Task::Tokens(t) => t
+                .evaluate(
+                    &self.net,
+                    self.rank,
+                    self.world,
+                    self.spec.train.batch_size,
+                    &self.comm,
+                )
+                .map(Some),
+        }
+    }
 }
 
 /// The model of `spec` for data shaped like `train`, with synchronised BatchNorm statistics
@@ -330,7 +383,11 @@ impl Training {
             Engine::Host
         };
         let spec = &r.spec;
-        let report = Reporter::create(&r.out, rank, r.world, spec.train.epochs, r.steps_per_epoch)?;
+        let epochs = match r.task {
+            Task::Samples { .. } => spec.train.epochs,
+            Task::Tokens(_) => 1,
+        };
+        let report = Reporter::create(&r.out, rank, r.world, epochs, r.steps_per_epoch)?;
         let log_every = if spec.train.log_every > 0 {
             spec.train.log_every as u64
         } else {
@@ -371,6 +428,9 @@ impl Training {
 
     /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request.
     fn epochs(&mut self) -> Result<()> {
+        if let Task::Tokens(_) = self.r.task {
+            return self.token_steps();
+        }
         while self.epoch < self.r.spec.train.epochs
             && self.global_step < self.max_steps
             && !self.stopped
@@ -383,6 +443,80 @@ impl Training {
         Ok(())
     }
 
+    /// A language model's steps, from the restored step to `train.steps` (or `train.max_steps`,
+    /// or a stop request): each evaluated every `train.eval_every` steps and at the end, and
+    /// checkpointed at `checkpoint.every_steps` (default: at each evaluation).
+    fn token_steps(&mut self) -> Result<()> {
+        let spec = self.r.spec.clone();
+        let budget = spec.train.steps.unwrap_or(1);
+        let eval_every = spec.train.eval_every.unwrap_or((budget / 10).max(1));
+        let save_every = spec.checkpoint.every_steps.unwrap_or(eval_every);
+        let accum = spec.train.grad_accum as u64;
+        let mut window = Window::start();
+        while self.global_step < budget.min(self.max_steps) && !self.stopped {
+            let step = self.global_step;
+            let lr = self.r.schedule.lr(0, step);
+            let Replica { task, net, ddp, .. } = &mut self.r;
+            let Task::Tokens(tokens) = task else {
+                unreachable!("sample data trains in epochs")
+            };
+            for k in 0..accum {
+                let (loss, grads, rows) = tokens.micro_batch(net, step * accum + k)?;
+                self.engine
+                    .accumulate(ddp, net, &grads, 1.0 / accum as f32)?;
+                window.add(loss as f64, rows * tokens.block());
+            }
+            let stop = STOP_REQUESTED.load(Ordering::Relaxed);
+            let Replica { net, ddp, opt, .. } = &mut self.r;
+            self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            self.global_step += 1;
+            let done = self.global_step;
+            let last = done == budget;
+            if done.is_multiple_of(self.log_every) || last || self.stopped {
+                let (loss, tps, n) = window.take();
+                self.train_time += n as f64 / tps.max(1e-9);
+                self.train_samples += n as u64;
+                self.report.train(1, done, done, loss, lr, tps, n)?;
+            }
+            if self.stopped {
+                if self.r.rank == 0 {
+                    println!("stop requested: stopping after step {done}");
+                }
+                break;
+            }
+            if (done.is_multiple_of(eval_every) || last)
+                && let Some(e) = self.r.evaluate_val()?
+            {
+                self.report.eval(MetricKind::Val, 1, done, lr, &e)?;
+            }
+            if done.is_multiple_of(save_every) || last {
+                self.checkpoint(0)?;
+            }
+            self.report.sync()?;
+        }
+        if self.global_step >= budget {
+            self.epoch = 1;
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint of the current step (rank 0; every rank brings its optimizer state).
+    fn checkpoint(&mut self, epoch: usize) -> Result<()> {
+        let r = &mut self.r;
+        self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
+        if r.rank == 0 {
+            let state = TrainState {
+                epoch,
+                global_step: self.global_step,
+                spec_hash: r.spec.hash(),
+                world_size: r.world,
+            };
+            let p = checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
+            println!("checkpoint {}", p.display());
+        }
+        Ok(())
+    }
+
     /// The steps of the current epoch. Returns false when the epoch was left incomplete (stop
     /// requested or `train.max_steps` reached).
     fn train_epoch(&mut self) -> Result<bool> {
@@ -390,15 +524,17 @@ impl Training {
             spec,
             world,
             rank,
-            splits,
+            task,
             net,
             ddp,
             opt,
-            sampler,
             steps_per_epoch,
             schedule,
             ..
         } = &mut self.r;
+        let Task::Samples { splits, sampler } = task else {
+            unreachable!("token data trains in steps")
+        };
         let (epoch, train) = (self.epoch, &spec.train);
         sampler.indices_into(epoch as u64, &mut self.work.indices);
         let mut window = Window::start();
@@ -469,25 +605,13 @@ impl Training {
         self.epoch += 1;
         let epoch = self.epoch;
         let lr = r.schedule.lr(epoch - 1, self.global_step.saturating_sub(1));
-        if !r.splits.val.is_empty() {
-            let e = r.evaluate(&r.splits.val)?;
+        if let Some(e) = r.evaluate_val()? {
             self.report
                 .eval(MetricKind::Val, epoch, self.global_step, lr, &e)?;
         }
         let every = r.spec.checkpoint.every_epochs;
         if every > 0 && (epoch.is_multiple_of(every) || epoch == r.spec.train.epochs) {
-            self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
-            if r.rank == 0 {
-                let state = TrainState {
-                    epoch,
-                    global_step: self.global_step,
-                    spec_hash: r.spec.hash(),
-                    world_size: r.world,
-                };
-                let p =
-                    checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
-                println!("checkpoint {}", p.display());
-            }
+            self.checkpoint(epoch)?;
         }
         self.report.sync()
     }
@@ -498,8 +622,18 @@ impl Training {
         // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
         let test = if self.stopped {
             None
+        } else if let Task::Tokens(_) = &r.task {
+            // A language model has no test part: its last validation is its final figure.
+            if r.rank == 0 {
+                let p = checkpoint::save_final(&r.out, &r.net)?;
+                println!("model {}", p.display());
+            }
+            None
         } else {
-            let test = r.evaluate(&r.splits.test)?;
+            let Task::Samples { splits, .. } = &r.task else {
+                unreachable!("token data is handled above")
+            };
+            let test = r.evaluate(&splits.test)?;
             let lr = r.schedule.lr(
                 self.epoch.saturating_sub(1),
                 self.global_step.saturating_sub(1),

@@ -1,0 +1,74 @@
+//! The language-model task of a replica: its token data and the windows of each step.
+//!
+//! Step `s` with `A` micro-batches draws, for micro-batch `k`, the windows that
+//! [`TrainWindows`] keys by `s·A + k`: a function of the seed, the position and the global
+//! window index only, so 2 replicas × B draw exactly what 1 replica × 2B draws, and a resumed run
+//! draws what the uninterrupted one did.
+
+use candle_core::backprop::GradStore;
+
+use crate::Result;
+use crate::data::text::{LmBatch, TrainWindows};
+use crate::ddp::SharedCollective;
+use crate::lm::{self, LmData};
+use crate::models::Network;
+use crate::report::Evaluation;
+use crate::spec::Spec;
+
+/// A replica's token data and the buffers of its batches.
+pub(super) struct Tokens {
+    pub data: LmData,
+    windows: TrainWindows,
+    batch: LmBatch,
+}
+
+impl Tokens {
+    pub(super) fn new(data: LmData, spec: &Spec, world: usize, rank: usize) -> Tokens {
+        let windows = TrainWindows::new(
+            data.train.len(),
+            data.block,
+            spec.train.batch_size,
+            world,
+            rank,
+            spec.train.seed,
+        );
+        Tokens {
+            data,
+            windows,
+            batch: LmBatch::new(),
+        }
+    }
+
+    /// Forward and backward of micro-batch `micro` (`step · grad_accum + k`): its mean loss, its
+    /// gradients and its windows.
+    pub(super) fn micro_batch(
+        &mut self,
+        net: &Network,
+        micro: u64,
+    ) -> Result<(f32, GradStore, usize)> {
+        self.windows.fill(&self.data.train, micro, &mut self.batch);
+        let loss = lm::batch_loss(net, &self.batch, true)?;
+        let grads = loss.backward()?;
+        Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows))
+    }
+
+    /// Tokens per window.
+    pub(super) fn block(&self) -> usize {
+        self.data.block
+    }
+
+    /// The validation loss over every evaluation window, all ranks together.
+    pub(super) fn evaluate(
+        &self,
+        net: &Network,
+        rank: usize,
+        world: usize,
+        batch_size: usize,
+        comm: &SharedCollective,
+    ) -> Result<Evaluation> {
+        let d = &self.data;
+        let e = lm::evaluate(net, &d.val, d.block, rank, world, batch_size, comm)?;
+        d.train.release_pages();
+        Ok(e)
+    }
+}

@@ -1,0 +1,107 @@
+//! A GPT trained on text through the real trainer binary: DDP equivalence (2 replicas × B end
+//! with the weights of 1 replica × 2B), a resumed run equal to an uninterrupted one, and the
+//! run's outputs (tokenizer, validation records, a model PyTorch's module names load).
+
+mod common;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use ddp_trainer::metrics::MetricKind;
+use ddp_trainer::test_util::{max_abs_diff, worst_tensor};
+
+/// A deterministic text of ~12,000 characters over a 27-character alphabet.
+fn corpus(dir: &Path) -> PathBuf {
+    let words = [
+        "the ", "king ", "and ", "queen ", "of ", "a ", "land ", "far ", "away ", "said ", "to ",
+        "thee\n",
+    ];
+    let mut s = String::new();
+    let mut x: u64 = 7;
+    while s.len() < 12_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        s.push_str(words[(x >> 33) as usize % words.len()]);
+    }
+    let p = dir.join("input.txt");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+fn gpt_spec(dir: &Path, train: &str) -> PathBuf {
+    let data = corpus(dir);
+    let body = format!(
+        "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 2\nheads = 2\nembd = 16\nblock = 16\n[data]\nname = \"text\"\npath = \"{}\"\nval_fraction = 0.1\n[train]\nsteps = 6\nbatch_size = 4\noptimizer = \"adamw\"\nlr = 0.003\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 3\neval_every = 3\n{train}\n",
+        data.display()
+    );
+    let p = dir.join("spec.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn two_replicas_of_b_windows_equal_one_of_2b() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpt_spec(dir.path(), "");
+    let (two, one, zero) = (
+        dir.path().join("two"),
+        dir.path().join("one"),
+        dir.path().join("zero"),
+    );
+    train_standalone(&spec, 2, &two, &["train.batch_size=4"]);
+    train_standalone(&spec, 1, &one, &["train.batch_size=8"]);
+    train_standalone(&spec, 1, &zero, &["train.batch_size=8", "train.lr=1e-12"]);
+    let (a, b) = (
+        load_model(&two.join("model.safetensors")),
+        load_model(&one.join("model.safetensors")),
+    );
+    let moved = max_abs_diff(&b, &load_model(&zero.join("model.safetensors")));
+    assert!(moved > 1e-3, "training did not move the weights ({moved})");
+    let (diff, at) = worst_tensor(&a, &b);
+    assert!(diff < 1e-5, "2×4 and 1×8 differ by {diff} (in {at})");
+    // Both tied names, as PyTorch's module lists them.
+    assert!(a.contains_key("lm_head.weight") && a.contains_key("transformer.wte.weight"));
+    // The validation loss at steps 3 and 6, the same for both worlds.
+    let val = |out: &Path| -> Vec<(u64, f64)> {
+        metrics(out, 0)
+            .into_iter()
+            .filter(|m| m.kind == MetricKind::Val)
+            .map(|m| (m.step, m.loss))
+            .collect()
+    };
+    let (va, vb) = (val(&two), val(&one));
+    assert_eq!(va.iter().map(|v| v.0).collect::<Vec<_>>(), vec![3, 6]);
+    for ((s, x), (_, y)) in va.iter().zip(&vb) {
+        assert!((x - y).abs() < 1e-4, "step {s}: val loss {x} vs {y}");
+    }
+    assert!(two.join("tokenizer.json").is_file());
+}
+
+#[test]
+fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpt_spec(dir.path(), "");
+    let (straight, resumed) = (dir.path().join("straight"), dir.path().join("resumed"));
+    train_standalone(&spec, 2, &straight, &[]);
+    // Stopped after step 3 (its checkpoint), then resumed to step 6.
+    train_standalone(&spec, 2, &resumed, &["train.max_steps=3"]);
+    let mut cmd = trainer();
+    cmd.arg(&spec)
+        .args(["--standalone", "--nproc", "2"])
+        .arg("--out")
+        .arg(&resumed)
+        .arg("--resume");
+    let out = run_with_timeout(cmd, std::time::Duration::from_secs(300));
+    assert_success(&out);
+    assert!(
+        text(&out).contains("resuming from") && text(&out).contains("step 3)"),
+        "{}",
+        text(&out)
+    );
+    let (a, b) = (
+        load_model(&straight.join("model.safetensors")),
+        load_model(&resumed.join("model.safetensors")),
+    );
+    let (diff, at) = worst_tensor(&a, &b);
+    assert_eq!(diff, 0.0, "resumed and uninterrupted runs differ in {at}");
+}
