@@ -1,6 +1,7 @@
 //! Checkpoints: `DIR/checkpoints/epoch-NNNN.safetensors` (the model's state dict, loadable by
 //! PyTorch) plus `epoch-NNNN.state.safetensors` (optimizer slots as flat tensors, and the training
-//! position in the metadata), and the final `DIR/model.safetensors`.
+//! position in the metadata), and the final `DIR/model.safetensors`. A run that counts optimizer
+//! steps rather than epochs (a language model's `train.steps`) names them `step-NNNNNNNN`.
 //!
 //! Every file is written atomically ([`write_atomic`]: temp file + fsync + rename + fsync of the
 //! folder); the state
@@ -18,7 +19,7 @@ use crate::models::Network;
 use crate::optim::Optimizer;
 use crate::{Error, Result};
 
-/// Where training stands after a completed epoch.
+/// Where training stands after a completed epoch (or, `epoch` 0, after `global_step` steps).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainState {
     /// Epochs completed (1-based count).
@@ -42,12 +43,66 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
 }
 
-fn model_path(out: &Path, epoch: usize) -> PathBuf {
-    checkpoint_dir(out).join(format!("epoch-{epoch:04}.safetensors"))
+/// Where a checkpoint stands: after an epoch, or (epoch 0, a run counted in steps) after a step.
+/// Its number orders the checkpoints of a run (a run has one kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mark {
+    pub number: u64,
+    pub steps: bool,
 }
 
-fn state_path(out: &Path, epoch: usize) -> PathBuf {
-    checkpoint_dir(out).join(format!("epoch-{epoch:04}.state.safetensors"))
+impl Mark {
+    fn of(state: &TrainState) -> Mark {
+        if state.epoch == 0 {
+            Mark {
+                number: state.global_step,
+                steps: true,
+            }
+        } else {
+            Mark {
+                number: state.epoch as u64,
+                steps: false,
+            }
+        }
+    }
+
+    fn stem(self) -> String {
+        if self.steps {
+            format!("step-{:08}", self.number)
+        } else {
+            format!("epoch-{:04}", self.number)
+        }
+    }
+
+    fn parse(file_name: &str) -> Option<Mark> {
+        let stem = file_name.strip_suffix(".safetensors")?;
+        if let Some(n) = stem.strip_prefix("epoch-") {
+            return Some(Mark {
+                number: n.parse().ok()?,
+                steps: false,
+            });
+        }
+        let n = stem.strip_prefix("step-")?;
+        Some(Mark {
+            number: n.parse().ok()?,
+            steps: true,
+        })
+    }
+}
+
+impl std::fmt::Display for Mark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = if self.steps { "step" } else { "epoch" };
+        write!(f, "{unit} {}", self.number)
+    }
+}
+
+fn model_path(out: &Path, at: Mark) -> PathBuf {
+    checkpoint_dir(out).join(format!("{}.safetensors", at.stem()))
+}
+
+fn state_path(out: &Path, at: Mark) -> PathBuf {
+    checkpoint_dir(out).join(format!("{}.state.safetensors", at.stem()))
 }
 
 /// Writes the checkpoint of `state.epoch` and applies the retention policy. Returns the model path.
@@ -85,12 +140,14 @@ pub fn save(
             ))
         })
         .collect::<Result<_>>()?;
-    let state_file = state_path(out, state.epoch);
+    let at = Mark::of(state);
+    let state_file = state_path(out, at);
     write_safetensors(&state_file, slots, Some(meta))?;
-    let model_file = model_path(out, state.epoch);
+    let model_file = model_path(out, at);
     write_safetensors(&model_file, net.state(), None)?;
-    for epoch in retention(&list_epochs(out)?, keep_last) {
-        for p in [model_path(out, epoch), state_path(out, epoch)] {
+    let marks = list_marks(out)?;
+    for old in retention(&marks, keep_last) {
+        for p in [model_path(out, old), state_path(out, old)] {
             if let Err(e) = std::fs::remove_file(&p)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
@@ -108,9 +165,9 @@ pub fn save_final(out: &Path, net: &Network) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Retention policy: given the epochs that have checkpoints, which to delete to keep the newest
-/// `keep_last` (0 keeps all).
-pub fn retention(epochs: &[usize], keep_last: usize) -> Vec<usize> {
+/// Retention policy: given the positions that have checkpoints, which to delete to keep the
+/// newest `keep_last` (0 keeps all).
+pub fn retention<T: Ord + Copy>(epochs: &[T], keep_last: usize) -> Vec<T> {
     if keep_last == 0 || epochs.len() <= keep_last {
         return vec![];
     }
@@ -121,41 +178,44 @@ pub fn retention(epochs: &[usize], keep_last: usize) -> Vec<usize> {
 
 /// Epoch numbers that have a model checkpoint file (complete or not), ascending.
 pub fn list_epochs(out: &Path) -> Result<Vec<usize>> {
+    Ok(list_marks(out)?
+        .into_iter()
+        .filter(|m| !m.steps)
+        .map(|m| m.number as usize)
+        .collect())
+}
+
+/// The positions that have a model checkpoint file (complete or not), ascending.
+pub fn list_marks(out: &Path) -> Result<Vec<Mark>> {
     let dir = checkpoint_dir(out);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(Error::io(&dir, e)),
     };
-    let mut epochs: Vec<usize> = entries
+    let mut marks: Vec<Mark> = entries
         .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_prefix("epoch-")?
-                .strip_suffix(".safetensors")?
-                .parse()
-                .ok()
-        })
+        .filter_map(|e| Mark::parse(&e.file_name().to_string_lossy()))
         .collect();
-    epochs.sort_unstable();
-    Ok(epochs)
+    marks.sort_unstable();
+    Ok(marks)
 }
 
 /// The newest checkpoint whose model and state both load; broken ones are reported through `warn`
 /// (named) and skipped.
 pub fn latest_complete(out: &Path, mut warn: impl FnMut(String)) -> Result<Option<Loaded>> {
-    for epoch in list_epochs(out)?.into_iter().rev() {
-        match load(out, epoch) {
+    for at in list_marks(out)?.into_iter().rev() {
+        match load(out, at) {
             Ok(l) => return Ok(Some(l)),
-            Err(e) => warn(format!("warning: skipping checkpoint epoch {epoch}: {e}")),
+            Err(e) => warn(format!("warning: skipping checkpoint {at}: {e}")),
         }
     }
     Ok(None)
 }
 
-fn load(out: &Path, epoch: usize) -> Result<Loaded> {
-    let model_file = model_path(out, epoch);
-    let state_file = state_path(out, epoch);
+fn load(out: &Path, at: Mark) -> Result<Loaded> {
+    let model_file = model_path(out, at);
+    let state_file = state_path(out, at);
     let tensors = read_safetensors(&model_file)?.0;
     let (slot_tensors, meta) = read_safetensors(&state_file)?;
     let get = |k: &str| -> Result<String> {
@@ -278,6 +338,25 @@ mod tests {
             spec_hash: "abc".into(),
             world_size: 2,
         }
+    }
+
+    #[test]
+    fn step_checkpoints_are_named_and_ordered_by_step() {
+        let m = |name: &str| Mark::parse(name);
+        assert_eq!(
+            m("step-00000500.safetensors").unwrap().stem(),
+            "step-00000500"
+        );
+        assert_eq!(m("epoch-0003.safetensors").unwrap().stem(), "epoch-0003");
+        assert!(m("step-00000500.state.safetensors").is_none());
+        assert!(m("step-00000050.safetensors") < m("step-00000500.safetensors"));
+        let state = TrainState {
+            epoch: 0,
+            global_step: 750,
+            spec_hash: String::new(),
+            world_size: 1,
+        };
+        assert_eq!(Mark::of(&state).to_string(), "step 750");
     }
 
     #[test]
