@@ -24,6 +24,8 @@ pub struct Reporter {
     steps_per_epoch: u64,
     metrics: MetricsWriter,
     tb: Option<EventWriter>,
+    /// A language model's run: throughput in tokens, evaluation over windows with perplexity.
+    tokens: bool,
 }
 
 impl Reporter {
@@ -47,7 +49,15 @@ impl Reporter {
             steps_per_epoch,
             metrics,
             tb,
+            tokens: false,
         })
+    }
+
+    /// This reporter for a language model: progress in steps and tokens/s, validation with its
+    /// perplexity, over windows.
+    pub fn counting_tokens(mut self) -> Reporter {
+        self.tokens = true;
+        self
     }
 
     /// A training window: mean loss over it, this rank's samples/s, samples it covered.
@@ -79,13 +89,22 @@ impl Reporter {
             let step = global_step as i64;
             tb.add_scalar("train/loss", loss as f32, step, rec.time)?;
             tb.add_scalar("train/lr", lr as f32, step, rec.time)?;
-            tb.add_scalar("train/samples_per_sec", global_sps as f32, step, rec.time)?;
-            println!(
-                "epoch {epoch}/{} step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} samples/s",
-                self.epochs,
-                self.steps_per_epoch,
-                fmt_lr(lr)
-            );
+            if self.tokens {
+                tb.add_scalar("train/tokens_per_sec", global_sps as f32, step, rec.time)?;
+                println!(
+                    "step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} tokens/s",
+                    self.steps_per_epoch,
+                    fmt_lr(lr)
+                );
+            } else {
+                tb.add_scalar("train/samples_per_sec", global_sps as f32, step, rec.time)?;
+                println!(
+                    "epoch {epoch}/{} step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} samples/s",
+                    self.epochs,
+                    self.steps_per_epoch,
+                    fmt_lr(lr)
+                );
+            }
         }
         Ok(())
     }
@@ -139,6 +158,20 @@ impl Reporter {
             .accuracy
             .map(|a| format!(" accuracy {:.2}%", a * 100.0))
             .unwrap_or_default();
+        if self.tokens {
+            let perplexity = e.loss.exp();
+            tb.add_scalar(
+                &format!("{prefix}/perplexity"),
+                perplexity as f32,
+                global_step as i64,
+                rec.time,
+            )?;
+            println!(
+                "step {global_step} val loss {:.4} perplexity {perplexity:.2} ({} windows)",
+                e.loss, e.samples
+            );
+            return Ok(());
+        }
         match kind {
             MetricKind::Val => println!(
                 "epoch {epoch}/{} val loss {:.4}{acc} ({} samples)",

@@ -388,6 +388,10 @@ impl Training {
             Task::Tokens(_) => 1,
         };
         let report = Reporter::create(&r.out, rank, r.world, epochs, r.steps_per_epoch)?;
+        let report = match r.task {
+            Task::Samples { .. } => report,
+            Task::Tokens(_) => report.counting_tokens(),
+        };
         let log_every = if spec.train.log_every > 0 {
             spec.train.log_every as u64
         } else {
