@@ -29,6 +29,7 @@
 //! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
+//! - `generate`: text from a trained GPT (KV cache, temperature, top-k, seeded).
 //! - `lm`: a language model's token data (text tokenized, token files mapped), the loss of a
 //!   batch of windows and the world-size-invariant validation loss.
 //! - `train`: one replica's training run (set up, restore, epochs, finish); `batch_parts`: a
@@ -50,6 +51,7 @@ pub mod dist;
 pub mod env;
 pub mod error;
 pub mod fsutil;
+pub mod generate;
 pub mod launcher;
 pub mod lm;
 pub mod metrics;
