@@ -308,8 +308,15 @@ fn opt_cmp(x: Option<f64>, y: Option<f64>) -> std::cmp::Ordering {
     }
 }
 
-/// Fraction of the epochs done, when the total is known.
+/// Fraction of the epochs (or, for a run counted in steps, the steps) done, when the total is
+/// known.
 pub fn progress(e: &RunEntry) -> Option<f64> {
+    if let Some(steps) = e.steps_total.filter(|&t| t > 0) {
+        if e.run.record.status == ddp_workspaces::RunStatus::Completed {
+            return Some(1.0);
+        }
+        return Some(e.metrics.steps.min(steps) as f64 / steps as f64);
+    }
     let total = e.epochs_total.filter(|&t| t > 0)?;
     let done = if e.run.record.status == ddp_workspaces::RunStatus::Completed {
         total
@@ -352,6 +359,7 @@ pub(crate) mod tests {
                 .in_workspace("/ws"),
             tags: vec![],
             epochs_total: Some(3),
+            steps_total: None,
             metrics: MetricDigest::default(),
             warnings: vec![],
         }
@@ -487,5 +495,16 @@ pub(crate) mod tests {
         assert_eq!(duration(&e, Some(2e9)), Some(100.0));
         e.epochs_total = None;
         assert_eq!(progress(&e), None);
+    }
+
+    #[test]
+    fn a_run_counted_in_steps_progresses_by_steps() {
+        let mut e = entry("20261101-000000-aaaaaa", "g", RunStatus::Running);
+        e.epochs_total = None;
+        e.steps_total = Some(2000);
+        e.metrics.steps = 500;
+        assert_eq!(progress(&e), Some(0.25));
+        e.run.record.status = RunStatus::Completed;
+        assert_eq!(progress(&e), Some(1.0));
     }
 }

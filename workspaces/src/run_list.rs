@@ -112,8 +112,11 @@ pub struct RunEntry {
     pub run: Run,
     /// The run's tags ([`Run::tags`]).
     pub tags: Vec<String>,
-    /// `train.epochs` of the frozen spec, when it can be read.
+    /// `train.epochs` of the frozen spec, when it can be read and the run counts epochs.
     pub epochs_total: Option<usize>,
+    /// `train.steps` of the frozen spec (capped by `train.max_steps`): a run counted in
+    /// optimizer steps (a language model), whose progress is steps done of these.
+    pub steps_total: Option<u64>,
     /// Rank 0's metrics so far.
     pub metrics: MetricDigest,
     /// What could not be read about this run (it is still listed).
@@ -562,8 +565,10 @@ impl Scanner {
                             changed = true;
                         }
                         None => {
+                            let (epochs_total, steps_total) = plan(dir);
                             t.entry = Some(RunEntry {
-                                epochs_total: epochs_total(dir),
+                                epochs_total,
+                                steps_total,
                                 tags: Vec::new(),
                                 metrics: MetricDigest::default(),
                                 warnings: Vec::new(),
@@ -661,12 +666,24 @@ fn follow_metrics(tailer: &mut LineTailer, entry: &mut RunEntry) -> bool {
     }
 }
 
-/// `train.epochs` of the frozen spec.
-fn epochs_total(dir: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(dir.join(SPEC)).ok()?;
-    let value: toml::Value = toml::from_str(&text).ok()?;
-    let epochs = value.get("train")?.get("epochs")?.as_integer()?;
-    usize::try_from(epochs).ok()
+/// How long the frozen spec trains: `train.epochs`, or `train.steps` (capped by
+/// `train.max_steps`) for a run counted in steps; (None, None) when it cannot be read.
+fn plan(dir: &Path) -> (Option<usize>, Option<u64>) {
+    let Some(train) = std::fs::read_to_string(dir.join(SPEC))
+        .ok()
+        .and_then(|text| toml::from_str::<toml::Value>(&text).ok())
+        .and_then(|v| v.get("train").cloned())
+    else {
+        return (None, None);
+    };
+    let int = |key: &str| train.get(key).and_then(toml::Value::as_integer);
+    match int("steps").and_then(|s| u64::try_from(s).ok()) {
+        Some(steps) => {
+            let cap = int("max_steps").and_then(|s| u64::try_from(s).ok());
+            (None, Some(cap.map_or(steps, |c| c.min(steps))))
+        }
+        None => (int("epochs").and_then(|e| usize::try_from(e).ok()), None),
+    }
 }
 
 /// The sub-folders of `dir`, sorted (none if it cannot be read).
@@ -681,4 +698,30 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_counts_epochs_or_steps_as_its_spec_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan_of = |train: &str| {
+            std::fs::write(
+                dir.path().join(SPEC),
+                format!("name = 'x'\n[train]\n{train}\n"),
+            )
+            .unwrap();
+            plan(dir.path())
+        };
+        assert_eq!(plan_of("epochs = 7"), (Some(7), None));
+        assert_eq!(plan_of("epochs = 1\nsteps = 2000"), (None, Some(2000)));
+        assert_eq!(
+            plan_of("epochs = 1\nsteps = 2000\nmax_steps = 50"),
+            (None, Some(50))
+        );
+        std::fs::write(dir.path().join(SPEC), "not toml [").unwrap();
+        assert_eq!(plan(dir.path()), (None, None));
+    }
 }

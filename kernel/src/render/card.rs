@@ -404,7 +404,8 @@ impl Card {
     }
 }
 
-/// `train.epochs` and `train.max_steps` of a spec file.
+/// `train.epochs` and `train.max_steps` of a spec file; for a run counted in steps, no epochs
+/// and `train.steps` (capped by `train.max_steps`).
 fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
     let Some(value) = std::fs::read_to_string(path)
         .ok()
@@ -418,21 +419,47 @@ fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
             .and_then(|t| t.get(key))
             .and_then(toml::Value::as_integer)
     };
+    let max_steps = int("max_steps").and_then(|s| u64::try_from(s).ok());
+    // A run counted in steps (`train.steps`, a language model): its budget is the step limit,
+    // and it has no epochs to count.
+    if let Some(steps) = int("steps").and_then(|s| u64::try_from(s).ok()) {
+        return (None, Some(max_steps.map_or(steps, |m| m.min(steps))));
+    }
     (
         int("epochs").and_then(|e| usize::try_from(e).ok()),
-        int("max_steps").and_then(|s| u64::try_from(s).ok()),
+        max_steps,
     )
 }
 
 /// `M` of a trainer progress line `epoch E/N step S/M loss ...` (rank 0's log).
 fn steps_per_epoch_of(line: &str) -> Option<u64> {
-    let rest = &line[line.find(" step ")? + " step ".len()..];
+    let at = if line.starts_with("epoch ") {
+        line.find(" step ")? + " step ".len()
+    } else {
+        return None;
+    };
+    let rest = &line[at..];
     let (_, total) = rest.split_whitespace().next()?.split_once('/')?;
     total.parse().ok().filter(|&m| m > 0)
 }
 
 #[cfg(test)]
 mod progress_line_tests {
+    #[test]
+    fn a_run_counted_in_steps_plans_its_steps_not_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("spec.toml");
+        std::fs::write(&spec, "name = 'g'\n[train]\nepochs = 1\nsteps = 2000\n").unwrap();
+        assert_eq!(super::read_plan(&spec), (None, Some(2000)));
+        std::fs::write(&spec, "name = 'c'\n[train]\nepochs = 3\nmax_steps = 9\n").unwrap();
+        assert_eq!(super::read_plan(&spec), (Some(3), Some(9)));
+        // A language model's progress line says no epochs.
+        assert_eq!(
+            super::steps_per_epoch_of("step 20/2000 loss 3.49 lr 0.0008 5398 tokens/s"),
+            None
+        );
+    }
+
     #[test]
     fn steps_per_epoch_from_the_progress_line() {
         let f = super::steps_per_epoch_of;

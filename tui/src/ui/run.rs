@@ -75,11 +75,17 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
             format!("{}/{total}", current.max(e.metrics.epochs_done))
         })
         .unwrap_or_else(|| "-".into());
+    let steps_total = app.runs.entry(&v.dir).and_then(|e| e.steps_total);
     let step = v
         .metrics
         .get(&0)
         .and_then(|m| m.last())
         .map_or("-".to_string(), |m| m.step.to_string());
+    // A run counted in steps has no epochs to show: its step is of the spec's total.
+    let (epochs, step) = match steps_total {
+        Some(total) => ("-".to_string(), format!("{step}/{total}")),
+        None => (epochs, step),
+    };
     let duration = r
         .started
         .map(|s| r.ended.unwrap_or(app.now) - s)

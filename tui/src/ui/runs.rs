@@ -297,6 +297,14 @@ fn run_cell(app: &App, t: Theme, e: &RunEntry, col: Col, wide_ids: bool) -> Cell
                 ]))
             }
         }
+        Col::Progress if e.steps_total.is_some() => {
+            // A run counted in steps: the percentage of its steps.
+            let frac = progress(e).unwrap_or(0.0);
+            Cell::from(Line::from(vec![
+                Span::raw(format!("{:>4.0}% ", frac * 100.0)),
+                Span::styled(bar(frac, 6), t.status(r.status)),
+            ]))
+        }
         Col::Progress => {
             let done = if r.status == ddp_workspaces::RunStatus::Completed {
                 e.epochs_total.unwrap_or(m.epochs_done)
