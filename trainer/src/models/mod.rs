@@ -144,14 +144,7 @@ impl Network {
             }
             ModelName::Gpt => unreachable!("refused above"),
         };
-        let mut params: Vec<(String, Var)> = varmap
-            .data()
-            .lock()
-            .expect("varmap poisoned")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let params = sorted_params(&varmap);
         init::pytorch_default(&params, seed)?;
         Ok(Network {
             name,
@@ -170,14 +163,7 @@ impl Network {
         let pb = ParamBuilder::new(&varmap, device, BnMode::Local);
         let buffers = pb.buffers.clone();
         let model = gpt::gpt(cfg, pb.vb.clone())?;
-        let mut params: Vec<(String, Var)> = varmap
-            .data()
-            .lock()
-            .expect("varmap poisoned")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let params = sorted_params(&varmap);
         gpt::gpt_init(&params, cfg, seed)?;
         Ok(Network {
             name: ModelName::Gpt,
@@ -262,6 +248,19 @@ impl Network {
         }
         Ok(())
     }
+}
+
+/// The trainable parameters of `varmap` in name order (the order every rank uses).
+fn sorted_params(varmap: &VarMap) -> Vec<(String, Var)> {
+    let mut params: Vec<(String, Var)> = varmap
+        .data()
+        .lock()
+        .expect("varmap poisoned")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params
 }
 
 pub fn model_label(name: ModelName) -> &'static str {
