@@ -139,6 +139,7 @@ mod tests {
             &spec(&[
                 "train.lr=1e-3",
                 "train.steps=2000",
+                "train.epochs=1",
                 "train.scheduler.kind=\"cosine\"",
                 "train.scheduler.warmup_steps=100",
                 "train.scheduler.min_lr=1e-4",
@@ -169,7 +170,11 @@ mod tests {
     fn cosine_per_step_without_warmup_and_with_warmup_to_the_end() {
         // lr_at with lr 0.1, min_lr 0, warmup 0, iters 10.
         let s = Schedule::new(
-            &spec(&["train.steps=10", "train.scheduler.kind=\"cosine\""]),
+            &spec(&[
+                "train.steps=10",
+                "train.epochs=1",
+                "train.scheduler.kind=\"cosine\"",
+            ]),
             1,
             3,
         );
@@ -189,6 +194,7 @@ mod tests {
         let s = Schedule::new(
             &spec(&[
                 "train.steps=10",
+                "train.epochs=1",
                 "train.scheduler.kind=\"cosine\"",
                 "train.scheduler.warmup_steps=10",
                 "train.scheduler.min_lr=0.01",
@@ -215,7 +221,11 @@ mod tests {
         assert!((s.lr(2, 50) - 0.05).abs() < 1e-12);
         // A step schedule ignores train.steps.
         let s = Schedule::new(
-            &spec(&["train.steps=10", "train.scheduler.kind=\"step\""]),
+            &spec(&[
+                "train.steps=10",
+                "train.epochs=1",
+                "train.scheduler.kind=\"step\"",
+            ]),
             1,
             10,
         );

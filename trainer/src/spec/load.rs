@@ -470,7 +470,19 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
                 "x.toml: train.steps: must be at least 1 (the number of optimizer steps to train)",
             ),
             (
-                vec!["train.steps=50", "train.scheduler.warmup_steps=51"],
+                vec!["train.steps=50", "train.epochs=3"],
+                "x.toml: train.steps: and train.epochs are both set (50 steps, 3 epochs): the run is counted in one of them, so keep one",
+            ),
+            (
+                vec!["checkpoint.every_steps=10"],
+                "x.toml: checkpoint.every_steps: applies to language-model data (data.name = \"text\" or \"tokens\"): this run checkpoints at the end of its epochs (checkpoint.every_epochs)",
+            ),
+            (
+                vec![
+                    "train.steps=50",
+                    "train.epochs=1",
+                    "train.scheduler.warmup_steps=51",
+                ],
                 "x.toml: train.scheduler.warmup_steps: 51 is more than train.steps = 50: warm up over at most the run's steps",
             ),
             (
@@ -489,6 +501,7 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
         }
         let ok = [
             "train.steps=50",
+            "train.epochs=1",
             "train.scheduler.warmup_steps=50",
             cosine,
             "train.scheduler.min_lr=0.001",

@@ -497,6 +497,17 @@ impl Spec {
                 "must be at least 1 (the number of optimizer steps to train)".into(),
             );
         }
+        if let Some(steps) = t.steps
+            && t.epochs != 1
+        {
+            return bad(
+                "train.steps",
+                format!(
+                    "and train.epochs are both set ({steps} steps, {} epochs): the run is counted in one of them, so keep one",
+                    t.epochs
+                ),
+            );
+        }
         if let Some(warmup) = s.warmup_steps {
             if s.warmup_epochs != 0.0 {
                 return bad(

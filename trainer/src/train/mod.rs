@@ -363,6 +363,10 @@ struct Training {
     /// Training steps between two progress lines.
     log_every: u64,
     max_steps: u64,
+    /// Epochs the run trains: `train.epochs`, or as many as `train.steps` reaches into.
+    epochs: usize,
+    /// `train.steps` (`u64::MAX` when the run is counted in epochs).
+    budget: u64,
     epoch: usize,
     global_step: u64,
     /// A stop was requested (and every replica stopped at the same step).
@@ -388,9 +392,11 @@ impl Training {
             Engine::Host
         };
         let spec = &r.spec;
-        let epochs = match r.task {
-            Task::Samples { .. } => spec.train.epochs,
-            Task::Tokens(_) => 1,
+        // A step budget on sample data ends in the epoch it reaches into.
+        let (epochs, budget) = match (&r.task, spec.train.steps) {
+            (Task::Samples { .. }, None) => (spec.train.epochs, u64::MAX),
+            (Task::Samples { .. }, Some(s)) => (s.div_ceil(r.steps_per_epoch.max(1)) as usize, s),
+            (Task::Tokens(_), s) => (1, s.unwrap_or(1)),
         };
         let report = Reporter::create(&r.out, rank, r.world, epochs, r.steps_per_epoch)?;
         let report = match r.task {
@@ -427,6 +433,8 @@ impl Training {
             work,
             log_every,
             max_steps,
+            epochs,
+            budget,
             epoch: start.epoch,
             global_step: start.global_step,
             stopped: false,
@@ -440,8 +448,8 @@ impl Training {
         if let Task::Tokens(_) = self.r.task {
             return self.token_steps();
         }
-        while self.epoch < self.r.spec.train.epochs
-            && self.global_step < self.max_steps
+        while self.epoch < self.epochs
+            && self.global_step < self.max_steps.min(self.budget)
             && !self.stopped
         {
             if !self.train_epoch()? {
@@ -457,7 +465,7 @@ impl Training {
     /// checkpointed at `checkpoint.every_steps` (default: at each evaluation).
     fn token_steps(&mut self) -> Result<()> {
         let spec = self.r.spec.clone();
-        let budget = spec.train.steps.unwrap_or(1);
+        let budget = self.budget;
         let eval_every = spec.train.eval_every.unwrap_or((budget / 10).max(1));
         let save_every = spec.checkpoint.every_steps.unwrap_or(eval_every);
         let accum = spec.train.grad_accum as u64;
@@ -526,33 +534,36 @@ impl Training {
         Ok(())
     }
 
-    /// The steps of the current epoch. Returns false when the epoch was left incomplete (stop
-    /// requested or `train.max_steps` reached).
+    /// The steps of the current epoch, validated every `train.eval_every` steps where that is
+    /// set. Returns false when the epoch was left incomplete (stop requested or
+    /// `train.max_steps` reached); the epoch that `train.steps` ends in is complete.
     fn train_epoch(&mut self) -> Result<bool> {
-        let Replica {
-            spec,
-            world,
-            rank,
-            task,
-            net,
-            ddp,
-            opt,
-            steps_per_epoch,
-            schedule,
-            ..
-        } = &mut self.r;
-        let Task::Samples { splits, sampler } = task else {
+        let (epoch, train) = (self.epoch, self.r.spec.train.clone());
+        let Task::Samples { sampler, .. } = &mut self.r.task else {
             unreachable!("token data trains in steps")
         };
-        let (epoch, train) = (self.epoch, &spec.train);
         sampler.indices_into(epoch as u64, &mut self.work.indices);
+        let steps_per_epoch = self.r.steps_per_epoch;
         let mut window = Window::start();
         let mut step_in_epoch = 0u64;
         let indices = std::mem::take(&mut self.work.indices);
         for group in indices.chunks(train.batch_size * train.grad_accum) {
-            if self.global_step >= self.max_steps {
+            if self.global_step >= self.max_steps.min(self.budget) {
                 break;
             }
+            let Replica {
+                spec,
+                world,
+                task,
+                net,
+                ddp,
+                opt,
+                schedule,
+                ..
+            } = &mut self.r;
+            let Task::Samples { splits, .. } = task else {
+                unreachable!("token data trains in steps")
+            };
             let lr = schedule.lr(epoch, self.global_step);
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
@@ -572,10 +583,8 @@ impl Training {
             self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
             self.global_step += 1;
             step_in_epoch += 1;
-            if step_in_epoch.is_multiple_of(self.log_every)
-                || step_in_epoch == *steps_per_epoch
-                || self.stopped
-            {
+            let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
+            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends || self.stopped {
                 let (loss, sps, n) = window.take();
                 self.train_time += n as f64 / sps.max(1e-9);
                 self.train_samples += n as u64;
@@ -585,12 +594,21 @@ impl Training {
             if self.stopped {
                 break;
             }
+            // The end of the epoch is validated by `end_epoch`.
+            if let Some(every) = train.eval_every
+                && self.global_step.is_multiple_of(every)
+                && !epoch_ends
+                && let Some(e) = self.r.evaluate_val()?
+            {
+                self.report
+                    .eval(MetricKind::Val, epoch + 1, self.global_step, lr, &e)?;
+            }
         }
         self.work.indices = indices;
-        if step_in_epoch < *steps_per_epoch {
+        if step_in_epoch < steps_per_epoch && (self.stopped || self.global_step < self.budget) {
             // Stopped (request or train.max_steps) mid-epoch: the epoch is not complete, so it is
             // neither evaluated nor checkpointed; a resume repeats it from its start.
-            if *rank == 0 {
+            if self.r.rank == 0 {
                 let why = if self.stopped {
                     "stop requested"
                 } else {
@@ -619,7 +637,7 @@ impl Training {
                 .eval(MetricKind::Val, epoch, self.global_step, lr, &e)?;
         }
         let every = r.spec.checkpoint.every_epochs;
-        if every > 0 && (epoch.is_multiple_of(every) || epoch == r.spec.train.epochs) {
+        if every > 0 && (epoch.is_multiple_of(every) || epoch == self.epochs) {
             self.checkpoint(epoch)?;
         }
         self.report.sync()
