@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
 use crate::data::text::windows::check_part_len;
 use crate::data::text::{
@@ -105,6 +105,25 @@ impl LmData {
             )),
         }
     }
+}
+
+/// Checks that a language model `net` (a custom one: the GPT is built to fit) maps token ids
+/// `[B, T]` to logits `[B, T, vocab]`, on one window of `block` zeros; the error says what it
+/// returned and what the data needs.
+pub fn check_logits(net: &Network, vocab: usize, block: usize) -> Result<()> {
+    let ids = Tensor::zeros((1, block), DType::U32, &net.device)?;
+    let out = net.forward(&ids, false).map_err(|e| {
+        Error::Model(format!(
+            "the model failed on token ids of shape [1, {block}] (u32): {e}; a language model takes ids [batch, time] and returns logits [batch, time, vocab]"
+        ))
+    })?;
+    if out.dims() != [1, block, vocab] {
+        return Err(Error::Model(format!(
+            "the model returns shape {:?} for token ids [1, {block}]; the data's vocabulary has {vocab} ids, so a language model must return logits [batch, time, {vocab}]",
+            out.dims()
+        )));
+    }
+    Ok(())
 }
 
 /// The mean next-token cross-entropy of `batch` (inputs and targets `[rows, block]`).

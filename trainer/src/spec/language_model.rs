@@ -33,19 +33,26 @@ impl Spec {
         }
         if model != ModelName::Gpt {
             let m = &self.model;
+            // A custom language model reads windows of `model.block` tokens.
+            let custom_lm = model == ModelName::Custom && data.is_text();
             let set = [
                 m.layers.is_some(),
                 m.heads.is_some(),
                 m.embd.is_some(),
-                m.block.is_some(),
+                m.block.is_some() && !custom_lm,
                 m.dropout.is_some(),
             ];
             if let Some(i) = set.iter().position(|&s| s) {
                 let key = format!("model.{}", GPT_KEYS[i]);
-                return bad(
-                    &key,
-                    "applies to model.name = \"gpt\" only: remove it".into(),
-                );
+                let only = if GPT_KEYS[i] == "block" {
+                    "applies to language models only (model.name = \"gpt\", or \"custom\" on text or token data)"
+                } else {
+                    "applies to model.name = \"gpt\" only"
+                };
+                return bad(&key, format!("{only}: remove it"));
+            }
+            if custom_lm && m.block == Some(0) {
+                return bad("model.block", "must be at least 1".into());
             }
         }
         if model == ModelName::Gpt {
@@ -167,6 +174,24 @@ steps = 100
     fn check(text: &str, overrides: &[&str]) -> Result<Spec, String> {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
         Spec::parse(text, Path::new("g.toml"), &o).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_custom_language_model_takes_model_block_and_only_it() {
+        let custom = GPT.replace("name = \"gpt\"", "name = \"custom\"");
+        let s = check(&custom, &["model.block=32"]).unwrap();
+        assert_eq!(s.gpt_config(79).block, 32);
+        assert_eq!(
+            check(&custom, &["model.embd=32"]).unwrap_err(),
+            "g.toml: model.embd: applies to model.name = \"gpt\" only: remove it"
+        );
+        let image = custom
+            .replace("name = \"text\"", "name = \"mnist\"")
+            .replace("steps = 100", "epochs = 1");
+        assert_eq!(
+            check(&image, &["model.block=32"]).unwrap_err(),
+            "g.toml: model.block: applies to language models only (model.name = \"gpt\", or \"custom\" on text or token data): remove it"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
-use crate::spec::Spec;
+use crate::spec::{ModelName, Spec};
 use crate::{Error, Result};
 
 mod engine;
@@ -180,6 +180,18 @@ impl Replica {
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let net = match &data {
             Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm)?,
+            Data::Tokens(d) if spec.model.name == ModelName::Custom => {
+                let net = Network::new(
+                    ModelName::Custom,
+                    [1, 1, d.block],
+                    d.vocab,
+                    &device,
+                    BnMode::Local,
+                    spec.train.seed,
+                )?;
+                crate::lm::check_logits(&net, d.vocab, d.block)?;
+                net
+            }
             Data::Tokens(d) => Network::gpt(&spec.gpt_config(d.vocab), &device, spec.train.seed)?,
         };
         let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
