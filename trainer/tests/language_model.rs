@@ -85,6 +85,24 @@ fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
     train_standalone(&spec, 2, &straight, &[]);
     // Stopped after step 3 (its checkpoint), then resumed to step 6.
     train_standalone(&spec, 2, &resumed, &["train.max_steps=3"]);
+    // A longer context than the checkpoint's positions is refused, naming the key; the run
+    // folder is left as it was for the right resume below.
+    let mut longer = trainer();
+    longer
+        .arg(&spec)
+        .args(["--standalone", "--nproc", "2", "--resume"])
+        .args(["--set", "model.block=32", "--out"])
+        .arg(&resumed);
+    let refused = run_with_timeout(longer, std::time::Duration::from_secs(60));
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains(&format!(
+            "{}: the model there has 16 positions (`transformer.wpe.weight` [16, 16]) but model.block = 32: resume with model.block = 16, or start a new run folder",
+            resumed.join("checkpoints/step-00000003.safetensors").display()
+        )),
+        "{}",
+        text(&refused)
+    );
     let mut cmd = trainer();
     cmd.arg(&spec)
         .args(["--standalone", "--nproc", "2"])

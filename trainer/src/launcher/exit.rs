@@ -4,7 +4,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use crate::error::{EXIT_CONFIG, Error};
+use crate::error::{EXIT_CONFIG, EXIT_RESTART, Error};
 
 /// How a replica ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,14 +57,23 @@ impl Outcome {
         }
     }
 
-    /// Among failures seen in the same poll, the likeliest root cause comes first: a replica
-    /// killed by a signal (its peers then fail because it died), then a configuration error.
+    /// Among failures seen together, the likeliest root cause comes first: a replica killed by
+    /// a signal (its peers then fail because it died), then a configuration error, then other
+    /// failures, and last a replica that lost its peers (a collective failed: [`EXIT_RESTART`]),
+    /// which is most often the consequence of another's exit.
     pub(super) fn blame_order(&self) -> u8 {
         match self {
             Outcome::Signaled { .. } => 0,
             Outcome::Exited(EXIT_CONFIG) => 1,
+            Outcome::Exited(EXIT_RESTART) => 3,
             _ => 2,
         }
+    }
+
+    /// A replica that failed because a peer went away: the peer's own outcome, arriving a moment
+    /// later, says more.
+    pub(super) fn lost_its_peers(&self) -> bool {
+        *self == Outcome::Exited(EXIT_RESTART)
     }
 }
 
@@ -189,6 +198,10 @@ mod tests {
             Some(2)
         );
         assert_eq!(culprit(&[(2, &killed), (1, &killed)]), Some(1));
+        let lost = Outcome::Exited(EXIT_RESTART);
+        assert!(lost.lost_its_peers() && !config.lost_its_peers());
+        assert_eq!(culprit(&[(1, &lost), (0, &config)]), Some(1));
+        assert_eq!(culprit(&[(0, &lost), (1, &runtime)]), Some(1));
     }
 
     #[test]

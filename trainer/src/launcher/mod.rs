@@ -38,6 +38,9 @@ use spawn::{Replica, World, signal_group, spawn};
 
 /// How often the supervisor looks at the replicas.
 const POLL: Duration = Duration::from_millis(50);
+/// How long the other replicas may take to end on their own after the first failures were all
+/// replicas that lost their peers, so that the peer that left is the one reported.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// Starts `opts.nproc` replicas and waits for them. `Ok(())` when every replica exits with 0.
 ///
@@ -146,6 +149,15 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
                 failed.push(i);
             }
         }
+        let lost_peers = |i: &usize| {
+            replicas[*i]
+                .outcome
+                .as_ref()
+                .is_some_and(Outcome::lost_its_peers)
+        };
+        if !failed.is_empty() && failed.iter().all(lost_peers) {
+            settle(replicas, &mut failed);
+        }
         // Every replica in `failed` has its outcome (its poll returned one).
         let outcomes: Vec<(usize, &Outcome)> = failed
             .iter()
@@ -178,6 +190,27 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
             return Ok(());
         }
         thread::sleep(POLL);
+    }
+}
+
+/// Polls the running replicas for up to [`SETTLE`], adding those that fail on their own to
+/// `failed`, until one fails for a reason other than a lost peer or none is left running.
+fn settle(replicas: &mut [Replica], failed: &mut Vec<usize>) {
+    let deadline = Instant::now() + SETTLE;
+    while Instant::now() < deadline && replicas.iter().any(|r| r.running()) {
+        thread::sleep(POLL);
+        for (i, replica) in replicas.iter_mut().enumerate() {
+            if replica.running() && replica.poll().is_some_and(|o| !o.success()) {
+                failed.push(i);
+                if !replica
+                    .outcome
+                    .as_ref()
+                    .is_some_and(Outcome::lost_its_peers)
+                {
+                    return;
+                }
+            }
+        }
     }
 }
 

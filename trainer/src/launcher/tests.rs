@@ -178,6 +178,30 @@ fn config_error_exit_code_is_kept() {
 }
 
 #[test]
+fn the_peer_that_left_is_reported_not_the_replica_that_lost_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rank 1 loses its peer at once (exit 75); rank 0, the cause, ends a moment later.
+    let opts = sh(
+        2,
+        dir.path(),
+        r#"if [ "$RANK" = 1 ]; then exit 75; fi; sleep 0.5; echo bad data >&2; exit 2"#,
+    );
+    let err = fails_within_5s(&opts);
+    assert!(
+        matches!(
+            err,
+            Error::Replica {
+                rank: 0,
+                code: Some(2),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 2);
+}
+
+#[test]
 fn runtime_failure_exit_code_is_one() {
     let dir = tempfile::tempdir().unwrap();
     let err = launch(&sh(2, dir.path(), r#"[ "$RANK" = 0 ] && exit 3; sleep 30"#)).unwrap_err();

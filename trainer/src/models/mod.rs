@@ -204,11 +204,14 @@ impl Network {
     pub fn load_state(&self, tensors: &HashMap<String, Tensor>, source: &str) -> Result<()> {
         if self.name == ModelName::Gpt {
             let untied = gpt::untie_state(tensors.clone(), source)?;
-            let expected = self
+            let expected: Vec<(String, Tensor)> = self
                 .state()
                 .into_iter()
                 .filter(|(k, _)| k != gpt::LM_HEAD)
                 .collect();
+            if let Some((_, wpe)) = expected.iter().find(|(k, _)| k == gpt::WPE) {
+                gpt::check_positions(&untied, wpe.dims()[0], source)?;
+            }
             return self.load_expected(expected, &untied, source);
         }
         self.load_expected(self.state(), tensors, source)

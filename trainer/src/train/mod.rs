@@ -252,6 +252,9 @@ impl Replica {
         if self.rank == 0 {
             match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
                 Some(l) if l.state.spec_hash != self.spec.hash() => {
+                    // Weights of another shape are named by the key that changed them.
+                    self.net
+                        .load_state(&l.tensors, &l.path.display().to_string())?;
                     return Err(Error::Checkpoint {
                         path: l.path.clone(),
                         msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),

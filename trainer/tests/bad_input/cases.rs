@@ -42,6 +42,22 @@ pub enum Input {
     },
     /// An `mnist-cnn` spec reading the data directory `data` makes, `body` appended.
     Data { data: DataDir, body: &'static str },
+    /// A small `gpt` spec (`[model]` keys, then `data`, the `[data]` keys, then `[train]` with a
+    /// few steps) beside the directory `text` holding `files`.
+    Text {
+        data: &'static str,
+        files: &'static [(&'static str, TextFile)],
+    },
+}
+
+/// A file of a language model's data.
+pub enum TextFile {
+    Bytes(&'static [u8]),
+    /// `n` little-endian u16 ids 1, with `bad = Some((i, v))` setting id `i` to `v`.
+    U16 {
+        n: usize,
+        bad: Option<(usize, u16)>,
+    },
 }
 
 /// A data directory made for a case.
@@ -57,6 +73,11 @@ pub enum DataDir {
         skip: &'static [&'static str],
         files: &'static [(&'static str, Idx)],
     },
+}
+
+/// A `gpt` spec reading `files` (in `{data}`) with the `[data]` keys `data`.
+pub const fn lm_data(data: &'static str, files: &'static [(&'static str, TextFile)]) -> Input {
+    Input::Text { data, files }
 }
 
 /// A plain (not gzipped) IDX file.
@@ -234,6 +255,61 @@ pub const CONFIG_ERRORS: &[Case] = &[
         ),
         &[],
         &[&["{labels}: label 10 at index 1 is out of range"]],
+    ),
+    // Language-model data.
+    config_error(
+        "empty_text_file_is_named",
+        lm_data("name = \"text\"\npath = \"text/input.txt\"\n", &[("input.txt", TextFile::Bytes(b""))]),
+        &[],
+        &[&["{data}/input.txt: the text file is empty; give a file with the text to train on"]],
+    ),
+    config_error(
+        "non_utf8_text_names_the_byte_offset_and_the_byte_tokenizer",
+        lm_data("name = \"text\"\npath = \"text/input.txt\"\n", &[("input.txt", TextFile::Bytes(b"to be or \xff not"))]),
+        &[],
+        &[&["{data}/input.txt: not a UTF-8 text file: the byte 0xff at offset 9 is not valid UTF-8; use tokenizer = \"byte\""]],
+    ),
+    config_error(
+        "text_shorter_than_a_window_names_the_part_and_block",
+        lm_data("name = \"text\"\npath = \"text/input.txt\"\n", &[("input.txt", TextFile::Bytes(b"to be or not to be, that is the question"))]),
+        &[],
+        &[&["{data}/input.txt: the validation part has 4 tokens, fewer than block + 1 = 9", "use a longer text, a larger val_fraction or a smaller block"]],
+    ),
+    config_error(
+        "token_file_of_odd_length_names_the_dtype",
+        lm_data(
+            "name = \"tokens\"\npath = \"text\"\nvocab_size = 10\n",
+            &[("train.bin", TextFile::Bytes(&[1; 101])), ("val.bin", TextFile::U16 { n: 50, bad: None })],
+        ),
+        &[],
+        &[&["{data}/train.bin: the token file has 101 bytes, not a multiple of 2 (u16 ids); is dtype = \"u32\" what wrote it?"]],
+    ),
+    config_error(
+        "token_id_outside_the_vocabulary_is_named_with_its_position",
+        lm_data(
+            "name = \"tokens\"\npath = \"text\"\nvocab_size = 10\n",
+            &[("train.bin", TextFile::U16 { n: 200, bad: Some((150, 12)) }), ("val.bin", TextFile::U16 { n: 50, bad: None })],
+        ),
+        &[],
+        &[&["{data}/train.bin: token 150 has id 12, not below vocab_size = 10; set vocab_size to the tokenizer's vocabulary size (at least 13)"]],
+    ),
+    config_error(
+        "heads_not_dividing_embd_names_both",
+        lm_data("name = \"text\"\npath = \"text/input.txt\"\n", &[("input.txt", TextFile::Bytes(b"to be"))]),
+        &["model.heads=3"],
+        &[&["{spec}: model.heads: 3 heads do not divide embd = 16: pick heads that divide embd"]],
+    ),
+    config_error(
+        "gpt_on_image_data_is_refused",
+        lm_data("name = \"mnist\"\npath = \"text\"\n", &[]),
+        &[],
+        &[&["{spec}: data.name: model \"gpt\" is a language model: it trains on data.name = \"text\" or \"tokens\", not \"mnist\""]],
+    ),
+    config_error(
+        "image_model_on_text_is_refused",
+        lm_data("name = \"text\"\npath = \"text/input.txt\"\n", &[("input.txt", TextFile::Bytes(b"to be"))]),
+        &["model.name=\"mlp\"", "model.layers=1", "model.heads=2", "model.embd=16", "model.block=8"],
+        &[&["{spec}: model.name: data.name = \"text\" is a token stream for a language model: use model.name = \"gpt\""]],
     ),
     // Spec.
     config_error(

@@ -28,6 +28,7 @@ impl Case {
         let data = match &self.input {
             Input::Sample { .. } => mnist_dir(),
             Input::Data { data, .. } => dir.path().join(data.dir_name()),
+            Input::Text { .. } => dir.path().join("text"),
         };
         let holder = matches!(self.launch, Launch::BusyPort)
             .then(|| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
@@ -137,6 +138,33 @@ impl Input {
                 data.make(&path);
                 write_spec_reading(dir, "mnist-cnn", &path, body)
             }
+            Input::Text { data, files } => {
+                let path = dir.join("text");
+                std::fs::create_dir(&path).unwrap();
+                for (name, file) in *files {
+                    std::fs::write(path.join(name), file.bytes()).unwrap();
+                }
+                let spec = dir.join("spec.toml");
+                let text = format!(
+                    "name = \"t\"\n[model]\nname = \"gpt\"\nlayers = 1\nheads = 2\nembd = 16\nblock = 8\n[data]\n{data}[train]\nsteps = 2\nbatch_size = 2\n"
+                );
+                std::fs::write(&spec, text).unwrap();
+                spec
+            }
+        }
+    }
+}
+
+impl TextFile {
+    fn bytes(&self) -> Vec<u8> {
+        match *self {
+            TextFile::Bytes(b) => b.to_vec(),
+            TextFile::U16 { n, bad } => (0..n)
+                .flat_map(|i| match bad {
+                    Some((at, v)) if at == i => v.to_le_bytes(),
+                    _ => 1u16.to_le_bytes(),
+                })
+                .collect(),
         }
     }
 }

@@ -22,7 +22,7 @@ mod state;
 pub use config::GptConfig;
 pub use init::{INIT_STD, gpt_init};
 pub use layers::causal_mask;
-pub use state::{LM_HEAD, WTE, tied_state, untie_state};
+pub use state::{LM_HEAD, WPE, WTE, check_positions, tied_state, untie_state};
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -2,6 +2,7 @@
 //! used as the token embedding and as `lm_head` (the logits are x·wteᵀ); PyTorch's module lists
 //! it under both names, so a `model.safetensors` that `load_state_dict(strict=True)` accepts has
 //! both. [`tied_state`] adds the second name; [`untie_state`] takes either or both back to one.
+//! [`check_positions`] names `model.block` when saved positions do not fit.
 
 use std::collections::HashMap;
 
@@ -13,6 +14,25 @@ use crate::{Error, Result};
 pub const WTE: &str = "transformer.wte.weight";
 /// The output projection's name in PyTorch, tied to [`WTE`].
 pub const LM_HEAD: &str = "lm_head.weight";
+/// The learned positions, `[block, embd]`.
+pub const WPE: &str = "transformer.wpe.weight";
+
+/// Refuses saved weights whose learned positions are not the model's `block`, in words of the
+/// spec's key (the generic shape message would not say which key to change).
+pub fn check_positions(
+    tensors: &HashMap<String, Tensor>,
+    block: usize,
+    source: &str,
+) -> Result<()> {
+    match tensors.get(WPE).map(|t| t.dims().to_vec()) {
+        Some(dims) if dims.first() != Some(&block) => Err(Error::Model(format!(
+            "{source}: the model there has {} positions (`{WPE}` {dims:?}) but model.block = {block}: \
+             resume with model.block = {}, or start a new run folder",
+            dims[0], dims[0]
+        ))),
+        _ => Ok(()),
+    }
+}
 
 /// The model's state with `lm_head.weight` (the same tensor as `transformer.wte.weight`) added,
 /// in name order.
