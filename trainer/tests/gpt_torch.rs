@@ -1,6 +1,13 @@
 //! The `gpt` model against PyTorch: `fixtures/gpt/tiny.safetensors` holds a tiny GPT's weights
 //! (PyTorch's state dict, both tied names), input ids, logits, loss and every parameter's
 //! gradient, written by `fixtures/gpt/make_fixtures.py` with the module of the PyTorch benchmark.
+//! And a trained run's `model.safetensors` loads into that module (`examples/pytorch/load_gpt.py`,
+//! `load_state_dict(strict=True)`), which computes the run's validation loss; that test needs a
+//! Python with torch and safetensors (`DDP_TORCH_PYTHON`), which CI has not, so it is ignored
+//! unless asked for:
+//! `DDP_TORCH_PYTHON=/path/to/venv/bin/python cargo test -p ddp-trainer --test gpt_torch -- --ignored`.
+
+mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -95,4 +102,61 @@ fn logits_loss_and_gradients_match_pytorch() {
 fn parameter_count_of_the_baby_gpt_is_pytorchs() {
     let torch: i64 = fixture()["baby_params"].to_scalar().unwrap();
     assert_eq!(GptConfig::baby(65).num_params() as i64, torch);
+}
+
+#[test]
+#[ignore = "needs DDP_TORCH_PYTHON (torch, safetensors)"]
+fn pytorch_loads_a_trained_gpt_strictly_and_computes_its_val_loss() {
+    let Some(python) = std::env::var_os("DDP_TORCH_PYTHON") else {
+        panic!(
+            "DDP_TORCH_PYTHON is not set: name a Python with torch and safetensors, e.g. \
+             DDP_TORCH_PYTHON=/path/to/venv/bin/python cargo test -p ddp-trainer --test gpt_torch \
+             -- --ignored"
+        );
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = root.join("examples/data/shakespeare/input.txt");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 2\nheads = 2\nembd = 32\nblock = 32\n[data]\nname = \"text\"\npath = \"{}\"\n[train]\nsteps = 30\nbatch_size = 8\noptimizer = \"adamw\"\nlr = 0.003\ngrad_clip = 1.0\n",
+            text.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    common::train_standalone(&spec, 2, &out, &[]);
+    let ours = common::metrics(&out, 0)
+        .into_iter()
+        .rfind(|r| r.kind == ddp_trainer::metrics::MetricKind::Val)
+        .expect("a val record")
+        .loss;
+
+    let o = std::process::Command::new(python)
+        .arg(root.join("examples/pytorch/load_gpt.py"))
+        .arg(&out)
+        .arg("--text")
+        .arg(&text)
+        .args(["--heads", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "load_gpt.py: {}\n{stdout}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let theirs: f64 = stdout
+        .strip_prefix("val loss ")
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
+    println!("val loss: ddp {ours:.6}, PyTorch {theirs:.6}");
+    assert!(
+        (ours - theirs).abs() < 1e-3,
+        "ddp's val loss {ours} against PyTorch's {theirs}"
+    );
 }
