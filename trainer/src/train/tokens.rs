@@ -47,6 +47,9 @@ impl Tokens {
         micro: u64,
     ) -> Result<(f32, GradStore, usize)> {
         self.windows.fill(&self.data.train, micro, &mut self.batch);
+        // The windows are copied out: their pages go back to the page cache, so a replica's
+        // memory does not grow with the token file.
+        self.data.train.release_pages();
         let loss = lm::batch_loss(net, &self.batch, true)?;
         let grads = loss.backward()?;
         Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows))
@@ -68,7 +71,7 @@ impl Tokens {
     ) -> Result<Evaluation> {
         let d = &self.data;
         let e = lm::evaluate(net, &d.val, d.block, rank, world, batch_size, comm)?;
-        d.train.release_pages();
+        d.val.release_pages();
         Ok(e)
     }
 }

@@ -7,7 +7,9 @@
 //! (shared, clean, dropped under memory pressure). [`TokenSource::map`] checks every id against
 //! the vocabulary once, in parallel over rayon's pool, a segment at a time, handing each checked
 //! segment's pages back to the kernel (`MADV_DONTNEED`), so the check does not leave the file
-//! resident either. [`TokenSource::release_pages`] does the same for the pages windows have read.
+//! resident either. [`TokenSource::release_pages`] does the same for the pages windows have read
+//! (the training loop calls it after every batch is copied out), and the map is advised
+//! `MADV_RANDOM`, so a window's read maps its own pages and not a read-around of its neighbours.
 //!
 //! Checking speed, measured on a 2-core VM with `cargo test --profile test -p ddp-trainer --lib
 //! data::text::tokens -- --ignored --nocapture`: a 1 GiB `u16` file in the page cache is checked
@@ -145,6 +147,10 @@ impl TokenSource {
         // SAFETY: the map is read only and private to this source; like every reader of a mapped
         // file we rely on the file not being truncated or rewritten while training (the docs say so).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        // Windows are read at random offsets: no read-around of the neighbouring pages (it made a
+        // replica map about 0.7 MiB per window read). Best effort.
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Random);
         let len = map.len() / dtype.size();
         Ok(TokenSource {
             store: Store::Mapped(Arc::new(Mapped {
