@@ -46,7 +46,7 @@ pub struct Sampler {
 /// What a generation came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sampled {
-    /// Tokens drawn after the prompt.
+    /// Tokens drawn after the prompt and handed over (or held back: part of a character).
     pub tokens: usize,
     pub seconds: f64,
     /// The callback asked to stop before all tokens were drawn.
@@ -161,12 +161,12 @@ impl Sampler {
             };
             let mut text = TextStream::new(&self.tokenizer);
             let drawn = generate::generate(&self.model, &self.prompt, &draw, |id| {
-                tokens += 1;
                 let piece = text.push(id)?;
                 if !piece.is_empty() && on_text(&piece).is_break() {
                     stopped = true;
                     return Err(ddp_trainer::Error::Model("stopped".into()));
                 }
+                tokens += 1;
                 Ok(())
             });
             match drawn {
@@ -423,7 +423,7 @@ mod tests {
                 }
             })
             .unwrap();
-        assert_eq!((n, done.tokens, done.stopped), (3, 2, true));
+        assert_eq!((n, done.tokens, done.stopped), (3, 1, true));
     }
 
     #[test]
