@@ -95,7 +95,8 @@ pub fn generate(
     // Feed the prompt's last `block` ids at once.
     let start = context.len().saturating_sub(cfg.block);
     let mut logits = feed(model, &context[start..], &mut cache, &device)?;
-    let mut out = Vec::with_capacity(opts.tokens);
+    // Grown as drawn: a huge `tokens` (stopped by the caller) reserves nothing up front.
+    let mut out = Vec::with_capacity(opts.tokens.min(1 << 16));
     for _ in 0..opts.tokens {
         let id = pick(&logits, opts, &mut rng);
         on_token(id)?;
