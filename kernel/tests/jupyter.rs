@@ -19,13 +19,11 @@
 //!   `browser` to run.
 
 use std::ffi::OsStr;
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use ddp_e2e::{KERNEL_NAME, Sandbox, python, repo, text};
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::sample::Sampler;
-use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run};
+use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run, sample_pieces};
 
 /// The scripts, each run by the test of the same name (`every_script_has_a_test` checks the list).
 const SCRIPTS: &[&str] = &[
@@ -105,14 +103,7 @@ fn sample() {
         seed: 7,
         ..SampleOptions::default()
     };
-    let mut pieces: Vec<String> = Vec::new();
-    Sampler::new(gpt.clone(), &options)
-        .unwrap()
-        .run(|t| {
-            pieces.push(t.to_string());
-            ControlFlow::Continue(())
-        })
-        .unwrap();
+    let (pieces, _) = sample_pieces(&gpt, &options).unwrap();
     let fixture = serde_json::json!({
         "workspace": ws,
         "gpt": gpt.record.id,

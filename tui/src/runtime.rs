@@ -469,7 +469,7 @@ fn telemetry_loop(
 mod tests {
     use super::*;
     use crate::sample::SampleEvent;
-    use ddp_workspaces::test_util::gpt_run;
+    use ddp_workspaces::test_util::{gpt_run, sample_pieces};
 
     /// The next event of generation `generation` of `run` (other messages skipped).
     async fn next_sample(rx: &mut mpsc::Receiver<Msg>, run: &Run, generation: u64) -> SampleEvent {
@@ -518,15 +518,7 @@ mod tests {
             }
         };
         assert_eq!((done.tokens, done.stopped), (30, false));
-        let mut want = Vec::new();
-        Sampler::new(run.clone(), &options)
-            .unwrap()
-            .run(|t| {
-                want.push(t.to_string());
-                ControlFlow::Continue(())
-            })
-            .unwrap();
-        assert_eq!(pieces, want);
+        assert_eq!(pieces, sample_pieces(&run, &options).unwrap().0);
 
         let endless = SampleOptions {
             tokens: 100_000_000,

@@ -364,7 +364,9 @@ impl<'a> TextStream<'a> {
 mod tests {
     use super::*;
     use crate::metrics::{MetricRecord, metrics_path};
-    use crate::test_util::{GPT_SPEC, MLP_SPEC, completed_run, gpt_run, write_gpt};
+    use crate::test_util::{
+        GPT_SPEC, MLP_SPEC, completed_run, gpt_run, sample_pieces as pieces, write_gpt,
+    };
 
     fn options(prompt: &str, tokens: usize, seed: u64) -> SampleOptions {
         SampleOptions {
@@ -373,17 +375,6 @@ mod tests {
             seed,
             ..SampleOptions::default()
         }
-    }
-
-    /// The pieces `on_text` got, and the figures.
-    fn pieces(run: &Run, o: &SampleOptions) -> Result<(Vec<String>, Sampled)> {
-        let sampler = Sampler::new(run.clone(), o)?;
-        let mut got = Vec::new();
-        let done = sampler.run(|t| {
-            got.push(t.to_string());
-            ControlFlow::Continue(())
-        })?;
-        Ok((got, done))
     }
 
     fn text(run: &Run, o: &SampleOptions) -> String {

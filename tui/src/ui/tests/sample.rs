@@ -24,7 +24,22 @@ fn sample_event(app: &mut App, event: SampleEvent) {
     });
 }
 
+fn sample_done(app: &mut App, tokens: usize, seconds: f64, stopped: bool) {
+    let done = Sampled {
+        tokens,
+        seconds,
+        stopped,
+    };
+    sample_event(app, SampleEvent::Done(Ok(done)));
+}
+
 const TABS: &str = " 1 Charts  2 Logs  3 Events  4 Spec  5 Sample";
+/// The tabs and the options of a generation of "KING", 60 columns wide.
+const KING_60: [&str; 3] = [
+    TABS,
+    r#" prompt "KING"  seed 1337  tokens 500  temperature 0.8"#,
+    "top-k 200",
+];
 const FOOTER: &str = " Tab next pane  p prompt and sample  ? help";
 
 #[test]
@@ -64,18 +79,7 @@ fn sample_pane_before_during_and_after_a_generation() {
     assert_has(&screen(&app, 60, 20), " │ > KING ");
     key(&mut app, KeyCode::Enter);
     let s = screen(&app, 60, 20);
-    assert_rows(
-        &s,
-        6,
-        &[
-            TABS,
-            r#" prompt "KING"  seed 1337  tokens 500  temperature 0.8"#,
-            "top-k 200",
-            " sampling …",
-            "",
-            "",
-        ],
-    );
+    assert_rows(&s, 6, &[&KING_60[..], &[" sampling …", "", ""]].concat());
 
     // The text as it came, cut at the pane's width, then the figures.
     sample_event(&mut app, SampleEvent::Text("KING".into()));
@@ -83,30 +87,14 @@ fn sample_pane_before_during_and_after_a_generation() {
         &mut app,
         SampleEvent::Text(":\nWhat say you? ".to_string() + &"ab".repeat(40)),
     );
-    sample_event(
-        &mut app,
-        SampleEvent::Done(Ok(Sampled {
-            tokens: 95,
-            seconds: 0.25,
-            stopped: false,
-        })),
-    );
+    sample_done(&mut app, 95, 0.25, false);
     let s = screen(&app, 60, 20);
-    assert_rows(
-        &s,
-        6,
-        &[
-            TABS,
-            r#" prompt "KING"  seed 1337  tokens 500  temperature 0.8"#,
-            "top-k 200",
-            " 95 tokens in 0.25 s",
-            "",
-            " KING:",
-            &format!(" What say you? {}", "ab".repeat(22)),
-            &format!(" {}", "ab".repeat(18)),
-            "",
-        ],
+    let (long, rest) = (
+        format!(" What say you? {}", "ab".repeat(22)),
+        format!(" {}", "ab".repeat(18)),
     );
+    let text = [" 95 tokens in 0.25 s", "", " KING:", &long, &rest, ""];
+    assert_rows(&s, 6, &[&KING_60[..], &text].concat());
     assert_eq!(s[19], FOOTER);
 }
 
@@ -117,14 +105,7 @@ fn only_the_newest_rows_show_until_scrolled_back() {
     key(&mut app, KeyCode::Enter);
     let lines: Vec<String> = (0..30).map(|i| format!("line {i}")).collect();
     sample_event(&mut app, SampleEvent::Text(lines.join("\n")));
-    sample_event(
-        &mut app,
-        SampleEvent::Done(Ok(Sampled {
-            tokens: 3,
-            seconds: 0.01,
-            stopped: true,
-        })),
-    );
+    sample_done(&mut app, 3, 0.01, true);
     let s = screen(&app, 100, 20);
     assert_rows(
         &s,
