@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::test_util::{MLP_SPEC, completed_run, sample_pieces};
+use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::test_util::{MLP_SPEC, completed_run};
 use ddp_workspaces::{Run, RunStatus, Workspace};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -21,7 +22,13 @@ fn sample(ws: &Path, args: &[&str]) -> std::process::Output {
 
 /// The library's text for `options` (what every front end prints), and the newline after it.
 fn library_text(run: &Run, options: SampleOptions) -> String {
-    sample_pieces(run, &options).unwrap().0.concat() + "\n"
+    Sampler::new(run.clone(), &options)
+        .unwrap()
+        .collect()
+        .unwrap()
+        .0
+        .concat()
+        + "\n"
 }
 
 fn stderr(o: &std::process::Output) -> String {

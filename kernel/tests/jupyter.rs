@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 
 use ddp_e2e::{KERNEL_NAME, Sandbox, python, repo, text};
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run, sample_pieces};
+use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run};
 
 /// The scripts, each run by the test of the same name (`every_script_has_a_test` checks the list).
 const SCRIPTS: &[&str] = &[
@@ -103,7 +104,10 @@ fn sample() {
         seed: 7,
         ..SampleOptions::default()
     };
-    let (pieces, _) = sample_pieces(&gpt, &options).unwrap();
+    let (pieces, _) = Sampler::new(gpt.clone(), &options)
+        .unwrap()
+        .collect()
+        .unwrap();
     let fixture = serde_json::json!({
         "workspace": ws,
         "gpt": gpt.record.id,

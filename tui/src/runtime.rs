@@ -469,7 +469,7 @@ fn telemetry_loop(
 mod tests {
     use super::*;
     use crate::sample::SampleEvent;
-    use ddp_workspaces::test_util::{gpt_run, sample_pieces};
+    use ddp_workspaces::test_util::gpt_run;
 
     /// The next event of generation `generation` of `run` (other messages skipped).
     async fn next_sample(rx: &mut mpsc::Receiver<Msg>, run: &Run, generation: u64) -> SampleEvent {
@@ -518,7 +518,11 @@ mod tests {
             }
         };
         assert_eq!((done.tokens, done.stopped), (30, false));
-        assert_eq!(pieces, sample_pieces(&run, &options).unwrap().0);
+        let want = Sampler::new(run.clone(), &options)
+            .unwrap()
+            .collect()
+            .unwrap();
+        assert_eq!(pieces, want.0);
 
         let endless = SampleOptions {
             tokens: 100_000_000,

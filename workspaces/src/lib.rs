@@ -40,7 +40,7 @@
 //! - `test_util` (tests, feature `test-util`): builders for tests: `RunRecord::sample()` and a
 //!   run in a folder (`in_dir`, `in_workspace`), `metric` (a curve's point),
 //!   `Telemetry::sample()`, run folders on disk (`completed_run`, `gpt_run`: a tiny GPT with
-//!   its tokenizer and weights), the library's text of a run (`sample_pieces`); the feature turns on the trainer's builders
+//!   its tokenizer and weights); the feature turns on the trainer's builders
 //!   (`MetricRecord::sample()`, `write_gpt`) too.
 //!
 //! Front ends depend on this crate alone (not on `ddp-trainer`).

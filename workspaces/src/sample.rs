@@ -7,7 +7,7 @@
 //! [`Sampler::new`] checks and loads everything (refusing, with [`Error::Invalid`], a run that
 //! is not a GPT on text, a prompt character outside the vocabulary, a run without weights);
 //! [`Sampler::run`] hands the text to a callback piece by piece as tokens are drawn, starting
-//! with the prompt. A byte tokenizer's pieces never split a UTF-8 character: incomplete bytes are
+//! with the prompt ([`Sampler::collect`] keeps them all). A byte tokenizer's pieces never split a UTF-8 character: incomplete bytes are
 //! held back until the character is whole (bytes that can never be UTF-8 come out as U+FFFD).
 
 use std::collections::BTreeMap;
@@ -185,6 +185,17 @@ impl Sampler {
             seconds: start.elapsed().as_secs_f64(),
             stopped,
         })
+    }
+
+    /// [`run`](Self::run) to the end, keeping the pieces it hands over (the prompt, then each
+    /// token's text): what a front end shows, at once.
+    pub fn collect(&self) -> Result<(Vec<String>, Sampled)> {
+        let mut pieces = Vec::new();
+        let done = self.run(|t| {
+            pieces.push(t.to_string());
+            ControlFlow::Continue(())
+        })?;
+        Ok((pieces, done))
     }
 }
 
@@ -364,9 +375,7 @@ impl<'a> TextStream<'a> {
 mod tests {
     use super::*;
     use crate::metrics::{MetricRecord, metrics_path};
-    use crate::test_util::{
-        GPT_SPEC, MLP_SPEC, completed_run, gpt_run, sample_pieces as pieces, write_gpt,
-    };
+    use crate::test_util::{GPT_SPEC, MLP_SPEC, completed_run, gpt_run, write_gpt};
 
     fn options(prompt: &str, tokens: usize, seed: u64) -> SampleOptions {
         SampleOptions {
@@ -375,6 +384,11 @@ mod tests {
             seed,
             ..SampleOptions::default()
         }
+    }
+
+    /// The pieces the front ends get, and the figures.
+    fn pieces(run: &Run, o: &SampleOptions) -> Result<(Vec<String>, Sampled)> {
+        Sampler::new(run.clone(), o)?.collect()
     }
 
     fn text(run: &Run, o: &SampleOptions) -> String {

@@ -12,8 +12,7 @@
 //!
 //! Run folders on disk: [`completed_run`] (a completed run of a spec, nothing trained) and
 //! [`gpt_run`] (a completed tiny GPT on text with its tokenizer and final weights, untrained:
-//! what text generation reads); [`sample_pieces`] is the text the library generates from a run,
-//! piece by piece, which every front end must show.
+//! what text generation reads).
 //!
 //! ```
 //! use ddp_workspaces::metrics::{MetricKind, MetricRecord};
@@ -39,16 +38,12 @@ pub use ddp_trainer::test_util::{max_abs_diff, tensor_diff, worst_tensor, write_
 
 use ddp_trainer::data::text::{TOKENIZER_FILE, Tokenizer};
 
-use std::ops::ControlFlow;
-
 use crate::Workspace;
-use crate::commands::SampleOptions;
 use crate::devices::telemetry::{
     CpuSample, GpuSample, MemorySample, Owner, ProcessSample, Telemetry,
 };
 use crate::metrics::{MetricKind, MetricRecord};
 use crate::run::{ProcessId, Run, RunRecord, RunStatus};
-use crate::sample::{Sampled, Sampler};
 use crate::spec::Spec;
 
 /// The spec of [`gpt_run`]: a GPT of 1 layer, 2 heads, 16 channels and a context of 8
@@ -105,17 +100,6 @@ pub fn metric(
         .at(kind, epoch, step)
         .loss(loss)
         .accuracy(accuracy)
-}
-
-/// The pieces of text that [`Sampler::run`] hands over for `run` and `options` (the prompt
-/// first), and its figures; what the front ends must show for the same options.
-pub fn sample_pieces(run: &Run, options: &SampleOptions) -> crate::Result<(Vec<String>, Sampled)> {
-    let mut pieces = Vec::new();
-    let done = Sampler::new(run.clone(), options)?.run(|t| {
-        pieces.push(t.to_string());
-        ControlFlow::Continue(())
-    })?;
-    Ok((pieces, done))
 }
 
 impl RunRecord {
