@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use ddp_workspaces::commands::{
-    CompareArgs, ExportArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, ShowArgs, SweepArgs,
-    TagArgs,
+    CompareArgs, ExportArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, SampleArgs, ShowArgs,
+    SweepArgs, TagArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -83,4 +83,7 @@ pub enum Command {
     },
     /// Export a run's metric records (rank 0's, or every rank's) as CSV.
     Export(ExportArgs),
+    /// Generate text from a language-model run (a gpt on text), printed as it is drawn; the
+    /// same seed, weights and options give the same text.
+    Sample(SampleArgs),
 }

@@ -8,6 +8,7 @@
 //! - binary `ddp` (`src/main.rs`): the hidden supervisor/replica sub-commands, parsing and
 //!   dispatch, exit codes; one file per group of commands: `follow` (run, resume: progress until
 //!   the run ends), `list` (ls, show), `logs`, `manage` (stop, rm, tag), `sweep`, `compare`,
-//!   `plot`, `export`, and `table` (plain-text tables).
+//!   `plot`, `export`, `sample` (text from a language model, streamed), and `table`
+//!   (plain-text tables).
 
 pub mod args;

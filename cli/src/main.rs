@@ -1,6 +1,7 @@
 //! `ddp`: the headless batch front end. `ddp run SPEC` trains (supervised, restartable) and shows
 //! progress; `ls`, `show`, `logs`, `stop`, `resume`, `rm` manage the workspace's runs; `sweep`
-//! runs a grid of overrides, `compare`, `plot` and `export` look at several runs.
+//! runs a grid of overrides, `compare`, `plot` and `export` look at several runs; `sample`
+//! generates text from a language-model run.
 //!
 //! This file dispatches the parsed command line ([`ddp_cli::args`]); one file per group of
 //! commands.
@@ -12,6 +13,7 @@ mod list;
 mod logs;
 mod manage;
 mod plot;
+mod sample;
 mod sweep;
 mod table;
 
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
             output,
             all_ranks,
         }) => export::export(&root, &run.run, output.as_deref(), all_ranks),
+        Command::Sample(args) => sample::sample(&root, &args),
     };
     match result {
         Ok(code) => code,

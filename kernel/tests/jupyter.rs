@@ -22,6 +22,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use ddp_e2e::{KERNEL_NAME, Sandbox, python, repo, text};
+use ddp_workspaces::commands::SampleOptions;
+use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run};
 
 /// The scripts, each run by the test of the same name (`every_script_has_a_test` checks the list).
 const SCRIPTS: &[&str] = &[
@@ -31,6 +34,7 @@ const SCRIPTS: &[&str] = &[
     "test_notebook.py",
     "test_train.py",
     "test_browser.py",
+    "test_sample.py",
 ];
 
 fn kernel_bin() -> PathBuf {
@@ -39,8 +43,13 @@ fn kernel_bin() -> PathBuf {
 
 /// Runs `kernel/tests/python/SCRIPT` in a fresh sandbox; fails unless it exits 0.
 fn run_script(script: &str, args: &[&OsStr], default_limit_s: u64) {
+    run_script_with(script, args, &[], default_limit_s);
+}
+
+/// [`run_script`] with `env` added to the script's environment.
+fn run_script_with(script: &str, args: &[&OsStr], env: &[(&str, &OsStr)], default_limit_s: u64) {
     let path = repo().join("kernel/tests/python").join(script);
-    ddp_e2e::run_script(&kernel_bin(), &path, args, &[], default_limit_s);
+    ddp_e2e::run_script(&kernel_bin(), &path, args, env, default_limit_s);
 }
 
 #[test]
@@ -77,6 +86,43 @@ fn notebook() {
 fn train() {
     // A cold build cache compiles candle in release mode first (minutes on 2 cores).
     run_script("test_train.py", &[], 1800);
+}
+
+/// `%ddp sample` (`test_sample.py`) on the shared fixture runs of `ddp_workspaces::test_util`
+/// (a tiny GPT with its tokenizer and weights, an MLP run) in a workspace of their own, which
+/// the script switches to: `fixture.json` names it and the runs, and holds the pieces of text the
+/// library generates for the options the script uses, which the kernel must stream exactly.
+#[test]
+fn sample() {
+    let fixtures = tempfile::tempdir().unwrap();
+    let ws = fixtures.path().join("ws");
+    let gpt = gpt_run(&ws);
+    let mlp = completed_run(&ws, MLP_SPEC);
+    let options = SampleOptions {
+        prompt: "First".into(),
+        tokens: 40,
+        seed: 7,
+        ..SampleOptions::default()
+    };
+    let (pieces, _) = Sampler::new(gpt.clone(), &options)
+        .unwrap()
+        .collect()
+        .unwrap();
+    let fixture = serde_json::json!({
+        "workspace": ws,
+        "gpt": gpt.record.id,
+        "mlp": mlp.record.id,
+        "options": "--prompt First --tokens 40 --seed 7",
+        "pieces": pieces,
+    });
+    let file = fixtures.path().join("fixture.json");
+    std::fs::write(&file, fixture.to_string()).unwrap();
+    run_script_with(
+        "test_sample.py",
+        &[],
+        &[("DDP_SAMPLE_FIXTURE", file.as_os_str())],
+        600,
+    );
 }
 
 /// The tutorial in JupyterLab in headless Chromium (`test_browser.py`). Without Chromium and

@@ -7,7 +7,7 @@ use clap::{Arg, Command, CommandFactory, FromArgMatches};
 use ddp_cli::args::Cli;
 use ddp_kernel::magics::LineMagic;
 use ddp_workspaces::commands::{
-    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, ShowArgs,
+    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, SampleArgs, ShowArgs,
 };
 
 /// Options only the CLI has: a terminal waits for runs unless told not to, follows logs, and
@@ -80,7 +80,7 @@ fn the_shared_subcommands_are_the_ones_expected() {
     assert_eq!(
         shared(),
         [
-            "run", "ls", "show", "logs", "stop", "resume", "compare", "plot"
+            "run", "ls", "show", "logs", "stop", "resume", "compare", "plot", "sample"
         ]
     );
     for (sub, id) in CLI_ONLY {
@@ -189,6 +189,17 @@ fn the_same_words_parse_to_the_same_values() {
         "plot",
         &["a b", "a --sweep s --x epoch", "--x time", "--x nope"],
         &["--output", "plot.svg"],
+    );
+    same::<SampleArgs>(
+        "sample",
+        &[
+            "latest",
+            "r1 --prompt 'KING ' --tokens 20 --temperature 0 --top-k 0 --seed 7 --checkpoint best",
+            "r1 --checkpoint checkpoints/step-00000006.safetensors",
+            "r1 --temperature -1",
+            "r1 --tokens many",
+            "--seed 1",
+        ],
     );
     // The values really are read: a line that sets everything is not the default.
     let (c, _) = both::<LsArgs>("ls", "--experiment e --json", &[]);

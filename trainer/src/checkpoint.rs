@@ -97,7 +97,8 @@ impl std::fmt::Display for Mark {
     }
 }
 
-fn model_path(out: &Path, at: Mark) -> PathBuf {
+/// The model file of the checkpoint at `at` (it may not exist).
+pub fn model_path(out: &Path, at: Mark) -> PathBuf {
     checkpoint_dir(out).join(format!("{}.safetensors", at.stem()))
 }
 
@@ -261,6 +262,12 @@ fn load(out: &Path, at: Mark) -> Result<Loaded> {
 }
 
 type Metadata = HashMap<String, String>;
+
+/// The tensors of a model file (a checkpoint's or `model.safetensors`); a file that is not
+/// complete safetensors is an error naming it.
+pub fn read_model(path: &Path) -> Result<HashMap<String, Tensor>> {
+    Ok(read_safetensors(path)?.0)
+}
 
 fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, Metadata)> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;

@@ -3,7 +3,7 @@
 //! text.
 //!
 //! - [`load_gpt`]: a [`Gpt`] of a spec's shape with the weights of a `model.safetensors` (or a
-//!   checkpoint), the tied `lm_head.weight` accepted.
+//!   checkpoint), the tied `lm_head.weight` accepted; [`load_gpt_file`] reads them from the file.
 //! - [`generate`]: continues a prompt by `tokens` ids, handing each to a callback as it comes
 //!   (for streaming). When the context fills the model's `block` positions, the cache restarts
 //!   from the last `block / 2` tokens (positions are learned, so a cache cannot slide).
@@ -11,6 +11,7 @@
 //!   the generator.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
@@ -60,6 +61,13 @@ pub fn load_gpt(
     Ok(model)
 }
 
+/// A GPT of shape `cfg` on the CPU (where [`generate`] runs) holding the weights of the model
+/// file `path` (a checkpoint's or `model.safetensors`); errors name the file.
+pub fn load_gpt_file(cfg: &GptConfig, path: &Path) -> Result<Gpt> {
+    let weights = crate::checkpoint::read_model(path)?;
+    load_gpt(cfg, weights, &Device::Cpu, &path.display().to_string())
+}
+
 /// Continues `prompt` (at least one id) by `opts.tokens` ids, calling `on_token` with each as
 /// soon as it is drawn; returns them.
 pub fn generate(
@@ -87,7 +95,8 @@ pub fn generate(
     // Feed the prompt's last `block` ids at once.
     let start = context.len().saturating_sub(cfg.block);
     let mut logits = feed(model, &context[start..], &mut cache, &device)?;
-    let mut out = Vec::with_capacity(opts.tokens);
+    // Grown as drawn: a huge `tokens` (stopped by the caller) reserves nothing up front.
+    let mut out = Vec::with_capacity(opts.tokens.min(1 << 16));
     for _ in 0..opts.tokens {
         let id = pick(&logits, opts, &mut rng);
         on_token(id)?;
@@ -182,6 +191,21 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, b);
+    }
+
+    #[test]
+    fn a_model_file_loads_and_is_named_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = GptConfig::new(11, 8, 1, 2, 16);
+        let net = Network::gpt(&cfg, &Device::Cpu, 9).unwrap();
+        let path = crate::checkpoint::save_final(dir.path(), &net).unwrap();
+        let from_file = load_gpt_file(&cfg, &path).unwrap();
+        let o = opts(1.0, None, 3);
+        let run = |m: &Gpt| generate(m, &[1], &o, |_| Ok(())).unwrap();
+        assert_eq!(run(&from_file), run(&model()));
+        let missing = dir.path().join("nope.safetensors");
+        let e = load_gpt_file(&cfg, &missing).err().unwrap();
+        assert!(e.to_string().contains("nope.safetensors"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! (`ddp-trainer = { workspace = true, features = ["test-util"] }` in `[dev-dependencies]`).
 //!
 //! [`tensor_diff`] compares two tensors (outputs, gradients), [`max_abs_diff`] and
-//! [`worst_tensor`] two models' weights.
+//! [`worst_tensor`] two models' weights. [`write_gpt`] puts a GPT's weights into a run folder
+//! (its final model or a step's checkpoint), as training would.
 //!
 //! [`MetricRecord::sample`] is a complete record with plain values; chain the setters (one per
 //! field, named after it; [`MetricRecord::at`] sets kind, epoch and step at once) or use struct
@@ -25,10 +26,15 @@
 //! ```
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 
+use crate::checkpoint::{self, TrainState};
 use crate::metrics::{MetricKind, MetricRecord};
+use crate::models::Network;
+use crate::models::gpt::GptConfig;
+use crate::optim::{Optimizer, OptimizerConfig};
 
 /// The largest absolute difference between two tensors of the same shape, element by element
 /// (`|a - b|.max()`), as f32: how the tests compare outputs and gradients.
@@ -92,6 +98,31 @@ macro_rules! test_setters {
             }
         )*)?
     };
+}
+
+/// Writes the weights of a GPT of shape `cfg` initialised from `seed` into the run folder `out`:
+/// the final `model.safetensors` (`step` `None`), or the checkpoint of `step` (with a plain
+/// SGD optimizer's state), as training writes them. Returns the model file.
+pub fn write_gpt(out: &Path, cfg: &GptConfig, seed: u64, step: Option<u64>) -> PathBuf {
+    let net = Network::gpt(cfg, &Device::Cpu, seed).expect("a valid gpt shape");
+    match step {
+        None => checkpoint::save_final(out, &net).expect("a writable folder"),
+        Some(step) => {
+            let sgd = OptimizerConfig::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.0,
+            };
+            let state = TrainState {
+                epoch: 0,
+                global_step: step,
+                spec_hash: String::new(),
+                world_size: 1,
+            };
+            let opt = Optimizer::new(sgd, net.num_params());
+            checkpoint::save(out, &net, &opt, &state, 0).expect("a writable folder")
+        }
+    }
 }
 
 impl MetricRecord {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
 use ddp_workspaces::actions::NewRun;
+use ddp_workspaces::commands::SampleOptions;
 use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
 use ddp_workspaces::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent, RunStatus};
@@ -18,6 +19,7 @@ use crate::input::InputLine;
 use crate::keys::{self, Action, Context};
 use crate::run_view::{Pane, RunView};
 use crate::runs::RunsState;
+use crate::sample::{SampleEvent, SampleState, rows};
 use crate::scroll::scroll;
 use crate::theme::Theme;
 use crate::widgets::logview::LogBuffer;
@@ -64,6 +66,13 @@ pub enum Effect {
     SetTags(Run, Vec<String>),
     /// Suspend the terminal and open `notes.md` in `$EDITOR`.
     EditNotes(Run),
+    /// Generate text from a language-model run, off the UI thread; its text and end arrive as
+    /// [`Msg::Sample`] (a generation already running is stopped; so is one whose run closes).
+    Sample {
+        run: Run,
+        generation: u64,
+        options: SampleOptions,
+    },
 }
 
 /// What an effect came to.
@@ -107,6 +116,12 @@ pub enum Msg {
     Completions {
         typed: String,
         options: Vec<String>,
+    },
+    /// A piece of a generation of the run in `dir` ([`Effect::Sample`]).
+    Sample {
+        dir: PathBuf,
+        generation: u64,
+        event: SampleEvent,
     },
     Done(Outcome),
     /// SIGTERM, SIGHUP, or the input ended.
@@ -236,7 +251,27 @@ impl App {
             }
             Msg::Spec { dir, text } => {
                 if let Some(v) = self.run.as_mut().filter(|v| v.dir == dir) {
+                    let run = Run {
+                        dir: v.dir.clone(),
+                        record: v.record.clone(),
+                    };
+                    // Parsing the spec's text is pure: whether there is text to sample.
+                    v.sample.lm = Some(match &text {
+                        Ok(t) => ddp_workspaces::sample::language_model_text(&run, t)
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(format!("cannot read the run's spec: {e}")),
+                    });
                     v.spec = Some(text);
+                }
+                vec![]
+            }
+            Msg::Sample {
+                dir,
+                generation,
+                event,
+            } => {
+                if let Some(v) = self.run.as_mut().filter(|v| v.dir == dir) {
+                    v.sample.apply(generation, event);
                 }
                 vec![]
             }
@@ -314,6 +349,14 @@ impl App {
                 self.runs.fix_selection();
                 vec![]
             }
+            DialogOutcome::Sample(prompt) => match self.run.as_mut() {
+                Some(v) => {
+                    v.sample.prompt = prompt;
+                    let started = v.sample.start();
+                    vec![sample_effect(v, started)]
+                }
+                None => vec![],
+            },
             DialogOutcome::Search(query) => {
                 if let Some(v) = self.run.as_mut() {
                     let (buf, state) = v.logs.current();
@@ -521,7 +564,10 @@ impl App {
             return vec![];
         };
         match action {
-            Action::NextPane => v.pane = v.pane.next(),
+            Action::NextPane => v.pane = v.next_pane(),
+            Action::Pane(Pane::Sample) | Action::Sample | Action::SampleAgain => {
+                return self.sample_action(action);
+            }
             Action::Pane(p) => v.pane = p,
             _ => match v.pane {
                 Pane::Charts => match action {
@@ -552,9 +598,44 @@ impl App {
                     };
                     scroll(&mut v.spec_scroll, action, page, lines)
                 }
+                Pane::Sample => {
+                    let width = (self.size.0 as usize).saturating_sub(2);
+                    sample_scroll(&mut v.sample, action, page, width);
+                }
             },
         }
         vec![]
+    }
+
+    /// `5`, `p` and (in the Sample pane) `Enter`: the Sample pane of a language-model run, the
+    /// prompt dialog, another sample with the next seed. Other runs get the reason they have
+    /// no text to sample.
+    fn sample_action(&mut self, action: Action) -> Vec<Effect> {
+        let Some(v) = self.run.as_mut() else {
+            return vec![];
+        };
+        let refusal = match &v.sample.lm {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(e.clone()),
+            None => Some("the run's spec is not read yet: try again in a moment".to_string()),
+        };
+        if let Some(text) = refusal {
+            self.notify(text, true);
+            return vec![];
+        }
+        v.pane = Pane::Sample;
+        match action {
+            Action::Sample => {
+                let input = InputLine::new(&v.sample.prompt);
+                self.dialog = Some(Dialog::Sample { input });
+                vec![]
+            }
+            Action::SampleAgain => {
+                let started = v.sample.again();
+                vec![sample_effect(v, started)]
+            }
+            _ => vec![],
+        }
     }
 
     /// `s`, `r`, `d`, `t`, `e` on the target run: checks, then a confirmation or an effect.
@@ -610,6 +691,29 @@ impl App {
             _ => vec![],
         }
     }
+}
+
+/// The effect that generates `started` (a generation's number and options) for the open run.
+fn sample_effect(v: &RunView, (generation, options): (u64, SampleOptions)) -> Effect {
+    Effect::Sample {
+        run: Run {
+            dir: v.dir.clone(),
+            record: v.record.clone(),
+        },
+        generation,
+        options,
+    }
+}
+
+/// A movement key in the Sample pane, over its text cut at `width` columns with `page` rows in
+/// view: scrolling up stops following the newest text; reaching the end follows again.
+fn sample_scroll(s: &mut SampleState, action: Action, page: usize, width: usize) {
+    let last_top = rows(&s.text, width).len().saturating_sub(page);
+    if s.follow {
+        s.top = last_top;
+    }
+    scroll(&mut s.top, action, page, last_top + 1);
+    s.follow = s.top >= last_top;
 }
 
 /// Scrolling, follow, wrap and search keys in the Logs pane.

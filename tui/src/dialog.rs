@@ -1,5 +1,5 @@
 //! Dialogs and input lines over the views: help, confirmations, the new-run command line (with
-//! path completion), tags, the runs filter and the log search. Keys go to the open dialog first:
+//! path completion), tags, the runs filter, the log search and the Sample pane's prompt. Keys go to the open dialog first:
 //! [`Dialog::key`] changes the dialog and says what the key came to ([`DialogOutcome`]), which
 //! [`App::update`](crate::app::App::update) applies.
 
@@ -59,6 +59,10 @@ pub enum Dialog {
     },
     /// `/` in a log: searched on Enter.
     Search {
+        input: InputLine,
+    },
+    /// `p` in a language-model run: the prompt to continue (`\n` for a newline).
+    Sample {
         input: InputLine,
     },
 }
@@ -150,6 +154,8 @@ pub enum DialogOutcome {
     Filter { text: String, close: bool },
     /// The dialog closes: search the open log.
     Search(String),
+    /// The dialog closes: generate from this prompt (as typed).
+    Sample(String),
 }
 
 impl DialogOutcome {
@@ -162,7 +168,8 @@ impl DialogOutcome {
             | DialogOutcome::Quit
             | DialogOutcome::Confirmed(_)
             | DialogOutcome::SetTags(..)
-            | DialogOutcome::Search(_) => true,
+            | DialogOutcome::Search(_)
+            | DialogOutcome::Sample(_) => true,
         }
     }
 }
@@ -247,6 +254,11 @@ impl Dialog {
             Dialog::Search { input } => match input.key(key) {
                 Edit::Cancel => DialogOutcome::Close,
                 Edit::Submit => DialogOutcome::Search(input.text.clone()),
+                _ => DialogOutcome::Open,
+            },
+            Dialog::Sample { input } => match input.key(key) {
+                Edit::Cancel => DialogOutcome::Close,
+                Edit::Submit => DialogOutcome::Sample(input.text.clone()),
                 _ => DialogOutcome::Open,
             },
         }

@@ -44,6 +44,10 @@ pub enum Action {
     Rougher,
     ToggleLogScale,
     CycleX,
+    /// `p`: the Sample pane of a language-model run, with the prompt dialog.
+    Sample,
+    /// Generate again from the same prompt with the next seed.
+    SampleAgain,
 }
 
 /// The view whose keys apply.
@@ -182,11 +186,11 @@ const RUNS: [Binding; 8] = [
     ),
     b("", "", Action::Open, &[Right, Char('l')], false),
 ];
-const PANES: [Binding; 5] = [
+const PANES: [Binding; 6] = [
     b("Tab", "next pane", Action::NextPane, &[Tab], true),
     b(
-        "1-4",
-        "charts logs events spec",
+        "1-5",
+        "charts logs events spec sample",
         Action::Pane(Pane::Charts),
         &[Char('1')],
         false,
@@ -194,6 +198,25 @@ const PANES: [Binding; 5] = [
     b("", "", Action::Pane(Pane::Logs), &[Char('2')], false),
     b("", "", Action::Pane(Pane::Events), &[Char('3')], false),
     b("", "", Action::Pane(Pane::Spec), &[Char('4')], false),
+    b("", "", Action::Pane(Pane::Sample), &[Char('5')], false),
+];
+/// `p` outside the Sample pane (a run that is not a language model is told so).
+const SAMPLE_OPEN: Binding = b(
+    "p",
+    "sample text (language models)",
+    Action::Sample,
+    &[Char('p')],
+    false,
+);
+const SAMPLE: [Binding; 2] = [
+    b("p", "prompt and sample", Action::Sample, &[Char('p')], true),
+    b(
+        "Enter",
+        "sample again (next seed)",
+        Action::SampleAgain,
+        &[Enter],
+        true,
+    ),
 ];
 const CHARTS: [Binding; 4] = [
     b(
@@ -260,6 +283,10 @@ pub fn bindings(ctx: Context) -> Vec<&'static Binding> {
                 // `n` searches on in the Logs pane: no new-run key there.
                 Pane::Logs => v.extend(&LOGS),
                 Pane::Events | Pane::Spec => {}
+                Pane::Sample => v.extend(&SAMPLE),
+            }
+            if pane != Pane::Sample {
+                v.push(&SAMPLE_OPEN);
             }
             v.extend(
                 RUN_ACTIONS
@@ -351,6 +378,16 @@ mod tests {
         );
         assert_eq!(action(Context::Devices, key(Char('s'))), None);
         assert_eq!(
+            action(Context::Run(Pane::Spec), key(Char('p'))),
+            Some(Action::Sample)
+        );
+        assert_eq!(
+            action(Context::Run(Pane::Sample), key(Enter)),
+            Some(Action::SampleAgain)
+        );
+        assert_eq!(action(Context::Run(Pane::Charts), key(Enter)), None);
+        assert_eq!(action(Context::Runs, key(Char('p'))), None);
+        assert_eq!(
             action(
                 Context::Devices,
                 KeyEvent::new(Char('c'), KeyModifiers::CONTROL)
@@ -378,6 +415,7 @@ mod tests {
             Context::Run(Pane::Logs),
             Context::Run(Pane::Events),
             Context::Run(Pane::Spec),
+            Context::Run(Pane::Sample),
             Context::Devices,
             Context::Compare,
         ] {

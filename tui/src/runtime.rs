@@ -7,11 +7,13 @@
 //! thread), and redraws when something changed, at most every [`FRAME`].
 //!
 //! Every task has an owner: run watches are aborted when their run is closed (dropping a
-//! `RunWatch` stops its tasks), the telemetry thread and the run-list watch end when the loop's
-//! [`Executor`] is dropped, and the terminal is restored on quit, on SIGTERM/SIGHUP and on panic.
+//! `RunWatch` stops its tasks), a text generation stops when its run is closed or another one
+//! starts, the telemetry thread and the run-list watch end when the loop's [`Executor`] is
+//! dropped, and the terminal is restored on quit, on SIGTERM/SIGHUP and on panic.
 
 use std::collections::BTreeMap;
 use std::io::Stdout;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,9 +24,10 @@ use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStre
 use crossterm::execute;
 use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::actions::{self, StopRequest};
-use ddp_workspaces::commands;
+use ddp_workspaces::commands::{self, SampleOptions};
 use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
 use ddp_workspaces::events::RunWatchOptions;
+use ddp_workspaces::sample::Sampler;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
 use futures_util::StreamExt;
 use ratatui::Terminal;
@@ -34,6 +37,7 @@ use tokio::task::JoinHandle;
 
 use crate::app::{App, Effect, Msg, Outcome};
 use crate::run_view::LOG_BACKLOG;
+use crate::sample::SampleEvent;
 use crate::theme::Theme;
 
 /// The shortest time between two frames.
@@ -215,6 +219,8 @@ pub struct Executor {
     compare_watches: Vec<JoinHandle<()>>,
     owners: Arc<Mutex<ProcessOwners>>,
     stop: Arc<AtomicBool>,
+    /// The generation running: its run folder and its stop flag.
+    sample: Option<(PathBuf, Arc<AtomicBool>)>,
     _list: JoinHandle<()>,
 }
 
@@ -248,6 +254,7 @@ impl Executor {
             compare_watches: Vec::new(),
             owners,
             stop,
+            sample: None,
             _list: list_task,
         }
     }
@@ -307,6 +314,9 @@ impl Executor {
                 if let Some(task) = self.run_watches.remove(&dir) {
                     task.abort();
                 }
+                if self.sample.as_ref().is_some_and(|(d, _)| *d == dir) {
+                    self.stop_sample();
+                }
             }
             Effect::WatchCompare(runs) => {
                 for t in self.compare_watches.drain(..) {
@@ -363,8 +373,47 @@ impl Executor {
                     Err(e) => Outcome::Failed(e.to_string()),
                 })
             }),
+            Effect::Sample {
+                run,
+                generation,
+                options,
+            } => self.sample(run, generation, options),
             // Needs the terminal: handled by the loop.
             Effect::EditNotes(_) => {}
+        }
+    }
+
+    /// Generates on the blocking pool (stopping the generation already running): each piece of
+    /// text and the end arrive as [`Msg::Sample`].
+    fn sample(&mut self, run: Run, generation: u64, options: SampleOptions) {
+        self.stop_sample();
+        let stop = Arc::new(AtomicBool::new(false));
+        self.sample = Some((run.dir.clone(), stop.clone()));
+        let tx = self.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let dir = run.dir.clone();
+            let msg = |event| Msg::Sample {
+                dir: dir.clone(),
+                generation,
+                event,
+            };
+            let done = Sampler::new(run, &options).and_then(|s| {
+                s.run(|text| {
+                    let sent = tx.blocking_send(msg(SampleEvent::Text(text.to_string())));
+                    if stop.load(Ordering::SeqCst) || sent.is_err() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+            });
+            let _ = tx.blocking_send(msg(SampleEvent::Done(done.map_err(|e| e.to_string()))));
+        });
+    }
+
+    fn stop_sample(&mut self) {
+        if let Some((_, stop)) = self.sample.take() {
+            stop.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -372,6 +421,7 @@ impl Executor {
 impl Drop for Executor {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.stop_sample();
         for (_, t) in std::mem::take(&mut self.run_watches) {
             t.abort();
         }
@@ -412,5 +462,87 @@ fn telemetry_loop(
         }
         // Nobody waits for this thread: it ends at the next period after the stop.
         std::thread::sleep(TICK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::SampleEvent;
+    use ddp_workspaces::test_util::gpt_run;
+
+    /// The next event of generation `generation` of `run` (other messages skipped).
+    async fn next_sample(rx: &mut mpsc::Receiver<Msg>, run: &Run, generation: u64) -> SampleEvent {
+        let wait = async {
+            loop {
+                if let Some(Msg::Sample {
+                    dir,
+                    generation: g,
+                    event,
+                }) = rx.recv().await
+                {
+                    assert_eq!((&dir, g), (&run.dir, generation));
+                    return event;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .expect("a sample event within 60 s")
+    }
+
+    /// Generations run off the loop and arrive as messages: the library's text piece by piece,
+    /// then the end; closing the run stops its generation.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn generations_arrive_as_messages_and_stop_with_their_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = gpt_run(dir.path());
+        let (tx, mut rx) = mpsc::channel(CHANNEL);
+        let mut exec = Executor::start(dir.path().to_path_buf(), tx);
+        let options = SampleOptions {
+            prompt: "First".into(),
+            tokens: 30,
+            seed: 5,
+            ..SampleOptions::default()
+        };
+        exec.execute(Effect::Sample {
+            run: run.clone(),
+            generation: 7,
+            options: options.clone(),
+        });
+        let mut pieces = Vec::new();
+        let done = loop {
+            match next_sample(&mut rx, &run, 7).await {
+                SampleEvent::Text(t) => pieces.push(t),
+                SampleEvent::Done(d) => break d.unwrap(),
+            }
+        };
+        assert_eq!((done.tokens, done.stopped), (30, false));
+        let want = Sampler::new(run.clone(), &options)
+            .unwrap()
+            .collect()
+            .unwrap();
+        assert_eq!(pieces, want.0);
+
+        let endless = SampleOptions {
+            tokens: 100_000_000,
+            ..options
+        };
+        exec.execute(Effect::Sample {
+            run: run.clone(),
+            generation: 8,
+            options: endless,
+        });
+        assert_eq!(
+            next_sample(&mut rx, &run, 8).await,
+            SampleEvent::Text("First".into())
+        );
+        exec.execute(Effect::UnwatchRun(run.dir.clone()));
+        let done = loop {
+            if let SampleEvent::Done(d) = next_sample(&mut rx, &run, 8).await {
+                break d.unwrap();
+            }
+        };
+        assert!(done.stopped && done.tokens < 100_000_000, "{done:?}");
     }
 }

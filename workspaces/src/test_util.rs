@@ -10,6 +10,10 @@
 //! accuracy) most tests of plots, summaries and views draw from. [`Telemetry::sample`] and
 //! [`ProcessSample::sample`] are readings for the devices views, built the same way.
 //!
+//! Run folders on disk: [`completed_run`] (a completed run of a spec, nothing trained) and
+//! [`gpt_run`] (a completed tiny GPT on text with its tokenizer and final weights, untrained:
+//! what text generation reads).
+//!
 //! ```
 //! use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 //! use ddp_workspaces::test_util::metric;
@@ -30,7 +34,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use ddp_trainer::test_util::{max_abs_diff, tensor_diff, worst_tensor};
+pub use ddp_trainer::test_util::{max_abs_diff, tensor_diff, worst_tensor, write_gpt};
+
+use ddp_trainer::data::text::{TOKENIZER_FILE, Tokenizer};
 
 use crate::Workspace;
 use crate::devices::telemetry::{
@@ -38,6 +44,48 @@ use crate::devices::telemetry::{
 };
 use crate::metrics::{MetricKind, MetricRecord};
 use crate::run::{ProcessId, Run, RunRecord, RunStatus};
+use crate::spec::Spec;
+
+/// The spec of [`gpt_run`]: a GPT of 1 layer, 2 heads, 16 channels and a context of 8
+/// characters on a text (`input.txt`, not read: its vocabulary is [`GPT_TEXT`]'s).
+pub const GPT_SPEC: &str = "name = \"tiny-gpt\"\n[model]\nname = \"gpt\"\nlayers = 1\n\
+    heads = 2\nembd = 16\nblock = 8\n[data]\nname = \"text\"\npath = \"input.txt\"\n\
+    [train]\nsteps = 6\nbatch_size = 4\n[ddp]\nreplicas = 1\n";
+/// The text whose sorted distinct characters are [`gpt_run`]'s vocabulary (27 characters:
+/// newline, space, `,` `.` `:` `B` `C` `F` and lower-case letters).
+pub const GPT_TEXT: &str = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+/// The spec of a run that is not a language model (an MLP on synthetic data).
+pub const MLP_SPEC: &str =
+    "name = \"mlp\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n[train]\nepochs = 1\n";
+
+/// A completed run of the spec `spec_text` in the workspace at `root` (created if need be):
+/// its folder holds the frozen spec and `run.json`, nothing trained.
+pub fn completed_run(root: &Path, spec_text: &str) -> Run {
+    let spec = Spec::parse_at(spec_text, &root.join("spec.toml"), &[]).expect("a valid spec");
+    let ws = Workspace::open_or_create(root).expect("a workspace folder");
+    let mut run = ws.create_run(&spec, vec![], None, None).expect("a run");
+    run.update(|r| {
+        r.status = RunStatus::Completed;
+        r.started = Some(r.created);
+        r.ended = Some(r.created + 1.0);
+    })
+    .expect("run.json written");
+    run
+}
+
+/// A completed run of a tiny GPT on text ([`GPT_SPEC`]) in the workspace at `root`: its
+/// `tokenizer.json` (the characters of [`GPT_TEXT`]) and its final `model.safetensors`
+/// (weights initialised from seed 1, untrained), as training leaves them.
+pub fn gpt_run(root: &Path) -> Run {
+    let run = completed_run(root, GPT_SPEC);
+    let tokenizer = Tokenizer::char_from_text(GPT_TEXT, "input.txt");
+    tokenizer
+        .save(&run.dir.join(TOKENIZER_FILE))
+        .expect("tokenizer.json written");
+    let spec = Spec::load(&run.spec_path(), &[]).expect("the frozen spec");
+    write_gpt(&run.dir, &spec.gpt_config(tokenizer.vocab_size()), 1, None);
+    run
+}
 
 /// The record of `kind` at `epoch` and `step` with `loss` and `accuracy`, the rest as
 /// `MetricRecord::sample()` (rank 0 of 2, time 0; chain its setters to change more).

@@ -72,3 +72,27 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `ddp run` of a tiny GPT, trained in about a second: the Shakespeare example made small (6
+/// steps of a 1-layer, 32-channel model with a context of 16 characters, 1 replica), evaluated
+/// and checkpointed at steps 3 and 6.
+pub fn tiny_gpt_run(name: &str) -> Vec<String> {
+    let spec = repo().join("examples/gpt-shakespeare.toml");
+    let mut args = vec!["run".to_string(), spec.display().to_string()];
+    for set in [
+        "train.steps=6",
+        "train.scheduler.warmup_steps=2",
+        "train.eval_every=3",
+        "checkpoint.every_steps=3",
+        "model.layers=1",
+        "model.heads=2",
+        "model.embd=32",
+        "model.block=16",
+        "train.batch_size=4",
+        "data.val_fraction=0.02",
+    ] {
+        args.extend(["--set".to_string(), set.to_string()]);
+    }
+    args.extend(["--replicas", "1", "--name", name].map(String::from));
+    args
+}

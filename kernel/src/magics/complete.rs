@@ -1,5 +1,5 @@
 //! Completion of magic words: magic names, subcommands, options, run addresses (ids, `latest`,
-//! `EXPERIMENT@latest`), spec paths and `--x` values. Pure apart from listing the workspace and
+//! `EXPERIMENT@latest`), spec paths, `--x` and `--checkpoint` values. Pure apart from listing the workspace and
 //! the folder a path is being typed in.
 
 use std::path::Path;
@@ -62,6 +62,9 @@ pub fn complete(
                 })
             } else if previous == Some("--x") {
                 prefixed(vec!["step".into(), "epoch".into(), "time".into()])
+            } else if previous == Some("--checkpoint") {
+                // Or a path: typed as it is.
+                prefixed(vec!["latest".into(), "best".into()])
             } else if previous.is_some_and(|p| p.starts_with("--") && takes_value(cell, sub, p)) {
                 // An option's value: nothing to offer.
                 Vec::new()
@@ -75,6 +78,7 @@ pub fn complete(
                 match sub {
                     "run" if rest.is_empty() => spec_paths(word, notebook_dir),
                     "watch" | "wait" | "show" | "logs" | "stop" | "resume" | "compare" | "plot"
+                    | "sample"
                         if rest.is_empty() || matches!(sub, "compare" | "plot") =>
                     {
                         prefixed(run_addresses(ws_root))
@@ -147,6 +151,14 @@ mod tests {
         assert_eq!(
             c("%ddp plot latest --x e", d.path()).0,
             vec!["epoch".to_string()]
+        );
+        assert_eq!(
+            c("%ddp sample latest --checkpoint b", d.path()).0,
+            vec!["best".to_string()]
+        );
+        assert_eq!(
+            c("%ddp sample latest --top", d.path()).0,
+            vec!["--top-k".to_string()]
         );
         assert_eq!(c("%%ddp r", d.path()).0, vec!["run".to_string()]);
         assert_eq!(c("%%ddp t", d.path()).0, vec!["train".to_string()]);

@@ -2,12 +2,15 @@
 //! started here is a run like any other: supervised by its own process, outliving the kernel,
 //! listed by `ddp ls` and shown by `ddp-tui`).
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ddp_workspaces::actions::{self, NewRun, StopRequest};
 use ddp_workspaces::analysis::{self, comparison};
-use ddp_workspaces::commands::{self, CompareArgs, LogsArgs, LsArgs, PlotArgs, ShowArgs};
+use ddp_workspaces::commands::{
+    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, SampleArgs, ShowArgs,
+};
 use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
 use ddp_workspaces::plot::Series;
 use ddp_workspaces::tail::{LineTailer, TailFrom};
@@ -103,6 +106,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&render::runs::plot(&Series::of_runs(&selected)?, x)?, None);
             Ok(())
         }
+        Command::Sample(args) => sample(&open(&root)?, &args, shared, out),
         Command::Devices => {
             let runs = match Workspace::open(&root) {
                 Ok(ws) => ws.runs()?.0,
@@ -246,6 +250,30 @@ fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) {
         }
         std::thread::sleep(WAIT_POLL);
     }
+}
+
+/// `%ddp sample`: the prompt and each token's text on the cell's stdout as they come, then a
+/// newline. An interrupt stops the drawing; stopping is what it asks for, so it is a notice on
+/// stdout, not an error.
+fn sample(ws: &Workspace, args: &SampleArgs, shared: &Shared, out: &Out) -> Result<()> {
+    let warn = |w: &str| out.stream(true, &format!("{w}\n"));
+    let done = ddp_workspaces::sample::sample(ws, args, warn, |text| {
+        if shared.interrupt.requested() {
+            return ControlFlow::Break(());
+        }
+        out.stream(false, text);
+        ControlFlow::Continue(())
+    })?;
+    let end = if done.stopped {
+        format!(
+            "\ninterrupted: stopped after {} of {} tokens\n",
+            done.tokens, args.options.tokens
+        )
+    } else {
+        "\n".to_string()
+    };
+    out.stream(false, &end);
+    Ok(())
 }
 
 fn stop(run: &Run, out: &Out) -> Result<()> {

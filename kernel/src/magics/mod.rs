@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use ddp_workspaces::commands::{
-    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, ShowArgs,
+    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, SampleArgs,
+    ShowArgs,
 };
 
 use crate::error::{Error, Result};
@@ -73,6 +74,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Plot the loss and accuracy of runs (SVG and PNG).
     Plot(PlotArgs),
+    /// Generate text from a language-model run (a gpt on text), streamed into the cell as it is
+    /// drawn (interrupt: stop); the same seed, weights and options give the same text.
+    Sample(SampleArgs),
     /// The machine's devices: GPUs (and which run holds each), CPU, memory, the runs' processes.
     Devices,
     /// Show the workspace, or change it to DIR (relative to the notebook's folder).

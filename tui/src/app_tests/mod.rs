@@ -3,11 +3,13 @@
 //!
 //! Layout: this file holds the fixtures (four runs A–D, key helpers); `navigation` (views, panes,
 //! selection, filter, marks, keys of each pane), `actions` (stop, delete, resume, tags, notes),
-//! `new_run` (the new-run dialog), `updates` (watcher events, ticks, outcomes, telemetry).
+//! `new_run` (the new-run dialog), `updates` (watcher events, ticks, outcomes, telemetry),
+//! `sample` (the Sample pane of language-model runs).
 
 mod actions;
 mod navigation;
 mod new_run;
+mod sample;
 mod updates;
 
 use std::path::PathBuf;

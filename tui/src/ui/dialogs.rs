@@ -1,5 +1,5 @@
-//! Dialogs drawn over the views: centred boxes (help, confirmations, the new-run line, tags)
-//! and bottom input lines (filter, search).
+//! Dialogs drawn over the views: centred boxes (help, confirmations, the new-run line, tags, the
+//! Sample pane's prompt) and bottom input lines (filter, search).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -73,6 +73,16 @@ pub fn render(app: &App, dialog: &Dialog, area: Rect, buf: &mut Buffer) {
                 key_hints(t, &[("Enter", "saves"), ("Esc", "cancels")]),
             ];
             boxed(t, " Tags ", lines, 70, area, buf);
+        }
+        Dialog::Sample { input } => {
+            let lines = vec![
+                Line::from("The text to continue (\\n: a newline; nothing: a newline):"),
+                Line::from(""),
+                input_line(t, "> ", input),
+                Line::from(""),
+                key_hints(t, &[("Enter", "samples"), ("Esc", "cancels")]),
+            ];
+            boxed(t, " Sample ", lines, 70, area, buf);
         }
         Dialog::Filter { input, .. } => bottom_line(t, "filter /", input, area, buf),
         Dialog::Search { input } => bottom_line(t, "search /", input, area, buf),
@@ -150,6 +160,7 @@ fn render_help(t: Theme, ctx: Context, area: Rect, buf: &mut Buffer) {
         ("Runs", Context::Runs),
         ("Run: charts", Context::Run(Pane::Charts)),
         ("Run: logs", Context::Run(Pane::Logs)),
+        ("Run: sample", Context::Run(Pane::Sample)),
         ("Compare", Context::Compare),
     ];
     // Every view's keys, each pair once (Runs on the left); on a short terminal, this view's.

@@ -6,6 +6,7 @@ mod devices;
 mod dialogs;
 mod run;
 mod runs;
+mod sample;
 pub(crate) mod text;
 
 use ratatui::buffer::Buffer;

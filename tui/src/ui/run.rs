@@ -1,5 +1,5 @@
 //! The Run view: a header (status, processes, devices, errors) and the Charts, Logs, Events and
-//! Spec panes.
+//! Spec panes (the Sample pane is `sample`'s).
 
 use ddp_workspaces::curves::{Curves, XAxis, curves};
 use ddp_workspaces::format;
@@ -40,7 +40,7 @@ pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
     block.render(head, buf);
     Paragraph::new(header_lines).render(inner, buf);
     let mut spans = vec![Span::raw(" ")];
-    for (i, p) in Pane::ALL.iter().enumerate() {
+    for (i, p) in v.panes().iter().enumerate() {
         spans.push(Span::styled(
             format!("{} {}", i + 1, p.name()),
             t.tab(v.pane == *p),
@@ -53,6 +53,7 @@ pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
         Pane::Logs => render_logs(t, v, body, buf),
         Pane::Events => render_events(t, v, body, buf),
         Pane::Spec => render_spec(t, v, body, buf),
+        Pane::Sample => super::sample::render(t, &v.sample, body, buf),
     }
 }
 

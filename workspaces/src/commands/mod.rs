@@ -12,6 +12,8 @@
 //! - `runs`: looking at and managing runs: [`LsArgs`] with its [`RunFilter`], [`ShowArgs`],
 //!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
 //! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`].
+//! - `sample`: text from a language-model run: [`SampleArgs`] (`sample RUN`) with its
+//!   [`SampleOptions`] (what the TUI's Sample pane takes too) and [`Weights`]; the defaults.
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
 //!   into one of these structs ([`parse_line`], [`parse_words`]) with clap's messages as plain text ([`one_line`]
 //!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
@@ -22,10 +24,15 @@ mod analysis;
 mod paths;
 mod run;
 mod runs;
+mod sample;
 mod words;
 
 pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
 pub use paths::{found_in_ancestors, missing_path, path_candidates};
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
+pub use sample::{
+    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleArgs,
+    SampleOptions, Weights,
+};
 pub use words::{one_line, parse_line, parse_words, split, synopsis, synopsis_of};

@@ -2,13 +2,15 @@
 //!
 //! Layout: this file holds the fixtures (runs A–C, metrics, logs, events, telemetry, a
 //! comparison) and the screen readers; `runs`, `run`, `devices`, `compare` and `dialogs` test
-//! one view each; `screens` every view and dialog at once (footer, sizes, `NO_COLOR`).
+//! one view each, `sample` the Run view's Sample pane; `screens` every view and dialog at once
+//! (footer, sizes, `NO_COLOR`).
 
 mod compare;
 mod devices;
 mod dialogs;
 mod run;
 mod runs;
+mod sample;
 mod screens;
 
 use std::collections::BTreeMap;
