@@ -27,16 +27,21 @@
 //! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
 //!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors).
 //! - `analysis`: comparing runs (frozen specs as dotted keys, the keys that differ), CSV export.
-//! - `metrics`: the trainer's metric records (schema re-exported, reader), `fmt_lr`.
+//! - `metrics`: the trainer's metric records (schema re-exported, reader), `fmt_lr`, and
+//!   `is_language_model`, how every front end tells a language model's run.
+//! - `plan`: how long a run trains (`train.epochs`, or `train.steps` for a run counted in steps),
+//!   from its frozen spec.
 //! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
 //! - `report`: the text renderings front ends share: the `ddp ls` and `ddp compare` tables
 //!   (`Table`), what `ddp show` prints.
-//! - `format`: human formatting of durations, timestamps, percentages, losses.
+//! - `format`: human formatting of durations, timestamps, percentages, losses, perplexities,
+//!   bits and throughputs.
 //! - `fsutil`: atomic file writes.
 //! - `spec`: the experiment spec type (`Spec`), re-exported from the trainer.
 //! - `error`: the one `Error`, and `Error::exit_code` for front ends.
 //! - `test_util` (tests, feature `test-util`): builders for tests: `RunRecord::sample()` and a
-//!   run in a folder (`in_dir`, `in_workspace`), `metric` (a curve's point),
+//!   run in a folder (`in_dir`, `in_workspace`), `metric` (a curve's point), a language model's
+//!   run (`lm_metrics`, `lm_run_in`),
 //!   `Telemetry::sample()`; the feature turns on the trainer's builders
 //!   (`MetricRecord::sample()`) too.
 //!
@@ -52,6 +57,7 @@ pub mod events;
 pub mod format;
 pub mod fsutil;
 pub mod metrics;
+pub mod plan;
 pub mod plot;
 pub mod policy;
 pub mod report;
