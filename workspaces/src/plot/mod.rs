@@ -20,7 +20,7 @@
 //! - [`plot_runs_svg`], [`plot_runs_png`] (and their `_sized` variants): the same image in
 //!   memory (SVG text, PNG file bytes), e.g. for a notebook.
 //! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` (a language model: `perplexity.svg`)
-//!   for one run folder.
+//!   for one run folder; [`panel_captions`]: what an image of runs shows.
 //! - `RunData`: a run's points ([`crate::curves`]: NaN skipped, resumed history replaced).
 //! - `draw_loss`, `draw_eval`: the panels; an accuracy or perplexity panel without any figure
 //!   says why (regression, no validation yet, or none ran); `encode`: the backends (SVG text, PNG
@@ -160,6 +160,14 @@ pub fn plot_runs_png_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Res
     plot_in_memory(series, x, size, Format::Png)
 }
 
+/// The captions of the panels [`plot_runs`] draws for `series`, left to right: `loss`, then
+/// `accuracy` and/or `perplexity` (what a front end says the plot shows).
+pub fn panel_captions(series: &[Series]) -> Vec<&'static str> {
+    let runs: Vec<RunData> = series.iter().map(|s| run_data(s, XAxis::Step)).collect();
+    let figure = Figure::new(Panels::Both, &runs, XAxis::Step, BOTH_SIZE);
+    figure.shown().into_iter().map(Panels::caption).collect()
+}
+
 fn plot_in_memory(
     series: &[Series],
     x: XAxis,
@@ -241,6 +249,17 @@ enum Panels {
     Loss,
     Accuracy,
     Perplexity,
+}
+
+impl Panels {
+    /// A panel's caption (also its y axis description).
+    fn caption(self) -> &'static str {
+        match self {
+            Panels::Both | Panels::Loss => "loss",
+            Panels::Accuracy => "accuracy",
+            Panels::Perplexity => "perplexity",
+        }
+    }
 }
 
 /// An image's content and size, ready to draw on any backend.
@@ -653,10 +672,11 @@ fn draw_eval<DB: DrawingBackend>(
 ) -> DrawResult {
     let s = f.scale;
     let perplexity = panel == Panels::Perplexity;
-    let (caption, (floor, ceiling), pad) = if perplexity {
-        ("perplexity", (1.0, f64::INFINITY), 0.05)
+    let caption = panel.caption();
+    let ((floor, ceiling), pad) = if perplexity {
+        ((1.0, f64::INFINITY), 0.05)
     } else {
-        ("accuracy", (0.0, 1.0), 0.01)
+        ((0.0, 1.0), 0.01)
     };
     let has = |r: &RunData| {
         let (val, test) = r.eval_points(panel);

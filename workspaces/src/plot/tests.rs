@@ -465,6 +465,10 @@ fn a_language_model_gets_a_perplexity_panel_instead_of_accuracy() {
     let gpt = lm("gpt");
     let data = run_data(&gpt, XAxis::Step);
     assert_eq!(data.val_ppl.len(), 3);
+    assert_eq!(
+        panel_captions(std::slice::from_ref(&gpt)),
+        ["loss", "perplexity"]
+    );
     assert!(data.language_model && !data.has_accuracy());
 
     // Before its first validation the panel says when it comes.
@@ -477,6 +481,8 @@ fn a_language_model_gets_a_perplexity_panel_instead_of_accuracy() {
 #[test]
 fn runs_of_both_kinds_get_both_panels() {
     let runs = [run("cnn", 2, true, 1.0), lm("gpt")];
+    assert_eq!(panel_captions(&runs), ["loss", "accuracy", "perplexity"]);
+    assert_eq!(panel_captions(&runs[..1]), ["loss", "accuracy"]);
     let svg = plot_runs_svg(&runs, XAxis::Step).unwrap();
     let texts = svg_texts(&svg);
     for t in [
