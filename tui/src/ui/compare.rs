@@ -138,27 +138,21 @@ fn render_table(app: &App, c: &CompareView, shown: Shown, area: Rect, buf: &mut 
         Row::new(cells)
     };
     rows.push(figure("status", &|i| c.runs[i].1.status.to_string()));
-    if shown.accuracy {
-        rows.push(figure("best val", &|i| {
-            format::percent(digests[i].best_val_accuracy)
-        }));
-        rows.push(figure("test", &|i| {
-            format::percent(digests[i].test_accuracy)
-        }));
-    }
-    rows.push(figure("train loss", &|i| {
-        format::loss(digests[i].last_train_loss)
-    }));
-    if shown.language_models {
-        rows.push(figure("val loss", &|i| {
-            format::loss(digests[i].last_val_loss)
-        }));
-        rows.push(figure("perplexity", &|i| {
-            format::perplexity(digests[i].last_val_perplexity)
-        }));
-        rows.push(figure("tokens/s", &|i| {
-            format::rate(digests[i].tokens_per_sec)
-        }));
+    type Figure = (&'static str, fn(&MetricDigest) -> String);
+    let accuracy: [Figure; 2] = [
+        ("best val", |d| format::percent(d.best_val_accuracy)),
+        ("test", |d| format::percent(d.test_accuracy)),
+    ];
+    let train: Figure = ("train loss", |d| format::loss(d.last_train_loss));
+    let language_models: [Figure; 3] = [
+        ("val loss", |d| format::loss(d.last_val_loss)),
+        ("perplexity", |d| format::perplexity(d.last_val_perplexity)),
+        ("tokens/s", |d| format::rate(d.tokens_per_sec)),
+    ];
+    let accuracy = accuracy.iter().filter(|_| shown.accuracy);
+    let language_models = language_models.iter().filter(|_| shown.language_models);
+    for (name, f) in accuracy.chain([&train]).chain(language_models) {
+        rows.push(figure(name, &|i| f(&digests[i])));
     }
     if tab.differing_keys.is_empty() {
         rows.push(Row::new(vec![Cell::from(Span::styled(
