@@ -197,6 +197,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_language_models_finish_line_gives_its_perplexity() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = ddp_workspaces::test_util::lm_run_in(dir.path());
+        run.record.status = RunStatus::Completed;
+        assert_eq!(
+            finish_line(1, 2, &run, "lr=0.1"),
+            "[1/2] 20261121-101500-abc123 lr=0.1: completed in 2m05s, val perplexity 4.26"
+        );
+    }
+
+    #[test]
     fn exit_code_follows_the_worst_run() {
         use RunStatus::*;
         assert_eq!(
