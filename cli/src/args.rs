@@ -73,7 +73,7 @@ pub enum Command {
     },
     /// Compare runs: the spec keys that differ between them, and their final figures.
     Compare(CompareArgs),
-    /// Plot the loss and accuracy of runs into one SVG or PNG file.
+    /// Plot the loss and accuracy (language models: perplexity) of runs into one SVG or PNG file.
     Plot {
         #[command(flatten)]
         args: PlotArgs,

@@ -1,5 +1,6 @@
 //! `ddp run` and `ddp resume`: start (or continue) a supervised run, then follow it in the
-//! foreground with a progress bar and per-epoch lines until it ends.
+//! foreground with a progress bar and a line per validation until it ends (epochs, or a language
+//! model's steps with its perplexity and tokens/s).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use ddp_workspaces::actions::{self, NewRun, SpecSummary, Started};
 use ddp_workspaces::format::{self, opt_duration, percent};
-use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, metrics_path};
+use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, is_language_model, metrics_path};
 use ddp_workspaces::tail::{LineTailer, TailFrom};
 use ddp_workspaces::{Run, RunStatus, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -67,11 +68,16 @@ fn start(started: Started, detach: bool) -> Result<ExitCode> {
 fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
     catch_interrupt();
     let epochs = spec.epochs as u64;
-    let bar = ProgressBar::new(epochs);
+    // A run counted in steps (a language model) progresses by steps, not epochs.
+    let (unit, len) = match spec.steps {
+        Some(steps) => ("step", steps),
+        None => ("epoch", epochs),
+    };
+    let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] [{bar:30}] epoch {pos}/{len} {msg}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] [{{bar:30}}] {unit} {{pos}}/{{len}} {{msg}}"
+        ))
         .expect("valid template")
         .progress_chars("=> "),
     );
@@ -101,16 +107,23 @@ fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
             let Ok(m) = serde_json::from_str::<MetricRecord>(&line) else {
                 continue;
             };
+            let lm = is_language_model(&m);
             match m.kind {
                 MetricKind::Train => {
                     last_train_loss = Some(m.loss);
-                    bar.set_message(format!(
-                        "step {} loss {:.4} lr {} {:.0} samples/s",
+                    if lm {
+                        bar.set_position(m.step);
+                    }
+                    bar.set_message(train_message(&m));
+                }
+                MetricKind::Val if lm => {
+                    bar.set_position(m.step);
+                    bar.println(format!(
+                        "step {}/{len}  train loss {}  {}",
                         m.step,
-                        m.loss,
-                        fmt_lr(m.lr),
-                        m.samples_per_sec * m.world_size as f64
-                    ))
+                        format::loss(last_train_loss),
+                        val_figures(&m)
+                    ));
                 }
                 MetricKind::Val => {
                     bar.set_position(m.epoch as u64);
@@ -122,7 +135,7 @@ fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
                         percent(m.accuracy)
                     ));
                 }
-                MetricKind::Test => bar.set_position(epochs),
+                MetricKind::Test => bar.set_position(len),
             }
         }
         if run.record.status.is_terminal() {
@@ -133,23 +146,79 @@ fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
     }
 }
 
+/// The progress bar's message after a train record: its step, loss, learning rate and the run's
+/// throughput (a language model's in tokens/s).
+fn train_message(m: &MetricRecord) -> String {
+    let world = m.world_size as f64;
+    let rate = match m.tokens_per_sec {
+        Some(t) => format!("{:.0} tokens/s", t * world),
+        None => format!("{:.0} samples/s", m.samples_per_sec * world),
+    };
+    format!(
+        "step {} loss {:.4} lr {} {rate}",
+        m.step,
+        m.loss,
+        fmt_lr(m.lr)
+    )
+}
+
+/// A language model's validation: `val loss 1.4500  perplexity 4.26  bits/char 2.092`.
+fn val_figures(m: &MetricRecord) -> String {
+    let bits = format::bits(m.bits_per_char, m.bits_per_byte)
+        .map(|b| format!("  {b}"))
+        .unwrap_or_default();
+    format!(
+        "val loss {:.4}  perplexity {}{bits}",
+        m.loss,
+        format::perplexity(m.perplexity)
+    )
+}
+
+/// The rows of the results table between the restarts and the folder: a language model's
+/// last validation and throughput, or the accuracies and the test.
+fn figure_rows(s: &Summary) -> Vec<Vec<String>> {
+    if !s.language_model {
+        return vec![
+            vec!["best val accuracy".into(), percent(s.best_val_accuracy)],
+            vec!["test loss".into(), format::loss(s.test_loss)],
+            vec!["test accuracy".into(), percent(s.test_accuracy)],
+        ];
+    }
+    let mut rows = vec![
+        vec!["val loss".into(), format::loss(s.final_val_loss)],
+        vec![
+            "val perplexity".into(),
+            format::perplexity(s.final_val_perplexity),
+        ],
+    ];
+    if let Some(bits) = format::bits(s.final_val_bits_per_char, s.final_val_bits_per_byte) {
+        let (unit, value) = bits.split_once(' ').unwrap_or((&bits, ""));
+        rows.push(vec![format!("val {unit}"), value.to_string()]);
+    }
+    rows.push(vec!["tokens/s".into(), format::rate(s.tokens_per_sec)]);
+    rows
+}
+
 /// The results table at the end of a foreground run; the exit code follows the status.
 fn report(run: &Run) -> ExitCode {
     let s = Summary::of(run);
     let r = &run.record;
-    let rows = vec![
-        vec!["status".to_string(), r.status.to_string()],
-        vec!["duration".into(), opt_duration(s.duration_s)],
+    let progress = if s.language_model {
+        vec!["steps".into(), s.steps.to_string()]
+    } else {
         vec![
             "epochs".into(),
             format!("{} ({} steps)", s.epochs_done, s.steps),
-        ],
+        ]
+    };
+    let mut rows = vec![
+        vec!["status".to_string(), r.status.to_string()],
+        vec!["duration".into(), opt_duration(s.duration_s)],
+        progress,
         vec!["restarts".into(), r.restarts.to_string()],
-        vec!["best val accuracy".into(), percent(s.best_val_accuracy)],
-        vec!["test loss".into(), format::loss(s.test_loss)],
-        vec!["test accuracy".into(), percent(s.test_accuracy)],
-        vec!["folder".into(), run.dir.display().to_string()],
     ];
+    rows.extend(figure_rows(&s));
+    rows.push(vec!["folder".into(), run.dir.display().to_string()]);
     print!("{}", table::render(&["run", &r.id], &rows));
     match r.status {
         RunStatus::Completed => ExitCode::SUCCESS,
@@ -162,5 +231,49 @@ fn report(run: &Run) -> ExitCode {
             );
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddp_workspaces::test_util::{lm_metrics, metric};
+
+    #[test]
+    fn a_language_models_lines_and_results() {
+        let m = lm_metrics();
+        assert_eq!(
+            train_message(&m[4]),
+            "step 1200 loss 1.4000 lr 0.0005 16640 tokens/s"
+        );
+        assert_eq!(
+            val_figures(&m[5]),
+            "val loss 1.4500  perplexity 4.26  bits/char 2.092"
+        );
+        let image = metric(MetricKind::Train, 1, 7, 0.5, None);
+        assert_eq!(
+            train_message(&image),
+            "step 7 loss 0.5000 lr 0.01 200 samples/s"
+        );
+        let s = ddp_workspaces::summary::summarize(
+            &ddp_workspaces::RunRecord::sample().in_dir("/r"),
+            &m,
+        );
+        assert_eq!(
+            table::render(&["run", "x"], &figure_rows(&s)),
+            "run             x\n\
+             val loss        1.4500\n\
+             val perplexity  4.26\n\
+             val bits/char   2.092\n\
+             tokens/s        16640\n"
+        );
+        let image = Summary {
+            test_accuracy: Some(0.969),
+            ..Summary::default()
+        };
+        assert_eq!(
+            figure_rows(&image)[2],
+            ["test accuracy".to_string(), "96.90%".into()]
+        );
     }
 }

@@ -17,7 +17,7 @@ use anyhow::Result;
 use ddp_workspaces::actions;
 use ddp_workspaces::analysis::comparison;
 use ddp_workspaces::commands::SweepArgs;
-use ddp_workspaces::format::{duration, percent};
+use ddp_workspaces::format::{duration, percent, perplexity};
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, RunStatus, Summary};
 use serde::Serialize;
@@ -153,7 +153,8 @@ fn wait_all(runs: &[Run], record: &SweepRecord, say: &dyn Fn(String)) -> Result<
     }
 }
 
-/// `[2/4] 20261121-101500-abc123 lr=0.01,batch_size=64: completed in 12.3s, test accuracy 91.20%`.
+/// `[2/4] 20261121-101500-abc123 lr=0.01,batch_size=64: completed in 12.3s, test accuracy 91.20%`
+/// (a language model: `val perplexity 4.26`).
 fn finish_line(count: usize, total: usize, run: &Run, label: &str) -> String {
     let r = &run.record;
     let s = Summary::of(run);
@@ -163,6 +164,10 @@ fn finish_line(count: usize, total: usize, run: &Run, label: &str) -> String {
         .unwrap_or_default();
     let detail = match r.status {
         RunStatus::Failed => format!(": {}", r.error.as_deref().unwrap_or("see its logs")),
+        _ if s.language_model => match s.final_val_perplexity {
+            Some(p) => format!(", val perplexity {}", perplexity(Some(p))),
+            None => String::new(),
+        },
         _ => match (s.test_accuracy, s.final_val_accuracy) {
             (Some(a), _) => format!(", test accuracy {}", percent(Some(a))),
             (None, Some(a)) => format!(", val accuracy {}", percent(Some(a))),
@@ -190,6 +195,17 @@ fn exit_code(statuses: impl Iterator<Item = RunStatus>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_language_models_finish_line_gives_its_perplexity() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = ddp_workspaces::test_util::lm_run_in(dir.path());
+        run.record.status = RunStatus::Completed;
+        assert_eq!(
+            finish_line(1, 2, &run, "lr=0.1"),
+            "[1/2] 20261121-101500-abc123 lr=0.1: completed in 2m05s, val perplexity 4.26"
+        );
+    }
 
     #[test]
     fn exit_code_follows_the_worst_run() {

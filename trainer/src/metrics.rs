@@ -7,7 +7,8 @@
 //! is cut off first so the new records start on a line of their own.
 //!
 //! JSON has no NaN or infinity: a non-finite `loss`, `lr` or `samples_per_sec` is written as
-//! `null` and read back as NaN, so a diverged run still produces a readable file.
+//! `null` and read back as NaN, so a diverged run still produces a readable file (a non-finite
+//! optional figure, such as the perplexity of a diverged language model, reads back as `None`).
 //!
 //! Layout:
 //! - [`MetricRecord`], [`MetricKind`]: the schema (documented field by field in `docs/metrics.md`).
@@ -52,15 +53,33 @@ pub struct MetricRecord {
     /// Fraction of correct predictions in `[0, 1]`; omitted from the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<f64>,
+    /// A language model's evaluation: `exp(loss)`; omitted from the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perplexity: Option<f64>,
+    /// A language model's evaluation with the `char` tokenizer: `loss / ln 2`, bits per
+    /// character (one token is one character); omitted from the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits_per_char: Option<f64>,
+    /// The same with the `byte` tokenizer: bits per byte; omitted from the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits_per_byte: Option<f64>,
     /// Learning rate in effect for `step`.
     #[serde(deserialize_with = "f64_or_nan")]
     pub lr: f64,
-    /// Throughput of the writing rank (train) or of the evaluation (val/test), samples per second.
+    /// Throughput of the writing rank (train) or of the evaluation (val/test), samples per second
+    /// (a language model's samples are its windows of `block` tokens).
     #[serde(deserialize_with = "f64_or_nan")]
     pub samples_per_sec: f64,
     /// Number of samples the figures cover; omitted from the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u64>,
+    /// A language model's train record: the writing rank's throughput in tokens per second;
+    /// omitted from the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sec: Option<f64>,
+    /// A language model's train record: the tokens the figures cover; omitted when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
     pub world_size: usize,
 }
 
@@ -218,6 +237,46 @@ mod tests {
             serde_json::to_string(&v).unwrap(),
             r#"{"time":1700000000.25,"rank":1,"kind":"val","epoch":2,"step":7,"loss":0.5,"accuracy":0.75,"lr":0.001,"samples_per_sec":1234.5,"samples":10000,"world_size":4}"#
         );
+    }
+
+    #[test]
+    fn a_language_model_records_tokens_and_perplexity() {
+        let t = record(MetricKind::Train, 7)
+            .samples(Some(24))
+            .tokens_per_sec(Some(79_012.0))
+            .tokens(Some(1536));
+        let line = r#"{"time":1700000000.25,"rank":1,"kind":"train","epoch":2,"step":7,"loss":0.5,"lr":0.001,"samples_per_sec":1234.5,"samples":24,"tokens_per_sec":79012.0,"tokens":1536,"world_size":4}"#;
+        assert_eq!(serde_json::to_string(&t).unwrap(), line);
+        assert_eq!(serde_json::from_str::<MetricRecord>(line).unwrap(), t);
+        let v = record(MetricKind::Val, 7)
+            .perplexity(Some(2.0))
+            .bits_per_char(Some(1.5));
+        let line = r#"{"time":1700000000.25,"rank":1,"kind":"val","epoch":2,"step":7,"loss":0.5,"perplexity":2.0,"bits_per_char":1.5,"lr":0.001,"samples_per_sec":1234.5,"world_size":4}"#;
+        assert_eq!(serde_json::to_string(&v).unwrap(), line);
+        assert_eq!(serde_json::from_str::<MetricRecord>(line).unwrap(), v);
+        let b = record(MetricKind::Val, 7).bits_per_byte(Some(0.25));
+        assert!(
+            serde_json::to_string(&b)
+                .unwrap()
+                .contains(r#""loss":0.5,"bits_per_byte":0.25,"lr""#)
+        );
+        // A diverged language model: its perplexity is infinite, written null, read as absent.
+        let inf = record(MetricKind::Val, 7).perplexity(Some(f64::INFINITY));
+        let text = serde_json::to_string(&inf).unwrap();
+        assert!(text.contains(r#""perplexity":null"#), "{text}");
+        let back: MetricRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.perplexity, None);
+    }
+
+    #[test]
+    fn records_written_before_the_language_model_fields_still_read() {
+        let old = r#"{"time":1.0,"rank":0,"kind":"train","epoch":1,"step":10,"loss":3.5,"lr":0.001,"samples_per_sec":5398.0,"samples":15360,"world_size":2}"#;
+        let r: MetricRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (r.tokens_per_sec, r.tokens, r.perplexity, r.bits_per_char),
+            (None, None, None, None)
+        );
+        assert_eq!(r.samples, Some(15360));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::Result;
+use crate::data::text::{TokenizerKind, bits_per_token, perplexity};
 use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, unix_time};
 use crate::tensorboard::EventWriter;
 
@@ -25,7 +26,54 @@ pub struct Reporter {
     metrics: MetricsWriter,
     tb: Option<EventWriter>,
     /// A language model's run: throughput in tokens, evaluation over windows with perplexity.
-    tokens: bool,
+    tokens: Option<TokenCounting>,
+    /// The last validation, on every rank: (loss, a language model's perplexity).
+    last_val: Option<(f64, Option<f64>)>,
+}
+
+/// How a language model's figures are counted: tokens per window (a record's samples are its
+/// windows) and, for text, the tokenizer whose unit the bits are counted in (`char`: one token
+/// is a character, `byte`: a byte; token files have no such unit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenCounting {
+    pub block: usize,
+    pub tokenizer: Option<TokenizerKind>,
+}
+
+/// What an evaluation record of a language model adds to its loss: perplexity, and bits per
+/// character or per byte as its tokenizer counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LmFigures {
+    pub perplexity: Option<f64>,
+    pub bits_per_char: Option<f64>,
+    pub bits_per_byte: Option<f64>,
+}
+
+impl LmFigures {
+    /// The figures of a mean next-token loss `loss` (nats) of a model counted as `counting`.
+    pub fn of(loss: f64, counting: &TokenCounting) -> LmFigures {
+        let bits = bits_per_token(loss);
+        LmFigures {
+            perplexity: Some(perplexity(loss)),
+            bits_per_char: (counting.tokenizer == Some(TokenizerKind::Char)).then_some(bits),
+            bits_per_byte: (counting.tokenizer == Some(TokenizerKind::Byte)).then_some(bits),
+        }
+    }
+
+    /// ` perplexity 19.71 bits/char 4.301` (or `bits/byte`), as progress lines print them.
+    fn text(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = self.perplexity {
+            s += &format!(" perplexity {p:.2}");
+        }
+        if let Some(b) = self.bits_per_char {
+            s += &format!(" bits/char {b:.3}");
+        }
+        if let Some(b) = self.bits_per_byte {
+            s += &format!(" bits/byte {b:.3}");
+        }
+        s
+    }
 }
 
 impl Reporter {
@@ -49,18 +97,25 @@ impl Reporter {
             steps_per_epoch,
             metrics,
             tb,
-            tokens: false,
+            tokens: None,
+            last_val: None,
         })
     }
 
     /// This reporter for a language model: progress in steps and tokens/s, validation with its
-    /// perplexity, over windows.
-    pub fn counting_tokens(mut self) -> Reporter {
-        self.tokens = true;
+    /// perplexity (and bits per character or byte), over windows.
+    pub fn counting_tokens(mut self, counting: TokenCounting) -> Reporter {
+        self.tokens = Some(counting);
         self
     }
 
-    /// A training window: mean loss over it, this rank's samples/s, samples it covered.
+    /// The last validation's (loss, perplexity of a language model), on every rank.
+    pub fn last_val(&self) -> Option<(f64, Option<f64>)> {
+        self.last_val
+    }
+
+    /// A training window: mean loss over it, this rank's samples/s, samples it covered (a
+    /// language model's windows: its tokens are counted from them).
     /// `epoch` is 1-based; `step_in_epoch` counts optimizer steps from 1.
     #[allow(clippy::too_many_arguments)]
     pub fn train(
@@ -73,38 +128,37 @@ impl Reporter {
         sps: f64,
         samples: usize,
     ) -> Result<()> {
-        let rec = self.record(
-            MetricKind::Train,
-            epoch,
-            global_step,
-            loss,
-            None,
-            lr,
-            sps,
-            samples,
-        );
+        let tokens = self.tokens.map(|t| t.block);
+        let rec = MetricRecord {
+            samples: Some(samples as u64),
+            tokens_per_sec: tokens.map(|block| sps * block as f64),
+            tokens: tokens.map(|block| (samples * block) as u64),
+            ..self.record(MetricKind::Train, epoch, global_step, loss, lr, sps)
+        };
         self.metrics.write(&rec)?;
-        let global_sps = sps * self.world as f64;
-        if let Some(tb) = self.tb.as_mut() {
-            let step = global_step as i64;
-            tb.add_scalar("train/loss", loss as f32, step, rec.time)?;
-            tb.add_scalar("train/lr", lr as f32, step, rec.time)?;
-            if self.tokens {
-                tb.add_scalar("train/tokens_per_sec", global_sps as f32, step, rec.time)?;
-                println!(
-                    "step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} tokens/s",
-                    self.steps_per_epoch,
-                    fmt_lr(lr)
-                );
-            } else {
-                tb.add_scalar("train/samples_per_sec", global_sps as f32, step, rec.time)?;
-                println!(
-                    "epoch {epoch}/{} step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} samples/s",
-                    self.epochs,
-                    self.steps_per_epoch,
-                    fmt_lr(lr)
-                );
-            }
+        let Some(tb) = self.tb.as_mut() else {
+            return Ok(());
+        };
+        let step = global_step as i64;
+        tb.add_scalar("train/loss", loss as f32, step, rec.time)?;
+        tb.add_scalar("train/lr", lr as f32, step, rec.time)?;
+        if let Some(tps) = rec.tokens_per_sec {
+            let global_tps = tps * self.world as f64;
+            tb.add_scalar("train/tokens_per_sec", global_tps as f32, step, rec.time)?;
+            println!(
+                "step {step_in_epoch}/{} loss {loss:.4} lr {} {global_tps:.0} tokens/s",
+                self.steps_per_epoch,
+                fmt_lr(lr)
+            );
+        } else {
+            let global_sps = sps * self.world as f64;
+            tb.add_scalar("train/samples_per_sec", global_sps as f32, step, rec.time)?;
+            println!(
+                "epoch {epoch}/{} step {step_in_epoch}/{} loss {loss:.4} lr {} {global_sps:.0} samples/s",
+                self.epochs,
+                self.steps_per_epoch,
+                fmt_lr(lr)
+            );
         }
         Ok(())
     }
@@ -118,21 +172,24 @@ impl Reporter {
         lr: f64,
         e: &Evaluation,
     ) -> Result<()> {
-        let Some(tb) = self.tb.as_mut() else {
+        let lm = self
+            .tokens
+            .map(|t| LmFigures::of(e.loss, &t))
+            .unwrap_or_default();
+        if kind == MetricKind::Val {
+            self.last_val = Some((e.loss, lm.perplexity));
+        }
+        if self.tb.is_none() {
+            // Rank 0 alone records the (global) evaluation.
             return Ok(());
-        };
+        }
         let rec = MetricRecord {
-            time: unix_time(),
-            rank: self.rank,
-            kind,
-            epoch,
-            step: global_step,
-            loss: e.loss,
             accuracy: e.accuracy,
-            lr,
-            samples_per_sec: e.samples_per_sec,
+            perplexity: lm.perplexity,
+            bits_per_char: lm.bits_per_char,
+            bits_per_byte: lm.bits_per_byte,
             samples: Some(e.samples as u64),
-            world_size: self.world,
+            ..self.record(kind, epoch, global_step, e.loss, lr, e.samples_per_sec)
         };
         self.metrics.write(&rec)?;
         let prefix = if kind == MetricKind::Val {
@@ -140,38 +197,34 @@ impl Reporter {
         } else {
             "test"
         };
-        tb.add_scalar(
-            &format!("{prefix}/loss"),
-            e.loss as f32,
-            global_step as i64,
-            rec.time,
-        )?;
-        if let Some(a) = e.accuracy {
-            tb.add_scalar(
-                &format!("{prefix}/accuracy"),
-                a as f32,
-                global_step as i64,
-                rec.time,
-            )?;
+        let figures = [
+            ("loss", Some(e.loss)),
+            ("accuracy", e.accuracy),
+            ("perplexity", lm.perplexity),
+            ("bits_per_char", lm.bits_per_char),
+            ("bits_per_byte", lm.bits_per_byte),
+        ];
+        if let Some(tb) = self.tb.as_mut() {
+            for (name, value) in figures {
+                if let Some(v) = value {
+                    let tag = format!("{prefix}/{name}");
+                    tb.add_scalar(&tag, v as f32, global_step as i64, rec.time)?;
+                }
+            }
+        }
+        if self.tokens.is_some() {
+            println!(
+                "step {global_step} val loss {:.4}{} ({} windows)",
+                e.loss,
+                lm.text(),
+                e.samples
+            );
+            return Ok(());
         }
         let acc = e
             .accuracy
             .map(|a| format!(" accuracy {:.2}%", a * 100.0))
             .unwrap_or_default();
-        if self.tokens {
-            let perplexity = e.loss.exp();
-            tb.add_scalar(
-                &format!("{prefix}/perplexity"),
-                perplexity as f32,
-                global_step as i64,
-                rec.time,
-            )?;
-            println!(
-                "step {global_step} val loss {:.4} perplexity {perplexity:.2} ({} windows)",
-                e.loss, e.samples
-            );
-            return Ok(());
-        }
         match kind {
             MetricKind::Val => println!(
                 "epoch {epoch}/{} val loss {:.4}{acc} ({} samples)",
@@ -191,17 +244,15 @@ impl Reporter {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A record of this rank with no sample count and none of the optional figures.
     fn record(
         &self,
         kind: MetricKind,
         epoch: usize,
         step: u64,
         loss: f64,
-        accuracy: Option<f64>,
         lr: f64,
         sps: f64,
-        samples: usize,
     ) -> MetricRecord {
         MetricRecord {
             time: unix_time(),
@@ -210,10 +261,15 @@ impl Reporter {
             epoch,
             step,
             loss,
-            accuracy,
+            accuracy: None,
+            perplexity: None,
+            bits_per_char: None,
+            bits_per_byte: None,
             lr,
             samples_per_sec: sps,
-            samples: Some(samples as u64),
+            samples: None,
+            tokens_per_sec: None,
+            tokens: None,
             world_size: self.world,
         }
     }
@@ -265,6 +321,32 @@ pub fn fmt_lr(lr: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_language_models_figures_of_its_loss() {
+        let char = TokenCounting {
+            block: 64,
+            tokenizer: Some(TokenizerKind::Char),
+        };
+        let f = LmFigures::of(2.0, &char);
+        assert_eq!(f.perplexity, Some(2.0f64.exp()));
+        assert_eq!(f.bits_per_char, Some(2.0 / std::f64::consts::LN_2));
+        assert_eq!(f.bits_per_byte, None);
+        assert_eq!(f.text(), " perplexity 7.39 bits/char 2.885");
+        let byte = TokenCounting {
+            tokenizer: Some(TokenizerKind::Byte),
+            ..char
+        };
+        let f = LmFigures::of(std::f64::consts::LN_2, &byte);
+        assert_eq!((f.bits_per_char, f.bits_per_byte), (None, Some(1.0)));
+        assert_eq!(f.text(), " perplexity 2.00 bits/byte 1.000");
+        // Token files: no unit to count bits in.
+        let ids = TokenCounting {
+            tokenizer: None,
+            ..char
+        };
+        assert_eq!(LmFigures::of(1.0, &ids).text(), " perplexity 2.72");
+    }
 
     #[test]
     fn lr_formatting() {

@@ -127,7 +127,8 @@ pub fn write_gpt(out: &Path, cfg: &GptConfig, seed: u64, step: Option<u64>) -> P
 
 impl MetricRecord {
     /// A train record of rank 0 of a world of 2: epoch 1, step 0, time 0, loss 1, no accuracy,
-    /// lr 0.01, 100 samples per second, no sample count.
+    /// lr 0.01, 100 samples per second, no sample count, none of a language model's figures
+    /// (perplexity, bits, tokens).
     pub fn sample() -> MetricRecord {
         MetricRecord {
             time: 0.0,
@@ -137,9 +138,14 @@ impl MetricRecord {
             step: 0,
             loss: 1.0,
             accuracy: None,
+            perplexity: None,
+            bits_per_char: None,
+            bits_per_byte: None,
             lr: 0.01,
             samples_per_sec: 100.0,
             samples: None,
+            tokens_per_sec: None,
+            tokens: None,
             world_size: 2,
         }
     }
@@ -151,8 +157,9 @@ impl MetricRecord {
 
     crate::test_setters! {
         time: f64, rank: usize, kind: MetricKind, epoch: usize, step: u64, loss: f64,
-        accuracy: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
-        world_size: usize,
+        accuracy: Option<f64>, perplexity: Option<f64>, bits_per_char: Option<f64>,
+        bits_per_byte: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
+        tokens_per_sec: Option<f64>, tokens: Option<u64>, world_size: usize,
     }
 }
 
@@ -184,6 +191,11 @@ mod tests {
             .lr(0.1)
             .samples_per_sec(7.0)
             .samples(Some(64))
+            .perplexity(Some(1.5))
+            .bits_per_char(Some(0.6))
+            .bits_per_byte(Some(0.7))
+            .tokens_per_sec(Some(8.0))
+            .tokens(Some(9))
             .world_size(8);
         assert_eq!(
             r,
@@ -195,9 +207,14 @@ mod tests {
                 step: 9,
                 loss: 0.25,
                 accuracy: Some(0.5),
+                perplexity: Some(1.5),
+                bits_per_char: Some(0.6),
+                bits_per_byte: Some(0.7),
                 lr: 0.1,
                 samples_per_sec: 7.0,
                 samples: Some(64),
+                tokens_per_sec: Some(8.0),
+                tokens: Some(9),
                 world_size: 8,
             }
         );

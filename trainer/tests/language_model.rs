@@ -1,12 +1,15 @@
 //! A GPT trained on text through the real trainer binary: DDP equivalence (2 replicas × B end
 //! with the weights of 1 replica × 2B), a resumed run equal to an uninterrupted one, and the
-//! run's outputs (tokenizer, validation records, a model PyTorch's module names load).
+//! run's outputs (tokenizer, validation records with perplexity and bits per character, train
+//! records in tokens, TensorBoard tags, a model PyTorch's module names load).
 
 mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
+use ddp_trainer::data::text::{EvalWindows, train_len};
 use ddp_trainer::metrics::MetricKind;
+use ddp_trainer::tensorboard::read_events;
 use ddp_trainer::test_util::{max_abs_diff, worst_tensor};
 
 /// A deterministic text of ~12,000 characters over a 27-character alphabet.
@@ -122,4 +125,80 @@ fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
     );
     let (diff, at) = worst_tensor(&a, &b);
     assert_eq!(diff, 0.0, "resumed and uninterrupted runs differ in {at}");
+}
+
+#[test]
+fn records_count_tokens_and_validation_has_perplexity_and_bits_per_char() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpt_spec(dir.path(), "");
+    let out = dir.path().join("run");
+    train_standalone(&spec, 2, &out, &[]);
+    // 6 steps, a train record after each (log_every: a tenth of the steps, at least 1), on
+    // every rank: 4 windows of 16 tokens per step and rank.
+    for rank in 0..2 {
+        let train: Vec<_> = metrics(&out, rank)
+            .into_iter()
+            .filter(|m| m.kind == MetricKind::Train)
+            .collect();
+        assert_eq!(
+            train.iter().map(|m| m.step).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6]
+        );
+        for m in &train {
+            assert_eq!((m.samples, m.tokens), (Some(4), Some(64)), "{m:?}");
+            assert_eq!(m.tokens_per_sec, Some(m.samples_per_sec * 16.0), "{m:?}");
+            assert_eq!((m.perplexity, m.bits_per_char), (None, None), "{m:?}");
+        }
+    }
+    // Validation at steps 3 and 6 over every window of the last tenth of the text.
+    let n = std::fs::read_to_string(dir.path().join("input.txt"))
+        .unwrap()
+        .len();
+    let windows = EvalWindows::new(n - train_len(n, 0.1), 16).count() as u64;
+    let val: Vec<_> = metrics(&out, 0)
+        .into_iter()
+        .filter(|m| m.kind == MetricKind::Val)
+        .collect();
+    assert_eq!(val.iter().map(|m| m.step).collect::<Vec<_>>(), [3, 6]);
+    for m in &val {
+        assert!(m.loss.is_finite() && m.loss > 0.0, "{m:?}");
+        assert_eq!(m.perplexity, Some(m.loss.exp()), "{m:?}");
+        assert_eq!(
+            m.bits_per_char,
+            Some(m.loss / std::f64::consts::LN_2),
+            "{m:?}"
+        );
+        assert_eq!(m.bits_per_byte, None);
+        assert_eq!(
+            (m.samples, m.tokens_per_sec, m.tokens),
+            (Some(windows), None, None)
+        );
+        assert_eq!(m.accuracy, None);
+    }
+    // Rank 1 writes no evaluation: rank 0's figures are the global ones.
+    assert!(metrics(&out, 1).iter().all(|m| m.kind == MetricKind::Train));
+    // TensorBoard: the same figures under their tags, no samples/s and no accuracy.
+    let tb: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .flat_map(|e| read_events(e.unwrap().path()).unwrap())
+        .collect();
+    let tag = |t: &str| -> Vec<(i64, f32)> {
+        tb.iter()
+            .filter(|e| e.tag == t)
+            .map(|e| (e.step, e.value))
+            .collect()
+    };
+    let last = &val[1];
+    assert_eq!(
+        tag("val/perplexity").last(),
+        Some(&(6, last.perplexity.unwrap() as f32))
+    );
+    assert_eq!(
+        tag("val/bits_per_char").last(),
+        Some(&(6, last.bits_per_char.unwrap() as f32))
+    );
+    assert_eq!(tag("train/tokens_per_sec").len(), 6);
+    for absent in ["train/samples_per_sec", "val/accuracy", "val/bits_per_byte"] {
+        assert!(tag(absent).is_empty(), "{absent}");
+    }
 }

@@ -89,9 +89,14 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
         step,
         loss,
         accuracy: acc,
+        perplexity: None,
+        bits_per_char: None,
+        bits_per_byte: None,
         lr: 0.001,
         samples_per_sec: 1000.0,
         samples: Some(320),
+        tokens_per_sec: None,
+        tokens: None,
         world_size: 2,
     }
 }

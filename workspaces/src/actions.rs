@@ -80,6 +80,8 @@ pub struct SpecSummary {
     pub data: String,
     pub replicas: usize,
     pub epochs: usize,
+    /// `train.steps` capped by `train.max_steps`: a run counted in steps (a language model).
+    pub steps: Option<u64>,
     /// `restart.max_restarts`.
     pub max_restarts: u32,
 }
@@ -98,6 +100,10 @@ impl SpecSummary {
             data: text(serde_json::to_value(spec.data.name)),
             replicas: spec.ddp.replicas,
             epochs: spec.train.epochs,
+            steps: spec
+                .train
+                .steps
+                .map(|n| spec.train.max_steps.map_or(n, |m| m.min(n))),
             max_restarts: spec.restart.max_restarts,
         }
     }
@@ -559,6 +565,7 @@ mod tests {
                 data: "synthetic".into(),
                 replicas: 3,
                 epochs: 5,
+                steps: None,
                 max_restarts: 4,
             }
         );

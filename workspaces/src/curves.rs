@@ -3,14 +3,15 @@
 //!
 //! Layout:
 //! - [`XAxis`]: what the horizontal axis counts (step, fractional epoch, wall time).
-//! - [`Curves`], [`curves`]: train/val/test loss and accuracy points of one run (non-finite
-//!   values left out; a resumed run's redone steps replace the history they redo).
+//! - [`Curves`], [`curves`]: train/val/test loss and accuracy points of one run, a language
+//!   model's val perplexity (non-finite values left out; a resumed run's redone steps replace the
+//!   history they redo).
 //! - `latest_history`, `EpochScale`: the two rules behind them (pure).
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::metrics::{MetricKind, MetricRecord};
+use crate::metrics::{MetricKind, MetricRecord, is_language_model};
 
 use crate::error::{Error, Result};
 
@@ -70,6 +71,11 @@ pub struct Curves {
     pub val_acc: Vec<(f64, f64)>,
     pub test_loss: Option<(f64, f64)>,
     pub test_acc: Option<(f64, f64)>,
+    /// A language model's validation perplexity.
+    pub val_perplexity: Vec<(f64, f64)>,
+    /// The records are a language model's ([`is_language_model`]): its second figure is the
+    /// perplexity, not the accuracy.
+    pub language_model: bool,
 }
 
 /// The curves of one run's records (any ranks, any order of kinds, file order within a rank).
@@ -105,12 +111,15 @@ pub fn curves(records: &[MetricRecord], x: XAxis, train_rank: Option<usize>) -> 
     let finite = |p: (f64, f64)| (p.0.is_finite() && p.1.is_finite()).then_some(p);
     let loss = |r: &&MetricRecord| finite((pos(r), r.loss));
     let acc = |r: &&MetricRecord| r.accuracy.and_then(|a| finite((pos(r), a)));
+    let ppl = |r: &&MetricRecord| r.perplexity.and_then(|p| finite((pos(r), p)));
     Curves {
         train_loss: train.iter().filter_map(loss).collect(),
         val_loss: val.iter().filter_map(loss).collect(),
         val_acc: val.iter().filter_map(acc).collect(),
         test_loss: test.as_ref().and_then(loss),
         test_acc: test.as_ref().and_then(acc),
+        val_perplexity: val.iter().filter_map(ppl).collect(),
+        language_model: records.iter().any(is_language_model),
     }
 }
 
@@ -242,5 +251,22 @@ mod tests {
         assert_eq!(XAxis::Time.to_string(), "time");
         let e = "steps".parse::<XAxis>().unwrap_err().to_string();
         assert!(e.contains("expected `step`, `epoch` or `time`"), "{e}");
+        assert!(!c.language_model && c.val_perplexity.is_empty());
+    }
+
+    #[test]
+    fn a_language_models_perplexity() {
+        let c = curves(&crate::test_util::lm_metrics(), XAxis::Step, None);
+        assert!(c.language_model);
+        assert_eq!(c.train_loss, [(400.0, 2.1), (800.0, 1.6), (1200.0, 1.4)]);
+        assert_eq!(
+            c.val_perplexity,
+            [
+                (400.0, 2.0f64.exp()),
+                (800.0, 1.5f64.exp()),
+                (1200.0, 1.45f64.exp())
+            ]
+        );
+        assert!(c.val_acc.is_empty() && c.test_loss.is_none());
     }
 }

@@ -1,5 +1,6 @@
-//! Human formatting shared by front ends: durations, timestamps, percentages, losses. Every
-//! function is pure and renders a missing or meaningless value as `-`.
+//! Human formatting shared by front ends: durations, timestamps, percentages, losses, a language
+//! model's perplexity and bits, throughputs. Every function is pure and renders a missing or
+//! meaningless value as `-`.
 
 /// Seconds as `1h02m`, `3m05s` or `12.3s`; `-` when negative or not finite.
 pub fn duration(seconds: f64) -> String {
@@ -51,6 +52,31 @@ pub fn loss(l: Option<f64>) -> String {
 /// A learning rate without trailing zeros (see [`crate::metrics::fmt_lr`]).
 pub use crate::metrics::fmt_lr as lr;
 
+/// A perplexity with 2 decimals (`4.26`), `-` when absent or not finite.
+pub fn perplexity(p: Option<f64>) -> String {
+    p.filter(|v| v.is_finite())
+        .map(|v| format!("{v:.2}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A language model's loss in bits, with its unit: `bits/char 2.092` (the `char` tokenizer) or
+/// `bits/byte 2.092` (`byte`); `None` when the record has neither (token files).
+pub fn bits(per_char: Option<f64>, per_byte: Option<f64>) -> Option<String> {
+    match (per_char, per_byte) {
+        (Some(b), _) => Some(format!("bits/char {b:.3}")),
+        (None, Some(b)) => Some(format!("bits/byte {b:.3}")),
+        (None, None) => None,
+    }
+}
+
+/// A throughput (samples or tokens per second) without decimals (`16640`), `-` when absent or
+/// not finite.
+pub fn rate(r: Option<f64>) -> String {
+    r.filter(|v| v.is_finite())
+        .map(|v| format!("{v:.0}"))
+        .unwrap_or_else(|| "-".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +108,21 @@ mod tests {
         assert_eq!(loss(Some(0.123456)), "0.1235");
         assert_eq!(loss(None), "-");
         assert_eq!(lr(0.0005), "0.0005");
+    }
+
+    #[test]
+    fn a_language_models_figures() {
+        assert_eq!(perplexity(Some(4.263115)), "4.26");
+        assert_eq!(perplexity(Some(f64::INFINITY)), "-");
+        assert_eq!(perplexity(None), "-");
+        assert_eq!(
+            bits(Some(2.09191), None).as_deref(),
+            Some("bits/char 2.092")
+        );
+        assert_eq!(bits(None, Some(1.0)).as_deref(), Some("bits/byte 1.000"));
+        assert_eq!(bits(None, None), None);
+        assert_eq!(rate(Some(16640.4)), "16640");
+        assert_eq!(rate(Some(f64::NAN)), "-");
+        assert_eq!(rate(None), "-");
     }
 }

@@ -2,7 +2,8 @@
 //! [`MetricRecord`] per line (the schema is documented field by field in `docs/metrics.md`).
 //!
 //! Re-exported from the trainer so that front ends depend on this crate alone; [`read_metrics`]
-//! returns this crate's [`Error`](crate::Error).
+//! returns this crate's [`Error`](crate::Error). [`is_language_model`] tells a language model's
+//! records from the others.
 
 use std::path::Path;
 
@@ -21,6 +22,15 @@ pub fn read_metrics(path: impl AsRef<Path>) -> Result<Vec<MetricRecord>> {
 /// replicas print it in their logs.
 pub use ddp_trainer::report::fmt_lr;
 
+/// Whether `m` is a record of a language model: its train records count tokens
+/// (`tokens_per_sec`), its evaluations have a perplexity. The one test by which every front end
+/// shows a run as a language model (loss, perplexity, tokens/s, learning rate; progress in
+/// steps) rather than as a classifier or regression (accuracy, samples/s; epochs): a run is one
+/// when any of its records is.
+pub fn is_language_model(m: &MetricRecord) -> bool {
+    m.tokens_per_sec.is_some() || m.perplexity.is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,6 +41,18 @@ mod tests {
         assert_eq!(fmt_lr(0.00098), "0.00098");
         assert_eq!(fmt_lr(1.0), "1");
         assert_eq!(fmt_lr(0.1), "0.1");
+    }
+
+    #[test]
+    fn a_language_models_records_say_so() {
+        use crate::test_util::lm_metrics;
+        let lm = lm_metrics();
+        assert!(lm.iter().all(is_language_model));
+        let image = MetricRecord::sample();
+        assert!(!is_language_model(&image));
+        assert!(!is_language_model(&image.clone().accuracy(Some(0.9))));
+        assert!(is_language_model(&image.clone().tokens_per_sec(Some(1.0))));
+        assert!(is_language_model(&image.perplexity(Some(4.0))));
     }
 
     #[test]

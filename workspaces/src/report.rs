@@ -16,8 +16,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::analysis::Comparison;
+use crate::analysis::{ComparedRun, Comparison};
 use crate::format::{self, opt_duration, percent, timestamp};
+use crate::plan::Plan;
 use crate::{Run, Summary};
 
 /// A table of text cells (values formatted with [`crate::format`]).
@@ -111,7 +112,8 @@ pub fn runs_table(runs: &[&Run]) -> Table {
 pub struct RunDetails {
     /// `run`, `experiment`, `status`, `folder`, `host`, `replicas`, `restarts`, `created`,
     /// `duration`, `epochs`, `train loss`, `val`, `test`, `tags`, `spec hash`, `command`, with
-    /// their values as `ddp show` prints them.
+    /// their values as `ddp show` prints them; a language model's run has `steps`, `train loss`,
+    /// `lr`, `tokens/s` and `val` (loss, perplexity, bits) instead of `epochs` to `test`.
     pub fields: Vec<(&'static str, String)>,
     pub spec_path: PathBuf,
     /// The frozen spec's text (empty when it cannot be read).
@@ -154,7 +156,7 @@ pub fn run_details(run: &Run) -> RunDetails {
     } else {
         &r.devices
     };
-    let fields = vec![
+    let mut fields = vec![
         ("run", r.id.clone()),
         (
             "experiment",
@@ -170,33 +172,43 @@ pub fn run_details(run: &Run) -> RunDetails {
         ("restarts", r.restarts.to_string()),
         ("created", timestamp(r.created)),
         ("duration", opt_duration(summary.duration_s)),
-        (
-            "epochs",
-            format!("{} done, {} steps", summary.epochs_done, summary.steps),
-        ),
-        ("train loss", format::loss(summary.last_train_loss)),
-        (
-            "val",
-            format!(
-                "loss {}  accuracy {} (best {})",
-                format::loss(summary.final_val_loss),
-                percent(summary.final_val_accuracy),
-                percent(summary.best_val_accuracy)
+    ];
+    if summary.language_model {
+        fields.extend(language_model_fields(
+            &summary,
+            &Plan::read(&run.spec_path()),
+        ));
+    } else {
+        fields.extend([
+            (
+                "epochs",
+                format!("{} done, {} steps", summary.epochs_done, summary.steps),
             ),
-        ),
-        (
-            "test",
-            format!(
-                "loss {}  accuracy {}",
-                format::loss(summary.test_loss),
-                percent(summary.test_accuracy)
+            ("train loss", format::loss(summary.last_train_loss)),
+            (
+                "val",
+                format!(
+                    "loss {}  accuracy {} (best {})",
+                    format::loss(summary.final_val_loss),
+                    percent(summary.final_val_accuracy),
+                    percent(summary.best_val_accuracy)
+                ),
             ),
-        ),
+            (
+                "test",
+                format!(
+                    "loss {}  accuracy {}",
+                    format::loss(summary.test_loss),
+                    percent(summary.test_accuracy)
+                ),
+            ),
+        ]);
+    }
+    fields.extend([
         ("tags", run.tags().join(", ")),
         ("spec hash", r.spec_hash.clone()),
         ("command", r.command.join(" ")),
-    ];
-    let mut fields = fields;
+    ]);
     if let Some(t) = &r.trainer {
         fields.push(("trainer", t.display().to_string()));
     }
@@ -214,6 +226,33 @@ pub fn run_details(run: &Run) -> RunDetails {
     }
 }
 
+/// What `ddp show` says of a language model's figures instead of epochs, accuracy and test:
+/// the steps done (of the plan's), the last train loss, learning rate and tokens/s, the last
+/// validation's loss, perplexity and bits.
+fn language_model_fields(s: &Summary, plan: &Plan) -> [(&'static str, String); 5] {
+    let steps = match plan.steps {
+        Some(total) => format!("{}/{total}", s.steps),
+        None => s.steps.to_string(),
+    };
+    let bits = format::bits(s.final_val_bits_per_char, s.final_val_bits_per_byte)
+        .map(|b| format!("  {b}"))
+        .unwrap_or_default();
+    [
+        ("steps", steps),
+        ("train loss", format::loss(s.last_train_loss)),
+        ("lr", s.last_lr.map_or("-".into(), format::lr)),
+        ("tokens/s", format::rate(s.tokens_per_sec)),
+        (
+            "val",
+            format!(
+                "loss {}  perplexity {}{bits}",
+                format::loss(s.final_val_loss),
+                format::perplexity(s.final_val_perplexity)
+            ),
+        ),
+    ]
+}
+
 /// Everything `ddp show RUN` prints without `--json` ([`RunDetails::to_text`]).
 pub fn show_text(run: &Run) -> String {
     run_details(run).to_text()
@@ -223,8 +262,10 @@ pub fn show_text(run: &Run) -> String {
 pub const NO_DIFFERING_KEY: &str = "(no spec key differs between these runs)";
 
 /// The `ddp compare` table (one row per run: id, `RUN NAME` when any run has one, status, the
-/// differing spec keys ([`spec_key_header`]), then figures) and the note printed under it, if
-/// any ([`NO_DIFFERING_KEY`]).
+/// differing spec keys ([`spec_key_header`]), then figures: best and final val accuracy, test
+/// loss and accuracy; a language model's val loss, perplexity and tokens/s instead, or both sets
+/// when the runs are of both kinds; the duration) and the note printed under it, if any
+/// ([`NO_DIFFERING_KEY`]).
 pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
     let named = c.runs.iter().any(|r| r.name.is_some());
     let mut header: Vec<String> = vec!["RUN".into()];
@@ -233,16 +274,19 @@ pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
     }
     header.push("STATUS".into());
     header.extend(c.differing_keys.iter().map(|k| spec_key_header(k)));
-    header.extend(
-        [
-            "BEST VAL ACC",
-            "FINAL VAL ACC",
-            "TEST LOSS",
-            "TEST ACC",
-            "DURATION",
-        ]
-        .map(String::from),
-    );
+    // A language model's figures, a classifier's, or both side by side (each run's `-` where
+    // its kind has no such figure); a run without figures yet fits either.
+    let lm = |r: &&ComparedRun| r.summary.language_model;
+    let figures = |r: &&ComparedRun| r.summary.steps > 0;
+    let language_models = c.runs.iter().any(|r| lm(&r));
+    let others = !language_models || c.runs.iter().any(|r| !lm(&r) && figures(&r));
+    if others {
+        header.extend(["BEST VAL ACC", "FINAL VAL ACC", "TEST LOSS", "TEST ACC"].map(String::from));
+    }
+    if language_models {
+        header.extend(["VAL LOSS", "PERPLEXITY", "TOKENS/S"].map(String::from));
+    }
+    header.push("DURATION".into());
     let rows: Vec<Vec<String>> = c
         .runs
         .iter()
@@ -254,13 +298,22 @@ pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
             }
             row.push(r.status.to_string());
             row.extend(r.cells.iter().cloned());
-            row.extend([
-                percent(s.best_val_accuracy),
-                percent(s.final_val_accuracy),
-                format::loss(s.test_loss),
-                percent(s.test_accuracy),
-                opt_duration(s.duration_s),
-            ]);
+            if others {
+                row.extend([
+                    percent(s.best_val_accuracy),
+                    percent(s.final_val_accuracy),
+                    format::loss(s.test_loss),
+                    percent(s.test_accuracy),
+                ]);
+            }
+            if language_models {
+                row.extend([
+                    format::loss(s.final_val_loss),
+                    format::perplexity(s.final_val_perplexity),
+                    format::rate(s.tokens_per_sec),
+                ]);
+            }
+            row.push(opt_duration(s.duration_s));
             row
         })
         .collect();
@@ -294,8 +347,8 @@ pub fn comparison_text(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::ComparedRun;
     use crate::run::{RunRecord, RunStatus};
+    use crate::test_util::lm_run_in;
 
     #[test]
     fn renders_aligned_columns() {
@@ -411,6 +464,113 @@ mod tests {
         assert_eq!(
             t.header[..5],
             ["RUN", "RUN NAME", "STATUS", "spec.name", "train.lr"]
+        );
+    }
+
+    #[test]
+    fn show_a_language_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = lm_run_in(dir.path());
+        let d = run_details(&run);
+        let keys: Vec<&str> = d.fields.iter().map(|f| f.0).collect();
+        assert_eq!(
+            keys,
+            [
+                "run",
+                "experiment",
+                "status",
+                "folder",
+                "host",
+                "replicas",
+                "restarts",
+                "created",
+                "duration",
+                "steps",
+                "train loss",
+                "lr",
+                "tokens/s",
+                "val",
+                "tags",
+                "spec hash",
+                "command"
+            ]
+        );
+        let text = d.to_text();
+        assert!(
+            text.contains(
+                "duration    2m05s\n\
+                 steps       1200/2000\n\
+                 train loss  1.4000\n\
+                 lr          0.0005\n\
+                 tokens/s    16640\n\
+                 val         loss 1.4500  perplexity 4.26  bits/char 2.092\n\
+                 tags        \n"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("accuracy") && !text.contains("epoch"),
+            "{text}"
+        );
+        // Without a readable plan, the steps done alone.
+        std::fs::remove_file(run.spec_path()).unwrap();
+        assert!(show_text(&run).contains("\nsteps       1200\n"));
+    }
+
+    #[test]
+    fn compare_language_models_alone_and_beside_a_classifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let lm = lm_run_in(dir.path().join("lm"));
+        let compared = |run: &Run, summary: Summary| ComparedRun {
+            id: run.record.id.clone(),
+            experiment: run.record.experiment.clone(),
+            name: None,
+            sweep: None,
+            status: run.record.status,
+            error: None,
+            dir: run.dir.clone(),
+            keys: Default::default(),
+            summary,
+            cells: vec![],
+        };
+        let a = compared(&lm, Summary::of(&lm));
+        let mut c = Comparison {
+            sweep: None,
+            differing_keys: vec![],
+            runs: vec![a.clone()],
+        };
+        assert_eq!(
+            comparison_text(&c),
+            "RUN                     STATUS   VAL LOSS  PERPLEXITY  TOKENS/S  DURATION\n\
+             20261121-101500-abc123  stopped  1.4500    4.26        16640     2m05s\n"
+        );
+        // A language model that has recorded nothing yet is no classifier.
+        let mut fresh = a.clone();
+        fresh.id = "new".into();
+        fresh.summary = Summary::default();
+        c.runs.push(fresh);
+        assert_eq!(comparison_table(&c).0.header.len(), 6);
+        // Beside a classifier: both kinds of figures, `-` where a run has none.
+        let mnist = Summary {
+            steps: 40,
+            best_val_accuracy: Some(0.97),
+            final_val_accuracy: Some(0.965),
+            final_val_loss: Some(0.11),
+            test_loss: Some(0.1),
+            test_accuracy: Some(0.969),
+            duration_s: Some(30.0),
+            ..Summary::default()
+        };
+        c.runs[1] = ComparedRun {
+            id: "cnn".into(),
+            ..compared(&lm, mnist)
+        };
+        assert_eq!(
+            comparison_text(&c),
+            "RUN                     STATUS   BEST VAL ACC  FINAL VAL ACC  TEST LOSS  TEST ACC  VAL LOSS  PERPLEXITY  TOKENS/S  DURATION\n\
+             20261121-101500-abc123  stopped  -             -              -          -         1.4500    4.26        16640     2m05s\n\
+             cnn                     stopped  97.00%        96.50%         0.1000     96.90%    0.1100    -           -         30.0s\n\
+             (no spec key differs between these runs)\n"
         );
     }
 }

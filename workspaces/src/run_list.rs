@@ -31,12 +31,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{MetricKind, MetricRecord, metrics_path};
+use crate::metrics::{MetricKind, MetricRecord, is_language_model, metrics_path};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::Workspace;
+use crate::plan::Plan;
 use crate::run::{RUN_JSON, Run, SPEC, TAGS};
 use crate::tail::{LineTailer, TailFrom};
 use crate::workspace::Unreadable;
@@ -56,9 +57,19 @@ pub struct MetricDigest {
     pub recent_train_loss: Vec<f64>,
     /// Samples per second of the whole run (rank 0's rate × world size) at the last train record.
     pub samples_per_sec: Option<f64>,
+    /// A language model's tokens per second, like `samples_per_sec`.
+    pub tokens_per_sec: Option<f64>,
+    /// The learning rate of the last train record.
+    pub last_lr: Option<f64>,
     pub best_val_accuracy: Option<f64>,
     pub last_val_loss: Option<f64>,
     pub last_val_accuracy: Option<f64>,
+    /// A language model's last validation: perplexity, bits per character or per byte.
+    pub last_val_perplexity: Option<f64>,
+    pub last_val_bits_per_char: Option<f64>,
+    pub last_val_bits_per_byte: Option<f64>,
+    /// Some record is a language model's ([`crate::metrics::is_language_model`]).
+    pub language_model: bool,
     pub test_loss: Option<f64>,
     pub test_accuracy: Option<f64>,
     /// Time of the newest record (Unix seconds).
@@ -81,6 +92,7 @@ impl MetricDigest {
     pub fn push(&mut self, m: &MetricRecord) {
         self.steps = self.steps.max(m.step);
         self.last_time = Some(self.last_time.map_or(m.time, |t| t.max(m.time)));
+        self.language_model |= is_language_model(m);
         match m.kind {
             MetricKind::Train => {
                 self.last_train_loss = Some(m.loss);
@@ -88,12 +100,18 @@ impl MetricDigest {
                     self.recent_train_loss.remove(0);
                 }
                 self.recent_train_loss.push(m.loss);
-                self.samples_per_sec = Some(m.samples_per_sec * m.world_size as f64);
+                let world = m.world_size as f64;
+                self.samples_per_sec = Some(m.samples_per_sec * world);
+                self.tokens_per_sec = m.tokens_per_sec.map(|t| t * world);
+                self.last_lr = Some(m.lr);
             }
             MetricKind::Val => {
                 self.epochs_done = self.epochs_done.max(m.epoch);
                 self.last_val_loss = Some(m.loss);
                 self.last_val_accuracy = m.accuracy;
+                self.last_val_perplexity = m.perplexity;
+                self.last_val_bits_per_char = m.bits_per_char;
+                self.last_val_bits_per_byte = m.bits_per_byte;
                 if let Some(a) = m.accuracy {
                     self.best_val_accuracy = Some(self.best_val_accuracy.map_or(a, |b| b.max(a)));
                 }
@@ -565,10 +583,10 @@ impl Scanner {
                             changed = true;
                         }
                         None => {
-                            let (epochs_total, steps_total) = plan(dir);
+                            let plan = Plan::read(&dir.join(SPEC));
                             t.entry = Some(RunEntry {
-                                epochs_total,
-                                steps_total,
+                                epochs_total: plan.epochs,
+                                steps_total: plan.steps,
                                 tags: Vec::new(),
                                 metrics: MetricDigest::default(),
                                 warnings: Vec::new(),
@@ -666,26 +684,6 @@ fn follow_metrics(tailer: &mut LineTailer, entry: &mut RunEntry) -> bool {
     }
 }
 
-/// How long the frozen spec trains: `train.epochs`, or `train.steps` (capped by
-/// `train.max_steps`) for a run counted in steps; (None, None) when it cannot be read.
-fn plan(dir: &Path) -> (Option<usize>, Option<u64>) {
-    let Some(train) = std::fs::read_to_string(dir.join(SPEC))
-        .ok()
-        .and_then(|text| toml::from_str::<toml::Value>(&text).ok())
-        .and_then(|v| v.get("train").cloned())
-    else {
-        return (None, None);
-    };
-    let int = |key: &str| train.get(key).and_then(toml::Value::as_integer);
-    match int("steps").and_then(|s| u64::try_from(s).ok()) {
-        Some(steps) => {
-            let cap = int("max_steps").and_then(|s| u64::try_from(s).ok());
-            (None, Some(cap.map_or(steps, |c| c.min(steps))))
-        }
-        None => (int("epochs").and_then(|e| usize::try_from(e).ok()), None),
-    }
-}
-
 /// The sub-folders of `dir`, sorted (none if it cannot be read).
 fn read_dirs(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -698,30 +696,4 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
-}
-
-#[cfg(test)]
-mod plan_tests {
-    use super::*;
-
-    #[test]
-    fn a_run_counts_epochs_or_steps_as_its_spec_says() {
-        let dir = tempfile::tempdir().unwrap();
-        let plan_of = |train: &str| {
-            std::fs::write(
-                dir.path().join(SPEC),
-                format!("name = 'x'\n[train]\n{train}\n"),
-            )
-            .unwrap();
-            plan(dir.path())
-        };
-        assert_eq!(plan_of("epochs = 7"), (Some(7), None));
-        assert_eq!(plan_of("epochs = 1\nsteps = 2000"), (None, Some(2000)));
-        assert_eq!(
-            plan_of("epochs = 1\nsteps = 2000\nmax_steps = 50"),
-            (None, Some(50))
-        );
-        std::fs::write(dir.path().join(SPEC), "not toml [").unwrap();
-        assert_eq!(plan(dir.path()), (None, None));
-    }
 }

@@ -1,5 +1,5 @@
-//! A run's figures at a glance (epochs, steps, losses, accuracies, duration), from rank 0's
-//! metric records: what `ddp ls`, `ddp show`, `ddp compare` and the end of `ddp run` print, and
+//! A run's figures at a glance (epochs, steps, losses, accuracies, duration; a language model's
+//! perplexity, bits and tokens/s), from rank 0's metric records: what `ddp ls`, `ddp show`, `ddp compare` and the end of `ddp run` print, and
 //! what their `--json` carries.
 
 use std::path::Path;
@@ -25,6 +25,25 @@ pub struct Summary {
     pub test_accuracy: Option<f64>,
     /// From the run's start to its end (or to now while it is live).
     pub duration_s: Option<f64>,
+    /// The learning rate of the last train record.
+    pub last_lr: Option<f64>,
+    /// Throughput of all replicas at the last train record (a language model's samples are its
+    /// windows).
+    pub samples_per_sec: Option<f64>,
+    /// The run is a language model's ([`crate::metrics::is_language_model`]): its figures are
+    /// the loss, perplexity and tokens/s below, its progress steps (no accuracy, no test).
+    pub language_model: bool,
+    /// A language model's tokens per second, all replicas, at the last train record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sec: Option<f64>,
+    /// A language model's last validation: perplexity, bits per character (`char` tokenizer) or
+    /// per byte (`byte`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_val_perplexity: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_val_bits_per_char: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_val_bits_per_byte: Option<f64>,
 }
 
 impl Summary {
@@ -50,6 +69,13 @@ pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
         test_loss: d.test_loss,
         test_accuracy: d.test_accuracy,
         duration_s: r.started.map(|s| r.ended.unwrap_or_else(now) - s),
+        last_lr: d.last_lr,
+        samples_per_sec: d.samples_per_sec,
+        language_model: d.language_model,
+        tokens_per_sec: d.tokens_per_sec,
+        final_val_perplexity: d.last_val_perplexity,
+        final_val_bits_per_char: d.last_val_bits_per_char,
+        final_val_bits_per_byte: d.last_val_bits_per_byte,
     }
 }
 
@@ -81,7 +107,7 @@ mod tests {
     use super::*;
     use crate::metrics::MetricKind;
     use crate::run::RunStatus;
-    use crate::test_util::metric;
+    use crate::test_util::{lm_metrics, metric};
 
     fn run(started: Option<f64>, ended: Option<f64>) -> Run {
         RunRecord::sample()
@@ -114,11 +140,46 @@ mod tests {
                 test_loss: Some(0.45),
                 test_accuracy: Some(0.66),
                 duration_s: Some(12.5),
+                last_lr: Some(0.01),
+                samples_per_sec: Some(200.0),
+                ..Summary::default()
             }
         );
         assert_eq!(summarize(&run(None, None), &[]), Summary::default());
         let live = summarize(&run(Some(now() - 5.0), None), &[]);
         assert!(live.duration_s.unwrap() >= 5.0);
+    }
+
+    #[test]
+    fn a_language_models_figures() {
+        let s = summarize(&run(Some(100.0), Some(112.5)), &lm_metrics());
+        assert_eq!(
+            s,
+            Summary {
+                epochs_done: 1,
+                steps: 1200,
+                last_train_loss: Some(1.4),
+                final_val_loss: Some(1.45),
+                duration_s: Some(12.5),
+                last_lr: Some(0.0005),
+                samples_per_sec: Some(260.0),
+                language_model: true,
+                tokens_per_sec: Some(16640.0),
+                final_val_perplexity: Some(1.45f64.exp()),
+                final_val_bits_per_char: Some(1.45 / std::f64::consts::LN_2),
+                ..Summary::default()
+            }
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["language_model"], true);
+        assert_eq!(v["tokens_per_sec"], 16640.0);
+        assert_eq!(v["final_val_perplexity"], 1.45f64.exp());
+        assert_eq!(v["final_val_accuracy"], serde_json::Value::Null);
+        assert!(v.get("final_val_bits_per_byte").is_none(), "{v}");
+        // An image run's summary says it is none, without a language model's fields.
+        let v = serde_json::to_value(Summary::default()).unwrap();
+        assert_eq!(v["language_model"], false);
+        assert!(v.get("tokens_per_sec").is_none() && v.get("final_val_perplexity").is_none());
     }
 
     #[test]

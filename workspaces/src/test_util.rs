@@ -7,7 +7,9 @@
 //! [`RunRecord::sample`] is a complete record with plain values; chain the setters (one per
 //! field, named after it; text fields take a `&str`) and place it with [`RunRecord::in_dir`] or
 //! [`RunRecord::in_workspace`]. [`metric`] is the point of a curve (kind, epoch, step, loss,
-//! accuracy) most tests of plots, summaries and views draw from. [`Telemetry::sample`] and
+//! accuracy) most tests of plots, summaries and views draw from. [`lm_metrics`] are the records
+//! of a language model's run and [`lm_run_in`] that run in a folder (spec and metrics written),
+//! the one fixture every front end's tests of language models use. [`Telemetry::sample`] and
 //! [`ProcessSample::sample`] are readings for the devices views, built the same way.
 //!
 //! Run folders on disk: [`completed_run`] (a completed run of a spec, nothing trained) and
@@ -100,6 +102,80 @@ pub fn metric(
         .at(kind, epoch, step)
         .loss(loss)
         .accuracy(accuracy)
+}
+
+/// The time of a language model's run's first record in [`lm_metrics`] (Unix seconds).
+pub const LM_T0: f64 = 1_795_000_000.0;
+
+/// Rank 0's records of a language model trained for 2000 steps (world 2, `block = 64`, 12
+/// windows per replica and step, the `char` tokenizer), stopped at step 1200: a train record every
+/// 400 steps (4800 windows, 307,200 tokens each) and a validation over 1714 windows right after:
+///
+/// | step | train loss | lr | samples/s | tokens/s | val loss |
+/// | --- | --- | --- | --- | --- | --- |
+/// | 400 | 2.1 | 0.001 | 120 | 7680 | 2.0 |
+/// | 800 | 1.6 | 0.0008 | 125 | 8000 | 1.5 |
+/// | 1200 | 1.4 | 0.0005 | 130 | 8320 | 1.45 |
+///
+/// (samples/s and tokens/s are rank 0's: twice that for the run). Each validation carries its
+/// perplexity `exp(loss)` and bits per character `loss / ln 2`, as the trainer writes them; the
+/// train record at step `s` is at `LM_T0 + s / 10` seconds, its validation 2 s later.
+pub fn lm_metrics() -> Vec<MetricRecord> {
+    let mut records = Vec::new();
+    for (step, train, lr, sps, val) in [
+        (400, 2.1, 0.001, 120.0, 2.0),
+        (800, 1.6, 0.0008, 125.0, 1.5),
+        (1200, 1.4, 0.0005, 130.0, 1.45f64),
+    ] {
+        let time = LM_T0 + step as f64 / 10.0;
+        let at = |kind| MetricRecord::sample().at(kind, 1, step).lr(lr);
+        records.push(
+            at(MetricKind::Train)
+                .time(time)
+                .loss(train)
+                .samples_per_sec(sps)
+                .samples(Some(4800))
+                .tokens_per_sec(Some(sps * 64.0))
+                .tokens(Some(4800 * 64)),
+        );
+        records.push(
+            at(MetricKind::Val)
+                .time(time + 2.0)
+                .loss(val)
+                .perplexity(Some(val.exp()))
+                .bits_per_char(Some(val / std::f64::consts::LN_2))
+                .samples_per_sec(857.0)
+                .samples(Some(1714)),
+        );
+    }
+    records
+}
+
+/// The frozen spec of the run of [`lm_metrics`]: the baby GPT on character-level Shakespeare,
+/// `train.steps = 2000`.
+pub const LM_SPEC: &str = "name = \"gpt-shakespeare\"\n\n[model]\nname = \"gpt\"\nlayers = 4\nheads = 4\nembd = 128\nblock = 64\n\n[data]\nname = \"text\"\npath = \"data/shakespeare/input.txt\"\ntokenizer = \"char\"\n\n[train]\nsteps = 2000\neval_every = 400\nbatch_size = 12\noptimizer = \"adamw\"\nlr = 0.001\n";
+
+/// A language model's run in the folder `dir`, stopped at step 1200 of 2000: `spec.toml`
+/// ([`LM_SPEC`]) and `metrics/rank-0.jsonl` ([`lm_metrics`]) are written there; the record is
+/// [`RunRecord::sample`]'s of experiment `gpt-shakespeare`, stopped, started at [`LM_T0`] and
+/// ended 125 s later.
+pub fn lm_run_in(dir: impl Into<PathBuf>) -> Run {
+    let run = RunRecord::sample()
+        .experiment("gpt-shakespeare")
+        .status(RunStatus::Stopped)
+        .started(Some(LM_T0))
+        .ended(Some(LM_T0 + 125.0))
+        .in_dir(dir);
+    let metrics = crate::metrics::metrics_path(&run.dir, 0);
+    std::fs::create_dir_all(metrics.parent().expect("a metrics folder"))
+        .expect("the run folder can be created");
+    std::fs::write(run.spec_path(), LM_SPEC).expect("spec.toml can be written");
+    let lines: String = lm_metrics()
+        .iter()
+        .map(|m| serde_json::to_string(m).expect("a record serializes") + "\n")
+        .collect();
+    std::fs::write(&metrics, lines).expect("the metrics can be written");
+    run
 }
 
 impl RunRecord {

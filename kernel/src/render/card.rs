@@ -13,14 +13,19 @@
 //! in a few words, and per rank the last log lines (in a `<details>`). When the run is over:
 //! test accuracy and loss (completed), the error (failed), how to resume (stopped); the status
 //! says how it ended once (the last event is left out when it only repeats it).
+//!
+//! A language model's card (its records say so:
+//! [`ddp_workspaces::metrics::is_language_model`]) shows its step S/N instead of the epoch,
+//! tokens/s instead of samples/s, the learning rate, and the last validation's loss, perplexity
+//! and bits per character (or byte) instead of the test; its chart is loss and perplexity.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::OnceLock;
 
 use ddp_workspaces::format::{self, percent};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
+use ddp_workspaces::plan::Plan;
 use ddp_workspaces::plot::{self, Series, XAxis};
 use ddp_workspaces::run::SupervisorEvent;
 use ddp_workspaces::run_list::MetricDigest;
@@ -42,7 +47,7 @@ pub struct Card {
     record: RunRecord,
     /// `train.epochs` of the run's spec.
     epochs_total: Option<usize>,
-    /// `train.max_steps` of the run's spec.
+    /// `train.max_steps` of the run's spec (a run counted in steps: its `train.steps`).
     max_steps: Option<u64>,
     /// Rank 0's metric records (labelled with the run id, for the chart).
     series: Series,
@@ -88,8 +93,8 @@ impl Card {
     /// A card for `run`, with the planned epochs and step limit of its frozen spec (`spec.toml`;
     /// unknown when it cannot be read).
     pub fn new(run: &Run) -> Card {
-        let (epochs, max_steps) = read_plan(&run.spec_path());
-        Card::from_record(run.record.clone(), epochs, max_steps)
+        let plan = Plan::read(&run.spec_path());
+        Card::from_record(run.record.clone(), plan.epochs, plan.step_limit())
     }
 
     /// A card for the run of `record`, planned for `epochs_total` epochs and at most `max_steps`
@@ -242,8 +247,13 @@ impl Card {
         };
         let progress = self.progress();
         let pct = progress.map(|p| format!("{:.0}%", p * 100.0));
-        let rate = self.digest.samples_per_sec.filter(|s| s.is_finite());
-        let rate = rate.map_or("-".into(), |s| format!("{s:.0}"));
+        let lm = self.digest.language_model;
+        let (rate_key, rate) = if lm {
+            ("tokens/s", format::rate(self.digest.tokens_per_sec))
+        } else {
+            ("samples/s", format::rate(self.digest.samples_per_sec))
+        };
+        let lr = self.digest.last_lr.map_or("-".into(), format::lr);
         let timing = if self.is_final() {
             let d = r.started.zip(r.ended).map(|(s, e)| e - s);
             ("duration", format::opt_duration(d))
@@ -255,15 +265,25 @@ impl Card {
             ("run", id.clone()),
             ("experiment", format!("{}{name}", r.experiment)),
             ("status", r.status.to_string()),
-            ("epoch", format!("{epoch}  step {step}")),
-            ("progress", text_bar(progress)),
-            ("samples/s", rate.clone()),
-            timing.clone(),
-            ("restarts", r.restarts.to_string()),
         ];
+        if lm {
+            lines.push(("step", step.clone()));
+        } else {
+            lines.push(("epoch", format!("{epoch}  step {step}")));
+        }
+        lines.push(("progress", text_bar(progress)));
+        lines.push((rate_key, rate.clone()));
+        if lm {
+            lines.push(("lr", lr.clone()));
+        }
+        lines.extend([timing.clone(), ("restarts", r.restarts.to_string())]);
         let devices = self.devices();
         if let Some(d) = &devices {
             lines.push(("devices", d.clone()));
+        }
+        let val = self.val();
+        if let Some(v) = &val {
+            lines.push(("val", v.clone()));
         }
         let outcome = self.outcome();
         if let Some((key, text)) = &outcome {
@@ -294,12 +314,24 @@ impl Card {
             html_escape(&format!("{}{name}", r.experiment)),
             status_badge(r.status)
         );
+        let counted = if lm {
+            format!(
+                "step {} · {} tokens/s · lr {}",
+                html_escape(&step),
+                rate,
+                lr
+            )
+        } else {
+            format!(
+                "epoch {} · step {} · {} samples/s",
+                html_escape(&epoch),
+                html_escape(&step),
+                rate
+            )
+        };
         let _ = writeln!(
             h,
-            "<div>epoch {} · step {} · {} samples/s · {} {} · restarts {}</div>",
-            html_escape(&epoch),
-            html_escape(&step),
-            html_escape(&rate),
+            "<div>{counted} · {} {} · restarts {}</div>",
             timing.0,
             html_escape(&timing.1),
             r.restarts
@@ -313,6 +345,9 @@ impl Card {
         );
         if let Some(d) = &devices {
             let _ = writeln!(h, "<div>devices: {}</div>", html_escape(d));
+        }
+        if let Some(v) = &val {
+            let _ = writeln!(h, "<div>val {}</div>", html_escape(v));
         }
         if let Some((key, text)) = &outcome {
             let body = match r.status {
@@ -330,7 +365,8 @@ impl Card {
             let _ = writeln!(h, "<div style=\"color:#6b7280\">{}</div>", html_escape(e));
         }
         if let Some(svg) = self.chart() {
-            let alt = format!("loss and accuracy of run {id}");
+            let second = if lm { "perplexity" } else { "accuracy" };
+            let alt = format!("loss and {second} of run {id}");
             let _ = writeln!(h, "<div>{}</div>", svg_img(svg, CHART_SIZE.0, &alt));
         }
         let supervisor = ("supervisor".to_string(), &self.supervisor_log);
@@ -369,10 +405,29 @@ impl Card {
         self.last_event.as_deref().filter(|_| !repeats)
     }
 
-    /// What ended the run, as a text line: `("test", ...)`, `("error", ...)`, `("resume", ...)`.
+    /// A language model's last validation: `loss 1.4500  perplexity 4.26  bits/char 2.092`.
+    fn val(&self) -> Option<String> {
+        let d = &self.digest;
+        if !d.language_model {
+            return None;
+        }
+        let loss = d.last_val_loss?;
+        let bits = format::bits(d.last_val_bits_per_char, d.last_val_bits_per_byte)
+            .map(|b| format!("  {b}"))
+            .unwrap_or_default();
+        Some(format!(
+            "loss {}  perplexity {}{bits}",
+            format::loss(Some(loss)),
+            format::perplexity(d.last_val_perplexity)
+        ))
+    }
+
+    /// What ended the run, as a text line: `("test", ...)` (a language model: none, its last
+    /// validation is its figure), `("error", ...)`, `("resume", ...)`.
     fn outcome(&self) -> Option<(&'static str, String)> {
         let d = &self.digest;
         match self.record.status {
+            RunStatus::Completed if d.language_model => None,
             RunStatus::Completed => Some((
                 "test",
                 format!(
@@ -404,33 +459,6 @@ impl Card {
     }
 }
 
-/// `train.epochs` and `train.max_steps` of a spec file; for a run counted in steps, no epochs
-/// and `train.steps` (capped by `train.max_steps`).
-fn read_plan(path: &Path) -> (Option<usize>, Option<u64>) {
-    let Some(value) = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| toml::from_str::<toml::Value>(&t).ok())
-    else {
-        return (None, None);
-    };
-    let train = value.get("train");
-    let int = |key: &str| {
-        train
-            .and_then(|t| t.get(key))
-            .and_then(toml::Value::as_integer)
-    };
-    let max_steps = int("max_steps").and_then(|s| u64::try_from(s).ok());
-    // A run counted in steps (`train.steps`, a language model): its budget is the step limit,
-    // and it has no epochs to count.
-    if let Some(steps) = int("steps").and_then(|s| u64::try_from(s).ok()) {
-        return (None, Some(max_steps.map_or(steps, |m| m.min(steps))));
-    }
-    (
-        int("epochs").and_then(|e| usize::try_from(e).ok()),
-        max_steps,
-    )
-}
-
 /// `M` of a trainer progress line `epoch E/N step S/M loss ...` (rank 0's log).
 fn steps_per_epoch_of(line: &str) -> Option<u64> {
     let at = if line.starts_with("epoch ") {
@@ -446,14 +474,7 @@ fn steps_per_epoch_of(line: &str) -> Option<u64> {
 #[cfg(test)]
 mod progress_line_tests {
     #[test]
-    fn a_run_counted_in_steps_plans_its_steps_not_epochs() {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("spec.toml");
-        std::fs::write(&spec, "name = 'g'\n[train]\nepochs = 1\nsteps = 2000\n").unwrap();
-        assert_eq!(super::read_plan(&spec), (None, Some(2000)));
-        std::fs::write(&spec, "name = 'c'\n[train]\nepochs = 3\nmax_steps = 9\n").unwrap();
-        assert_eq!(super::read_plan(&spec), (Some(3), Some(9)));
-        // A language model's progress line says no epochs.
+    fn a_language_models_progress_line_says_no_epochs() {
         assert_eq!(
             super::steps_per_epoch_of("step 20/2000 loss 3.49 lr 0.0008 5398 tokens/s"),
             None

@@ -2,6 +2,7 @@
 
 use ddp_workspaces::metrics::MetricKind;
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
+use ddp_workspaces::test_util::{lm_metrics, lm_run_in};
 use ddp_workspaces::{RunEvent, RunStatus};
 
 use super::card::Card;
@@ -250,6 +251,67 @@ fn new_reads_the_plan_from_the_spec() {
 
     let missing = record(ID, RunStatus::Queued).in_dir(dir.path().join("nope"));
     assert_eq!(Card::new(&missing).progress(), None);
+}
+
+#[test]
+fn a_language_models_card_counts_steps_and_shows_perplexity() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = lm_run_in(dir.path());
+    run.record.status = RunStatus::Running;
+    run.record.ended = None;
+    // The plan of its spec: 2000 steps, no epochs.
+    let mut card = Card::new(&run);
+    for m in lm_metrics() {
+        assert!(card.apply(&RunEvent::Metric(m)));
+    }
+    assert_eq!(card.total_steps(), Some(2000));
+    assert_eq!(card.progress(), Some(0.6));
+    // 800 steps in the 80 s from step 400 to 1200: 800 more take 80 s.
+    assert_eq!(card.eta_s(), Some(80.0));
+    let o = card.render();
+    assert_eq!(
+        o.plain,
+        "run         20261121-101500-abc123\n\
+         experiment  gpt-shakespeare\n\
+         status      running\n\
+         step        1200/2000\n\
+         progress    [######....] 60%\n\
+         tokens/s    16640\n\
+         lr          0.0005\n\
+         ETA         1m20s\n\
+         restarts    0\n\
+         devices     cpu\n\
+         val         loss 1.4500  perplexity 4.26  bits/char 2.092\n"
+    );
+    let h = o.html.unwrap();
+    assert!(
+        h.contains(
+            "<div>step 1200/2000 · 16640 tokens/s · lr 0.0005 · ETA 1m20s · restarts 0</div>"
+        ),
+        "{h}"
+    );
+    assert!(
+        h.contains("<div>val loss 1.4500  perplexity 4.26  bits/char 2.092</div>"),
+        "{h}"
+    );
+    let (img, svg) = chart_svg(&h);
+    assert!(img.ends_with("alt=\"loss and perplexity of run 20261121-101500-abc123\">"));
+    assert!(svg.contains("perplexity") && !svg.contains("accuracy"));
+    assert!(!h.contains("samples/s") && !h.contains("epoch"), "{h}");
+
+    // Completed: its last validation is its figure; there is no test.
+    let mut done = run.record.clone();
+    done.status = RunStatus::Completed;
+    done.ended = Some(run.record.started.unwrap() + 125.0);
+    assert!(card.apply(&RunEvent::Status(done)));
+    let p = card.render().plain;
+    assert_eq!(line(&p, "progress"), "progress    [##########] 100%");
+    assert_eq!(line(&p, "duration"), "duration    2m05s");
+    assert_eq!(
+        line(&p, "val"),
+        "val         loss 1.4500  perplexity 4.26  bits/char 2.092"
+    );
+    assert!(!p.contains("\ntest") && !p.contains("accuracy"), "{p}");
 }
 
 #[test]

@@ -89,7 +89,8 @@ pub fn compare_json(c: &Comparison) -> Output {
 /// pixels wide) at the drawn size.
 pub const PLOT_SIZE: (u32, u32) = (960, 400);
 
-/// Loss and accuracy of `series` overlaid (as `ddp plot` draws them, at [`PLOT_SIZE`]): HTML
+/// Loss and accuracy (language models: perplexity) of `series` overlaid (as `ddp plot` draws
+/// them, at [`PLOT_SIZE`]): HTML
 /// with the image ([`svg_img`]: it survives an untrusted notebook's sanitiser and shrinks with
 /// the output area), and SVG and PNG for other viewers; fails like [`plot::plot_runs`] when
 /// there is nothing to draw.
@@ -97,10 +98,11 @@ pub fn plot(series: &[Series], x: XAxis) -> Result<Output, Error> {
     let svg = plot::plot_runs_svg_sized(series, x, PLOT_SIZE)?;
     let png = plot::plot_runs_png_sized(series, x, PLOT_SIZE)?;
     let runs = if series.len() == 1 { "run" } else { "runs" };
-    let plain = format!(
-        "plot of {} {runs} (x = {x}): loss and accuracy",
-        series.len()
-    );
+    let shows = match plot::panel_captions(series).as_slice() {
+        [first @ .., last] if !first.is_empty() => format!("{} and {last}", first.join(", ")),
+        all => all.join(""),
+    };
+    let plain = format!("plot of {} {runs} (x = {x}): {shows}", series.len());
     let html = svg_img(&svg, PLOT_SIZE.0, &plain);
     Ok(Output::image(plain, svg, png).with_html(html))
 }

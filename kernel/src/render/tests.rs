@@ -294,6 +294,50 @@ fn plots_as_svg_and_png() {
     assert!(err.to_string().contains("no metric records"), "{err}");
 }
 
+#[test]
+fn a_language_model_shown_compared_and_plotted() {
+    let dir = tempfile::tempdir().unwrap();
+    let lm = test_util::lm_run_in(dir.path().join("gpt"));
+    let s = runs::show(&lm);
+    assert_eq!(s.plain, report::show_text(&lm));
+    let html = s.html.unwrap();
+    for cell in [
+        ">1200/2000</td>",
+        ">16640</td>",
+        ">0.0005</td>",
+        ">loss 1.4500  perplexity 4.26  bits/char 2.092</td>",
+    ] {
+        assert!(html.contains(cell), "{cell} in {html}");
+    }
+    assert!(!html.contains("accuracy"), "{html}");
+    let c = ddp_workspaces::analysis::comparison(std::slice::from_ref(&lm), None).unwrap();
+    let o = runs::compare(&c);
+    assert_eq!(o.plain, report::comparison_text(&c));
+    let html = o.html.unwrap();
+    assert!(
+        html.contains(">PERPLEXITY</th>") && html.contains(">4.<wbr>26</td>"),
+        "{html}"
+    );
+    let gpt = Series {
+        label: "gpt".into(),
+        records: test_util::lm_metrics(),
+    };
+    assert_eq!(
+        runs::plot(std::slice::from_ref(&gpt), XAxis::Step)
+            .unwrap()
+            .plain,
+        "plot of 1 run (x = step): loss and perplexity"
+    );
+    let cnn = Series {
+        label: "cnn".into(),
+        records: vec![metric(MetricKind::Val, 1, 10, 1.0)],
+    };
+    assert_eq!(
+        runs::plot(&[cnn, gpt], XAxis::Step).unwrap().plain,
+        "plot of 2 runs (x = step): loss, accuracy and perplexity"
+    );
+}
+
 fn telemetry(gpus: Vec<GpuSample>, note: Option<&str>) -> Telemetry {
     let mut process = ProcessSample::sample()
         .cpu_pct(Some(99.0))

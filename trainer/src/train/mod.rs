@@ -65,7 +65,12 @@ pub struct RunSummary {
     pub global_step: u64,
     /// Test (loss, accuracy); None when the run was stopped before the end.
     pub test: Option<(f64, Option<f64>)>,
+    /// The last validation (loss, a language model's perplexity); None without one.
+    pub val: Option<(f64, Option<f64>)>,
+    /// Training throughput of all replicas (a language model's samples are its windows).
     pub train_samples_per_sec: f64,
+    /// A language model's training throughput of all replicas, tokens/s.
+    pub train_tokens_per_sec: Option<f64>,
     /// True when the run ended early because a stop was requested.
     pub stopped: bool,
 }
@@ -414,9 +419,9 @@ impl Training {
             (Task::Tokens(_), s) => (1, s.unwrap_or(1)),
         };
         let report = Reporter::create(&r.out, rank, r.world, epochs, r.steps_per_epoch)?;
-        let report = match r.task {
+        let report = match &r.task {
             Task::Samples { .. } => report,
-            Task::Tokens(_) => report.counting_tokens(),
+            Task::Tokens(t) => report.counting_tokens(t.counting()),
         };
         let log_every = if spec.train.log_every > 0 {
             spec.train.log_every as u64
@@ -496,7 +501,7 @@ impl Training {
                 let (loss, grads, rows) = tokens.micro_batch(net, step * accum + k)?;
                 self.engine
                     .accumulate(ddp, net, &grads, 1.0 / accum as f32)?;
-                window.add(loss as f64, rows * tokens.block());
+                window.add(loss as f64, rows);
             }
             let stop = STOP_REQUESTED.load(Ordering::Relaxed);
             let Replica { net, ddp, opt, .. } = &mut self.r;
@@ -505,10 +510,10 @@ impl Training {
             let done = self.global_step;
             let last = done == budget;
             if done.is_multiple_of(self.log_every) || last || self.stopped {
-                let (loss, tps, n) = window.take();
-                self.train_time += n as f64 / tps.max(1e-9);
+                let (loss, sps, n) = window.take();
+                self.train_time += n as f64 / sps.max(1e-9);
                 self.train_samples += n as u64;
-                self.report.train(1, done, done, loss, lr, tps, n)?;
+                self.report.train(1, done, done, loss, lr, sps, n)?;
             }
             if self.stopped {
                 if self.r.rank == 0 {
@@ -700,11 +705,17 @@ impl Training {
         } else {
             0.0
         };
+        let block = match &r.task {
+            Task::Tokens(t) => Some(t.block()),
+            Task::Samples { .. } => None,
+        };
         Ok(RunSummary {
             epochs: self.epoch,
             global_step: self.global_step,
             test: test.map(|t| (t.loss, t.accuracy)),
             train_samples_per_sec: train_sps,
+            train_tokens_per_sec: block.map(|b| train_sps * b as f64),
+            val: self.report.last_val(),
             stopped: self.stopped,
         })
     }

@@ -12,7 +12,7 @@ use crate::data::text::{LmBatch, TrainWindows};
 use crate::ddp::SharedCollective;
 use crate::lm::{self, LmData};
 use crate::models::Network;
-use crate::report::Evaluation;
+use crate::report::{Evaluation, TokenCounting};
 use crate::spec::Spec;
 
 /// A replica's token data and the buffers of its batches.
@@ -58,6 +58,14 @@ impl Tokens {
     /// Tokens per window.
     pub(super) fn block(&self) -> usize {
         self.data.block
+    }
+
+    /// How the reporter counts this data's figures: tokens per window, the text's tokenizer.
+    pub(super) fn counting(&self) -> TokenCounting {
+        TokenCounting {
+            block: self.data.block,
+            tokenizer: self.data.tokenizer.as_ref().map(|t| t.kind()),
+        }
     }
 
     /// The validation loss over every evaluation window, all ranks together.

@@ -1,5 +1,6 @@
 //! The Compare view: the marked runs' curves overlaid (train loss and val/test per run, one
-//! colour each) and the spec keys that differ, with final figures.
+//! colour each; language models alone: their val perplexity instead of the accuracy) and the spec
+//! keys that differ, with final figures (a language model's val loss, perplexity and tokens/s).
 
 use ddp_workspaces::curves::curves;
 use ddp_workspaces::format;
@@ -10,7 +11,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Widget};
 
-use super::run::{eval_series, line, render_pair};
+use super::run::{Figure, eval_series, line, render_pair};
 use super::text::truncate;
 use crate::app::App;
 use crate::compare::CompareView;
@@ -23,9 +24,30 @@ pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
     ));
     let inner = block.inner(area);
     block.render(area, buf);
+    let empty = Vec::new();
+    let all: Vec<_> = c
+        .runs
+        .iter()
+        .map(|(dir, _)| curves(c.metrics.get(dir).unwrap_or(&empty), c.chart.x, None))
+        .collect();
+    let language_models = all.iter().any(|cv| cv.language_model);
+    // Language models alone chart their perplexity; beside other runs, the accuracy.
+    let figure = if language_models
+        && all
+            .iter()
+            .all(|cv| cv.language_model || cv.train_loss.is_empty())
+    {
+        Figure::Perplexity
+    } else {
+        Figure::Accuracy
+    };
+    let shown = Shown {
+        accuracy: figure == Figure::Accuracy,
+        language_models,
+    };
     let table_rows = match &c.table {
-        // The border, the header, 4 figures, and a row a key (or "the specs are identical").
-        Some(Ok(tab)) => tab.differing_keys.len().max(1) as u16 + 6,
+        // The border, the header, the figures, and a row a key (or "the specs are identical").
+        Some(Ok(tab)) => tab.differing_keys.len().max(1) as u16 + 2 + shown.rows(),
         _ => 3,
     };
     let [charts, table] = Layout::vertical([
@@ -33,15 +55,12 @@ pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
         Constraint::Length(table_rows.min(inner.height / 2)),
     ])
     .areas(inner);
-    let empty = Vec::new();
     let mut loss = Vec::new();
     let mut acc = Vec::new();
-    for (i, (dir, record)) in c.runs.iter().enumerate() {
+    for (i, ((_, record), cv)) in c.runs.iter().zip(&all).enumerate() {
         let label = CompareView::label(record);
-        let recs = c.metrics.get(dir).unwrap_or(&empty);
-        let cv = curves(recs, c.chart.x, None);
         loss.push(line(t, &label, i, cv.train_loss.clone()));
-        let (l, a) = eval_series(t, &cv, i, &format!("{label} "));
+        let (l, a) = eval_series(t, cv, i, &format!("{label} "), figure);
         // One colour per run: val and test take the run's colour too.
         loss.extend(l.into_iter().map(|mut s| {
             s.color = t.series(i);
@@ -52,11 +71,28 @@ pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
             s
         }));
     }
-    render_pair(t, &loss, &acc, &c.chart, charts, buf);
-    render_table(app, c, table, buf);
+    render_pair(t, &loss, (figure.title(), &acc), &c.chart, charts, buf);
+    render_table(app, c, shown, table, buf);
 }
 
-fn render_table(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
+/// Which figures the table shows besides the status and the train loss.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// Best val and test accuracy (unless every run is a language model).
+    accuracy: bool,
+    /// A language model's val loss, perplexity and tokens/s.
+    language_models: bool,
+}
+
+impl Shown {
+    /// Rows of figures: status, train loss and the shown ones.
+    fn rows(self) -> u16 {
+        2 + 2 * self.accuracy as u16 + 3 * self.language_models as u16
+    }
+}
+
+/// The figures and the differing spec keys, a column per run.
+fn render_table(app: &App, c: &CompareView, shown: Shown, area: Rect, buf: &mut Buffer) {
     let t = app.theme;
     let tab = match &c.table {
         None => {
@@ -102,15 +138,22 @@ fn render_table(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
         Row::new(cells)
     };
     rows.push(figure("status", &|i| c.runs[i].1.status.to_string()));
-    rows.push(figure("best val", &|i| {
-        format::percent(digests[i].best_val_accuracy)
-    }));
-    rows.push(figure("test", &|i| {
-        format::percent(digests[i].test_accuracy)
-    }));
-    rows.push(figure("train loss", &|i| {
-        format::loss(digests[i].last_train_loss)
-    }));
+    type Figure = (&'static str, fn(&MetricDigest) -> String);
+    let accuracy: [Figure; 2] = [
+        ("best val", |d| format::percent(d.best_val_accuracy)),
+        ("test", |d| format::percent(d.test_accuracy)),
+    ];
+    let train: Figure = ("train loss", |d| format::loss(d.last_train_loss));
+    let language_models: [Figure; 3] = [
+        ("val loss", |d| format::loss(d.last_val_loss)),
+        ("perplexity", |d| format::perplexity(d.last_val_perplexity)),
+        ("tokens/s", |d| format::rate(d.tokens_per_sec)),
+    ];
+    let accuracy = accuracy.iter().filter(|_| shown.accuracy);
+    let language_models = language_models.iter().filter(|_| shown.language_models);
+    for (name, f) in accuracy.chain([&train]).chain(language_models) {
+        rows.push(figure(name, &|i| f(&digests[i])));
+    }
     if tab.differing_keys.is_empty() {
         rows.push(Row::new(vec![Cell::from(Span::styled(
             "the specs are identical",

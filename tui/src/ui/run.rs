@@ -1,9 +1,11 @@
 //! The Run view: a header (status, processes, devices, errors) and the Charts, Logs, Events and
-//! Spec panes (the Sample pane is `sample`'s).
+//! Spec panes (the Sample pane is `sample`'s). A language model's run ([`is_language_model`])
+//! counts steps, with its tokens/s and learning rate in the header, and charts its loss and
+//! perplexity instead of the accuracy.
 
 use ddp_workspaces::curves::{Curves, XAxis, curves};
 use ddp_workspaces::format;
-use ddp_workspaces::metrics::MetricRecord;
+use ddp_workspaces::metrics::{MetricKind, MetricRecord, is_language_model};
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -91,19 +93,36 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
         .started
         .map(|s| r.ended.unwrap_or(app.now) - s)
         .map_or("-".into(), format::duration);
-    let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{:<10} ", r.status.as_str()), t.status(r.status)),
-        label("epoch"),
-        Span::raw(format!("{epochs}  ")),
-        label("step"),
-        Span::raw(format!("{step}  ")),
+    let mut first = vec![Span::styled(
+        format!("{:<10} ", r.status.as_str()),
+        t.status(r.status),
+    )];
+    match language_model_rates(v) {
+        // A language model: its steps, throughput in tokens and learning rate, no epochs.
+        Some((tokens_per_sec, lr)) => first.extend([
+            label("step"),
+            Span::raw(format!("{step}  ")),
+            label("tokens/s"),
+            Span::raw(format!("{tokens_per_sec}  ")),
+            label("lr"),
+            Span::raw(format!("{lr}  ")),
+        ]),
+        None => first.extend([
+            label("epoch"),
+            Span::raw(format!("{epochs}  ")),
+            label("step"),
+            Span::raw(format!("{step}  ")),
+        ]),
+    }
+    first.extend([
         label("time"),
         Span::raw(format!("{duration}  ")),
         label("restarts"),
         Span::raw(format!("{}  ", r.restarts)),
         label("name"),
         Span::raw(r.name.clone().unwrap_or_else(|| "-".into())),
-    ])];
+    ]);
+    let mut lines = vec![Line::from(first)];
     let pids = if r.replica_pids.is_empty() {
         "-".to_string()
     } else {
@@ -157,7 +176,23 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
     lines
 }
 
-/// The loss and accuracy charts of a run's records (every rank's).
+/// A language model's (tokens/s of all replicas, learning rate) at rank 0's last train record,
+/// as the header shows them; `None` for any other run (its latest record says).
+fn language_model_rates(v: &RunView) -> Option<(String, String)> {
+    let records = v.metrics.get(&0)?;
+    if !records.last().is_some_and(is_language_model) {
+        return None;
+    }
+    let train = records.iter().rev().find(|m| m.kind == MetricKind::Train);
+    let rate = train.and_then(|m| Some(m.tokens_per_sec? * m.world_size as f64));
+    Some((
+        format::rate(rate),
+        train.map_or("-".into(), |m| format::lr(m.lr)),
+    ))
+}
+
+/// The loss and accuracy (a language model: perplexity) charts of a run's records (every
+/// rank's).
 pub(super) fn render_charts(
     t: Theme,
     metrics: &std::collections::BTreeMap<usize, Vec<MetricRecord>>,
@@ -165,15 +200,41 @@ pub(super) fn render_charts(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    let (loss, acc) = run_series(t, metrics, settings.x);
-    render_pair(t, &loss, &acc, settings, area, buf);
+    let (loss, second, figure) = run_series(t, metrics, settings.x);
+    render_pair(t, &loss, (figure.title(), &second), settings, area, buf);
 }
 
-/// Loss and accuracy charts side by side (wide) or stacked (narrow).
+/// What the second chart shows: the accuracy, or a language model's perplexity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Figure {
+    Accuracy,
+    Perplexity,
+}
+
+impl Figure {
+    pub(super) fn title(self) -> &'static str {
+        match self {
+            Figure::Accuracy => "accuracy",
+            Figure::Perplexity => "perplexity",
+        }
+    }
+
+    /// The perplexity for curves of a language model, else the accuracy.
+    pub(super) fn of(c: &Curves) -> Figure {
+        if c.language_model {
+            Figure::Perplexity
+        } else {
+            Figure::Accuracy
+        }
+    }
+}
+
+/// The loss chart and a second one (its title and series) side by side (wide) or stacked
+/// (narrow).
 pub(super) fn render_pair(
     t: Theme,
     loss: &[Series],
-    acc: &[Series],
+    (title, second): (&'static str, &[Series]),
     settings: &ChartSettings,
     area: Rect,
     buf: &mut Buffer,
@@ -198,9 +259,9 @@ pub(super) fn render_pair(
     }
     .render(a, buf);
     LineChart {
-        title: "accuracy",
+        title,
         x_title,
-        series: acc,
+        series: second,
         scale: Scale::Linear,
         smoothing: settings.smoothing_weight(),
         color: t.color,
@@ -217,12 +278,12 @@ pub(super) fn x_title(x: XAxis) -> &'static str {
 }
 
 /// The series of one run: train loss per rank where the ranks differ (else rank 0's), val and
-/// test loss; val and test accuracy.
+/// test loss; val and test accuracy, or a language model's val perplexity.
 fn run_series(
     t: Theme,
     metrics: &std::collections::BTreeMap<usize, Vec<MetricRecord>>,
     x: XAxis,
-) -> (Vec<Series>, Vec<Series>) {
+) -> (Vec<Series>, Vec<Series>, Figure) {
     let empty = Vec::new();
     let rank0 = metrics.get(&0).unwrap_or(&empty);
     let main = curves(rank0, x, Some(0));
@@ -242,17 +303,20 @@ fn run_series(
     } else {
         loss.push(line(t, "train", 0, main.train_loss.clone()));
     }
-    let (loss_eval, acc) = eval_series(t, &main, 1, "");
+    let figure = Figure::of(&main);
+    let (loss_eval, second) = eval_series(t, &main, 1, "", figure);
     loss.extend(loss_eval);
-    (loss, acc)
+    (loss, second, figure)
 }
 
-/// Val and test series of one run's curves (loss, accuracy), coloured from `color`.
+/// Val and test series of one run's curves (loss; accuracy or perplexity as `figure` says),
+/// coloured from `color`.
 pub(super) fn eval_series(
     t: Theme,
     c: &Curves,
     color: usize,
     prefix: &str,
+    figure: Figure,
 ) -> (Vec<Series>, Vec<Series>) {
     let mut loss = vec![Series {
         label: format!("{prefix}val"),
@@ -263,7 +327,10 @@ pub(super) fn eval_series(
     let mut acc = vec![Series {
         label: format!("{prefix}val"),
         color: t.series(color),
-        points: c.val_acc.clone(),
+        points: match figure {
+            Figure::Accuracy => c.val_acc.clone(),
+            Figure::Perplexity => c.val_perplexity.clone(),
+        },
         style: SeriesStyle::Dots,
     }];
     if let Some(p) = c.test_loss {
@@ -274,7 +341,7 @@ pub(super) fn eval_series(
             style: SeriesStyle::Dots,
         });
     }
-    if let Some(p) = c.test_acc {
+    if let Some(p) = c.test_acc.filter(|_| figure == Figure::Accuracy) {
         acc.push(Series {
             label: format!("{prefix}test"),
             color: t.series(color + 1),

@@ -1,9 +1,11 @@
-//! Loss and accuracy plots of runs, as SVG or PNG (`ddp plot`, and the plots the supervisor
-//! writes into a finished run's folder).
+//! Loss and accuracy (or, for language models, perplexity) plots of runs, as SVG or PNG (`ddp
+//! plot`, and the plots the supervisor writes into a finished run's folder).
 //!
 //! Each run gets one colour; the line style says what a line is: training loss (rank 0's train
-//! records) solid, validation dashed with a circle per epoch, the final test evaluation a
-//! triangle. Several runs are overlaid in one panel; the legend, in a strip under the panels
+//! records) solid, validation dashed with a circle per evaluation, the final test evaluation a
+//! triangle. Beside the loss, a panel of the runs' accuracy, or of their validation perplexity
+//! when they are language models ([`crate::metrics::is_language_model`]), or both when the runs
+//! are of both kinds. Several runs are overlaid in one panel; the legend, in a strip under the panels
 //! (never on the data), names each run and the line styles. Text is at least 11 px at the size
 //! the image is drawn, whatever its size.
 //!
@@ -13,13 +15,15 @@
 //!
 //! Layout:
 //! - [`Series`], [`XAxis`]: the input.
-//! - [`plot_runs`]: one image, loss and accuracy panels side by side, format from the extension.
+//! - [`plot_runs`]: one image, the loss and the evaluation panels side by side, format from the
+//!   extension.
 //! - [`plot_runs_svg`], [`plot_runs_png`] (and their `_sized` variants): the same image in
 //!   memory (SVG text, PNG file bytes), e.g. for a notebook.
-//! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` for one run folder.
+//! - [`plot_run_folder`]: `loss.svg` and `accuracy.svg` (a language model: `perplexity.svg`)
+//!   for one run folder; [`panel_captions`]: what an image of runs shows.
 //! - `RunData`: a run's points ([`crate::curves`]: NaN skipped, resumed history replaced).
-//! - `draw_loss`, `draw_accuracy`: the panels; an accuracy panel without any figure says why
-//!   (regression, no validation yet, or none ran); `encode`: the backends (SVG text, PNG
+//! - `draw_loss`, `draw_eval`: the panels; an accuracy or perplexity panel without any figure
+//!   says why (regression, no validation yet, or none ran); `encode`: the backends (SVG text, PNG
 //!   bytes), shared by the in-memory and the file variants; `write_file`: the atomic file write.
 //! - `style`: colours, line and marker sizes, text styles, and `Scale`, which shrinks text and
 //!   margins on small images down to a readable minimum.
@@ -105,8 +109,10 @@ impl Series {
 pub const LOSS_SVG: &str = "loss.svg";
 /// The file name [`plot_run_folder`] gives the accuracy plot.
 pub const ACCURACY_SVG: &str = "accuracy.svg";
+/// The file name [`plot_run_folder`] gives a language model's perplexity plot.
+pub const PERPLEXITY_SVG: &str = "perplexity.svg";
 
-/// Size of the [`plot_runs`] image (two panels side by side), pixels.
+/// Size of the [`plot_runs`] image (two panels side by side, or three), pixels.
 const BOTH_SIZE: (u32, u32) = (1400, 560);
 /// Size of each single-panel image of [`plot_run_folder`], pixels.
 const PANEL_SIZE: (u32, u32) = (800, 520);
@@ -114,7 +120,8 @@ const PANEL_SIZE: (u32, u32) = (800, 520);
 pub const MIN_SIZE: (u32, u32) = (240, 120);
 
 /// Plots the loss (train, val, test) and the accuracy (val, test) of `series`, overlaid, against
-/// `x`, into one image: SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
+/// `x`, into one image (language models: their val perplexity instead of the accuracy; runs of
+/// both kinds: both panels): SVG or PNG as `out`'s extension says (`.svg` or `.png`, any case). The
 /// file is written whole or not at all (through a temporary file renamed over `out`). A run with
 /// nothing to draw (no records yet, or only NaN) keeps a legend entry marked "(no data)"; when no
 /// run has accuracy figures the accuracy panel says why: "no accuracy (regression)" when every
@@ -153,6 +160,14 @@ pub fn plot_runs_png_sized(series: &[Series], x: XAxis, size: (u32, u32)) -> Res
     plot_in_memory(series, x, size, Format::Png)
 }
 
+/// The captions of the panels [`plot_runs`] draws for `series`, left to right: `loss`, then
+/// `accuracy` and/or `perplexity` (what a front end says the plot shows).
+pub fn panel_captions(series: &[Series]) -> Vec<&'static str> {
+    let runs: Vec<RunData> = series.iter().map(|s| run_data(s, XAxis::Step)).collect();
+    let figure = Figure::new(Panels::Both, &runs, XAxis::Step, BOTH_SIZE);
+    figure.shown().into_iter().map(Panels::caption).collect()
+}
+
 fn plot_in_memory(
     series: &[Series],
     x: XAxis,
@@ -169,15 +184,21 @@ fn plot_in_memory(
     encode(&Figure::new(Panels::Both, &runs, x, size), format).map_err(|e| drawing_failed(None, e))
 }
 
-/// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` for the run folder `run_dir`, read from
-/// its `metrics/rank-0.jsonl` (the supervisor passes `run_dir/plots` as `out_dir` when a run
-/// ends). `out_dir` is created if needed. A regression run's accuracy plot says that there is no
-/// accuracy, and that of a run that ended before any validation that none ran.
+/// Writes `out_dir/loss.svg` and `out_dir/accuracy.svg` (a language model's run:
+/// `out_dir/perplexity.svg`) for the run folder `run_dir`, read from its `metrics/rank-0.jsonl`
+/// (the supervisor passes `run_dir/plots` as `out_dir` when a run ends). `out_dir` is created if
+/// needed. A regression run's accuracy plot says that there is no accuracy, and that of a run
+/// that ended before any validation that none ran.
 pub fn plot_run_folder(run_dir: &Path, out_dir: &Path) -> Result<()> {
     let series = [Series::from_run_dir(run_dir)?];
     let runs = prepare(&series, XAxis::Step)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
-    for (name, panels) in [(LOSS_SVG, Panels::Loss), (ACCURACY_SVG, Panels::Accuracy)] {
+    let second = if runs[0].language_model {
+        (PERPLEXITY_SVG, Panels::Perplexity)
+    } else {
+        (ACCURACY_SVG, Panels::Accuracy)
+    };
+    for (name, panels) in [(LOSS_SVG, Panels::Loss), second] {
         let out = out_dir.join(name);
         let figure = Figure {
             ended: true,
@@ -223,10 +244,22 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> S
 /// What an image shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Panels {
-    /// Loss left, accuracy right.
+    /// Loss left, then accuracy and/or perplexity, as the runs have them ([`Figure::shown`]).
     Both,
     Loss,
     Accuracy,
+    Perplexity,
+}
+
+impl Panels {
+    /// A panel's caption (also its y axis description).
+    fn caption(self) -> &'static str {
+        match self {
+            Panels::Both | Panels::Loss => "loss",
+            Panels::Accuracy => "accuracy",
+            Panels::Perplexity => "perplexity",
+        }
+    }
 }
 
 /// An image's content and size, ready to draw on any backend.
@@ -268,37 +301,68 @@ impl<'a> Figure<'a> {
         let legend = Legend::layout(root, &entries, self.scale)?;
         let (_, h) = root.dim_in_pixel();
         let (panels, strip) = root.split_vertically(h.saturating_sub(legend.height()));
-        match self.panels {
-            Panels::Both => {
-                let (w, _) = panels.dim_in_pixel();
-                let (left, right) = panels.split_horizontally(w / 2);
-                draw_loss(&left, self)?;
-                draw_accuracy(&right, self)?;
+        let shown = self.shown();
+        let (w, _) = panels.dim_in_pixel();
+        let n = shown.len() as u32;
+        let breaks: Vec<i32> = (1..n).map(|k| (w * k / n) as i32).collect();
+        for (panel, area) in shown
+            .iter()
+            .zip(panels.split_by_breakpoints(breaks, Vec::<i32>::new()))
+        {
+            match panel {
+                Panels::Loss => draw_loss(&area, self)?,
+                eval => draw_eval(&area, self, *eval)?,
             }
-            Panels::Loss => draw_loss(&panels, self)?,
-            Panels::Accuracy => draw_accuracy(&panels, self)?,
         }
         legend.draw(&strip)
     }
 
-    /// A colour per run (an accuracy plot: per run with accuracy; a run with nothing to draw
-    /// marked "(no data)"), then the line styles the panels use.
+    /// The panels, left to right: for [`Panels::Both`] the loss, then the accuracy unless every
+    /// run is a language model, then the perplexity if any is.
+    fn shown(&self) -> Vec<Panels> {
+        if self.panels != Panels::Both {
+            return vec![self.panels];
+        }
+        let lm = self.runs.iter().any(|r| r.language_model);
+        let others = self
+            .runs
+            .iter()
+            .any(|r| !r.language_model && (r.has_loss() || r.has_accuracy()));
+        let mut shown = vec![Panels::Loss];
+        if others || !lm {
+            shown.push(Panels::Accuracy);
+        }
+        if lm {
+            shown.push(Panels::Perplexity);
+        }
+        shown
+    }
+
+    /// A colour per run (an accuracy or perplexity plot: per run with such figures; a run with
+    /// nothing to draw marked "(no data)"), then the line styles the panels use (no test when
+    /// every run is a language model: they have none).
     fn legend_entries(&self) -> Vec<Entry> {
-        let accuracy_only = self.panels == Panels::Accuracy;
+        let only = matches!(self.panels, Panels::Accuracy | Panels::Perplexity);
         let mut entries: Vec<Entry> = self
             .runs
             .iter()
             .enumerate()
-            .filter(|(_, r)| !accuracy_only || r.has_accuracy())
+            .filter(|(_, r)| match self.panels {
+                Panels::Accuracy => r.has_accuracy(),
+                Panels::Perplexity => r.has_perplexity(),
+                _ => true,
+            })
             .map(|(i, r)| Entry {
                 mark: Mark::Run(colour(i)),
-                label: if r.has_loss() || r.has_accuracy() {
+                label: if r.has_loss() || r.has_accuracy() || r.has_perplexity() {
                     r.label.to_string()
                 } else {
                     format!("{} (no data)", r.label)
                 },
             })
             .collect();
+        let no_test = self.panels == Panels::Perplexity
+            || (!self.runs.is_empty() && self.runs.iter().all(|r| r.language_model));
         let styles = [
             (Mark::Train, "train"),
             (Mark::Val, "val"),
@@ -306,20 +370,27 @@ impl<'a> Figure<'a> {
         ];
         let styles = styles
             .into_iter()
-            .filter(|(m, _)| !(accuracy_only && *m == Mark::Train))
+            .filter(|(m, _)| !(only && *m == Mark::Train || no_test && *m == Mark::Test))
             .map(|(mark, label)| Entry {
                 mark,
                 label: label.into(),
             });
-        if accuracy_only && entries.is_empty() {
+        if only && entries.is_empty() {
             return entries;
         }
         entries.extend(styles);
         entries
     }
 
-    /// What an accuracy panel without any accuracy figure says.
-    fn no_accuracy_note(&self) -> &'static str {
+    /// What an accuracy (or perplexity) panel without any figure says.
+    fn no_figure_note(&self, panel: Panels) -> &'static str {
+        if panel == Panels::Perplexity {
+            return if self.ended {
+                "no perplexity: no validation ran"
+            } else {
+                "perplexity after the first validation"
+            };
+        }
         if self.runs.iter().all(|r| r.evaluated) {
             "no accuracy (regression)"
         } else if self.ended {
@@ -430,9 +501,12 @@ struct RunData<'a> {
     val_acc: Vec<(f64, f64)>,
     test_loss: Option<(f64, f64)>,
     test_acc: Option<(f64, f64)>,
+    val_ppl: Vec<(f64, f64)>,
     /// The run has a validation or test record: an evaluation ran (a run without accuracy
     /// figures then has none to give: regression).
     evaluated: bool,
+    /// The run is a language model's: its evaluation panel is the perplexity.
+    language_model: bool,
 }
 
 impl RunData<'_> {
@@ -443,7 +517,24 @@ impl RunData<'_> {
     fn has_accuracy(&self) -> bool {
         !self.val_acc.is_empty() || self.test_acc.is_some()
     }
+
+    fn has_perplexity(&self) -> bool {
+        !self.val_ppl.is_empty()
+    }
+
+    /// The val points and the test point of an evaluation panel (a language model's perplexity
+    /// has no test).
+    fn eval_points(&self, panel: Panels) -> (&[Point], Option<Point>) {
+        if panel == Panels::Perplexity {
+            (&self.val_ppl, None)
+        } else {
+            (&self.val_acc, self.test_acc)
+        }
+    }
 }
+
+/// A point in plot coordinates (x, y).
+type Point = (f64, f64);
 
 /// The points of every series; an error when not one of them has anything to draw.
 fn prepare(series: &[Series], x: XAxis) -> Result<Vec<RunData<'_>>> {
@@ -483,6 +574,8 @@ fn run_data(series: &Series, x: XAxis) -> RunData<'_> {
         val_acc: c.val_acc,
         test_loss: c.test_loss,
         test_acc: c.test_acc,
+        val_ppl: c.val_perplexity,
+        language_model: c.language_model,
         evaluated: series
             .records
             .iter()
@@ -507,6 +600,7 @@ fn x_upper(runs: &[RunData], x: XAxis) -> f64 {
                 .iter()
                 .chain(&r.val_loss)
                 .chain(&r.val_acc)
+                .chain(&r.val_ppl)
                 .chain(tests)
         })
         .map(|p| p.0)
@@ -568,39 +662,56 @@ fn draw_loss<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, f: &Figure) -> D
     Ok(())
 }
 
-/// The accuracy panel: per run with accuracy figures, val (dashed, circles) and test
-/// (triangle); without any, a note saying why ([`Figure::no_accuracy_note`]).
-fn draw_accuracy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, f: &Figure) -> DrawResult {
+/// An evaluation panel: the accuracy (per run with accuracy figures, val dashed with circles,
+/// test a triangle) or a language model's val perplexity; without any figure, a note saying why
+/// ([`Figure::no_figure_note`]).
+fn draw_eval<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    f: &Figure,
+    panel: Panels,
+) -> DrawResult {
     let s = f.scale;
-    if !f.runs.iter().any(RunData::has_accuracy) {
+    let perplexity = panel == Panels::Perplexity;
+    let caption = panel.caption();
+    let ((floor, ceiling), pad) = if perplexity {
+        ((1.0, f64::INFINITY), 0.05)
+    } else {
+        ((0.0, 1.0), 0.01)
+    };
+    let has = |r: &RunData| {
+        let (val, test) = r.eval_points(panel);
+        !val.is_empty() || test.is_some()
+    };
+    if !f.runs.iter().any(has) {
         let area = area
             .margin(s.px(MARGIN), s.px(MARGIN), s.px(MARGIN), s.px(MARGIN))
-            .titled("accuracy", caption_style(s))
+            .titled(caption, caption_style(s))
             .map_err(draw_err)?;
         let (w, h) = area.dim_in_pixel();
         let style = axis_desc_style(s).pos(Pos::new(HPos::Center, VPos::Center));
         let centre = (w as i32 / 2, h as i32 / 2);
         return area
-            .draw(&Text::new(f.no_accuracy_note(), centre, style))
+            .draw(&Text::new(f.no_figure_note(panel), centre, style))
             .map_err(draw_err);
     }
-    let values = f
-        .runs
-        .iter()
-        .flat_map(|r| r.val_acc.iter().chain(r.test_acc.iter()).map(|p| p.1));
+    let values = f.runs.iter().flat_map(|r| {
+        let (val, test) = r.eval_points(panel);
+        val.iter().copied().chain(test).map(|p| p.1)
+    });
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
         (lo.min(v), hi.max(v))
     });
-    let pad = ((hi - lo) * 0.1).max(0.01);
-    let (lo, hi) = ((lo - pad).max(0.0), (hi + pad).min(1.0));
+    let pad = ((hi - lo) * 0.1).max(pad);
+    let (lo, hi) = ((lo - pad).max(floor), (hi + pad).min(ceiling));
     let (lo, hi) = if hi > lo {
         (lo, hi)
     } else {
-        (lo - 0.01, hi + 0.01)
+        (lo - pad, hi + pad)
     };
-    let mut chart = chart(area, "accuracy", f, (lo, hi), &value_label(lo, hi))?;
-    for (i, run) in f.runs.iter().enumerate().filter(|(_, r)| r.has_accuracy()) {
-        draw_run(&mut chart, i, &[], &run.val_acc, run.test_acc)?;
+    let mut chart = chart(area, caption, f, (lo, hi), &value_label(lo, hi))?;
+    for (i, run) in f.runs.iter().enumerate().filter(|(_, r)| has(r)) {
+        let (val, test) = run.eval_points(panel);
+        draw_run(&mut chart, i, &[], val, test)?;
     }
     Ok(())
 }

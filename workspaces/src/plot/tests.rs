@@ -439,3 +439,78 @@ fn accuracy_panel_says_why_it_is_empty() {
     let acc = assert_svg(&run_dir.join("plots").join(ACCURACY_SVG), &["accuracy"]);
     assert!(svg_texts(&acc).contains(&"no accuracy: no validation ran"));
 }
+
+fn lm(label: &str) -> Series {
+    Series {
+        label: label.into(),
+        records: crate::test_util::lm_metrics(),
+    }
+}
+
+#[test]
+fn a_language_model_gets_a_perplexity_panel_instead_of_accuracy() {
+    let svg = plot_runs_svg(&[lm("gpt")], XAxis::Step).unwrap();
+    let texts = svg_texts(&svg);
+    for t in ["gpt", "loss", "perplexity", "train", "val", "global step"] {
+        assert!(texts.contains(&t), "no {t:?} in {texts:?}");
+    }
+    // Caption and axis description of each of the two panels.
+    assert_eq!(texts.iter().filter(|t| **t == "global step").count(), 2);
+    assert_eq!(texts.iter().filter(|t| **t == "perplexity").count(), 2);
+    // No accuracy, and no test in the legend: a language model has neither.
+    assert!(
+        !svg.contains("accuracy") && !texts.contains(&"test"),
+        "{texts:?}"
+    );
+    let gpt = lm("gpt");
+    let data = run_data(&gpt, XAxis::Step);
+    assert_eq!(data.val_ppl.len(), 3);
+    assert_eq!(
+        panel_captions(std::slice::from_ref(&gpt)),
+        ["loss", "perplexity"]
+    );
+    assert!(data.language_model && !data.has_accuracy());
+
+    // Before its first validation the panel says when it comes.
+    let mut early = lm("early");
+    early.records.retain(|r| r.kind == MetricKind::Train);
+    let svg = plot_runs_svg_sized(&[early], XAxis::Step, (640, 260)).unwrap();
+    assert!(svg_texts(&svg).contains(&"perplexity after the first validation"));
+}
+
+#[test]
+fn runs_of_both_kinds_get_both_panels() {
+    let runs = [run("cnn", 2, true, 1.0), lm("gpt")];
+    assert_eq!(panel_captions(&runs), ["loss", "accuracy", "perplexity"]);
+    assert_eq!(panel_captions(&runs[..1]), ["loss", "accuracy"]);
+    let svg = plot_runs_svg(&runs, XAxis::Step).unwrap();
+    let texts = svg_texts(&svg);
+    for t in [
+        "loss",
+        "accuracy",
+        "perplexity",
+        "cnn",
+        "gpt",
+        "train",
+        "val",
+        "test",
+    ] {
+        assert!(texts.contains(&t), "no {t:?} in {texts:?}");
+    }
+    assert_eq!(texts.iter().filter(|t| **t == "global step").count(), 3);
+    let png = plot_runs_png(&runs, XAxis::Step).unwrap();
+    assert_eq!(png_size(&png), BOTH_SIZE);
+}
+
+#[test]
+fn a_language_models_run_folder_gets_loss_and_perplexity_svgs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::test_util::lm_run_in(dir.path().join("gpt"));
+    let plots = run.dir.join("plots");
+    plot_run_folder(&run.dir, &plots).unwrap();
+    assert_eq!(only_file(&plots), [LOSS_SVG, PERPLEXITY_SVG]);
+    let ppl = assert_svg(&plots.join(PERPLEXITY_SVG), &["gpt", "val", "perplexity"]);
+    assert!(!svg_texts(&ppl).contains(&"train") && !svg_texts(&ppl).contains(&"test"));
+    let loss = assert_svg(&plots.join(LOSS_SVG), &["gpt", "train", "val", "loss"]);
+    assert!(!svg_texts(&loss).contains(&"test"));
+}

@@ -60,3 +60,36 @@ fn compare_charts_follow_the_runs_metrics() {
     assert_has(&s, "aaaaaa val");
     assert_has(&s, "best val     80.00%");
 }
+
+#[test]
+fn compared_language_models_chart_perplexity_with_their_figures() {
+    let mut app = compare_app(100, 40);
+    for dir in [dir("mnist", A), dir("cifar", B)] {
+        for m in test_util::lm_metrics() {
+            app.update(Msg::Run {
+                dir: dir.clone(),
+                event: RunEvent::Metric(m),
+            });
+        }
+    }
+    let s = screen(&app, 100, 40);
+    assert_has(&s, "┌ perplexity smoothing 0.60 ─");
+    assert_lacks(&s, "accuracy");
+    assert_has(&s, "aaaaaa val 4.263");
+    // No accuracy rows: language models have none.
+    assert_rows(
+        &s,
+        30,
+        &[
+            &format!(" 2 differing spec keys {}", "─".repeat(77)),
+            "             aaaaaa                   wide",
+            "status       running                  completed",
+            "train loss   1.4000                   1.4000",
+            "val loss     1.4500                   1.4500",
+            "perplexity   4.26                     4.26",
+            "tokens/s     16640                    16640",
+            "model.hidden 128                      256",
+            "train.lr     0.01                     -",
+        ],
+    );
+}

@@ -21,7 +21,7 @@ use ddp_workspaces::analysis::{ComparedRun, Comparison};
 use ddp_workspaces::devices::telemetry::{ProcessOwners, Telemetry, TelemetrySampler};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::run::{EventRecord, ProcessId};
-use ddp_workspaces::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::run_list::{MetricDigest, RunEntry, RunListEvent};
 use ddp_workspaces::test_util;
 use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{RunEvent, RunStatus, Summary, SupervisorEvent};

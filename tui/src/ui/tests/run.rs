@@ -171,3 +171,39 @@ fn spec_pane_shows_the_frozen_spec() {
     });
     assert_eq!(screen(&app, 100, 30)[7], " spec.toml: permission denied");
 }
+
+/// The run view of A as a language model's run of 2000 steps (the run list's plan), its records
+/// those of the language-model fixture, stopped at step 1200.
+fn lm_app(w: u16, h: u16) -> App {
+    let mut app = app_sized(w, h);
+    let mut e = entries();
+    e[0].epochs_total = None;
+    e[0].steps_total = Some(2000);
+    e[0].metrics = MetricDigest::of(&test_util::lm_metrics());
+    app.update(Msg::RunList(RunListEvent::Snapshot {
+        entries: e,
+        unreadable: vec![],
+    }));
+    key(&mut app, KeyCode::Enter);
+    for m in test_util::lm_metrics() {
+        run_event(&mut app, RunEvent::Metric(m));
+    }
+    app
+}
+
+#[test]
+fn a_language_models_run_view_counts_steps_and_charts_perplexity() {
+    let app = lm_app(100, 30);
+    let s = screen(&app, 100, 30);
+    assert_eq!(
+        s[2],
+        "running    step 1200/2000  tokens/s 16640  lr 0.0005  time 1m39s  restarts 0  name -"
+    );
+    assert_has(&s, "┌ loss smoothing 0.60 ─");
+    assert_has(&s, "┌ perplexity smoothing 0.60 ─");
+    assert_lacks(&s, "accuracy");
+    // Legends: the latest train (smoothed) and val loss, the latest val perplexity.
+    assert_has(&s, "• train 1.59│");
+    assert_has(&s, "+ val 1.45");
+    assert_has(&s, "• val 4.263");
+}

@@ -1,0 +1,125 @@
+//! A language model through the `ddp` binary: a tiny GPT on the bundled Shakespeare, run in the
+//! foreground, then `show`, `compare` and `plot` showing its loss, perplexity, bits per character
+//! and tokens/s, with its progress in steps and no accuracy.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ddp_workspaces::Workspace;
+
+/// A tiny GPT on the bundled Shakespeare: 2 replicas, 6 steps, validated at steps 3 and 6 on the
+/// last 1 % of the text.
+fn spec(dir: &Path) -> PathBuf {
+    let text = format!(
+        "name = \"tiny-gpt\"\n[model]\nname = \"gpt\"\nlayers = 1\nheads = 2\nembd = 32\nblock = 16\n[data]\nname = \"text\"\npath = \"{}\"\nval_fraction = 0.01\n[train]\nsteps = 6\neval_every = 3\nbatch_size = 4\noptimizer = \"adamw\"\nlr = 0.003\n[ddp]\nreplicas = 2\ntimeout_s = 30\n[restart]\nmax_restarts = 0\n",
+        repo().join("examples/data/shakespeare/input.txt").display()
+    );
+    let p = dir.join("gpt.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The value of the row `key` of a `key  value` listing.
+fn row<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(key)
+                .filter(|rest| rest.starts_with("  "))
+                .map(str::trim)
+        })
+        .unwrap_or_else(|| panic!("no row {key:?} in\n{text}"))
+}
+
+#[test]
+fn show_compare_and_plot_a_language_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path());
+    let out = ok(run_ddp(
+        &ws,
+        &["run", spec.to_str().unwrap()],
+        Duration::from_secs(240),
+    ));
+    let (runs, _) = Workspace::open(&ws).unwrap().runs().unwrap();
+    let run = &runs[0];
+    let last_val = run
+        .metrics()
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|m| m.kind == ddp_workspaces::metrics::MetricKind::Val)
+        .expect("a validation record");
+    let (loss, ppl) = (last_val.loss, last_val.loss.exp());
+    let bits = last_val.loss / std::f64::consts::LN_2;
+    // The results table of the foreground run.
+    assert_eq!(row(&out, "status"), "completed");
+    assert_eq!(row(&out, "steps"), "6");
+    assert_eq!(row(&out, "val loss"), format!("{loss:.4}"));
+    assert_eq!(row(&out, "val perplexity"), format!("{ppl:.2}"));
+    assert_eq!(row(&out, "val bits/char"), format!("{bits:.3}"));
+    assert!(row(&out, "tokens/s").parse::<u64>().unwrap() > 0);
+    assert!(
+        !out.contains("accuracy") && !out.contains("epochs"),
+        "{out}"
+    );
+
+    // `ddp show`: steps of the plan, the learning rate, the last validation.
+    let show = ok(run_ddp(&ws, &["show", "latest"], Duration::from_secs(30)));
+    assert_eq!(row(&show, "steps"), "6/6");
+    assert_eq!(row(&show, "lr"), "0.003");
+    assert_eq!(
+        row(&show, "val"),
+        format!("loss {loss:.4}  perplexity {ppl:.2}  bits/char {bits:.3}")
+    );
+    let fields = &show[..show.find("\nspec (").unwrap()];
+    assert!(
+        !fields.contains("accuracy") && !fields.contains("epochs"),
+        "{show}"
+    );
+    let json = ok(run_ddp(
+        &ws,
+        &["show", "latest", "--json"],
+        Duration::from_secs(30),
+    ));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["summary"]["language_model"], true);
+    assert_eq!(v["summary"]["final_val_perplexity"], ppl);
+    assert_eq!(v["summary"]["final_val_bits_per_char"], bits);
+    assert!(v["summary"]["tokens_per_sec"].as_f64().unwrap() > 0.0);
+
+    // `ddp compare`: a language model's columns.
+    let compare = ok(run_ddp(
+        &ws,
+        &["compare", "latest"],
+        Duration::from_secs(30),
+    ));
+    let header = compare.lines().next().unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        [
+            "RUN",
+            "STATUS",
+            "VAL",
+            "LOSS",
+            "PERPLEXITY",
+            "TOKENS/S",
+            "DURATION"
+        ]
+    );
+
+    // The supervisor's plots and `ddp plot`: perplexity, not accuracy.
+    assert!(run.dir.join("plots/loss.svg").is_file());
+    assert!(run.dir.join("plots/perplexity.svg").is_file());
+    assert!(!run.dir.join("plots/accuracy.svg").exists());
+    let svg = dir.path().join("gpt.svg");
+    ok(run_ddp(
+        &ws,
+        &["plot", "latest", "-o", svg.to_str().unwrap()],
+        Duration::from_secs(30),
+    ));
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("perplexity") && !svg.contains("accuracy"));
+}
