@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates the committed tutorial's outputs and the screenshots docs/kernel.md shows:
+# Regenerates a committed notebook's outputs.
+#
+#   scripts/refresh-notebook.sh                   # mnist-ddp.ipynb and the screenshots
+#   scripts/refresh-notebook.sh gpt-shakespeare   # gpt-shakespeare.ipynb (trains for minutes)
+#
+# For mnist-ddp, the tutorial's outputs and the screenshots docs/kernel.md shows:
 #   1. executes examples/notebooks/mnist-ddp.ipynb on the `ddp` kernel (nbclient) and saves it
 #      with its outputs (kernel/tests/jupyter.rs `notebook`, DDP_NOTEBOOK_WRITE);
 #   2. opens it untrusted in JupyterLab in headless Chromium and saves the screenshots into
@@ -9,6 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON DDP_BROWSER_REQUIRED=1
+if [ "${1:-mnist-ddp}" = gpt-shakespeare ]; then
+  DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/gpt-shakespeare.ipynb \
+    cargo test --locked -p ddp-kernel --test jupyter -- --ignored --exact gpt_notebook
+  echo "refreshed examples/notebooks/gpt-shakespeare.ipynb"
+  exit 0
+fi
 DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/mnist-ddp.ipynb \
   cargo test --locked -p ddp-kernel --test jupyter -- --exact notebook
 shots=$(mktemp -d)

@@ -82,6 +82,29 @@ fn notebook() {
     }
 }
 
+/// `examples/notebooks/gpt-shakespeare.ipynb`: trains a GPT for 500 steps and builds a cell's own
+/// language model, minutes on two cores, so it runs when asked for (`-- --ignored`, and
+/// `scripts/refresh-notebook.sh gpt-shakespeare` to save its outputs).
+#[test]
+#[ignore = "minutes: trains a GPT and builds a cell (scripts/refresh-notebook.sh gpt-shakespeare)"]
+fn gpt_notebook() {
+    let notebook = repo().join("examples/notebooks/gpt-shakespeare.ipynb");
+    let mut args = vec![
+        OsStr::new("--notebook").to_owned(),
+        notebook.into_os_string(),
+    ];
+    if let Some(path) = std::env::var_os("DDP_NOTEBOOK_WRITE") {
+        args.push(OsStr::new("--write").to_owned());
+        args.push(
+            std::path::absolute(PathBuf::from(path))
+                .unwrap()
+                .into_os_string(),
+        );
+    }
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    run_script("test_notebook.py", &args, 1800);
+}
+
 #[test]
 fn train() {
     // A cold build cache compiles candle in release mode first (minutes on 2 cores).

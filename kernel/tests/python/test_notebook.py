@@ -1,7 +1,8 @@
-"""Executes examples/notebooks/mnist-ddp.ipynb with nbclient (as `jupyter execute` / CI tools do)
-on the `ddp` kernel, from the notebook's folder, and checks what its outputs show.
+"""Executes examples/notebooks/mnist-ddp.ipynb (or, with --notebook, gpt-shakespeare.ipynb) with
+nbclient (as `jupyter execute` / CI tools do) on the `ddp` kernel, from the notebook's folder, and
+checks what its outputs show.
 
-    python test_notebook.py [--write PATH]    # PATH: where to save the executed notebook
+    python test_notebook.py [--notebook PATH] [--write PATH]    # --write: save the executed notebook
 
 Run by kernel/tests/jupyter.rs (DDP_WORKSPACE is a fresh workspace; when it is not set, a
 temporary one is used). Exits non-zero on failure.
@@ -92,6 +93,33 @@ def check(nb: Any) -> None:
         fail(f"the Rust cell's result is not 'effective lr 0.0020': {describe(cells['rust'])}")
 
 
+def check_gpt(nb: Any) -> None:
+    """gpt-shakespeare.ipynb: a trained GPT, its figures, a sample, a cell's own language model."""
+    cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
+    for ident in ("gpt-run", "show", "plot", "sample", "own-lm", "compare"):
+        if ident not in cells:
+            fail(f"the notebook has no code cell with id {ident!r}")
+    for cell in cells.values():
+        if any(o["output_type"] == "error" for o in cell.outputs):
+            fail(f"error output in {describe(cell)}")
+        if cell.get("execution_count") is None:
+            fail(f"not executed: {describe(cell)}")
+    for ident in ("gpt-run", "own-lm"):
+        cards = [o for o in cells[ident].outputs if o["output_type"] == "display_data"]
+        card = text(cards[-1]) if cards else ""
+        if "completed" not in card or "perplexity" not in card:
+            fail(f"the run card does not show a completed language model: {describe(cells[ident])}")
+    show = "\n".join(text(o) for o in cells["show"].outputs)
+    if "completed" not in show or "perplexity" not in show or "accuracy" in show:
+        fail(f"%ddp show does not show a language model's figures: {describe(cells['show'])}")
+    sample = "".join(text(o) for o in cells["sample"].outputs if o["output_type"] == "stream")
+    if not sample.startswith("KING") or len(sample) < 400:
+        fail(f"%ddp sample did not stream 400 characters after KING: {describe(cells['sample'])}")
+    html = [o for o in cells["compare"].outputs if "text/html" in o.get("data", {})]
+    if not html or "PERPLEXITY" not in "".join(html[0]["data"]["text/html"]).upper():
+        fail(f"the comparison has no perplexity: {describe(cells['compare'])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="save the executed notebook here")
@@ -113,7 +141,7 @@ def main() -> int:
     try:
         client.execute()
         print(f"executed {path.name} in {time.monotonic() - started:.1f} s", file=sys.stderr)
-        check(nb)
+        check_gpt(nb) if path.name == "gpt-shakespeare.ipynb" else check(nb)
     finally:
         if args.write:  # also when something failed: the outputs show what
             nbformat.write(nb, args.write)
