@@ -188,7 +188,7 @@ pub fn bench_quality(setup: &Setup, w: &Workload) -> Result<Quality, String> {
                 "ddp-bench: PyTorch: torch_gpt.py, the full recipe ({} steps) at world 2 ...",
                 w.steps
             );
-            let figure = t.run_retrying(w, two, "-quality", Some(&saved))?;
+            let figure = t.run(w, two, "-quality", Some(&saved))?;
             let state = read_torch_state(&saved)?;
             let loss = evaluate_state(state, vocab, &val, &saved.display().to_string())?;
             Some((figure, loss))

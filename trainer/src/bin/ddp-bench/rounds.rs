@@ -144,7 +144,7 @@ fn run_round(setup: &Setup, w: &Workload, round: u32) -> Result<Round, String> {
         announce(setup, w, step, round);
         match (step, &setup.torch) {
             (Step::Ours(c), _) => r.ours.push(setup.trainer.run(w, c, &tag)?),
-            (Step::Torch(c), Some(t)) => r.torch.push(t.run_retrying(w, c, &tag, None)?),
+            (Step::Torch(c), Some(t)) => r.torch.push(t.run(w, c, &tag, None)?),
             (Step::Torch(_), None) => unreachable!("PyTorch runs only with --compare-torch"),
         }
     }

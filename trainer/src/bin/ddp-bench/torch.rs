@@ -119,29 +119,11 @@ impl<'a> Torch<'a> {
         )
     }
 
-    /// [`Torch::run`], once more if it fails: torch_ref.py at world 2 now and then aborts inside
-    /// gloo (`terminate called without an active exception`), which says nothing about its
-    /// speed (an abort after the summary is no failure, see [`Torch::run`]). A second failure
-    /// ends the benchmark as before.
-    /// `save`: see [`Torch::run`].
-    pub fn run_retrying(
-        &self,
-        w: &Workload,
-        config: Config,
-        tag: &str,
-        save: Option<&Path>,
-    ) -> Result<TorchFigure, String> {
-        self.run(w, config, tag, save).or_else(|first| {
-            eprintln!(
-                "ddp-bench: warning: {first}
-ddp-bench: running it once more"
-            );
-            self.run(w, config, &format!("{tag}-retry"), save)
-        })
-    }
-
     /// One `torch_ref.py` (`torch_gpt.py`) run of `w` in `config`, in a folder named with
-    /// `tag`; `torch_gpt.py` also saves its state dict to `save` (`--save`).
+    /// `tag`; `torch_gpt.py` also saves its state dict to `save` (`--save`). A run that fails is
+    /// run once more: torch_ref.py at world 2 now and then aborts inside gloo (`terminate called
+    /// without an active exception`), which says nothing about its speed (an abort after the
+    /// summary is no failure, see [`Torch::execute`]). A second failure ends the benchmark.
     pub fn run(
         &self,
         w: &Workload,
@@ -149,28 +131,48 @@ ddp-bench: running it once more"
         tag: &str,
         save: Option<&Path>,
     ) -> Result<TorchFigure, String> {
-        let dir = self.tmp.join(format!(
-            "torch-{}-w{}-t{}{tag}",
-            w.model.short(),
-            config.world,
-            config.threads
-        ));
-        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let once = |tag: &str| -> Result<TorchFigure, String> {
+            let dir = self.tmp.join(format!(
+                "torch-{}-w{}-t{}{tag}",
+                w.model.short(),
+                config.world,
+                config.threads
+            ));
+            fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut cmd = self.command(w, config, free_port()?)?;
+            if let Some(path) = save {
+                cmd.arg("--save").arg(path);
+            }
+            let what = format!(
+                "{} ({} {}{tag})",
+                script_name(w),
+                w.model.short(),
+                config.label()
+            );
+            self.execute(cmd, &dir, &what, config)
+        };
+        once(tag).or_else(|first| {
+            eprintln!(
+                "ddp-bench: warning: {first}
+ddp-bench: running it once more"
+            );
+            once(&format!("{tag}-retry"))
+        })
+    }
+
+    /// Runs `cmd` (`what`, for messages; its output in `dir`) and reads its summary line.
+    fn execute(
+        &self,
+        cmd: Command,
+        dir: &Path,
+        what: &str,
+        config: Config,
+    ) -> Result<TorchFigure, String> {
         let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
-        let mut cmd = self.command(w, config, free_port()?)?;
-        if let Some(path) = save {
-            cmd.arg("--save").arg(path);
-        }
-        let what = format!(
-            "{} ({} {}{tag})",
-            script_name(w),
-            w.model.short(),
-            config.label()
-        );
         let t0 = Instant::now();
         let child =
             spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
-        let exit = wait_deadline(child, self.timeout, &what)
+        let exit = wait_deadline(child, self.timeout, what)
             .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let summary = read_summary(&stdout);
