@@ -74,21 +74,23 @@ fn lane_fold(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> (f32, f32) {
 
 widest_simd! {
     /// `S` (`t × t`, row-major) to the causal softmax of `S·scale`: row i over columns 0..=i,
-    /// zeros after.
+    /// zeros after. Every row is worked whole, the future columns masked to −∞ (so `exp` makes
+    /// them 0): fixed-length loops that vectorise, where the rows' own lengths (1 to t) would
+    /// leave most of the work in scalar tails.
     fn causal_softmax(s: &mut [f32], t: usize, scale: f32) {
         for (i, row) in s.chunks_exact_mut(t).enumerate() {
-            let (seen, future) = row.split_at_mut(i + 1);
-            let (_, max) = lane_fold(seen, seen, |v, _| v);
-            let shift = max * scale;
-            for v in seen.iter_mut() {
-                *v = exp(*v * scale - shift);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = if j <= i { *v * scale } else { f32::NEG_INFINITY };
             }
-            let (sum, _) = lane_fold(seen, seen, |v, _| v);
+            let (_, max) = lane_fold(row, row, |v, _| v);
+            for v in row.iter_mut() {
+                *v = exp(*v - max);
+            }
+            let (sum, _) = lane_fold(row, row, |v, _| v);
             let inv = 1.0 / sum;
-            for v in seen.iter_mut() {
+            for v in row.iter_mut() {
                 *v *= inv;
             }
-            future.fill(0.0);
         }
     }
 }

@@ -53,16 +53,21 @@ pub fn exp(x: f32) -> f32 {
 /// The error function (see the module doc).
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
+    erf_with_exp(x, exp(-(x * x)))
+}
+
+/// [`erf`] given `e = exp(−x²)` (which GELU's gradient needs too).
+#[inline(always)]
+fn erf_with_exp(x: f32, e: f32) -> f32 {
     const P: f32 = 0.327_591_1;
     const A1: f32 = 0.254_829_6;
     const A2: f32 = -0.284_496_74;
     const A3: f32 = 1.421_413_8;
     const A4: f32 = -1.453_152;
     const A5: f32 = 1.061_405_4;
-    let a = x.abs();
-    let t = 1.0 / (P * a + 1.0);
+    let t = 1.0 / (P * x.abs() + 1.0);
     let r = (((A5 * t + A4) * t + A3) * t + A2) * t + A1;
-    let y = 1.0 - r * t * exp(-(a * a));
+    let y = 1.0 - r * t * e;
     if x < 0.0 { -y } else { y }
 }
 
@@ -77,12 +82,14 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * FRAC_1_SQRT_2))
 }
 
-/// GELU's derivative times the output gradient `g`: `g · (Φ(x) + x·φ(x))`.
+/// GELU's derivative times the output gradient `g`: `g · (Φ(x) + x·φ(x))`; `exp(−x²/2)`, in
+/// φ and in the erf of Φ alike, is computed once.
 #[inline(always)]
 pub fn gelu_grad(x: f32, g: f32) -> f32 {
-    let cdf = 0.5 * (1.0 + erf(x * FRAC_1_SQRT_2));
-    let pdf = FRAC_1_SQRT_2PI * exp(-0.5 * x * x);
-    g * (cdf + x * pdf)
+    let u = x * FRAC_1_SQRT_2;
+    let e = exp(-(u * u));
+    let cdf = 0.5 * (1.0 + erf_with_exp(u, e));
+    g * (cdf + x * FRAC_1_SQRT_2PI * e)
 }
 
 #[cfg(test)]
