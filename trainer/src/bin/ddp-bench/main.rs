@@ -284,7 +284,7 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
             &format!("ddp-trainer: {}", setup.trainer.exe.display()),
         );
         if let Some(torch) = &setup.torch {
-            say(args, &torch.describe());
+            say(args, &torch.describe(args.model == ModelSel::Gpt));
         }
         let results = bench_training(&setup)?;
         if !args.json {
@@ -295,6 +295,13 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
     }
     if args.what == What::Quality {
         let setup = prepare_training(args, tmp, cores)?;
+        say(
+            args,
+            &format!("ddp-trainer: {}", setup.trainer.exe.display()),
+        );
+        if let Some(torch) = &setup.torch {
+            say(args, &torch.describe(true));
+        }
         let w = &setup.workloads[0];
         let q = gpt::bench_quality(&setup, w)?;
         if args.json {
@@ -522,7 +529,7 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
         .collect();
     if !against_pair.is_empty() {
         println!(
-            "world 2 against 1+1 (each round's world 2 samples/s over its own 1+1's; median, range \
+            "world 2 against 1+1 (each round's world 2 {unit}/s over its own 1+1's; median, range \
              in brackets): {}",
             against_pair.join(", ")
         );

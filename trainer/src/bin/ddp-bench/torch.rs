@@ -109,13 +109,17 @@ impl<'a> Torch<'a> {
         })
     }
 
-    /// "PyTorch 2.15.0 (PYTHON SCRIPT)", for the header.
-    pub fn describe(&self) -> String {
+    /// "PyTorch 2.15.0 (PYTHON SCRIPT)", for the header; `gpt`: the GPT's script.
+    pub fn describe(&self, gpt: bool) -> String {
+        let script = match gpt {
+            true => self.script.with_file_name("torch_gpt.py"),
+            false => self.script.clone(),
+        };
         format!(
             "PyTorch {} ({} {})",
             self.version,
             self.python.display(),
-            self.script.display()
+            script.display()
         )
     }
 

@@ -4,8 +4,8 @@
 //! part), the output `[B·T, E]` has head h at the same columns, ready for `c_proj`.
 //!
 //! Per sequence and head: `S = q·kᵀ`, `P = softmax(S/√d)` over the keys up to the query's own
-//! position, `y = P·v`. The backward pass recomputes `P` from `qkv` (a `T×T` matrix per head is
-//! cheaper to recompute than to keep) and writes `dqkv` in the layout of `qkv`:
+//! position ([`probabilities`], kept for the backward pass: `B·H·T²` values), `y = P·v`
+//! ([`forward`]). The backward pass writes `dqkv` in the layout of `qkv`:
 //! `dv = Pᵀ·dy`, `dP = dy·vᵀ`, `dS = P∘(dP − rowsum(P∘dP))/√d`, `dq = dS·k`, `dk = dSᵀ·q`.
 //! Parallel over sequences; each product is a small GEMM over strided views of `qkv`.
 
@@ -108,7 +108,7 @@ widest_simd! {
 }
 
 /// The attention probabilities of head `h` of sequence `b` into `p` (`T × T`).
-fn probabilities(qkv: &[f32], dims: Dims, b: usize, h: usize, p: &mut [f32]) {
+fn head_probabilities(qkv: &[f32], dims: Dims, b: usize, h: usize, p: &mut [f32]) {
     let t = dims.seq;
     let (q, k) = (dims.part(qkv, b, h, 0), dims.part(qkv, b, h, 1));
     gemm(p, t, false, q, k.t(), 1);
@@ -120,62 +120,81 @@ fn per_task(dims: Dims, threads: usize) -> usize {
     items_per_task(dims.batch, threads)
 }
 
-/// The attention output `[B·T, E]` of `qkv` (`[B·T, 3E]`).
-pub fn forward(qkv: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
-    let (t, e) = (dims.seq, dims.embd());
-    assert_eq!(
-        qkv.len(),
-        dims.batch * t * 3 * e,
-        "attention: qkv of {dims:?}"
-    );
-    written_pieces(
-        dims.batch * t * e,
-        t * e,
-        per_task(dims, threads),
-        |first, out| {
-            let mut p = Scratch::take(t * t);
-            for (i, y) in out.chunks_exact_mut(t * e).enumerate() {
-                for h in 0..dims.heads {
-                    probabilities(qkv, dims, first + i, h, &mut p);
-                    let v = dims.part(qkv, first + i, h, 2);
-                    let pm = Mat::row_major(&p, t, t);
-                    gemm(&mut y[h * dims.head_dim..], e, false, pm, v, 1);
-                }
+fn check(qkv: &[f32], dims: Dims) {
+    let n = dims.batch * dims.seq * 3 * dims.embd();
+    assert_eq!(qkv.len(), n, "attention: qkv of {dims:?}");
+}
+
+/// Every head's attention probabilities `[B, H, T, T]` (row i: query i over the keys): the
+/// first half of the forward pass, kept for the backward pass.
+pub fn probabilities(qkv: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
+    check(qkv, dims);
+    let (t, h) = (dims.seq, dims.heads);
+    let per = per_task(dims, threads);
+    written_pieces(dims.batch * h * t * t, h * t * t, per, |first, out| {
+        for (i, heads) in out.chunks_exact_mut(h * t * t).enumerate() {
+            for (head, p) in heads.chunks_exact_mut(t * t).enumerate() {
+                head_probabilities(qkv, dims, first + i, head, p);
             }
-        },
-    )
+        }
+    })
     .0
 }
 
-/// The gradient `[B·T, 3E]` of `qkv` for the output gradient `dy` (`[B·T, E]`).
-pub fn backward(qkv: &[f32], dy: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
-    let (t, e, d) = (dims.seq, dims.embd(), dims.head_dim);
+/// The attention output `[B·T, E]` of `qkv` (`[B·T, 3E]`) with its [`probabilities`].
+pub fn forward(qkv: &[f32], probs: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
+    check(qkv, dims);
+    let (t, e, h) = (dims.seq, dims.embd(), dims.heads);
     assert_eq!(
-        qkv.len(),
-        dims.batch * t * 3 * e,
-        "attention: qkv of {dims:?}"
+        probs.len(),
+        dims.batch * h * t * t,
+        "attention: probabilities of {dims:?}"
+    );
+    let per = per_task(dims, threads);
+    written_pieces(dims.batch * t * e, t * e, per, |first, out| {
+        for (i, y) in out.chunks_exact_mut(t * e).enumerate() {
+            let b = first + i;
+            for head in 0..h {
+                let p = Mat::row_major(&probs[(b * h + head) * t * t..], t, t);
+                let v = dims.part(qkv, b, head, 2);
+                gemm(&mut y[head * dims.head_dim..], e, false, p, v, 1);
+            }
+        }
+    })
+    .0
+}
+
+/// The gradient `[B·T, 3E]` of `qkv` for the output gradient `dy` (`[B·T, E]`), given the
+/// forward pass's [`probabilities`].
+pub fn backward(qkv: &[f32], probs: &[f32], dy: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
+    check(qkv, dims);
+    let (t, e, d, h) = (dims.seq, dims.embd(), dims.head_dim, dims.heads);
+    assert_eq!(
+        probs.len(),
+        dims.batch * h * t * t,
+        "attention: probabilities of {dims:?}"
     );
     assert_eq!(dy.len(), dims.batch * t * e, "attention: dy of {dims:?}");
-    let len = qkv.len();
-    written_pieces(len, t * 3 * e, per_task(dims, threads), |first, out| {
-        let (mut p, mut ds) = (Scratch::take(t * t), Scratch::take(t * t));
+    let per = per_task(dims, threads);
+    written_pieces(qkv.len(), t * 3 * e, per, |first, out| {
+        let mut ds = Scratch::take(t * t);
         for (i, dqkv) in out.chunks_exact_mut(t * 3 * e).enumerate() {
             let b = first + i;
-            for h in 0..dims.heads {
-                probabilities(qkv, dims, b, h, &mut p);
+            for head in 0..h {
+                let p = &probs[(b * h + head) * t * t..][..t * t];
                 let (q, k, v) = (
-                    dims.part(qkv, b, h, 0),
-                    dims.part(qkv, b, h, 1),
-                    dims.part(qkv, b, h, 2),
+                    dims.part(qkv, b, head, 0),
+                    dims.part(qkv, b, head, 1),
+                    dims.part(qkv, b, head, 2),
                 );
-                let g = Mat::strided(&dy[b * t * e + h * d..], t, d, e, 1);
-                let pm = Mat::row_major(&p, t, t);
-                gemm(&mut dqkv[2 * e + h * d..], 3 * e, false, pm.t(), g, 1);
+                let g = Mat::strided(&dy[b * t * e + head * d..], t, d, e, 1);
+                let pm = Mat::row_major(p, t, t);
+                gemm(&mut dqkv[2 * e + head * d..], 3 * e, false, pm.t(), g, 1);
                 gemm(&mut ds, t, false, g, v.t(), 1);
-                softmax_backward(&p, &mut ds, t, dims.scale());
+                softmax_backward(p, &mut ds, t, dims.scale());
                 let dsm = Mat::row_major(&ds, t, t);
-                gemm(&mut dqkv[h * d..], 3 * e, false, dsm, k, 1);
-                gemm(&mut dqkv[e + h * d..], 3 * e, false, dsm.t(), q, 1);
+                gemm(&mut dqkv[head * d..], 3 * e, false, dsm, k, 1);
+                gemm(&mut dqkv[e + head * d..], 3 * e, false, dsm.t(), q, 1);
             }
         }
     })
@@ -270,8 +289,9 @@ mod tests {
             let dy = values(dims.batch * t * e, 8);
             let (want_y, want_d) = naive(&qkv, &dy, dims);
             for threads in [1, 2] {
-                let y = forward(&qkv, dims, threads);
-                let dq = backward(&qkv, &dy, dims, threads);
+                let p = probabilities(&qkv, dims, threads);
+                let y = forward(&qkv, &p, dims, threads);
+                let dq = backward(&qkv, &p, &dy, dims, threads);
                 let diff = |a: &[f32], b: &[f64]| {
                     a.iter()
                         .zip(b)

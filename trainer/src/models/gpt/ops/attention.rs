@@ -2,6 +2,8 @@
 //! and v in place and writes the heads merged ([`crate::models::kernels::attention`]), so no
 //! head split, transpose, mask or merge copy is made; elsewhere candle's ops.
 
+use std::sync::OnceLock;
+
 use candle_core::{CpuStorage, D, Device, Layout, Shape, Tensor};
 
 use crate::models::cpu_tensor::{cpu_tensor, is_cpu_f32, storage_f32, with_f32};
@@ -14,7 +16,12 @@ use crate::models::kernels::tasks::threads;
 pub fn causal_attention(qkv: &Tensor, batch: usize, heads: usize) -> candle_core::Result<Tensor> {
     let dims = dims(qkv.shape(), batch, heads)?;
     if is_cpu_f32(qkv) {
-        return qkv.contiguous()?.apply_op1(AttentionOp { batch, heads });
+        let op = AttentionOp {
+            batch,
+            heads,
+            probs: OnceLock::new(),
+        };
+        return qkv.contiguous()?.apply_op1(op);
     }
     composed(qkv, dims)
 }
@@ -71,10 +78,11 @@ fn composed(qkv: &Tensor, d: Dims) -> candle_core::Result<Tensor> {
     att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h * hd))
 }
 
-#[derive(Clone, Copy)]
+/// One application: the probabilities of its forward pass are kept for its backward pass.
 struct AttentionOp {
     batch: usize,
     heads: usize,
+    probs: OnceLock<Vec<f32>>,
 }
 
 impl candle_core::CustomOp1 for AttentionOp {
@@ -85,7 +93,10 @@ impl candle_core::CustomOp1 for AttentionOp {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let d = dims(l.shape(), self.batch, self.heads)?;
         let qkv = storage_f32(s, l, "attention q|k|v")?;
-        let y = kernel::forward(qkv, d, threads());
+        let probs = kernel::probabilities(qkv, d, threads());
+        let y = kernel::forward(qkv, &probs, d, threads());
+        // A second forward pass of the same op (none is made) would keep the first's.
+        let _ = self.probs.set(probs);
         Ok((CpuStorage::F32(y), Shape::from((d.batch * d.seq, d.embd()))))
     }
 
@@ -98,7 +109,10 @@ impl candle_core::CustomOp1 for AttentionOp {
         let d = dims(qkv.shape(), self.batch, self.heads)?;
         let dqkv = with_f32(qkv, "attention q|k|v", |q| {
             with_f32(grad, "attention output gradient", |g| {
-                kernel::backward(q, g, d, threads())
+                let probs = self
+                    .probs
+                    .get_or_init(|| kernel::probabilities(q, d, threads()));
+                kernel::backward(q, probs, g, d, threads())
             })
         })??;
         Ok(Some(cpu_tensor(dqkv, qkv.shape())?))
