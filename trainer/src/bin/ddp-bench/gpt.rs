@@ -227,11 +227,10 @@ pub fn print_quality(q: &Quality, torch_version: Option<&str>) {
     println!();
     println!(
         "GPT quality: the full recipe, {}, world 2 x 1 thread, batch {} per replica; validation \
-         loss = mean cross-entropy over all {} non-overlapping windows of the last 10 %, both \
-         models evaluated by ddp-trainer's evaluation",
+         loss = mean cross-entropy over every non-overlapping {BLOCK}-token window of the last \
+         10 %, both models evaluated by ddp-trainer's evaluation",
         q.workload.describe(),
         q.workload.batch,
-        BLOCK
     );
     let torch_name = torch_version.map_or("PyTorch".to_string(), |v| format!("PyTorch {v}"));
     println!("{:<44} {:>12} {:>16}", "", "ddp-trainer", torch_name);
