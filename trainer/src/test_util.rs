@@ -3,8 +3,9 @@
 //! (`ddp-trainer = { workspace = true, features = ["test-util"] }` in `[dev-dependencies]`).
 //!
 //! [`tensor_diff`] compares two tensors (outputs, gradients), [`max_abs_diff`] and
-//! [`worst_tensor`] two models' weights. [`write_gpt`] puts a GPT's weights into a run folder
-//! (its final model or a step's checkpoint), as training would.
+//! [`worst_tensor`] two models' weights; [`uniform_values`] makes a kernel test's inputs.
+//! [`write_gpt`] puts a GPT's weights into a run folder (its final model or a step's
+//! checkpoint), as training would.
 //!
 //! [`MetricRecord::sample`] is a complete record with plain values; chain the setters (one per
 //! field, named after it; [`MetricRecord::at`] sets kind, epoch and step at once) or use struct
@@ -35,6 +36,20 @@ use crate::metrics::{MetricKind, MetricRecord};
 use crate::models::Network;
 use crate::models::gpt::GptConfig;
 use crate::optim::{Optimizer, OptimizerConfig};
+
+/// `n` deterministic pseudo-random values spread evenly over `[lo, hi)`, a different sequence for
+/// each `seed` (a linear congruential generator's top 24 bits).
+pub fn uniform_values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
 
 /// The largest absolute difference between two tensors of the same shape, element by element
 /// (`|a - b|.max()`), as f32: how the tests compare outputs and gradients.

@@ -5,7 +5,7 @@
 //! The layer is a plain struct with a free constructor taking a `VarBuilder`, as in candle-nn,
 //! with PyTorch's parameter names (`weight` [O, C, k, k], `bias` [O]).
 
-use candle_core::{CpuStorage, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, Shape, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
@@ -13,6 +13,7 @@ use super::kernels::conv as kernel;
 use super::kernels::conv_shape::ConvShape;
 use super::kernels::tasks::threads;
 use super::kernels::unfold::Unfold;
+use super::weight_op::{self, Arg, Grads, Output, WeightOp};
 
 /// `Config: Default` for [`conv2d`] / [`conv2d_no_bias`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,11 +86,7 @@ impl candle_core::Module for Conv2d {
             );
         }
         let op = ConvOp(Unfold { k, stride, padding });
-        let x = x.contiguous()?;
-        match &self.bias {
-            Some(b) => x.apply_op3(&self.weight, b, op),
-            None => x.apply_op2(&self.weight, op),
-        }
+        weight_op::apply(op, &x.contiguous()?, &self.weight, self.bias.as_ref())
     }
 }
 
@@ -102,13 +99,12 @@ impl ConvOp {
         let o = w.dims4()?.0;
         ConvShape::new(x.dims4()?, o, self.0).map_err(candle_core::Error::Msg)
     }
+}
 
-    fn fwd(
-        &self,
-        (x, xl): (&CpuStorage, &Layout),
-        (w, wl): (&CpuStorage, &Layout),
-        bias: Option<(&CpuStorage, &Layout)>,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
+impl WeightOp for ConvOp {
+    const NAMES: (&'static str, &'static str) = ("conv2d-gemm", "conv2d-gemm-bias");
+
+    fn fwd(&self, (x, xl): Arg, (w, wl): Arg, bias: Option<Arg>) -> Output {
         let s = self.shape(xl.shape(), wl.shape())?;
         let b = match bias {
             Some((b, bl)) => Some(storage_f32(b, bl, "conv2d bias")?),
@@ -124,14 +120,7 @@ impl ConvOp {
         Ok((CpuStorage::F32(y), Shape::from((s.n, s.o, s.oh, s.ow))))
     }
 
-    /// (dx if x needs one, dw, db if `with_bias`).
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        grad: &Tensor,
-        with_bias: bool,
-    ) -> candle_core::Result<(Option<Tensor>, Tensor, Option<Tensor>)> {
+    fn bwd(&self, x: &Tensor, w: &Tensor, grad: &Tensor, with_bias: bool) -> Grads {
         let s = self.shape(x.shape(), w.shape())?;
         let want_dx = x.track_op();
         let (dx, dw, db) = with_f32(x, "conv2d input", |xv| {
@@ -146,63 +135,6 @@ impl ConvOp {
             cpu_tensor(dw, w.shape())?,
             db.map(|d| cpu_tensor(d, s.o)).transpose()?,
         ))
-    }
-}
-
-impl candle_core::CustomOp2 for ConvOp {
-    fn name(&self) -> &'static str {
-        "conv2d-gemm"
-    }
-
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        w: &CpuStorage,
-        wl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.fwd((x, xl), (w, wl), None)
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, _) = ConvOp::bwd(self, x, w, grad, false)?;
-        Ok((dx, Some(dw)))
-    }
-}
-
-impl candle_core::CustomOp3 for ConvOp {
-    fn name(&self) -> &'static str {
-        "conv2d-gemm-bias"
-    }
-
-    fn cpu_fwd(
-        &self,
-        x: &CpuStorage,
-        xl: &Layout,
-        w: &CpuStorage,
-        wl: &Layout,
-        b: &CpuStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.fwd((x, xl), (w, wl), Some((b, bl)))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _b: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, db) = ConvOp::bwd(self, x, w, grad, true)?;
-        Ok((dx, Some(dw), db))
     }
 }
 

@@ -35,3 +35,8 @@ pub fn cpu_tensor(
 ) -> candle_core::Result<Tensor> {
     Tensor::from_vec(values, shape, &candle_core::Device::Cpu)
 }
+
+/// Whether a tensor is f32 on the CPU: what the layers' custom ops run on.
+pub fn is_cpu_f32(t: &Tensor) -> bool {
+    t.device().is_cpu() && t.dtype() == candle_core::DType::F32
+}

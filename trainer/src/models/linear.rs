@@ -20,6 +20,13 @@ pub fn linear(inputs: usize, outputs: usize, vb: VarBuilder) -> candle_core::Res
     })
 }
 
+impl Linear {
+    /// The weight `[out, in]` and the bias `[out]`, for layers that fuse their own product.
+    pub fn parts(&self) -> (&Tensor, Option<&Tensor>) {
+        (&self.weight, self.bias.as_ref())
+    }
+}
+
 impl candle_core::Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = self.weight.matmul(&x.t()?)?.t()?;

@@ -17,6 +17,8 @@
 //! - `init`: PyTorch's default initialisation, seeded (and seeded normals).
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
 //! - `activation`: ReLU with a one-pass backward.
+//! - `weight_op`: a layer with a weight and an optional bias as one custom op (conv, the GPT's
+//!   linear).
 //!
 //! Parameters live in a candle `VarMap` (trainable), buffers (BatchNorm running statistics) in a
 //! [`BufferStore`]. Both are listed in name order, the order every rank uses for buckets,
@@ -35,6 +37,7 @@ mod params;
 mod pool;
 mod resnet;
 mod small;
+mod weight_op;
 
 pub use activation::{add_relu, relu};
 pub use batchnorm::{BatchNorm2d, BatchNormConfig, batch_norm2d};

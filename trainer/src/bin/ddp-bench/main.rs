@@ -1,22 +1,29 @@
 //! `ddp-bench`: the figures of `docs/performance.md`, measured the same way as the PyTorch
 //! references in `shared/bench/` (`torch_ref.py`, `torch_allreduce.py`).
 //!
-//! - **train**: for mnist-cnn and mlp (MNIST sample) and ResNet-18 (synthetic 3x32x32 data, as
-//!   `torch_ref.py --model resnet18 --synthetic N`), runs the sibling `ddp-trainer` executable
+//! - **train**: for mnist-cnn and mlp (MNIST sample), ResNet-18 (synthetic 3x32x32 data, as
+//!   `torch_ref.py --model resnet18 --synthetic N`) and the baby GPT (`--model gpt`: a text file
+//!   for `--steps` steps, as `torch_gpt.py`), runs the sibling `ddp-trainer` executable
 //!   (`--standalone --nproc W`) in four configurations per round: world 1 × 1 thread, world 1 ×
 //!   T threads (`--threads`, default all cores; skipped when T = 1), world 2 × 1 thread per
 //!   replica, and 1+1 (two independent world-1 runs at once, 1 thread each). The generated spec
 //!   mirrors `torch_ref.py` (CNN: Adam lr 0.001 × world; MLP and ResNet-18: SGD momentum 0.9 lr
-//!   0.01 × world; all StepLR(1, 0.7); no validation split; no checkpoints); the bench then reads
+//!   0.01 × world; all StepLR(1, 0.7); no validation split; no checkpoints; the GPT: AdamW,
+//!   warm-up and cosine, one evaluation and checkpoint at the end); the bench then reads
 //!   the run's metrics JSONL. Each rank's training time is the sum of its `train` records'
 //!   `samples / samples_per_sec` (the logging windows tile every epoch's training loop,
 //!   evaluation and checkpoints excluded); the run's time is the slowest rank's, and its
 //!   throughput is the samples of all ranks divided by that time. Scaling efficiency = world-2
 //!   throughput / (2 × world-1 throughput); "vs 1 thread" = world 1 × T over world 1 × 1. Peak RSS
 //!   is the largest resident set among a run's processes (`wait4`'s rusage of the child).
-//! - **--compare-torch PYTHON**: also runs `torch_ref.py` at world 2 × 1 thread and world 1 × T
-//!   threads, alternating with our runs, and prints ddp / PyTorch ratios (medians over rounds);
-//!   for the all-reduce, `torch_allreduce.py` (gloo) after our engines in every round.
+//!   For the GPT the throughput counts tokens, and each round also times sampling 500 tokens from
+//!   its world-2 model.
+//! - **--compare-torch PYTHON**: also runs `torch_ref.py` (`torch_gpt.py`) at world 2 × 1 thread
+//!   and world 1 × T threads, alternating with our runs, and prints ddp / PyTorch ratios (medians
+//!   over rounds); for the all-reduce, `torch_allreduce.py` (gloo) after our engines in every
+//!   round.
+//! - **quality** (`--model gpt`): the full recipe (2,000 steps) at world 2 on both sides, both
+//!   final models evaluated by our evaluation over every validation window, and sampling.
 //! - **lockstep**: two threads pinned to cores 0 and 1 run the same steps (arithmetic, then
 //!   arithmetic and passes over a buffer of their own) meeting at a barrier after each, then
 //!   free-running: the ceiling this machine puts on world 2 against 1+1 with no trainer code.
@@ -36,13 +43,15 @@
 //!   and "vs 1 thread" per round, medians, the ddp / PyTorch comparison.
 //! - `train.rs`: one `ddp-trainer` run: models, configurations, the spec, the figures from its
 //!   metrics.
-//! - `torch.rs`: one `torch_ref.py` run: finding the script and torch, its summary line; one
-//!   `torch_allreduce.py` run.
+//! - `torch.rs`: one `torch_ref.py` (or `torch_gpt.py`) run: finding the script and torch, its
+//!   summary line; one `torch_allreduce.py` run.
+//! - `gpt.rs`: the GPT's quality run and evaluation of both sides' models; timing sampling.
 //! - `lockstep.rs`: the lock-step threads and their figures.
 //! - `allreduce.rs`: the all-reduce engines, workers and their figures; the memcpy reference.
 //! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
 
 mod allreduce;
+mod gpt;
 mod lockstep;
 mod procs;
 mod rounds;
@@ -62,7 +71,7 @@ use allreduce::{
 use procs::kib_to_mb;
 use rounds::{Comparison, Setup, TrainResults, bench_training, median, median_and_range};
 use torch::Torch;
-use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_trainer};
+use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_text, find_trainer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum What {
@@ -71,6 +80,8 @@ enum What {
     /// Two pinned threads in lock-step against free-running: this machine's ceiling for world 2
     /// against 1+1.
     Lockstep,
+    /// The GPT's full recipe at world 2, both sides' final models evaluated alike (--model gpt).
+    Quality,
     /// train, allreduce and lockstep.
     All,
 }
@@ -81,6 +92,8 @@ enum ModelSel {
     Mlp,
     #[value(name = "resnet18")]
     Resnet18,
+    /// The baby GPT on a text file (torch_gpt.py).
+    Gpt,
     /// cnn, mlp and resnet18.
     All,
 }
@@ -91,6 +104,7 @@ impl ModelSel {
             ModelSel::Cnn => &[Model::Cnn],
             ModelSel::Mlp => &[Model::Mlp],
             ModelSel::Resnet18 => &[Model::Resnet18],
+            ModelSel::Gpt => &[Model::Gpt],
             ModelSel::All => &[Model::Cnn, Model::Mlp, Model::Resnet18],
         }
     }
@@ -114,9 +128,14 @@ struct Args {
     /// resnet18].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Batch size per replica (torch_ref.py --batch).
-    #[arg(long, default_value_t = 32)]
-    batch: usize,
+    /// Batch size per replica (torch_ref.py --batch, torch_gpt.py --batch) [default: 32; gpt:
+    /// 12].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// gpt: optimizer steps per run (torch_gpt.py --iters) [default: 300; --what quality:
+    /// 2000, the full recipe].
+    #[arg(long)]
+    steps: Option<usize>,
     /// resnet18: synthetic 3x32x32 training images, a quarter as many test images
     /// (torch_ref.py --synthetic).
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -133,7 +152,8 @@ struct Args {
     /// from the repository root, else from the current folder].
     #[arg(long, value_name = "PATH")]
     torch_ref: Option<PathBuf>,
-    /// MNIST-format data folder (default: examples/data/mnist-sample).
+    /// MNIST-format data folder (default: examples/data/mnist-sample); gpt: the text file
+    /// (default: examples/data/shakespeare/input.txt).
     #[arg(long)]
     data: Option<PathBuf>,
     /// One JSON line per figure instead of a table.
@@ -175,6 +195,15 @@ impl Args {
 
     fn wants_lockstep(&self) -> bool {
         matches!(self.what, What::Lockstep | What::All)
+    }
+
+    /// The GPT's steps per run.
+    fn gpt_steps(&self) -> usize {
+        self.steps.unwrap_or(if self.what == What::Quality {
+            2000
+        } else {
+            300
+        })
     }
 }
 
@@ -219,8 +248,11 @@ fn main() -> ExitCode {
 
 /// Usage errors that clap does not catch.
 fn check_args(args: &Args) -> Result<(), String> {
-    if args.epochs == Some(0) || args.batch == 0 {
-        return Err("--epochs and --batch must be at least 1".into());
+    if args.epochs == Some(0) || args.batch == Some(0) || args.steps == Some(0) {
+        return Err("--epochs, --batch and --steps must be at least 1".into());
+    }
+    if args.what == What::Quality && args.model != ModelSel::Gpt {
+        return Err("--what quality is the GPT's: pass --model gpt".into());
     }
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
@@ -252,12 +284,31 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
             &format!("ddp-trainer: {}", setup.trainer.exe.display()),
         );
         if let Some(torch) = &setup.torch {
-            say(args, &torch.describe());
+            say(args, &torch.describe(args.model == ModelSel::Gpt));
         }
         let results = bench_training(&setup)?;
         if !args.json {
             print_train_table(&setup, &results.figures);
             print_comparisons(&setup, &results);
+            print_sampling(&results.sampling);
+        }
+    }
+    if args.what == What::Quality {
+        let setup = prepare_training(args, tmp, cores)?;
+        say(
+            args,
+            &format!("ddp-trainer: {}", setup.trainer.exe.display()),
+        );
+        if let Some(torch) = &setup.torch {
+            say(args, &torch.describe(true));
+        }
+        let w = &setup.workloads[0];
+        let q = gpt::bench_quality(&setup, w)?;
+        if args.json {
+            println!("{}", q.json_line());
+            println!("{}", q.sample.json_line(None));
+        } else {
+            gpt::print_quality(&q, setup.torch.as_ref().map(|t| t.version.as_str()));
         }
     }
     if args.wants_allreduce() {
@@ -358,14 +409,24 @@ fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setu
         true => Some(find_data_dir(args.data.as_deref())?),
         false => None,
     };
+    let text = match models.contains(&Model::Gpt) {
+        true => Some(find_text(args.data.as_deref())?),
+        false => None,
+    };
     let workloads = models
         .iter()
         .map(|&model| Workload {
             model,
             epochs: args.epochs.unwrap_or(model.default_epochs()),
-            batch: args.batch,
-            data: match &mnist {
-                Some(dir) if model.uses_mnist() => Data::Mnist(dir.clone()),
+            steps: if model == Model::Gpt {
+                args.gpt_steps()
+            } else {
+                0
+            },
+            batch: args.batch.unwrap_or(model.default_batch()),
+            data: match (&mnist, &text) {
+                (Some(dir), _) if model.uses_mnist() => Data::Mnist(dir.clone()),
+                (_, Some(path)) if model == Model::Gpt => Data::Text(path.clone()),
                 _ => Data::Synthetic {
                     train: args.synthetic,
                 },
@@ -396,6 +457,12 @@ fn prepare_torch<'a>(args: &Args, tmp: &'a Path) -> Result<Option<Torch<'a>>, St
 // Tables
 
 fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
+    let gpt = setup.workloads.iter().any(|w| w.model == Model::Gpt);
+    let (unit, quality) = if gpt {
+        ("tokens", "val loss")
+    } else {
+        ("samples", "test acc")
+    };
     println!();
     println!(
         "Training throughput: batch {} per replica, ddp-trainer --standalone; {}",
@@ -414,12 +481,12 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
         "model",
         "world",
         "threads",
-        "samples",
+        unit,
         "train s",
-        "samples/s",
+        format!("{unit}/s"),
         "scaling",
         "vs 1 thread",
-        "test acc",
+        quality,
         "wall s",
         "peak RSS MB",
         "scaling range"
@@ -437,7 +504,11 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
             percent(f.scaling, 1),
             f.vs_one_thread
                 .map_or("-".to_string(), |v| format!("{v:.2}x")),
-            percent(f.test_acc, 2),
+            if gpt {
+                f.val_loss.map_or("-".to_string(), |l| format!("{l:.4}"))
+            } else {
+                percent(f.test_acc, 2)
+            },
             f.wall_s,
             f.peak_rss_kib
                 .map_or("-".to_string(), |k| format!("{:.0}", kib_to_mb(k))),
@@ -458,14 +529,14 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
         .collect();
     if !against_pair.is_empty() {
         println!(
-            "world 2 against 1+1 (each round's world 2 samples/s over its own 1+1's; median, range \
+            "world 2 against 1+1 (each round's world 2 {unit}/s over its own 1+1's; median, range \
              in brackets): {}",
             against_pair.join(", ")
         );
     }
     println!(
-        "samples/s = training samples of all ranks / training time of the slowest rank (sum of its \
-         train records' samples / samples_per_sec); scaling = world-2 samples/s / (2 x world-1)"
+        "{unit}/s = training {unit} of all ranks / training time of the slowest rank (sum of its \
+         train records' samples / samples_per_sec); scaling = world-2 {unit}/s / (2 x world-1)"
     );
     println!(
         "world 1+1 = two independent world-1 runs at the same time (no communication): the scaling \
@@ -511,16 +582,36 @@ fn print_comparisons(setup: &Setup, results: &TrainResults) {
             "ratio = ddp / PyTorch (above 1: ddp has more samples/s, or uses more memory); best = \
              ddp: the best of world 1 x 1 thread, world 1 x {t} and world 2 (not 1+1); PyTorch: \
              the better of its two; PyTorch's samples/s = rank 0's epoch times between barriers \
-             (torch_ref.py)",
+             (torch_ref.py); its tokens/s = the training loop between barriers (torch_gpt.py)",
             t = train::threads_text(setup.threads)
         );
     }
 }
 
+/// The GPT: the median time to sample from each round's world-2 model.
+fn print_sampling(figures: &[gpt::SampleFigure]) {
+    let mut sorted = figures.to_vec();
+    sorted.sort_by(|a, b| a.generate_s.total_cmp(&b.generate_s));
+    if let Some(median) = sorted.get(sorted.len() / 2) {
+        println!();
+        if sorted.len() > 1 {
+            println!(
+                "median of {} rounds (each round's world-2 model):",
+                sorted.len()
+            );
+        }
+        gpt::print_sample(median);
+    }
+}
+
 fn print_comparison(setup: &Setup, version: &str, c: &Comparison) {
     println!();
+    let (script, unit) = match c.workload.model {
+        Model::Gpt => ("torch_gpt.py", "tokens/s"),
+        _ => ("torch_ref.py", "samples/s"),
+    };
     println!(
-        "ddp-trainer vs PyTorch {version} (torch_ref.py): {}, {}, batch {} per replica",
+        "ddp-trainer vs PyTorch {version} ({script}): {}, {}, batch {} per replica",
         c.workload.model.short(),
         c.workload.describe(),
         c.workload.batch
@@ -534,7 +625,10 @@ fn print_comparison(setup: &Setup, version: &str, c: &Comparison) {
     }
     println!(
         "{:<32} {:>13} {:>17} {:>7}",
-        "configuration", "ddp samples/s", "PyTorch samples/s", "ratio"
+        "configuration",
+        format!("ddp {unit}"),
+        format!("PyTorch {unit}"),
+        "ratio"
     );
     for r in &c.rows {
         println!(

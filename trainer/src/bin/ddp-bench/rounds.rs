@@ -2,9 +2,10 @@
 //! PyTorch's, each run's scaling and "vs 1 thread" against its own round's world 1 × 1 thread,
 //! then the medians over the rounds and the ddp / PyTorch comparison (the ratio of the medians).
 
+use crate::gpt::{SampleFigure, time_sampling};
 use crate::procs::kib_to_mb;
 use crate::torch::{Torch, TorchFigure, torch_configs};
-use crate::train::{Config, TrainFigure, Trainer, Workload, threads_text};
+use crate::train::{Config, Model, TrainFigure, Trainer, Workload, threads_text};
 
 /// What the training benchmark runs, found and checked before anything runs.
 pub struct Setup<'a> {
@@ -24,6 +25,8 @@ pub struct Setup<'a> {
 pub struct TrainResults {
     pub figures: Vec<TrainFigure>,
     pub comparisons: Vec<Comparison>,
+    /// The GPT: sampling from each round's world-2 model.
+    pub sampling: Vec<SampleFigure>,
 }
 
 /// ddp-trainer against PyTorch for one model.
@@ -46,6 +49,7 @@ pub struct CompareRow {
 struct Round {
     ours: Vec<TrainFigure>,
     torch: Vec<TorchFigure>,
+    sample: Option<SampleFigure>,
 }
 
 impl Round {
@@ -110,12 +114,16 @@ pub fn bench_training(setup: &Setup) -> Result<TrainResults, String> {
     let mut results = TrainResults {
         figures: Vec::new(),
         comparisons: Vec::new(),
+        sampling: Vec::new(),
     };
     for w in &setup.workloads {
         let mut rounds = Vec::new();
         for round in 0..setup.rounds {
             rounds.push(run_round(setup, w, round)?);
         }
+        results
+            .sampling
+            .extend(rounds.iter().filter_map(|r| r.sample.clone()));
         results.figures.extend(median_figures(&rounds));
         if setup.torch.is_some() {
             results.comparisons.push(compare(w, &rounds, setup.threads));
@@ -136,17 +144,26 @@ fn run_round(setup: &Setup, w: &Workload, round: u32) -> Result<Round, String> {
         announce(setup, w, step, round);
         match (step, &setup.torch) {
             (Step::Ours(c), _) => r.ours.push(setup.trainer.run(w, c, &tag)?),
-            (Step::Torch(c), Some(t)) => r.torch.push(t.run_retrying(w, c, &tag)?),
+            (Step::Torch(c), Some(t)) => r.torch.push(t.run(w, c, &tag, None)?),
             (Step::Torch(_), None) => unreachable!("PyTorch runs only with --compare-torch"),
         }
     }
     set_relative_figures(&mut r.ours);
+    if w.model == Model::Gpt
+        && let Some(f) = r.ours_at(Config::ddp(2, 1))
+    {
+        eprintln!("ddp-bench: sampling from the world-2 model ...");
+        r.sample = Some(time_sampling(&f.run_dir)?);
+    }
     if setup.json {
         for f in &r.ours {
             println!("{}", f.json_line(w, round));
         }
         for f in &r.torch {
             println!("{}", f.json_line(w, round));
+        }
+        if let Some(s) = &r.sample {
+            println!("{}", s.json_line(Some(round)));
         }
     }
     Ok(r)
@@ -168,6 +185,11 @@ fn announce(setup: &Setup, w: &Workload, step: Step, round: u32) {
             c.world,
             w.describe(),
             w.batch,
+            threads_text(c.threads)
+        ),
+        Step::Torch(c) if w.model == Model::Gpt => eprintln!(
+            "ddp-bench: PyTorch: torch_gpt.py at world {} ({} per process; {of}) ...",
+            c.world,
             threads_text(c.threads)
         ),
         Step::Torch(c) => eprintln!(
@@ -314,6 +336,8 @@ mod tests {
             train_s: 1000.0 / samples_per_s,
             samples_per_s,
             test_acc: None,
+            val_loss: None,
+            run_dir: std::path::PathBuf::new(),
             wall_s: 1.0,
             peak_rss_kib: None,
             scaling: None,
@@ -335,6 +359,7 @@ mod tests {
         Round {
             ours,
             torch: Vec::new(),
+            sample: None,
         }
     }
 

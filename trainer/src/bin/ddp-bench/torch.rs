@@ -1,6 +1,7 @@
-//! One run of the PyTorch reference `shared/bench/torch_ref.py` (`--compare-torch PYTHON`): the
-//! script and torch version found before anything runs, the process, and its summary line; and
-//! one run of `torch_allreduce.py` beside it (gloo all-reduce bandwidth).
+//! One run of the PyTorch reference `shared/bench/torch_ref.py` (`--compare-torch PYTHON`), or
+//! of `torch_gpt.py` beside it for the GPT: the script and torch version found before anything
+//! runs, the process, and its summary line; and one run of `torch_allreduce.py` beside it (gloo
+//! all-reduce bandwidth).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use serde::Deserialize;
 
 use crate::allreduce::{AR_WORLD, ArFigure, folder_suffix, read_figures, round_suffix};
 use crate::procs::{clean_env, free_port, kib_to_mb, spawn, tail, wait_deadline};
-use crate::train::{Config, Data, Workload, json_num};
+use crate::train::{Config, Data, Workload, gpt_warmup, json_num};
 
 /// The configurations PyTorch runs, in the order they alternate with ours: world 1 × all
 /// cores, then world 2 × 1 thread per process.
@@ -19,14 +20,17 @@ pub fn torch_configs(threads: usize) -> [Config; 2] {
     [Config::ddp(1, threads), Config::ddp(2, 1)]
 }
 
-/// The last `"summary": true` line of `torch_ref.py`.
+/// The last `"summary": true` line of `torch_ref.py` (or `torch_gpt.py`: tokens, no engine).
 #[derive(Deserialize)]
 struct Summary {
-    engine: String,
+    engine: Option<String>,
     threads: usize,
     train_s: f64,
+    #[serde(alias = "tokens_per_s")]
     samples_per_s: f64,
     test_acc: Option<f64>,
+    /// `torch_gpt.py`: the mean loss of 20 random validation batches (not our evaluation).
+    val_loss: Option<f64>,
 }
 
 /// One `torch_ref.py` run's figures.
@@ -42,6 +46,8 @@ pub struct TorchFigure {
     pub train_s: f64,
     pub samples_per_s: f64,
     pub test_acc: Option<f64>,
+    /// `torch_gpt.py`'s own validation loss (random batches).
+    pub val_loss: Option<f64>,
     pub wall_s: f64,
     /// The largest resident set of the launcher and its `mp.spawn` workers, KiB.
     pub peak_rss_kib: Option<u64>,
@@ -52,18 +58,21 @@ impl TorchFigure {
     pub fn json_line(&self, w: &Workload, round: u32) -> String {
         format!(
             "{{\"bench\": \"train\", \"engine\": \"{}\", \"model\": \"{}\", \"world\": {}, \
-             \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \"train_s\": {:.3}, \
-             \"samples_per_s\": {:.1}, \"test_acc\": {}, \"wall_s\": {:.3}, \
-             \"peak_rss_mb\": {}, \"round\": {round}}}",
+             \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \"steps\": {}, \
+             \"unit\": \"{}\", \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \"test_acc\": {}, \
+             \"val_loss\": {}, \"wall_s\": {:.3}, \"peak_rss_mb\": {}, \"round\": {round}}}",
             self.engine,
             w.model.short(),
             self.config.world,
             self.threads_used,
             w.batch,
             w.epochs,
+            w.steps,
+            w.model.unit(),
             self.train_s,
             self.samples_per_s,
             json_num(self.test_acc, 4),
+            json_num(self.val_loss, 4),
             self.wall_s,
             json_num(self.peak_rss_kib.map(kib_to_mb), 1),
         )
@@ -100,51 +109,74 @@ impl<'a> Torch<'a> {
         })
     }
 
-    /// "PyTorch 2.15.0 (PYTHON SCRIPT)", for the header.
-    pub fn describe(&self) -> String {
+    /// "PyTorch 2.15.0 (PYTHON SCRIPT)", for the header; `gpt`: the GPT's script.
+    pub fn describe(&self, gpt: bool) -> String {
+        let script = match gpt {
+            true => self.script.with_file_name("torch_gpt.py"),
+            false => self.script.clone(),
+        };
         format!(
             "PyTorch {} ({} {})",
             self.version,
             self.python.display(),
-            self.script.display()
+            script.display()
         )
     }
 
-    /// [`Torch::run`], once more if it fails: torch_ref.py at world 2 now and then aborts inside
-    /// gloo (`terminate called without an active exception`), which says nothing about its
-    /// speed (an abort after the summary is no failure, see [`Torch::run`]). A second failure
-    /// ends the benchmark as before.
-    pub fn run_retrying(
+    /// One `torch_ref.py` (`torch_gpt.py`) run of `w` in `config`, in a folder named with
+    /// `tag`; `torch_gpt.py` also saves its state dict to `save` (`--save`). A run that fails is
+    /// run once more: torch_ref.py at world 2 now and then aborts inside gloo (`terminate called
+    /// without an active exception`), which says nothing about its speed (an abort after the
+    /// summary is no failure, see [`Torch::execute`]). A second failure ends the benchmark.
+    pub fn run(
         &self,
         w: &Workload,
         config: Config,
         tag: &str,
+        save: Option<&Path>,
     ) -> Result<TorchFigure, String> {
-        self.run(w, config, tag).or_else(|first| {
+        let once = |tag: &str| -> Result<TorchFigure, String> {
+            let dir = self.tmp.join(format!(
+                "torch-{}-w{}-t{}{tag}",
+                w.model.short(),
+                config.world,
+                config.threads
+            ));
+            fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut cmd = self.command(w, config, free_port()?)?;
+            if let Some(path) = save {
+                cmd.arg("--save").arg(path);
+            }
+            let what = format!(
+                "{} ({} {}{tag})",
+                script_name(w),
+                w.model.short(),
+                config.label()
+            );
+            self.execute(cmd, &dir, &what, config)
+        };
+        once(tag).or_else(|first| {
             eprintln!(
                 "ddp-bench: warning: {first}
 ddp-bench: running it once more"
             );
-            self.run(w, config, &format!("{tag}-retry"))
+            once(&format!("{tag}-retry"))
         })
     }
 
-    /// One `torch_ref.py` run of `w` in `config`, in a folder named with `tag`.
-    pub fn run(&self, w: &Workload, config: Config, tag: &str) -> Result<TorchFigure, String> {
-        let dir = self.tmp.join(format!(
-            "torch-{}-w{}-t{}{tag}",
-            w.model.short(),
-            config.world,
-            config.threads
-        ));
-        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    /// Runs `cmd` (`what`, for messages; its output in `dir`) and reads its summary line.
+    fn execute(
+        &self,
+        cmd: Command,
+        dir: &Path,
+        what: &str,
+        config: Config,
+    ) -> Result<TorchFigure, String> {
         let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
-        let cmd = self.command(w, config, free_port()?);
-        let what = format!("torch_ref.py ({} {}{tag})", w.model.short(), config.label());
         let t0 = Instant::now();
         let child =
             spawn(cmd, &stdout, &stderr).map_err(|e| format!("cannot start {what}: {e}"))?;
-        let exit = wait_deadline(child, self.timeout, &what)
+        let exit = wait_deadline(child, self.timeout, what)
             .map_err(|e| format!("{e}\n{}", tail(&stderr)))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let summary = read_summary(&stdout);
@@ -174,11 +206,14 @@ ddp-bench: running it once more"
         }
         Ok(TorchFigure {
             config,
-            engine: s.engine,
+            engine: s
+                .engine
+                .unwrap_or_else(|| format!("pytorch-{}", self.version)),
             threads_used: s.threads,
             train_s: s.train_s,
             samples_per_s: s.samples_per_s,
             test_acc: s.test_acc,
+            val_loss: s.val_loss,
             wall_s,
             peak_rss_kib: exit.peak_rss_kib,
         })
@@ -218,17 +253,48 @@ ddp-bench: running it once more"
         read_figures(&stdout, "gloo")
     }
 
+    /// `torch_gpt.py` beside `torch_ref.py`.
+    pub fn gpt_script(&self) -> Result<PathBuf, String> {
+        let script = self.script.with_file_name("torch_gpt.py");
+        if !script.is_file() {
+            return Err(format!(
+                "{} not found: it sits beside torch_ref.py in shared/bench",
+                script.display()
+            ));
+        }
+        Ok(script)
+    }
+
     /// `PYTHON torch_ref.py DATA --world W --model M --epochs E --batch B --threads T --port P
-    /// [--synthetic N]` (for ResNet-18 the data folder is ignored: the temporary folder).
-    fn command(&self, w: &Workload, config: Config, port: u16) -> Command {
+    /// [--synthetic N]` (for ResNet-18 the data folder is ignored: the temporary folder); for the
+    /// GPT `PYTHON torch_gpt.py TEXT --world W --iters N --batch B --threads T --port P`.
+    fn command(&self, w: &Workload, config: Config, port: u16) -> Result<Command, String> {
         let mut cmd = Command::new(&self.python);
         clean_env(&mut cmd);
+        if let Data::Text(text) = &w.data {
+            cmd.arg(self.gpt_script()?)
+                .arg(text)
+                .arg("--world")
+                .arg(config.world.to_string())
+                .arg("--iters")
+                .arg(w.steps.to_string())
+                .arg("--warmup")
+                .arg(gpt_warmup(w.steps).to_string())
+                .arg("--batch")
+                .arg(w.batch.to_string())
+                .arg("--threads")
+                .arg(config.threads.to_string())
+                .arg("--port")
+                .arg(port.to_string());
+            return Ok(cmd);
+        }
         cmd.arg(&self.script);
         match &w.data {
             Data::Mnist(dir) => cmd.arg(dir),
             Data::Synthetic { train } => {
                 cmd.arg(self.tmp).arg("--synthetic").arg(train.to_string())
             }
+            Data::Text(_) => unreachable!("the GPT's command is above"),
         };
         cmd.arg("--world")
             .arg(config.world.to_string())
@@ -242,7 +308,15 @@ ddp-bench: running it once more"
             .arg(w.batch.to_string())
             .arg("--port")
             .arg(port.to_string());
-        cmd
+        Ok(cmd)
+    }
+}
+
+/// The script a workload runs.
+fn script_name(w: &Workload) -> &'static str {
+    match w.data {
+        Data::Text(_) => "torch_gpt.py",
+        _ => "torch_ref.py",
     }
 }
 

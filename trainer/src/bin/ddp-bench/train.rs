@@ -1,5 +1,6 @@
 //! One training run of `ddp-trainer --standalone`: the models, the configurations, the spec
-//! (`torch_ref.py`'s recipe), the process, and the figures read back from its metrics.
+//! (`torch_ref.py`'s recipe, or `torch_gpt.py`'s for the GPT), the process, and the figures read
+//! back from its metrics.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,15 +16,18 @@ pub enum Model {
     Cnn,
     Mlp,
     Resnet18,
+    /// The baby GPT of `torch_gpt.py` on a text file, trained for a number of steps.
+    Gpt,
 }
 
 impl Model {
-    /// The name `torch_ref.py` uses (`--model cnn|mlp|resnet18`).
+    /// The name `torch_ref.py` uses (`--model cnn|mlp|resnet18`); `gpt` for `torch_gpt.py`.
     pub fn short(self) -> &'static str {
         match self {
             Model::Cnn => "cnn",
             Model::Mlp => "mlp",
             Model::Resnet18 => "resnet18",
+            Model::Gpt => "gpt",
         }
     }
 
@@ -33,29 +37,65 @@ impl Model {
             Model::Cnn => "mnist-cnn",
             Model::Mlp => "mlp",
             Model::Resnet18 => "resnet18",
+            Model::Gpt => "gpt",
         }
     }
 
-    /// Epochs when `--epochs` is not given (the issue's recipe: ResNet-18 trains 1 epoch).
+    /// Epochs when `--epochs` is not given (the issue's recipe: ResNet-18 trains 1 epoch; the
+    /// GPT counts steps instead, see [`Workload::steps`]).
     pub fn default_epochs(self) -> usize {
         match self {
             Model::Cnn | Model::Mlp => 3,
-            Model::Resnet18 => 1,
+            Model::Resnet18 | Model::Gpt => 1,
         }
     }
 
-    /// Whether the model trains on the MNIST-format folder (else on synthetic CIFAR-shaped data).
-    pub fn uses_mnist(self) -> bool {
-        self != Model::Resnet18
+    /// Batch size per replica when `--batch` is not given: `torch_ref.py`'s 32, `torch_gpt.py`'s
+    /// 12 windows.
+    pub fn default_batch(self) -> usize {
+        match self {
+            Model::Gpt => 12,
+            _ => 32,
+        }
     }
 
-    /// `[train]` keys mirroring `torch_ref.py` (which applies StepLR(1, 0.7) to every model).
+    /// Whether the model trains on the MNIST-format folder.
+    pub fn uses_mnist(self) -> bool {
+        matches!(self, Model::Cnn | Model::Mlp)
+    }
+
+    /// What its throughput counts: training samples, or tokens for the language model.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Model::Gpt => "tokens",
+            _ => "samples",
+        }
+    }
+
+    /// `[train]` keys mirroring `torch_ref.py` (which applies StepLR(1, 0.7) to every model) and
+    /// `torch_gpt.py` (AdamW, betas 0.9/0.99, weight decay 0.1 on matrices, clip 1.0, warm-up 100
+    /// then cosine to 1e-4, no learning-rate scaling with the world size).
     fn train_keys(self) -> &'static str {
         match self {
-            Model::Cnn => "optimizer = \"adam\"\nlr = 0.001\n",
-            Model::Mlp | Model::Resnet18 => "optimizer = \"sgd\"\nlr = 0.01\nmomentum = 0.9\n",
+            Model::Cnn => {
+                "optimizer = \"adam\"\nlr = 0.001\nlr_scaling = \"linear\"\n\
+                 scheduler = { kind = \"step\", step_size = 1, gamma = 0.7 }\n"
+            }
+            Model::Mlp | Model::Resnet18 => {
+                "optimizer = \"sgd\"\nlr = 0.01\nmomentum = 0.9\nlr_scaling = \"linear\"\n\
+                 scheduler = { kind = \"step\", step_size = 1, gamma = 0.7 }\n"
+            }
+            Model::Gpt => {
+                "optimizer = \"adamw\"\nlr = 1e-3\nbetas = [0.9, 0.99]\neps = 1e-8\n\
+                 weight_decay = 0.1\ngrad_clip = 1.0\n"
+            }
         }
     }
+}
+
+/// The GPT's warm-up steps: `torch_gpt.py`'s 100, or the whole of a shorter run.
+pub fn gpt_warmup(steps: usize) -> usize {
+    steps.min(100)
 }
 
 /// What a model trains on.
@@ -65,6 +105,8 @@ pub enum Data {
     Mnist(PathBuf),
     /// Synthetic 3x32x32 images of 10 classes: `train` training images, `train / 4` test images.
     Synthetic { train: usize },
+    /// A UTF-8 text file, tokenized by character; the last 10 % validates (gpt).
+    Text(PathBuf),
 }
 
 /// What every run of one model trains, ours and PyTorch's alike.
@@ -72,22 +114,54 @@ pub enum Data {
 pub struct Workload {
     pub model: Model,
     pub epochs: usize,
+    /// The GPT's optimizer steps (`train.steps`, `torch_gpt.py --iters`); 0 for the others.
+    pub steps: usize,
     /// Batch size per replica.
     pub batch: usize,
     pub data: Data,
 }
 
 impl Workload {
-    /// The data and epochs, for table titles.
+    /// The data and epochs (or steps), for table titles.
     pub fn describe(&self) -> String {
         let data = match &self.data {
             Data::Mnist(_) => "MNIST sample".to_string(),
             Data::Synthetic { train } => {
                 format!("{train} synthetic 3x32x32 images ({} test)", train / 4)
             }
+            Data::Text(path) => format!(
+                "{}, block 64",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            ),
         };
+        if self.model == Model::Gpt {
+            return format!("{data}, {} steps", self.steps);
+        }
         let plural = if self.epochs == 1 { "" } else { "s" };
         format!("{data}, {} epoch{plural}", self.epochs)
+    }
+
+    /// The `[model]` keys of the spec (the GPT's shape is `torch_gpt.py`'s defaults).
+    fn model_keys(&self) -> String {
+        let name = format!("name = \"{}\"\n", self.model.spec_name());
+        match self.model {
+            Model::Gpt => name + "layers = 4\nheads = 4\nembd = 128\nblock = 64\n",
+            _ => name,
+        }
+    }
+
+    /// `[train]` keys of the length of the run: epochs, or the GPT's steps with one evaluation
+    /// and one checkpoint at the end.
+    fn length_keys(&self) -> String {
+        match self.model {
+            Model::Gpt => format!(
+                "steps = {s}\neval_every = {s}\nlog_every = 50\n\
+                 scheduler = {{ kind = \"cosine\", warmup_steps = {warmup}, min_lr = 1e-4 }}\n",
+                s = self.steps,
+                warmup = gpt_warmup(self.steps)
+            ),
+            _ => format!("epochs = {}\n", self.epochs),
+        }
     }
 
     /// The `[data]` keys of the spec: all training images, no validation split.
@@ -97,6 +171,13 @@ impl Workload {
                 let path =
                     serde_json::to_string(&dir.to_string_lossy()).expect("a string serializes");
                 format!("name = \"mnist\"\npath = {path}\nval_fraction = 0.0\n")
+            }
+            Data::Text(path) => {
+                let path =
+                    serde_json::to_string(&path.to_string_lossy()).expect("a string serializes");
+                format!(
+                    "name = \"text\"\npath = {path}\ntokenizer = \"char\"\nval_fraction = 0.1\n"
+                )
             }
             Data::Synthetic { train } => format!(
                 "name = \"synthetic\"\ntask = \"classification\"\nshape = [3, 32, 32]\n\
@@ -171,6 +252,10 @@ pub struct TrainFigure {
     pub train_s: f64,
     pub samples_per_s: f64,
     pub test_acc: Option<f64>,
+    /// The GPT: rank 0's last validation loss (all validation windows, see `ddp_trainer::lm`).
+    pub val_loss: Option<f64>,
+    /// The run folder (of the first run for 1+1), kept until the bench ends.
+    pub run_dir: PathBuf,
     /// The whole `ddp-trainer` run (start-up, data loading, test, exit) seen from here.
     pub wall_s: f64,
     /// The largest resident set of the run's processes (of both runs for 1+1), KiB.
@@ -193,9 +278,10 @@ impl TrainFigure {
         format!(
             "{{\"bench\": \"{}\", \"engine\": \"ddp-trainer-{}\", \"model\": \"{}\", \
              \"world\": {}, \"threads_per_replica\": {}, \"batch\": {}, \"epochs\": {}, \
-             \"samples\": {}, \"train_s\": {:.3}, \"samples_per_s\": {:.1}, \
-             \"scaling_efficiency\": {}, \"vs_1_thread\": {}, \"vs_1plus1\": {}, \"test_acc\": {}, \
-             \"wall_s\": {:.3}, \"peak_rss_mb\": {}, \"round\": {round}}}",
+             \"steps\": {}, \"unit\": \"{}\", \"samples\": {}, \"train_s\": {:.3}, \
+             \"samples_per_s\": {:.1}, \"scaling_efficiency\": {}, \"vs_1_thread\": {}, \
+             \"vs_1plus1\": {}, \"test_acc\": {}, \"val_loss\": {}, \"wall_s\": {:.3}, \
+             \"peak_rss_mb\": {}, \"round\": {round}}}",
             if self.config.independent {
                 "train-independent-pair"
             } else {
@@ -207,6 +293,8 @@ impl TrainFigure {
             self.config.threads,
             w.batch,
             w.epochs,
+            w.steps,
+            self.model.unit(),
             self.samples,
             self.train_s,
             self.samples_per_s,
@@ -214,6 +302,7 @@ impl TrainFigure {
             json_num(self.vs_one_thread, 4),
             json_num(self.vs_pair, 4),
             json_num(self.test_acc, 4),
+            json_num(self.val_loss, 4),
             self.wall_s,
             json_num(self.peak_rss_kib.map(kib_to_mb), 1),
         )
@@ -291,6 +380,30 @@ pub fn find_data_dir(given: Option<&Path>) -> Result<PathBuf, String> {
     ))
 }
 
+/// The GPT's text file: `--data`, else the Shakespeare corpus of the examples (from the current
+/// folder or the repository).
+pub fn find_text(given: Option<&Path>) -> Result<PathBuf, String> {
+    let rel = "examples/data/shakespeare/input.txt";
+    let candidates: Vec<PathBuf> = match given {
+        Some(p) => vec![p.to_path_buf()],
+        None => vec![
+            PathBuf::from(rel),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel),
+        ],
+    };
+    for c in &candidates {
+        if c.is_file() {
+            return c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()));
+        }
+    }
+    Err(format!(
+        "text file {} not found (pass --data FILE, a UTF-8 text)",
+        candidates[0].display()
+    ))
+}
+
 /// "" for 1 thread (the names of the single-thread runs), "-t4" for 4 threads.
 fn threads_suffix(threads: usize) -> String {
     if threads == 1 {
@@ -300,21 +413,25 @@ fn threads_suffix(threads: usize) -> String {
     }
 }
 
-/// The spec of one run: torch_ref.py's recipe, no validation split, no checkpoints.
-fn spec_text(w: &Workload, world: usize, threads: usize) -> String {
+/// The spec of one run: torch_ref.py's recipe, no validation split, no checkpoints; or
+/// torch_gpt.py's, validated and checkpointed once, at the end.
+pub fn spec_text(w: &Workload, world: usize, threads: usize) -> String {
     let suffix = threads_suffix(threads);
+    let checkpoint = match w.model {
+        Model::Gpt => format!("every_steps = {}\n", w.steps),
+        _ => "every_epochs = 0\n".to_string(),
+    };
     format!(
         "name = \"bench-{short}-w{world}{suffix}\"\n\n\
-         [model]\nname = \"{model}\"\n\n\
+         [model]\n{model}\n\
          [data]\n{data}\n\
-         [train]\nepochs = {epochs}\nbatch_size = {batch}\n{keys}lr_scaling = \"linear\"\n\
-         scheduler = {{ kind = \"step\", step_size = 1, gamma = 0.7 }}\nseed = 1\n\n\
+         [train]\n{length}batch_size = {batch}\n{keys}seed = 1\n\n\
          [ddp]\nreplicas = {world}\nthreads = {threads}\ntimeout_s = 300\n\n\
-         [checkpoint]\nevery_epochs = 0\n",
+         [checkpoint]\n{checkpoint}",
         short = w.model.short(),
-        model = w.model.spec_name(),
+        model = w.model_keys(),
         data = w.data_keys(),
-        epochs = w.epochs,
+        length = w.length_keys(),
         batch = w.batch,
         keys = w.model.train_keys(),
     )
@@ -335,6 +452,7 @@ struct RunMetrics {
     samples: u64,
     train_s: f64,
     test_acc: Option<f64>,
+    val_loss: Option<f64>,
 }
 
 /// The `ddp-trainer` executable and what all its runs share.
@@ -379,6 +497,8 @@ impl Trainer<'_> {
             train_s,
             samples_per_s: samples as f64 / train_s,
             test_acc: fa.test_acc,
+            val_loss: fa.val_loss,
+            run_dir: fa.run_dir,
             wall_s: fa.wall_s.max(fb.wall_s),
             peak_rss_kib: fa.peak_rss_kib.max(fb.peak_rss_kib),
             scaling: None,
@@ -459,6 +579,8 @@ impl Trainer<'_> {
             train_s: m.train_s,
             samples_per_s: m.samples as f64 / m.train_s,
             test_acc: m.test_acc,
+            val_loss: m.val_loss,
+            run_dir: out,
             wall_s,
             peak_rss_kib: exit.peak_rss_kib,
             scaling: None,
@@ -476,6 +598,7 @@ fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
         samples: 0,
         train_s: 0.0,
         test_acc: None,
+        val_loss: None,
     };
     for rank in 0..world {
         let path = out.join(format!("metrics/rank-{rank}.jsonl"));
@@ -506,6 +629,11 @@ fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
                 .rev()
                 .find(|r| r.kind == MetricKind::Test)
                 .and_then(|r| r.accuracy);
+            m.val_loss = records
+                .iter()
+                .rev()
+                .find(|r| r.kind == MetricKind::Val)
+                .map(|r| r.loss);
         }
     }
     Ok(m)

@@ -1,11 +1,14 @@
 //! The GPT's layers, as PyTorch's `torch_gpt.py` defines them: LayerNorm, causal self-attention
 //! with one fused `c_attn` projection, the 4× MLP with exact GELU, and the pre-norm block.
-//! Activations are `[B·T, E]` matrices between layers; attention views them as `[B, H, T, E/H]`.
+//! Activations are `[B·T, E]` matrices between layers, and each layer is a few of the fused
+//! [`super::ops`]; attention over a KV cache (generation), or with dropout while training, views
+//! q, k, v as `[B, H, T, E/H]` and composes candle's ops.
 
-use candle_core::{D, Device, Module, Tensor};
+use candle_core::{D, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::config::GptConfig;
+use super::ops;
 use crate::models::linear::{Linear, linear};
 
 /// PyTorch's `nn.LayerNorm` epsilon.
@@ -24,34 +27,16 @@ pub fn layer_norm(size: usize, vb: VarBuilder) -> candle_core::Result<LayerNorm>
     })
 }
 
-impl Module for LayerNorm {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-        let var = centred.sqr()?.mean_keepdim(D::Minus1)?;
-        let inv_std = (var + LN_EPS)?.sqrt()?.recip()?;
-        centred
-            .broadcast_mul(&inv_std)?
-            .broadcast_mul(&self.weight)?
-            .broadcast_add(&self.bias)
+impl LayerNorm {
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        ops::layer_norm(x, &self.weight, &self.bias, LN_EPS)
     }
 }
 
-/// The additive causal mask of `queries` positions that come last among `keys` positions:
-/// `[queries, keys]`, 0 where query i may attend to key j (j ≤ keys − queries + i), −∞ elsewhere.
-pub fn causal_mask(queries: usize, keys: usize, device: &Device) -> candle_core::Result<Tensor> {
-    let offset = keys - queries;
-    let values: Vec<f32> = (0..queries)
-        .flat_map(|i| {
-            (0..keys).map(move |j| {
-                if j <= offset + i {
-                    0.0
-                } else {
-                    f32::NEG_INFINITY
-                }
-            })
-        })
-        .collect();
-    Tensor::from_vec(values, (queries, keys), device)
+/// A [`Linear`] layer through [`ops::linear`].
+fn dense(layer: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
+    let (w, b) = layer.parts();
+    ops::linear(x, w, b)
 }
 
 /// One layer's keys and values of the positions seen so far, `[B, H, T, E/H]` each.
@@ -82,6 +67,7 @@ impl CausalSelfAttention {
     /// `x` is `[b·t, E]` for `b` sequences of `t` new positions. With a `cache`, the new positions
     /// follow the cached ones (whose keys and values it holds; the new ones are appended) and
     /// `mask` is `[t, cached + t]`; `None` for a single new position, which sees every key.
+    /// Without a cache `mask` is the causal `[t, t]` one (used only with dropout).
     pub fn forward(
         &self,
         x: &Tensor,
@@ -90,9 +76,27 @@ impl CausalSelfAttention {
         cache: Option<&mut LayerCache>,
         train: bool,
     ) -> candle_core::Result<Tensor> {
-        let e = x.dim(1)?;
+        let qkv = dense(&self.c_attn, x)?;
+        let y = if cache.is_none() && !(train && self.dropout > 0.0) {
+            ops::causal_attention(&qkv, b, self.heads)?
+        } else {
+            self.composed(&qkv, (b, t), mask, cache, train)?
+        };
+        dropout(&dense(&self.c_proj, &y)?, self.dropout, train)
+    }
+
+    /// Attention of candle's ops: over a cache, or with dropout on the probabilities.
+    fn composed(
+        &self,
+        qkv: &Tensor,
+        (b, t): (usize, usize),
+        mask: Option<&Tensor>,
+        cache: Option<&mut LayerCache>,
+        train: bool,
+    ) -> candle_core::Result<Tensor> {
+        let e = qkv.dim(1)? / 3;
         let (h, d) = (self.heads, e / self.heads);
-        let qkv = self.c_attn.forward(x)?.reshape((b, t, 3, h, d))?;
+        let qkv = qkv.reshape((b, t, 3, h, d))?;
         let part = |i: usize| -> candle_core::Result<Tensor> {
             qkv.narrow(2, i, 1)?
                 .squeeze(2)?
@@ -116,8 +120,7 @@ impl CausalSelfAttention {
             self.dropout,
             train,
         )?;
-        let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, e))?;
-        dropout(&self.c_proj.forward(&y)?, self.dropout, train)
+        att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, e))
     }
 }
 
@@ -138,8 +141,8 @@ pub fn mlp(cfg: &GptConfig, vb: VarBuilder) -> candle_core::Result<Mlp> {
 
 impl Mlp {
     pub fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
-        let hidden = self.c_fc.forward(x)?.gelu_erf()?;
-        dropout(&self.c_proj.forward(&hidden)?, self.dropout, train)
+        let hidden = ops::gelu(&dense(&self.c_fc, x)?)?;
+        dropout(&dense(&self.c_proj, &hidden)?, self.dropout, train)
     }
 }
 

@@ -4,8 +4,10 @@
 //!
 //! Layout:
 //! - `config`: [`GptConfig`], its validation and parameter count.
-//! - `layers`: LayerNorm, causal self-attention, MLP, the pre-norm block, the causal mask and a
-//!   layer's key/value cache.
+//! - `layers`: LayerNorm, causal self-attention, MLP, the pre-norm block and a layer's key/value
+//!   cache.
+//! - `ops`: the fused operations the layers are made of (linear, LayerNorm, GELU, causal
+//!   attention, embedding, cross-entropy): one custom op each on CPU.
 //! - `init`: the reference's initialisation, seeded ([`gpt_init`]).
 //! - `state`: the tied `lm_head`/`wte` matrix in checkpoints ([`tied_state`], [`untie_state`]).
 //!
@@ -17,17 +19,18 @@
 mod config;
 mod init;
 mod layers;
+pub mod ops;
 mod state;
 
 pub use config::GptConfig;
 pub use init::{INIT_STD, gpt_init};
-pub use layers::causal_mask;
+pub use ops::causal_mask;
 pub use state::{LM_HEAD, WPE, WTE, check_positions, tied_state, untie_state};
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use candle_core::{DType, Module, Tensor};
+use candle_core::{DType, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::params::Forward;
@@ -162,23 +165,13 @@ impl Gpt {
 
     /// Token plus position embeddings of ids starting at position `start`: `[B·T, E]`.
     fn embed(&self, ids: &Tensor, start: usize) -> candle_core::Result<Tensor> {
-        let (b, t) = ids.dims2()?;
-        let tokens = self.wte.embedding(&ids.flatten_all()?)?;
-        let positions = self.wpe.narrow(0, start, t)?;
-        tokens
-            .reshape((b, t, self.cfg.embd))?
-            .broadcast_add(&positions)?
-            .reshape((b * t, self.cfg.embd))
+        ops::embed(ids, &self.wte, &self.wpe, start)
     }
 
-    /// `ln_f`, then logits x·wteᵀ computed as (wte·xᵀ)ᵀ, whose wte gradient comes out contiguous
-    /// (see [`crate::models::Linear`]): `[B, T, V]`.
+    /// `ln_f`, then the logits x·wteᵀ: `[B, T, V]`.
     fn head(&self, x: &Tensor, b: usize, t: usize) -> candle_core::Result<Tensor> {
         let x = self.ln_f.forward(x)?;
-        self.wte
-            .matmul(&x.t()?)?
-            .t()?
-            .reshape((b, t, self.cfg.vocab))
+        ops::linear(&x, &self.wte, None)?.reshape((b, t, self.cfg.vocab))
     }
 
     fn mask(&self, t: usize) -> candle_core::Result<Tensor> {
@@ -201,7 +194,7 @@ impl Forward for Gpt {
 /// The mean next-token cross-entropy of logits `[B, T, V]` against targets `[B, T]` (u32).
 pub fn lm_loss(logits: &Tensor, targets: &Tensor) -> candle_core::Result<Tensor> {
     let (b, t, v) = logits.dims3()?;
-    candle_nn::loss::cross_entropy(&logits.reshape((b * t, v))?, &targets.flatten_all()?)
+    ops::cross_entropy(&logits.reshape((b * t, v))?, &targets.flatten_all()?)
 }
 
 #[cfg(test)]

@@ -16,14 +16,28 @@
 //!   in the transformed domain).
 //! - `batchnorm`: per-channel statistics and the fused normalise(+ReLU) forward and backward.
 //! - `pool`: max-pooling that records each window's winner, so that backward is a scatter.
+//! - `math`: branch-free `exp`, `erf` and GELU that vectorise (PyTorch's erf approximation).
+//! - `linear`: `x·Wᵀ + b` with the bias as the GEMM's start, and its backward.
+//! - `layer_norm`: LayerNorm over rows, forward and the closed-form backward.
+//! - `gelu`: the exact GELU over a slice and its gradient.
+//! - `attention`: causal self-attention read from the fused q|k|v rows, written in merged-head
+//!   layout, and its backward (probabilities recomputed).
+//! - `cross_entropy`: the mean cross-entropy of logit rows and its gradient, fused with the
+//!   log-softmax.
 //! - `simd`: `widest_simd!`, a kernel's body compiled for AVX-512 and AVX2 too and picked at run
-//!   time (the winograd transforms, the batchnorm passes and ReLU).
+//!   time (the winograd transforms, the batchnorm passes, ReLU and the GPT's kernels).
 //! - `mod.rs`: ReLU's value and gradient, one definition for every kernel that applies it.
 
+pub mod attention;
 pub mod batchnorm;
 pub mod conv;
 pub mod conv_shape;
+pub mod cross_entropy;
+pub mod gelu;
 pub mod gemm;
+pub mod layer_norm;
+pub mod linear;
+pub mod math;
 pub mod pool;
 pub mod simd;
 pub mod tasks;
