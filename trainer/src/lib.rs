@@ -20,7 +20,8 @@
 //!   text and memory-mapped token files, training and evaluation windows).
 //! - `models`: the reference models with PyTorch names (`params`: what they are built with),
 //!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
-//!   language model (`config`, `layers`, `init`, `state`: the tied `lm_head` in checkpoints).
+//!   language model (`config`, `layers`, `ops`: its fused CPU ops, `init`, `state`: the tied
+//!   `lm_head` in checkpoints), `weight_op`: a layer with a weight and a bias as one custom op.
 //! - `ddp`: the DDP step (flat gradient buckets reduce-scattered, the optimizer on this rank's
 //!   shard, parameters all-gathered; broadcast of parameters and buffers).
 //! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).

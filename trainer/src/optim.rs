@@ -327,9 +327,23 @@ pub fn matrix_ranges<'a>(shapes: impl IntoIterator<Item = &'a [usize]>) -> Vec<R
     ranges
 }
 
-/// The sum of the squares of `values`, in f64: one rank's part of the squared global norm.
+/// The sum of the squares of `values`, in f64: one rank's part of the squared global norm. Eight
+/// independent partial sums, added in order at the end: one running f64 sum is a chain of
+/// dependent additions (a sixth of the baby GPT's optimizer step went to it).
 pub fn sum_of_squares(values: &[f32]) -> f64 {
-    values.iter().map(|&g| g as f64 * g as f64).sum()
+    let mut lanes = [0f64; 8];
+    let chunks = values.chunks_exact(8);
+    let tail: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&g| g as f64 * g as f64)
+        .sum();
+    for c in chunks {
+        for (l, &g) in lanes.iter_mut().zip(c) {
+            *l += g as f64 * g as f64;
+        }
+    }
+    lanes.iter().sum::<f64>() + tail
 }
 
 /// PyTorch's `clip_grad_norm_` factor for gradients of global L2 norm `total_norm` clipped to

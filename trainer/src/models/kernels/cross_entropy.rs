@@ -57,7 +57,7 @@ widest_simd! {
 /// Checks the shapes and every target id; `V`, the number of classes.
 fn check(logits: &[f32], targets: &[u32]) -> Result<usize, String> {
     let n = targets.len();
-    if n == 0 || !logits.len().is_multiple_of(n) || logits.is_empty() {
+    if n == 0 || logits.is_empty() || !logits.len().is_multiple_of(n) {
         return Err(format!(
             "cross-entropy: {} logits for {n} targets",
             logits.len()
