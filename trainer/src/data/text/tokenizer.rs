@@ -360,6 +360,10 @@ impl Tokenizer {
 
     /// Writes `tokenizer.json` to `path` atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
+        // The run folder of a replica started without a launcher may not exist yet.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
         crate::fsutil::write_atomic(path, self.to_json().as_bytes()).map_err(|e| Error::io(path, e))
     }
 
@@ -440,7 +444,8 @@ mod tests {
     #[test]
     fn tokenizer_json_round_trips() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(TOKENIZER_FILE);
+        // Into a run folder not made yet (a replica started without a launcher).
+        let path = dir.path().join("run").join(TOKENIZER_FILE);
         let c = Tokenizer::char_from_text(TEXT, "u.txt");
         c.save(&path).unwrap();
         let back = Tokenizer::load(&path).unwrap();
