@@ -120,6 +120,27 @@ def check_gpt(nb: Any) -> None:
         fail(f"the comparison has no perplexity: {describe(cells['compare'])}")
 
 
+def coalesce_streams(nb: Any) -> None:
+    """Merges each cell's consecutive outputs of one stream into one output, as JupyterLab shows
+    them (a streamed sample is one message per token)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged: list[Any] = []
+        for out in cell.outputs:
+            last = merged[-1] if merged else None
+            if (
+                out["output_type"] == "stream"
+                and last is not None
+                and last["output_type"] == "stream"
+                and last["name"] == out["name"]
+            ):
+                last["text"] += out["text"]
+            else:
+                merged.append(out)
+        cell.outputs = merged
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="save the executed notebook here")
@@ -144,6 +165,7 @@ def main() -> int:
         check_gpt(nb) if path.name == "gpt-shakespeare.ipynb" else check(nb)
     finally:
         if args.write:  # also when something failed: the outputs show what
+            coalesce_streams(nb)
             nbformat.write(nb, args.write)
             print(f"wrote {args.write}", file=sys.stderr)
     print("notebook OK", file=sys.stderr)
