@@ -1,7 +1,7 @@
 //! The GPT's own figures: the quality run (the full recipe at world 2 on both sides, then both
 //! final models evaluated by the same code, ours: the mean cross-entropy over every
-//! non-overlapping validation window, `ddp_trainer::lm::eval_sum`), and the time to sample 500
-//! tokens from a trained model through the KV cache (`ddp_trainer::generate`).
+//! non-overlapping validation window, `ddp_trainer::lm::eval_sum`), with the sampling time of
+//! ours (`sampling.rs`).
 //!
 //! PyTorch's model is `torch_gpt.py --save`'s state dict (`torch.save`), read with candle's
 //! pickle reader and loaded by name into our model, whose logits match PyTorch's to 1e-5
@@ -10,85 +10,24 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use ddp_trainer::data::text::{TokenSource, Tokenizer, TokenizerKind, load_text};
-use ddp_trainer::generate::{SampleOptions, generate, load_gpt};
+use ddp_trainer::data::text::{TokenSource, TokenizerKind, load_text};
 use ddp_trainer::lm::eval_sum;
 use ddp_trainer::models::Network;
 use ddp_trainer::models::gpt::{GptConfig, untie_state};
 
 use crate::procs::kib_to_mb;
 use crate::rounds::Setup;
+use crate::sampling::{SampleFigure, print_sample, read_safetensors, time_sampling};
 use crate::torch::TorchFigure;
 use crate::train::{Config, Data, TrainFigure, Workload, json_num};
 
 /// The baby GPT's context (`torch_gpt.py --block`).
 pub const BLOCK: usize = 64;
-/// Tokens of the sampling figure, and its prompt.
-pub const SAMPLE_TOKENS: usize = 500;
-const PROMPT: &str = "KING";
 /// Windows per batch of the evaluation (the training batch; the sum does not depend on it but
 /// for rounding).
 const EVAL_BATCH: usize = 12;
-
-/// Sampling [`SAMPLE_TOKENS`] tokens from a trained model.
-#[derive(Clone, Debug)]
-pub struct SampleFigure {
-    /// Reading the tokenizer and `model.safetensors` and building the model.
-    pub load_s: f64,
-    /// The prompt and the tokens, one at a time through the KV cache.
-    pub generate_s: f64,
-    pub text: String,
-}
-
-impl SampleFigure {
-    pub fn json_line(&self, round: Option<u32>) -> String {
-        format!(
-            "{{\"bench\": \"sample\", \"model\": \"gpt\", \"tokens\": {SAMPLE_TOKENS}, \
-             \"load_s\": {:.4}, \"generate_s\": {:.4}, \"tokens_per_s\": {:.1}, \"round\": {}}}",
-            self.load_s,
-            self.generate_s,
-            SAMPLE_TOKENS as f64 / self.generate_s,
-            round.map_or("null".to_string(), |r| r.to_string())
-        )
-    }
-}
-
-/// Times [`SAMPLE_TOKENS`] tokens (temperature 1, no top-k, seed 1) from the run in `run_dir`
-/// (its `tokenizer.json` and `model.safetensors`), in this process on CPU.
-pub fn time_sampling(run_dir: &Path) -> Result<SampleFigure, String> {
-    let t0 = Instant::now();
-    let tokenizer = Tokenizer::load(&run_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-    let weights_path = run_dir.join("model.safetensors");
-    let weights = read_safetensors(&weights_path)?;
-    let cfg = GptConfig::baby(tokenizer.vocab_size());
-    let source = weights_path.display().to_string();
-    let model = load_gpt(&cfg, weights, &Device::Cpu, &source).map_err(|e| e.to_string())?;
-    let prompt = tokenizer.encode(PROMPT).map_err(|e| e.to_string())?;
-    let load_s = t0.elapsed().as_secs_f64();
-    let opts = SampleOptions {
-        tokens: SAMPLE_TOKENS,
-        temperature: 1.0,
-        top_k: None,
-        seed: 1,
-    };
-    let t1 = Instant::now();
-    let ids = generate(&model, &prompt, &opts, |_| Ok(())).map_err(|e| e.to_string())?;
-    let generate_s = t1.elapsed().as_secs_f64();
-    let text = PROMPT.to_string() + &tokenizer.decode(&ids).map_err(|e| e.to_string())?;
-    Ok(SampleFigure {
-        load_s,
-        generate_s,
-        text,
-    })
-}
-
-fn read_safetensors(path: &Path) -> Result<HashMap<String, Tensor>, String> {
-    candle_core::safetensors::load(path, &Device::Cpu)
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
 
 /// A `torch.save`d state dict (the zip format of torch ≥ 1.6).
 fn read_torch_state(path: &Path) -> Result<HashMap<String, Tensor>, String> {
@@ -274,15 +213,4 @@ pub fn print_quality(q: &Quality, torch_version: Option<&str>) {
     print_sample(&q.sample);
     let excerpt: String = q.sample.text.chars().take(300).collect();
     println!("--- the first 300 characters ---\n{excerpt}\n---");
-}
-
-/// One line: the time to sample [`SAMPLE_TOKENS`] tokens.
-pub fn print_sample(s: &SampleFigure) {
-    println!(
-        "sampling {SAMPLE_TOKENS} tokens (prompt \"{PROMPT}\", KV cache, 1 process): {:.3} s \
-         ({:.0} tokens/s), loading the model {:.3} s",
-        s.generate_s,
-        SAMPLE_TOKENS as f64 / s.generate_s,
-        s.load_s
-    );
 }

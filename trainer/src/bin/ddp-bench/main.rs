@@ -45,7 +45,8 @@
 //!   metrics.
 //! - `torch.rs`: one `torch_ref.py` (or `torch_gpt.py`) run: finding the script and torch, its
 //!   summary line; one `torch_allreduce.py` run.
-//! - `gpt.rs`: the GPT's quality run and evaluation of both sides' models; timing sampling.
+//! - `gpt.rs`: the GPT's quality run and evaluation of both sides' models.
+//! - `sampling.rs`: the time to sample 500 tokens from a trained GPT.
 //! - `lockstep.rs`: the lock-step threads and their figures.
 //! - `allreduce.rs`: the all-reduce engines, workers and their figures; the memcpy reference.
 //! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
@@ -55,6 +56,7 @@ mod gpt;
 mod lockstep;
 mod procs;
 mod rounds;
+mod sampling;
 mod torch;
 mod train;
 
@@ -589,7 +591,7 @@ fn print_comparisons(setup: &Setup, results: &TrainResults) {
 }
 
 /// The GPT: the median time to sample from each round's world-2 model.
-fn print_sampling(figures: &[gpt::SampleFigure]) {
+fn print_sampling(figures: &[sampling::SampleFigure]) {
     let mut sorted = figures.to_vec();
     sorted.sort_by(|a, b| a.generate_s.total_cmp(&b.generate_s));
     if let Some(median) = sorted.get(sorted.len() / 2) {
@@ -600,7 +602,7 @@ fn print_sampling(figures: &[gpt::SampleFigure]) {
                 sorted.len()
             );
         }
-        gpt::print_sample(median);
+        sampling::print_sample(median);
     }
 }
 

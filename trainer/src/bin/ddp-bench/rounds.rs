@@ -2,8 +2,8 @@
 //! PyTorch's, each run's scaling and "vs 1 thread" against its own round's world 1 × 1 thread,
 //! then the medians over the rounds and the ddp / PyTorch comparison (the ratio of the medians).
 
-use crate::gpt::{SampleFigure, time_sampling};
 use crate::procs::kib_to_mb;
+use crate::sampling::{SampleFigure, time_sampling};
 use crate::torch::{Torch, TorchFigure, torch_configs};
 use crate::train::{Config, Model, TrainFigure, Trainer, Workload, threads_text};
 
