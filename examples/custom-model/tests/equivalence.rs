@@ -10,11 +10,7 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 use ddp_trainer::test_util::max_abs_diff;
 
-fn train(spec: &Path, nproc: usize, out: &Path, sets: &[&str]) {
-    train_with(env!("CARGO_BIN_EXE_custom-model"), spec, nproc, out, sets)
-}
-
-fn train_with(bin: &str, spec: &Path, nproc: usize, out: &Path, sets: &[&str]) {
+fn train(bin: &str, spec: &Path, nproc: usize, out: &Path, sets: &[&str]) {
     let mut c = Command::new(bin);
     c.arg(spec)
         .args(["--standalone", "--nproc", &nproc.to_string(), "--out"])
@@ -42,6 +38,42 @@ fn load(path: &Path) -> HashMap<String, Tensor> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Trains `bin` on `spec` with 2 replicas × `batch`, 1 × 2·`batch` and (to see the weights move)
+/// 1 × 2·`batch` at a learning rate of 1e-12; the first two must agree within 1e-5, and the
+/// checkpoint's names be `names`.
+fn assert_two_of_b_equal_one_of_2b(
+    bin: &str,
+    dir: &Path,
+    spec: &Path,
+    batch: usize,
+    names: &[&str],
+) {
+    let (half, full) = (
+        format!("train.batch_size={batch}"),
+        format!("train.batch_size={}", 2 * batch),
+    );
+    let (two, one, zero) = (dir.join("two"), dir.join("one"), dir.join("zero"));
+    train(bin, spec, 2, &two, &[&half]);
+    train(bin, spec, 1, &one, &[&full]);
+    train(bin, spec, 1, &zero, &[&full, "train.lr=1e-12"]);
+    let (a, b, z) = (
+        load(&two.join("model.safetensors")),
+        load(&one.join("model.safetensors")),
+        load(&zero.join("model.safetensors")),
+    );
+    let mut found: Vec<&String> = a.keys().collect();
+    found.sort();
+    assert_eq!(found, names);
+    let moved = max_abs_diff(&b, &z);
+    assert!(moved > 1e-3, "training did not move the weights ({moved})");
+    let diff = max_abs_diff(&a, &b);
+    assert!(
+        diff < 1e-5,
+        "2×{batch} and 1×{} differ by {diff}",
+        2 * batch
+    );
+}
+
 #[test]
 fn two_replicas_of_8_equal_one_of_16() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,36 +87,20 @@ fn two_replicas_of_8_equal_one_of_16() {
         ),
     )
     .unwrap();
-    let (two, one, zero) = (
-        dir.path().join("two"),
-        dir.path().join("one"),
-        dir.path().join("zero"),
-    );
-    train(&spec, 2, &two, &["train.batch_size=8"]);
-    train(&spec, 1, &one, &["train.batch_size=16"]);
-    train(&spec, 1, &zero, &["train.batch_size=16", "train.lr=1e-12"]);
-    let (a, b, z) = (
-        load(&two.join("model.safetensors")),
-        load(&one.join("model.safetensors")),
-        load(&zero.join("model.safetensors")),
-    );
-    let mut names: Vec<&String> = a.keys().collect();
-    names.sort();
-    assert_eq!(
-        names,
-        [
+    assert_two_of_b_equal_one_of_2b(
+        env!("CARGO_BIN_EXE_custom-model"),
+        dir.path(),
+        &spec,
+        8,
+        &[
             "conv.bias",
             "conv.weight",
             "fc1.bias",
             "fc1.weight",
             "fc2.bias",
-            "fc2.weight"
-        ]
+            "fc2.weight",
+        ],
     );
-    let moved = max_abs_diff(&b, &z);
-    assert!(moved > 1e-3, "training did not move the weights ({moved})");
-    let diff = max_abs_diff(&a, &b);
-    assert!(diff < 1e-5, "2×8 and 1×16 differ by {diff}");
 }
 
 #[test]
@@ -100,38 +116,18 @@ fn a_language_model_of_two_replicas_of_4_equals_one_of_8() {
         ),
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_custom-lm");
-    let (two, one) = (dir.path().join("two"), dir.path().join("one"));
-    train_with(bin, &spec, 2, &two, &["train.batch_size=4"]);
-    train_with(bin, &spec, 1, &one, &["train.batch_size=8"]);
-    let zero = dir.path().join("zero");
-    train_with(
-        bin,
+    assert_two_of_b_equal_one_of_2b(
+        env!("CARGO_BIN_EXE_custom-lm"),
+        dir.path(),
         &spec,
-        1,
-        &zero,
-        &["train.batch_size=8", "train.lr=1e-12"],
-    );
-    let (a, b, z) = (
-        load(&two.join("model.safetensors")),
-        load(&one.join("model.safetensors")),
-        load(&zero.join("model.safetensors")),
-    );
-    let mut names: Vec<&String> = a.keys().collect();
-    names.sort();
-    assert_eq!(
-        names,
-        [
+        4,
+        &[
             "fc.bias",
             "fc.weight",
             "head.bias",
             "head.weight",
             "wpe.weight",
-            "wte.weight"
-        ]
+            "wte.weight",
+        ],
     );
-    let moved = max_abs_diff(&b, &z);
-    assert!(moved > 1e-3, "training did not move the weights ({moved})");
-    let diff = max_abs_diff(&a, &b);
-    assert!(diff < 1e-5, "2×4 and 1×8 differ by {diff}");
 }
