@@ -19,7 +19,7 @@ pub struct Augment {
     pub flip: bool,
     /// Per-channel value of the padding, in normalised units (one entry per channel, or one for all).
     pub fill: Vec<f32>,
-    /// Position of the next batch: [`Dataset::gather`](super::Dataset::gather) uses it, then advances `step`.
+    /// Position of the next batch: [`InMemory::gather`](super::InMemory::gather) uses it, then advances `step`.
     pub epoch: u64,
     pub rank: u64,
     pub step: u64,
@@ -118,7 +118,7 @@ pub fn apply_choice(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Batch, Dataset, Targets};
+    use super::super::{Batch, InMemory, Targets};
     use super::*;
 
     /// 2 channels of 3×4: value = 100·c + 10·y + x.
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn gather_applies_and_advances() {
-        let ds = Dataset {
+        let ds = InMemory {
             name: "t".into(),
             shape: [2, 3, 4],
             images: [img(), img()].concat(),

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::augment::Augment;
-use super::{Dataset, Split, Targets};
+use super::{InMemory, Split, Targets};
 use crate::error::{Error, Result};
 
 /// Bytes per record: 1 label + 3×32×32 pixels.
@@ -47,7 +47,7 @@ impl Augment {
 }
 
 /// Loads a CIFAR-10 split from `dir` (or `dir/cifar-10-batches-bin/`).
-pub fn load_cifar10(dir: &Path, split: Split) -> Result<Dataset> {
+pub fn load_cifar10(dir: &Path, split: Split) -> Result<InMemory> {
     let names = file_names(split);
     let base = resolve_dir(dir, &names)?;
     let lut: [[f32; 256]; 3] =
@@ -88,7 +88,7 @@ pub fn load_cifar10(dir: &Path, split: Split) -> Result<Dataset> {
             }
         }
     }
-    Ok(Dataset {
+    Ok(InMemory {
         name: "cifar10".to_string(),
         shape: [3, 32, 32],
         images,

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{Dataset, Split, Targets};
+use super::{InMemory, Split, Targets};
 use crate::error::{Error, Result};
 
 /// IDX magic of an unsigned-byte, 3-dimensional array (images).
@@ -36,17 +36,17 @@ pub fn file_names(split: Split) -> (&'static str, &'static str) {
 }
 
 /// Loads an MNIST split from `dir`.
-pub fn load_mnist(dir: &Path, split: Split) -> Result<Dataset> {
+pub fn load_mnist(dir: &Path, split: Split) -> Result<InMemory> {
     load_idx_dataset(dir, split, "mnist")
 }
 
 /// Loads a Fashion-MNIST split from `dir` (same format and file names as MNIST).
-pub fn load_fashion_mnist(dir: &Path, split: Split) -> Result<Dataset> {
+pub fn load_fashion_mnist(dir: &Path, split: Split) -> Result<InMemory> {
     load_idx_dataset(dir, split, "fashion-mnist")
 }
 
 /// Loads any MNIST-format split (28×28 images, 10 classes) and names the data set `name`.
-pub fn load_idx_dataset(dir: &Path, split: Split, name: &str) -> Result<Dataset> {
+pub fn load_idx_dataset(dir: &Path, split: Split, name: &str) -> Result<InMemory> {
     let (img_name, lbl_name) = file_names(split);
     let img_path = find_file(dir, img_name)?;
     let lbl_path = find_file(dir, lbl_name)?;
@@ -65,7 +65,7 @@ pub fn load_idx_dataset(dir: &Path, split: Split, name: &str) -> Result<Dataset>
         ));
     }
     let lut = normalise_lut();
-    Ok(Dataset {
+    Ok(InMemory {
         name: name.to_string(),
         shape: [1, SIDE, SIDE],
         images: pixels.iter().map(|&p| lut[p as usize]).collect(),

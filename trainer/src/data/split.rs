@@ -5,7 +5,7 @@
 //! rule gives `floor(len·(1−f))` and `floor(len·f)` samples, then hands the remainder out one at a time
 //! starting with the train part; the indices are `randperm(len)`, train taking the first ones.
 
-use super::Dataset;
+use super::InMemory;
 use super::rng::{Mt19937, randperm_with};
 use crate::error::{Error, Result};
 
@@ -31,7 +31,11 @@ pub fn split_indices(len: usize, val_fraction: f64, seed: u64) -> (Vec<usize>, V
 
 /// Splits `ds` into (train, validation). `val_fraction` must lie in `[0, 1)`. A fraction of 0
 /// keeps the training set whole and in its original order (no split is made).
-pub fn train_val_split(ds: &Dataset, val_fraction: f64, seed: u64) -> Result<(Dataset, Dataset)> {
+pub fn train_val_split(
+    ds: &InMemory,
+    val_fraction: f64,
+    seed: u64,
+) -> Result<(InMemory, InMemory)> {
     if !(0.0..1.0).contains(&val_fraction) {
         return Err(Error::data(
             &ds.name,
@@ -94,7 +98,7 @@ mod tests {
 
     #[test]
     fn split_is_a_partition_of_a_randperm() {
-        let ds = Dataset {
+        let ds = InMemory {
             name: "t".into(),
             shape: [1, 1, 1],
             images: (0..20).map(|i| i as f32).collect(),

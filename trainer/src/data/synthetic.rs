@@ -9,7 +9,7 @@
 //! different stream keys, so they are disjoint draws from the same distribution.
 
 use super::rng::SplitMix64;
-use super::{Dataset, Split, Targets};
+use super::{InMemory, Split, Targets};
 
 /// What the synthetic data is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub fn linear_weights(cfg: &SyntheticConfig) -> (Vec<f32>, f32) {
 }
 
 /// Generates the `split` half of the synthetic data set described by `cfg`.
-pub fn synthetic(cfg: &SyntheticConfig, split: Split) -> Dataset {
+pub fn synthetic(cfg: &SyntheticConfig, split: Split) -> InMemory {
     let n = match split {
         Split::Train => cfg.train_size,
         Split::Test => cfg.test_size,
@@ -114,7 +114,7 @@ pub fn synthetic(cfg: &SyntheticConfig, split: Split) -> Dataset {
                 images.extend(tc.iter().map(|&v| v + cfg.noise * g.normal() as f32));
                 labels.push(c as u32);
             }
-            Dataset {
+            InMemory {
                 name: "synthetic-classification".into(),
                 shape: cfg.shape,
                 images,
@@ -132,7 +132,7 @@ pub fn synthetic(cfg: &SyntheticConfig, split: Split) -> Dataset {
                 let dot: f32 = images[start..].iter().zip(&w).map(|(x, w)| x * w).sum();
                 values.push(dot + b + cfg.noise * g.normal() as f32);
             }
-            Dataset {
+            InMemory {
                 name: "synthetic-regression".into(),
                 shape: cfg.shape,
                 images,

@@ -17,6 +17,7 @@ pub const KEYS: &[&str] = &[
     "model.embd",
     "model.block",
     "model.dropout",
+    "model.hidden",
     "data.name",
     "data.path",
     "data.val_fraction",
@@ -32,6 +33,19 @@ pub const KEYS: &[&str] = &[
     "data.tokenizer",
     "data.dtype",
     "data.vocab_size",
+    "data.test_fraction",
+    "data.channels",
+    "data.size",
+    "data.mean",
+    "data.std",
+    "data.normalize",
+    "data.workers",
+    "data.cache",
+    "data.skip_bad",
+    "data.target",
+    "data.features",
+    "data.x_key",
+    "data.y_key",
     "train.epochs",
     "train.steps",
     "train.batch_size",
@@ -616,8 +630,52 @@ eval_every = 5
 [checkpoint]
 every_steps = 5
 "#;
+        let images = r#"
+name = "images"
+[model]
+name = "mnist-cnn"
+[data]
+name = "image-folder"
+path = "p"
+test_fraction = 0.1
+channels = 1
+size = [28, 28]
+mean = [0.5]
+std = [0.25]
+workers = 2
+cache = "memory"
+skip_bad = true
+"#;
+        let table = r#"
+name = "table"
+[model]
+name = "mlp"
+hidden = [64]
+[data]
+name = "parquet"
+path = "t.parquet"
+target = "y"
+features = ["a"]
+normalize = true
+"#;
+        let tensors = r#"
+name = "tensors"
+[model]
+name = "mlp"
+[data]
+name = "tensors"
+path = "t.npz"
+x_key = "images"
+y_key = "labels"
+"#;
         let mut seen = Vec::new();
-        for (text, file) in [(full, "all.toml"), (language_model, "lm.toml")] {
+        for (text, file) in [
+            (full, "all.toml"),
+            (language_model, "lm.toml"),
+            (images, "images.toml"),
+            (table, "table.toml"),
+            (tensors, "tensors.toml"),
+        ] {
             let s = parse(text, Path::new(file), &[]).unwrap();
             let rendered: Table = s.to_toml().parse().unwrap();
             flatten(&rendered, "", &mut seen);

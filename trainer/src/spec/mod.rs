@@ -10,6 +10,7 @@
 
 mod language_model;
 mod load;
+mod own_data;
 
 pub use load::{KEYS, edit_distance, parse_override};
 
@@ -71,6 +72,9 @@ pub struct ModelSpec {
     /// `gpt`: dropout probability while training (default 0: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropout: Option<f64>,
+    /// `mlp`: the hidden layers' widths (default `[512, 512]`, the tutorial's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Vec<usize>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +88,16 @@ pub enum DataName {
     Text,
     /// Pre-tokenized `train.bin` and `val.bin` in the folder `path` (`dtype`, `vocab_size`).
     Tokens,
+    /// torchvision's `ImageFolder`: `path/train/<class>/*` images (and `path/test/<class>/*`).
+    ImageFolder,
+    /// A CSV table (`path` a file, or a folder with `train.csv` and `test.csv`).
+    Csv,
+    /// A Parquet table (`path` a file, or a folder with `train.parquet` and `test.parquet`).
+    Parquet,
+    /// Arrays in a `.safetensors`, `.npz` or `.npy` file, memory-mapped.
+    Tensors,
+    /// The data set of the trainer executable (`ddp_trainer::Trainer::dataset`).
+    Custom,
 }
 
 impl DataName {
@@ -91,6 +105,44 @@ impl DataName {
     pub fn is_text(self) -> bool {
         matches!(self, DataName::Text | DataName::Tokens)
     }
+
+    /// Tables: `csv` and `parquet`.
+    pub fn is_table(self) -> bool {
+        matches!(self, DataName::Csv | DataName::Parquet)
+    }
+
+    /// The user's own data on disk, which may have no test part (then `data.test_fraction`).
+    pub fn is_own_files(self) -> bool {
+        matches!(
+            self,
+            DataName::ImageFolder | DataName::Csv | DataName::Parquet | DataName::Tensors
+        )
+    }
+}
+
+/// `data.normalize`: `true`/`false`, or `"auto"` (an image folder's mean and std per channel,
+/// computed over the training split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Normalize {
+    Flag(bool),
+    Keyword(NormalizeKeyword),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NormalizeKeyword {
+    Auto,
+}
+
+/// `data.cache`: keep decoded samples in memory when they fit (`auto`), always, or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    #[default]
+    Auto,
+    Memory,
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -120,7 +172,7 @@ pub struct DataSpec {
     /// Use only the first N test samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_test: Option<usize>,
-    /// Synthetic data: classification (per-class templates + noise) or regression (linear + noise).
+    /// Classification or regression: synthetic data's kind, a table's target column's meaning.
     #[serde(default)]
     pub task: SyntheticTask,
     /// Synthetic sample shape [C, H, W]; default: what the model expects.
@@ -143,6 +195,47 @@ pub struct DataSpec {
     /// `tokens`: the number of distinct ids (every id in the files must be below it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocab_size: Option<usize>,
+    /// Own files without a test part: the share held out as the test split, seeded (default
+    /// 0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_fraction: Option<f64>,
+    /// `image-folder`: 1 (grayscale) or 3 (RGB); images are converted (default: the first
+    /// image's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<usize>,
+    /// `image-folder`: `[H, W]`: resize the shorter side, then centre-crop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<[usize; 2]>,
+    /// `image-folder`: per-channel mean subtracted after scaling pixels to [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<Vec<f32>>,
+    /// `image-folder`: per-channel standard deviation divided by (with `mean`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub std: Option<Vec<f32>>,
+    /// `image-folder`: `"auto"`; tables: `true` (standardise with the training split's figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize: Option<Normalize>,
+    /// Threads per replica that fill batches ahead (default: what the machine can spare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// `image-folder`: keep decoded samples in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheMode>,
+    /// `image-folder`: skip corrupt or unreadable images (counted) instead of refusing them.
+    #[serde(default, skip_serializing_if = "defaults::is_no")]
+    pub skip_bad: bool,
+    /// Tables: the label column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Tables: the input columns (default: every other numeric column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
+    /// `tensors`: the inputs' key (default `x`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x_key: Option<String>,
+    /// `tensors`: the targets' key (default `y`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -600,7 +693,9 @@ impl Spec {
                 "must be at least 1 epoch".into(),
             );
         }
-        if self.data.name != DataName::Synthetic && self.data.path.is_none() {
+        if !matches!(self.data.name, DataName::Synthetic | DataName::Custom)
+            && self.data.path.is_none()
+        {
             return bad(
                 "data.path",
                 format!("is required for data.name = {:?}", self.data.name),
@@ -613,8 +708,9 @@ impl Spec {
             return bad("data.limit_train", "limits must be at least 1".into());
         }
         self.check_language_model()?;
+        self.check_own_data()?;
         if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
-            return bad("model.name", "\"linear\" is a regression model: use data.name = \"synthetic\" with data.task = \"regression\"".into());
+            return bad("model.name", "\"linear\" is a regression model: use data with data.task = \"regression\" (synthetic, or a table's numeric target)".into());
         }
         Ok(())
     }

@@ -17,14 +17,14 @@ use candle_core::Device;
 
 use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{Augment, Batch, Dataset, DistributedSampler};
+use crate::data::{self, Augment, Batch, DistributedSampler, OpenContext, SharedDataset};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
 use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::lm::LmData;
 use crate::metrics::MetricKind;
-use crate::models::{BnMode, Network, is_regression};
+use crate::models::{BnMode, Network};
 use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
@@ -136,6 +136,8 @@ struct Replica {
     /// Optimizer steps per epoch (a language model's whole step budget is one epoch).
     steps_per_epoch: u64,
     schedule: Schedule,
+    /// Threads that fill batches ahead for costly data sets.
+    workers: usize,
 }
 
 /// What a replica trains on: samples with targets (classification, regression) in epochs, or
@@ -160,10 +162,19 @@ impl Replica {
         let (rank, world) = (env.rank, env.world_size);
         let device = device_for(&spec, env)?;
         let backend = backend_for(&spec, &device)?;
+        let workers = spec.data.workers.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            data::loader::default_workers(cores, env.local_world_size, rayon::current_num_threads())
+        });
         let data = if spec.data.name.is_text() {
             Data::Tokens(LmData::load(&spec, &out, rank == 0)?)
         } else {
-            let splits = load_data(&spec)?;
+            let splits = load_data(&spec, &OpenContext { workers })?;
+            if let Some(record) = &splits.record
+                && rank == 0
+            {
+                record.write(&out)?;
+            }
             if splits.train.is_empty() {
                 return Err(Error::data(
                     spec.data.path.clone().unwrap_or_default(),
@@ -246,6 +257,7 @@ impl Replica {
             host_step,
             steps_per_epoch,
             schedule,
+            workers,
         };
         Ok((replica, reducer))
     }
@@ -315,13 +327,14 @@ impl Replica {
     }
 
     /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
-    fn evaluate(&self, ds: &Dataset) -> Result<Evaluation> {
+    fn evaluate(&self, ds: &SharedDataset) -> Result<Evaluation> {
         evaluate(
             &self.net,
             ds,
             self.rank,
             self.world,
             self.spec.train.batch_size,
+            self.workers,
             &self.comm,
         )
     }
@@ -349,7 +362,7 @@ impl Replica {
 /// when `ddp.sync_batchnorm` asks for them.
 fn build_network(
     spec: &Spec,
-    train: &Dataset,
+    train: &SharedDataset,
     device: &Device,
     comm: &SharedCollective,
 ) -> Result<Network> {
@@ -358,15 +371,10 @@ fn build_network(
     } else {
         BnMode::Local
     };
-    let classes = if is_regression(spec.model.name) {
-        1
-    } else {
-        train.classes
-    };
     Network::new(
         spec.model.name,
-        train.shape,
-        classes,
+        train.shape(),
+        train.target().outputs(),
         device,
         bn,
         spec.train.seed,
@@ -431,6 +439,7 @@ impl Training {
         let work = Loop {
             rank,
             batch: Batch::new(),
+            raw: Batch::new(),
             indices: Vec::new(),
             augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
             parts: batch_parts::for_replica(
@@ -438,6 +447,7 @@ impl Training {
                 spec.model.name,
                 r.device.is_cpu(),
             ),
+            workers: r.workers,
         };
         if rank == 0 && work.parts > 1 {
             println!(
@@ -567,6 +577,12 @@ impl Training {
         let mut window = Window::start();
         let mut step_in_epoch = 0u64;
         let indices = std::mem::take(&mut self.work.indices);
+        let Task::Samples { splits, .. } = &self.r.task else {
+            unreachable!("token data trains in steps")
+        };
+        let mut loader = self
+            .work
+            .loader(&splits.train, indices.clone(), train.batch_size);
         for group in indices.chunks(train.batch_size * train.grad_accum) {
             if self.global_step >= self.max_steps.min(self.budget) {
                 break;
@@ -574,30 +590,25 @@ impl Training {
             let Replica {
                 spec,
                 world,
-                task,
                 net,
                 ddp,
                 opt,
                 schedule,
                 ..
             } = &mut self.r;
-            let Task::Samples { splits, .. } = task else {
-                unreachable!("token data trains in steps")
-            };
             let lr = schedule.lr(epoch, self.global_step);
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
             }
             let scale = 1.0 / group.len().div_ceil(train.batch_size) as f32;
-            for (k, mb) in group.chunks(train.batch_size).enumerate() {
+            for k in 0..group.len().div_ceil(train.batch_size) {
                 let micro_step = self.global_step * train.grad_accum as u64 + k as u64;
-                let (loss, parts) =
-                    self.work
-                        .forward_backward(&splits.train, net, mb, epoch, micro_step)?;
+                let len = self.work.next_batch(&mut loader, epoch, micro_step)?;
+                let (loss, parts) = self.work.forward_backward(net)?;
                 for grads in &parts {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
-                window.add(loss as f64, mb.len());
+                window.add(loss as f64, len);
             }
             let stop = STOP_REQUESTED.load(Ordering::Relaxed);
             self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;

@@ -9,7 +9,12 @@ use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
 use crate::batch_parts;
-use crate::data::{self, Augment, Batch, BatchRows, Dataset, Split, Targets};
+use std::sync::Arc;
+
+use crate::data::{
+    self, Augment, Batch, BatchRows, DataRecord, Loader, OpenContext, SharedDataset, Split, Subset,
+    TargetKind,
+};
 use crate::ddp::{SharedCollective, with_comm};
 use crate::dist::ReduceOp;
 use crate::models::{Network, serially};
@@ -17,35 +22,75 @@ use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
 use crate::{Error, Result};
 
-/// The train, validation and test sets of a spec.
+/// The train, validation and test sets of a spec, and the record of a user's data.
 pub struct Splits {
-    pub train: Dataset,
-    pub val: Dataset,
-    pub test: Dataset,
+    pub train: SharedDataset,
+    pub val: SharedDataset,
+    pub test: SharedDataset,
+    /// What `data.json` records (users' own data only).
+    pub record: Option<DataRecord>,
 }
 
-pub fn load_data(spec: &Spec) -> Result<Splits> {
+/// Opens the data of `spec`: its format's training and test parts, limited by
+/// `data.limit_train`/`limit_test`, the training part split into train and validation.
+pub fn load_data(spec: &Spec, ctx: &OpenContext) -> Result<Splits> {
     let d = &spec.data;
-    let load = |split: Split| -> Result<Dataset> {
+    let in_memory = |split: Split| -> Result<SharedDataset> {
         let dir = || d.path.clone().unwrap_or_default();
-        match d.name {
-            DataName::Mnist => data::load_mnist(&dir(), split),
-            DataName::FashionMnist => data::load_fashion_mnist(&dir(), split),
-            DataName::Cifar10 => data::load_cifar10(&dir(), split),
-            DataName::Synthetic => Ok(data::synthetic(&synthetic_config(spec), split)),
-            DataName::Text | DataName::Tokens => Err(Error::Model(
+        let ds = match d.name {
+            DataName::Mnist => data::load_mnist(&dir(), split)?,
+            DataName::FashionMnist => data::load_fashion_mnist(&dir(), split)?,
+            DataName::Cifar10 => data::load_cifar10(&dir(), split)?,
+            _ => data::synthetic(&synthetic_config(spec), split),
+        };
+        Ok(Arc::new(ds))
+    };
+    let (full, test, record) = match d.name {
+        DataName::Mnist | DataName::FashionMnist | DataName::Cifar10 | DataName::Synthetic => {
+            (in_memory(Split::Train)?, in_memory(Split::Test)?, None)
+        }
+        DataName::ImageFolder
+        | DataName::Csv
+        | DataName::Parquet
+        | DataName::Tensors
+        | DataName::Custom => {
+            let parts = match d.name {
+                DataName::ImageFolder => data::images::open(spec, ctx)?,
+                DataName::Csv | DataName::Parquet => data::table::open(spec, ctx)?,
+                DataName::Tensors => data::tensors::open(spec, ctx)?,
+                _ => data::custom::open(spec)?,
+            };
+            (parts.train, parts.test, Some(parts.record))
+        }
+        DataName::Text | DataName::Tokens => {
+            return Err(Error::Model(
                 "language-model data (data.name = \"text\" or \"tokens\") has no sample splits: it is loaded by `lm::LmData`".into(),
-            )),
+            ));
         }
     };
-    let limit = |ds: Dataset, n: Option<usize>| match n {
-        Some(n) if n < ds.len() => ds.subset(&(0..n).collect::<Vec<_>>()),
-        _ => ds,
+    let limit = |ds: SharedDataset, n: Option<usize>| -> SharedDataset {
+        match n {
+            Some(n) if n < ds.len() => Arc::new(Subset::first(ds, n)),
+            _ => ds,
+        }
     };
-    let full = limit(load(Split::Train)?, d.limit_train);
-    let test = limit(load(Split::Test)?, d.limit_test);
-    let (train, val) = data::train_val_split(&full, d.val_fraction, spec.train.seed)?;
-    Ok(Splits { train, val, test })
+    let full = limit(full, d.limit_train);
+    let test = limit(test, d.limit_test);
+    let (train, val): (SharedDataset, SharedDataset) = if d.val_fraction == 0.0 {
+        (full.clone(), Arc::new(Subset::new(full, Vec::new())))
+    } else {
+        let (t, v) = data::split::split_indices(full.len(), d.val_fraction, spec.train.seed);
+        (
+            Arc::new(Subset::new(full.clone(), t)),
+            Arc::new(Subset::new(full, v)),
+        )
+    };
+    Ok(Splits {
+        train,
+        val,
+        test,
+        record,
+    })
 }
 
 fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
@@ -66,32 +111,76 @@ fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
     }
 }
 
-/// The per-step working set: reused batch buffers and the sampler's indices.
+/// The per-step working set: reused batch buffers, the sampler's indices, and how batches are
+/// filled and trained.
 pub(super) struct Loop {
     pub(super) rank: usize,
+    /// The micro-batch trained next.
     pub(super) batch: Batch,
+    /// A batch as the data set filled it, before augmentation.
+    pub(super) raw: Batch,
     pub(super) indices: Vec<usize>,
     pub(super) augment: Option<Augment>,
     /// Most parts a batch is trained in, side by side (see [`batch_parts`]).
     pub(super) parts: usize,
+    /// Threads that fill batches ahead for costly data sets (`data.workers`).
+    pub(super) workers: usize,
 }
 
 impl Loop {
-    /// Forward + backward of one micro-batch of `train`; returns its loss and the gradients of
-    /// its parts, each already scaled by its share of the batch (their sum is the batch's
-    /// gradient).
-    pub(super) fn forward_backward(
+    /// The batches of `indices` from `ds` (see [`loader`]).
+    pub(super) fn loader(
+        &self,
+        ds: &SharedDataset,
+        indices: Vec<usize>,
+        batch_size: usize,
+    ) -> Loader {
+        loader(ds, indices, batch_size, self.workers)
+    }
+
+    /// Takes the next micro-batch from `loader` into [`Loop::batch`], augmented for its position
+    /// (epoch, micro-step) where augmentation is on. Returns its number of samples.
+    pub(super) fn next_batch(
         &mut self,
-        train: &Dataset,
-        net: &Network,
-        idx: &[usize],
+        loader: &mut Loader,
         epoch: usize,
         micro_step: u64,
-    ) -> Result<(f32, Vec<GradStore>)> {
-        if let Some(a) = self.augment.as_mut() {
-            a.set_position(epoch as u64, self.rank, micro_step);
+    ) -> Result<usize> {
+        let Some(aug) = self.augment.as_mut() else {
+            if !loader.next_into(&mut self.batch)? {
+                return Err(Error::Model(
+                    "the epoch's batches ran out before its steps".into(),
+                ));
+            }
+            return Ok(self.batch.len);
+        };
+        if !loader.next_into(&mut self.raw)? {
+            return Err(Error::Model(
+                "the epoch's batches ran out before its steps".into(),
+            ));
         }
-        train.gather(idx, &mut self.batch, self.augment.as_mut());
+        aug.set_position(epoch as u64, self.rank, micro_step);
+        let (raw, out) = (&self.raw, &mut self.batch);
+        let d: usize = raw.shape.iter().product();
+        out.x.resize(raw.x.len(), 0.0);
+        for (pos, (src, dst)) in raw
+            .x
+            .chunks_exact(d)
+            .zip(out.x.chunks_exact_mut(d))
+            .enumerate()
+        {
+            aug.apply(pos, raw.shape, src, dst);
+        }
+        out.classes.clone_from(&raw.classes);
+        out.values.clone_from(&raw.values);
+        (out.len, out.shape) = (raw.len, raw.shape);
+        Ok(out.len)
+    }
+
+    /// Forward + backward of the micro-batch in [`Loop::batch`]; returns its loss and the
+    /// gradients of its parts, each already scaled by its share of the batch (their sum is the
+    /// batch's gradient).
+    pub(super) fn forward_backward(&self, net: &Network) -> Result<(f32, Vec<GradStore>)> {
         let len = self.batch.len;
         let ranges = batch_parts::part_ranges(len, self.parts);
         if let [all] = ranges.as_slice() {
@@ -114,6 +203,12 @@ impl Loop {
         }
         Ok((loss, grads))
     }
+}
+
+/// The batches of `indices` from `ds`, `batch_size` at a time, filled ahead by `workers`
+/// threads where the data set is costly (two batches per worker, PyTorch's `prefetch_factor`).
+fn loader(ds: &SharedDataset, indices: Vec<usize>, batch_size: usize, workers: usize) -> Loader {
+    Loader::new(ds.clone(), indices, batch_size, workers, 2 * workers.max(1))
 }
 
 /// Training loss and gradients of `part` of a batch of `batch_len` samples, both scaled by the
@@ -148,7 +243,8 @@ fn batch_loss(net: &Network, batch: BatchRows, train: bool) -> Result<(Tensor, O
         };
         Ok((loss, correct))
     } else {
-        let y = Tensor::from_slice(batch.values, (batch.len, 1), &net.device)?;
+        let k = batch.values.len() / batch.len.max(1);
+        let y = Tensor::from_slice(batch.values, (batch.len, k), &net.device)?;
         Ok((candle_nn::loss::mse(&out, &y)?, None))
     }
 }
@@ -157,23 +253,24 @@ fn batch_loss(net: &Network, batch: BatchRows, train: bool) -> Result<(Tensor, O
 /// (loss sum, correct, count), so the figures do not depend on the world size.
 pub(super) fn evaluate(
     net: &Network,
-    ds: &Dataset,
+    ds: &SharedDataset,
     rank: usize,
     world: usize,
     batch_size: usize,
+    workers: usize,
     comm: &SharedCollective,
 ) -> Result<Evaluation> {
     let t0 = Instant::now();
     let shard: Vec<usize> = (rank..ds.len()).step_by(world).collect();
+    let mut loader = loader(ds, shard.clone(), batch_size, workers);
     let mut batch = Batch::new();
     let (mut loss_sum, mut correct) = (0f64, 0f64);
     // Batches of the training size: a forward pass keeps its whole graph (every activation)
     // until its loss is dropped, so a larger evaluation batch raised the peak memory above
     // training's (ResNet-18, 128 test images at once: 1.13 GB against 0.56 GB).
-    for idx in shard.chunks(batch_size.max(1)) {
-        ds.gather(idx, &mut batch, None);
+    while loader.next_into(&mut batch)? {
         let (loss, c) = batch_loss(net, batch.rows(0..batch.len), false)?;
-        loss_sum += loss.to_scalar::<f32>()? as f64 * idx.len() as f64;
+        loss_sum += loss.to_scalar::<f32>()? as f64 * batch.len as f64;
         if let Some(c) = c {
             correct += c.to_scalar::<f32>()? as f64;
         }
@@ -183,7 +280,7 @@ pub(super) fn evaluate(
     let n = totals[2] as usize;
     Ok(Evaluation {
         loss: totals[0] as f64 / n.max(1) as f64,
-        accuracy: matches!(ds.targets, Targets::Classes(_))
+        accuracy: matches!(ds.target(), TargetKind::Classes(_))
             .then(|| totals[1] as f64 / n.max(1) as f64),
         samples: n,
         samples_per_sec: n as f64 / t0.elapsed().as_secs_f64().max(1e-9),
