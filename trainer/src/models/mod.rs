@@ -67,7 +67,54 @@ pub struct Network {
     pub device: Device,
 }
 
-/// The input shape (C, H, W) a model expects, for error messages and synthetic data.
+/// What a built-in model is built for: the data's input shape and outputs (classes, or values
+/// of a regression), and the MLP's hidden widths (`model.hidden`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arch {
+    pub name: ModelName,
+    /// Per-sample `[C, H, W]`.
+    pub input: [usize; 3],
+    pub outputs: usize,
+    pub hidden: Option<Vec<usize>>,
+}
+
+impl Arch {
+    /// Refuses data the model cannot take: a language model on samples, images too small for the
+    /// convolutions and pools, no outputs.
+    pub fn check(&self) -> Result<()> {
+        let [c, h, w] = self.input;
+        let label = model_label(self.name);
+        let too_small = |min: usize| {
+            Err(Error::Model(format!(
+                "model `{label}` needs images of at least {min}×{min} but the data gives {c}×{h}×{w}; resize them (data.size = [H, W] for an image folder) or pick a model that takes this shape, e.g. \"mlp\" (see docs/spec.md)"
+            )))
+        };
+        match self.name {
+            ModelName::Gpt => {
+                return Err(Error::Model(
+                    "model `gpt` is a language model: it trains on data.name = \"text\" or \"tokens\""
+                        .into(),
+                ));
+            }
+            ModelName::MnistCnn
+                if small::mnist_cnn_side(h).is_none() || small::mnist_cnn_side(w).is_none() =>
+            {
+                return too_small(18);
+            }
+            ModelName::ConvnetBn if h < 4 || w < 4 => return too_small(4),
+            _ => {}
+        }
+        if c * h * w == 0 || (self.outputs == 0 && self.name != ModelName::Custom) {
+            return Err(Error::Model(format!(
+                "model `{label}` cannot be built for inputs {c}×{h}×{w} with {} outputs: the data has no input values or no classes",
+                self.outputs
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The input shape (C, H, W) a model was designed for: synthetic data's default shape.
 pub fn expected_input(name: ModelName) -> [usize; 3] {
     match name {
         ModelName::MnistCnn | ModelName::Mlp | ModelName::ConvnetBn => [1, 28, 28],
@@ -106,45 +153,54 @@ impl Network {
         bn: BnMode,
         seed: u64,
     ) -> Result<Network> {
-        if name == ModelName::Gpt {
-            return Err(Error::Model(
-                "model `gpt` is a language model: it trains on data.name = \"text\" or \"tokens\""
-                    .into(),
-            ));
-        }
-        let want = expected_input(name);
-        let fits = match name {
-            ModelName::Linear => input.iter().product::<usize>() == 10,
-            ModelName::Custom => true,
-            _ => input == want,
+        let arch = Arch {
+            name,
+            input,
+            outputs: classes,
+            hidden: None,
         };
-        if !fits {
-            return Err(Error::Model(format!(
-                "model `{}` expects inputs of shape {}x{}x{} but the data gives {}x{}x{}; pick a model that fits the data (see docs/spec.md)",
-                model_label(name),
-                want[0],
-                want[1],
-                want[2],
-                input[0],
-                input[1],
-                input[2]
-            )));
-        }
+        Network::build(&arch, device, bn, seed)
+    }
+
+    /// Builds the model of `arch`, initialised like PyTorch from `seed`.
+    pub fn build(arch: &Arch, device: &Device, bn: BnMode, seed: u64) -> Result<Network> {
+        arch.check()?;
+        let &Arch {
+            name,
+            input,
+            outputs: classes,
+            ..
+        } = arch;
         let varmap = VarMap::new();
         let pb = ParamBuilder::new(&varmap, device, bn);
         let buffers = pb.buffers.clone();
         let forward: Box<dyn Forward> = match name {
-            ModelName::MnistCnn => Box::new(small::mnist_cnn(classes, pb)?),
-            ModelName::Mlp => Box::new(small::mlp(classes, pb)?),
-            ModelName::ConvnetBn => Box::new(small::convnet_bn(classes, pb)?),
-            ModelName::Linear => Box::new(small::linear_model(pb)?),
+            ModelName::MnistCnn => Box::new(small::mnist_cnn(input, classes, pb)?),
+            ModelName::Mlp => Box::new(small::mlp(
+                input.iter().product(),
+                arch.hidden.as_deref().unwrap_or(&small::MLP_HIDDEN),
+                classes,
+                pb,
+            )?),
+            ModelName::ConvnetBn => Box::new(small::convnet_bn(input, classes, pb)?),
+            ModelName::Linear => {
+                Box::new(small::linear_model(input.iter().product(), classes, pb)?)
+            }
             ModelName::Custom => custom::build(pb.vb.clone())?,
-            ModelName::Resnet18 => {
-                Box::new(resnet::resnet(resnet::ResNetConfig::resnet18(classes), pb)?)
-            }
-            ModelName::Resnet50 => {
-                Box::new(resnet::resnet(resnet::ResNetConfig::resnet50(classes), pb)?)
-            }
+            ModelName::Resnet18 => Box::new(resnet::resnet(
+                resnet::ResNetConfig {
+                    channels: input[0],
+                    ..resnet::ResNetConfig::resnet18(classes)
+                },
+                pb,
+            )?),
+            ModelName::Resnet50 => Box::new(resnet::resnet(
+                resnet::ResNetConfig {
+                    channels: input[0],
+                    ..resnet::ResNetConfig::resnet50(classes)
+                },
+                pb,
+            )?),
             ModelName::Gpt => unreachable!("refused above"),
         };
         let params = sorted_params(&varmap);
@@ -382,6 +438,96 @@ mod tests {
         assert!(bn.contains(&("layer1.0.weight".to_string(), vec![16, 1, 5, 5])));
     }
 
+    fn shapes(arch: Arch) -> Vec<(String, Vec<usize>)> {
+        Network::build(&arch, &Device::Cpu, BnMode::Local, 1)
+            .unwrap()
+            .state()
+            .into_iter()
+            .map(|(k, t)| (k, t.dims().to_vec()))
+            .collect()
+    }
+
+    fn arch(name: ModelName, input: [usize; 3], outputs: usize) -> Arch {
+        Arch {
+            name,
+            input,
+            outputs,
+            hidden: None,
+        }
+    }
+
+    #[test]
+    fn models_take_their_sizes_from_the_data_with_pytorch_names() {
+        let has = |got: &[(String, Vec<usize>)], k: &str, dims: &[usize]| {
+            assert!(
+                got.contains(&(k.to_string(), dims.to_vec())),
+                "{k} {dims:?} not in {got:?}"
+            )
+        };
+        let cnn = shapes(arch(ModelName::MnistCnn, [3, 32, 32], 7));
+        has(&cnn, "conv1.weight", &[32, 3, 3, 3]);
+        has(&cnn, "dense1.weight", &[64, 64 * 4 * 4]);
+        has(&cnn, "dense2.weight", &[7, 64]);
+        let mlp = shapes(Arch {
+            hidden: Some(vec![64, 32, 16]),
+            ..arch(ModelName::Mlp, [1, 1, 7], 3)
+        });
+        let want: Vec<(String, Vec<usize>)> = [
+            ("linear_relu_stack.0.bias", vec![64]),
+            ("linear_relu_stack.0.weight", vec![64, 7]),
+            ("linear_relu_stack.2.bias", vec![32]),
+            ("linear_relu_stack.2.weight", vec![32, 64]),
+            ("linear_relu_stack.4.bias", vec![16]),
+            ("linear_relu_stack.4.weight", vec![16, 32]),
+            ("linear_relu_stack.6.bias", vec![3]),
+            ("linear_relu_stack.6.weight", vec![3, 16]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(mlp, want);
+        let none = shapes(Arch {
+            hidden: Some(vec![]),
+            ..arch(ModelName::Mlp, [1, 1, 7], 2)
+        });
+        assert_eq!(none.len(), 2);
+        has(&none, "linear_relu_stack.0.weight", &[2, 7]);
+        let bn = shapes(arch(ModelName::ConvnetBn, [3, 30, 34], 5));
+        has(&bn, "layer1.0.weight", &[16, 3, 5, 5]);
+        has(&bn, "fc.weight", &[5, 7 * 8 * 32]);
+        let r = shapes(arch(ModelName::Resnet18, [1, 20, 20], 4));
+        has(&r, "conv1.weight", &[64, 1, 3, 3]);
+        has(&r, "fc.weight", &[4, 512]);
+        let lin = shapes(arch(ModelName::Linear, [1, 1, 12], 3));
+        has(&lin, "weight", &[3, 12]);
+        // Forward passes take those shapes.
+        for (a, n) in [
+            (arch(ModelName::MnistCnn, [3, 32, 32], 7), 7),
+            (arch(ModelName::ConvnetBn, [3, 30, 34], 5), 5),
+            (arch(ModelName::Resnet18, [1, 20, 20], 4), 4),
+        ] {
+            let net = Network::build(&a, &Device::Cpu, BnMode::Local, 0).unwrap();
+            let [c, h, w] = a.input;
+            let x = Tensor::zeros((2, c, h, w), DType::F32, &Device::Cpu).unwrap();
+            assert_eq!(net.forward(&x, false).unwrap().dims(), &[2, n]);
+        }
+    }
+
+    #[test]
+    fn data_a_model_cannot_take_is_refused_before_building() {
+        let err = |a: Arch| a.check().unwrap_err().to_string();
+        let e = err(arch(ModelName::MnistCnn, [1, 1, 10], 2));
+        assert!(
+            e.contains("model `mnist-cnn` needs images of at least 18×18 but the data gives 1×1×10; resize them (data.size = [H, W] for an image folder) or pick a model that takes this shape, e.g. \"mlp\""),
+            "{e}"
+        );
+        assert!(err(arch(ModelName::ConvnetBn, [1, 3, 8], 2)).contains("at least 4×4"));
+        assert!(err(arch(ModelName::Mlp, [1, 1, 5], 0)).contains("no classes"));
+        assert!(err(arch(ModelName::Gpt, [1, 1, 5], 2)).contains("language model"));
+        arch(ModelName::MnistCnn, [1, 18, 18], 2).check().unwrap();
+        assert!(arch(ModelName::MnistCnn, [1, 17, 18], 2).check().is_err());
+    }
+
     #[test]
     fn resnet_parameter_counts_match_torchvision_cifar_variant() {
         // torchvision resnet18(num_classes=10) with a 3x3 stem: 11,173,962 params; resnet50: 23,520,842.
@@ -425,25 +571,6 @@ mod tests {
             let x = Tensor::zeros((2, c, h, w), DType::F32, &Device::Cpu).unwrap();
             assert_eq!(net.forward(&x, true).unwrap().dims(), &[2, out], "{name:?}");
         }
-    }
-
-    #[test]
-    fn wrong_input_shape_is_a_clear_error() {
-        let e = Network::new(
-            ModelName::MnistCnn,
-            [3, 32, 32],
-            10,
-            &Device::Cpu,
-            BnMode::Local,
-            0,
-        )
-        .err()
-        .unwrap();
-        assert!(
-            e.to_string()
-                .contains("mnist-cnn` expects inputs of shape 1x28x28 but the data gives 3x32x32"),
-            "{e}"
-        );
     }
 
     #[test]

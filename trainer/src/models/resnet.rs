@@ -2,7 +2,8 @@
 //! `layerN.M.{conv,bn}K`, `layerN.M.downsample.{0,1}`, `fc`): the CIFAR variant replaces the 7×7
 //! stride-2 stem by a 3×3 stride-1 conv and drops the max-pool, so a checkpoint loads into
 //! `torchvision.models.resnet18(num_classes=10)` after `model.conv1 = nn.Conv2d(3, 64, 3, 1, 1,
-//! bias=False); model.maxpool = nn.Identity()`.
+//! bias=False); model.maxpool = nn.Identity()`. The stem takes the data's channels (1 for
+//! grayscale: `nn.Conv2d(1, 64, ...)`), and the global average pool any image size.
 
 use candle_core::Tensor;
 use candle_nn::Module;
@@ -24,6 +25,8 @@ pub struct ResNetConfig {
     pub block: BlockKind,
     pub layers: [usize; 4],
     pub classes: usize,
+    /// Input channels of the stem (3 for RGB, 1 for grayscale).
+    pub channels: usize,
 }
 
 impl Default for ResNetConfig {
@@ -38,6 +41,7 @@ impl ResNetConfig {
             block: BlockKind::Basic,
             layers: [2, 2, 2, 2],
             classes,
+            channels: 3,
         }
     }
     pub fn resnet50(classes: usize) -> Self {
@@ -45,6 +49,7 @@ impl ResNetConfig {
             block: BlockKind::Bottleneck,
             layers: [3, 4, 6, 3],
             classes,
+            channels: 3,
         }
     }
     fn expansion(&self) -> usize {
@@ -161,7 +166,7 @@ pub struct ResNet {
 }
 
 pub fn resnet(cfg: ResNetConfig, pb: ParamBuilder) -> candle_core::Result<ResNet> {
-    let stem = conv_bn(3, 64, 3, 1, pb.pp("conv1"), pb.pp("bn1"))?;
+    let stem = conv_bn(cfg.channels, 64, 3, 1, pb.pp("conv1"), pb.pp("bn1"))?;
     let mut blocks = Vec::new();
     let mut cin = 64;
     for (li, &n) in cfg.layers.iter().enumerate() {

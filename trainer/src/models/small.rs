@@ -10,8 +10,8 @@ use super::linear::{Linear, linear};
 use super::params::{Forward, ParamBuilder};
 use super::pool::{max_pool2d, relu_max_pool2d};
 
-/// The MNIST CNN of the reference DDP tutorial: conv 1→32→64→64 (3×3), 2×2 max-pools after the
-/// first two, dense 576→64→classes, ReLUs.
+/// The MNIST CNN of the reference DDP tutorial: conv C→32→64→64 (3×3), 2×2 max-pools after the
+/// first two, dense 64·h·w→64→classes, ReLUs (576 inputs to `dense1` for 1×28×28 MNIST).
 pub struct MnistCnn {
     conv1: Conv2d,
     conv2: Conv2d,
@@ -20,13 +20,33 @@ pub struct MnistCnn {
     dense2: Linear,
 }
 
-pub fn mnist_cnn(classes: usize, pb: ParamBuilder) -> candle_core::Result<MnistCnn> {
+/// The side of `mnist-cnn`'s last feature map for an input side `n` (3 for 28), if positive.
+pub fn mnist_cnn_side(n: usize) -> Option<usize> {
+    // conv 3×3 (−2), pool /2, conv (−2), pool /2, conv (−2).
+    let a = n.checked_sub(2)? / 2;
+    let b = a.checked_sub(2)? / 2;
+    b.checked_sub(2).filter(|&s| s > 0)
+}
+
+pub fn mnist_cnn(
+    [c, h, w]: [usize; 3],
+    classes: usize,
+    pb: ParamBuilder,
+) -> candle_core::Result<MnistCnn> {
     let cfg = ConvConfig::default();
+    let side = |n: usize| {
+        mnist_cnn_side(n).ok_or_else(|| {
+            candle_core::Error::Msg(format!(
+                "mnist-cnn needs images of at least 18×18, not {h}×{w}"
+            ))
+        })
+    };
+    let flat = 64 * side(h)? * side(w)?;
     Ok(MnistCnn {
-        conv1: conv2d(1, 32, 3, cfg, pb.vb.pp("conv1"))?,
+        conv1: conv2d(c, 32, 3, cfg, pb.vb.pp("conv1"))?,
         conv2: conv2d(32, 64, 3, cfg, pb.vb.pp("conv2"))?,
         conv3: conv2d(64, 64, 3, cfg, pb.vb.pp("conv3"))?,
-        dense1: linear(576, 64, pb.vb.pp("dense1"))?,
+        dense1: linear(flat, 64, pb.vb.pp("dense1"))?,
         dense2: linear(64, classes, pb.vb.pp("dense2"))?,
     })
 }
@@ -40,39 +60,67 @@ impl Forward for MnistCnn {
     }
 }
 
-/// The FashionMNIST tutorial MLP: flatten, 784→512→512→classes with ReLUs, as
-/// `linear_relu_stack.{0,2,4}`.
+/// The FashionMNIST tutorial MLP: flatten, inputs→512→512→classes with ReLUs, as
+/// `linear_relu_stack.{0,2,4}` (PyTorch's `nn.Sequential` of Linear, ReLU, ...). Other hidden
+/// widths (`model.hidden`) keep the naming: layer k is `linear_relu_stack.{2k}`.
 pub struct Mlp {
-    layers: [Linear; 3],
+    layers: Vec<Linear>,
 }
 
-pub fn mlp(classes: usize, pb: ParamBuilder) -> candle_core::Result<Mlp> {
+/// The tutorial's hidden layers.
+pub const MLP_HIDDEN: [usize; 2] = [512, 512];
+
+pub fn mlp(
+    inputs: usize,
+    hidden: &[usize],
+    outputs: usize,
+    pb: ParamBuilder,
+) -> candle_core::Result<Mlp> {
     let vb = pb.vb.pp("linear_relu_stack");
-    Ok(Mlp {
-        layers: [
-            linear(784, 512, vb.pp(0))?,
-            linear(512, 512, vb.pp(2))?,
-            linear(512, classes, vb.pp(4))?,
-        ],
-    })
+    let widths: Vec<usize> = std::iter::once(inputs)
+        .chain(hidden.iter().copied())
+        .chain(std::iter::once(outputs))
+        .collect();
+    let layers = widths
+        .windows(2)
+        .enumerate()
+        .map(|(k, io)| linear(io[0], io[1], vb.pp(2 * k)))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    Ok(Mlp { layers })
 }
 
 impl Forward for Mlp {
     fn forward(&self, x: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-        let x = relu(&self.layers[0].forward(&x.flatten_from(1)?)?)?;
-        let x = relu(&self.layers[1].forward(&x)?)?;
-        self.layers[2].forward(&x)
+        let (last, hidden) = self
+            .layers
+            .split_last()
+            .expect("an MLP has an output layer");
+        let mut x = x.flatten_from(1)?;
+        for layer in hidden {
+            x = relu(&layer.forward(&x)?)?;
+        }
+        last.forward(&x)
     }
 }
 
 /// The ConvNet-with-BatchNorm tutorial model: two (conv 5×5 pad 2 → BatchNorm → ReLU → 2×2 pool)
-/// layers with 16 and 32 channels as `layer1.{0,1}` / `layer2.{0,1}`, then `fc` 7·7·32→classes.
+/// layers with 16 and 32 channels as `layer1.{0,1}` / `layer2.{0,1}`, then `fc`
+/// 32·⌊H/4⌋·⌊W/4⌋→classes (7·7·32 for 28×28).
 pub struct ConvNetBn {
     layers: [(Conv2d, BatchNorm2d); 2],
     fc: Linear,
 }
 
-pub fn convnet_bn(classes: usize, pb: ParamBuilder) -> candle_core::Result<ConvNetBn> {
+pub fn convnet_bn(
+    [c, h, w]: [usize; 3],
+    classes: usize,
+    pb: ParamBuilder,
+) -> candle_core::Result<ConvNetBn> {
+    if h < 4 || w < 4 {
+        return Err(candle_core::Error::Msg(format!(
+            "convnet-bn needs images of at least 4×4, not {h}×{w}"
+        )));
+    }
     let cfg = ConvConfig {
         padding: 2,
         ..Default::default()
@@ -85,8 +133,8 @@ pub fn convnet_bn(classes: usize, pb: ParamBuilder) -> candle_core::Result<ConvN
         ))
     };
     Ok(ConvNetBn {
-        layers: [layer(1, 1, 16)?, layer(2, 16, 32)?],
-        fc: linear(7 * 7 * 32, classes, pb.vb.pp("fc"))?,
+        layers: [layer(1, c, 16)?, layer(2, 16, 32)?],
+        fc: linear((h / 4) * (w / 4) * 32, classes, pb.vb.pp("fc"))?,
     })
 }
 
@@ -100,11 +148,16 @@ impl Forward for ConvNetBn {
     }
 }
 
-/// `nn.Linear(10, 1)` for the regression example (state dict keys `weight`, `bias`).
+/// `nn.Linear(inputs, outputs)` for regression (state dict keys `weight`, `bias`; 10 → 1 in the
+/// example).
 pub struct LinearRegression(Linear);
 
-pub fn linear_model(pb: ParamBuilder) -> candle_core::Result<LinearRegression> {
-    Ok(LinearRegression(linear(10, 1, pb.vb)?))
+pub fn linear_model(
+    inputs: usize,
+    outputs: usize,
+    pb: ParamBuilder,
+) -> candle_core::Result<LinearRegression> {
+    Ok(LinearRegression(linear(inputs, outputs, pb.vb)?))
 }
 
 impl Forward for LinearRegression {

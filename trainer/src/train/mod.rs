@@ -24,7 +24,7 @@ use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::lm::LmData;
 use crate::metrics::MetricKind;
-use crate::models::{BnMode, Network};
+use crate::models::{Arch, BnMode, Network};
 use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
@@ -170,11 +170,7 @@ impl Replica {
             Data::Tokens(LmData::load(&spec, &out, rank == 0)?)
         } else {
             let splits = load_data(&spec, &OpenContext { workers })?;
-            if let Some(record) = &splits.record
-                && rank == 0
-            {
-                record.write(&out)?;
-            }
+
             if splits.train.is_empty() {
                 return Err(Error::data(
                     spec.data.path.clone().unwrap_or_default(),
@@ -210,6 +206,15 @@ impl Replica {
             }
             Data::Tokens(d) => Network::gpt(&spec.gpt_config(d.vocab), &device, spec.train.seed)?,
         };
+        // The data's record, once the model is known to fit it (nothing is written before).
+        if let Data::Samples(Splits {
+            record: Some(record),
+            ..
+        }) = &data
+            && rank == 0
+        {
+            record.write(&out)?;
+        }
         let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
@@ -371,14 +376,13 @@ fn build_network(
     } else {
         BnMode::Local
     };
-    Network::new(
-        spec.model.name,
-        train.shape(),
-        train.target().outputs(),
-        device,
-        bn,
-        spec.train.seed,
-    )
+    let arch = Arch {
+        name: spec.model.name,
+        input: train.shape(),
+        outputs: train.target().outputs(),
+        hidden: spec.model.hidden.clone(),
+    };
+    Network::build(&arch, device, bn, spec.train.seed)
 }
 
 /// The epoch loop of a set-up replica: its step engine, its reporter, the per-step working
