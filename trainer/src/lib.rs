@@ -15,9 +15,12 @@
 //!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
 //!   buffer is cut between the ranks), `nccl` (behind the `cuda` feature), `bench` (the
 //!   all-reduce benchmark).
-//! - `data`: MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, the distributed sampler, the
-//!   train/validation split, CIFAR augmentation; `text`: language-modelling data (tokenizers,
-//!   text and memory-mapped token files, training and evaluation windows).
+//! - `data`: the [`data::Dataset`] trait the engine trains on and the loader that fills batches
+//!   ahead; MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, users' own files (`images`:
+//!   image folders, `table`: CSV and Parquet, `tensors`: safetensors/npz/npy, `custom`: a data
+//!   set in Rust), the distributed sampler, the train/validation split, CIFAR augmentation;
+//!   `text`: language-modelling data (tokenizers, text and memory-mapped token files, training
+//!   and evaluation windows).
 //! - `models`: the reference models with PyTorch names (`params`: what they are built with),
 //!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
 //!   language model (`config`, `layers`, `ops`: its fused CPU ops, `init`, `state`: the tied
@@ -35,6 +38,8 @@
 //!   batch of windows and the world-size-invariant validation loss.
 //! - `train`: one replica's training run (set up, restore, epochs, finish); `batch_parts`: a
 //!   batch trained in parts side by side, one per thread; `cli`: the `ddp-trainer` command line.
+//! - `objective`: the loss and evaluation figures of sample tasks (built in, or registered).
+//! - `builder`: [`Trainer`], an executable with the user's own model, data set, loss, metrics.
 //! - `error`: the crate's error type and exit codes.
 //! - `test_util` (tests, feature `test-util`): builders for tests, `MetricRecord::sample()`.
 //!
@@ -43,6 +48,7 @@
 //! all-reduce, the cost of lock-step).
 
 pub mod batch_parts;
+pub mod builder;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;
@@ -57,6 +63,7 @@ pub mod launcher;
 pub mod lm;
 pub mod metrics;
 pub mod models;
+pub mod objective;
 pub mod optim;
 pub mod placement;
 pub mod report;
@@ -67,21 +74,19 @@ pub mod tensorboard;
 pub mod test_util;
 pub mod train;
 
+pub use builder::Trainer;
 pub use error::{Error, Result};
 
 /// Runs this executable as a `ddp-trainer` whose `[model] name = "custom"` is built by `model`
-/// from a candle `VarBuilder` (parameter names are its paths). The same command line,
-/// environment contract, spec, exit codes and outputs as `ddp-trainer`; `fn main() {
+/// from a candle `VarBuilder` (parameter names are its paths): `Trainer::new().model(model).main()`
+/// (see [`Trainer`] for a data set, a loss and metrics of your own). `fn main() {
 /// ddp_trainer::main_with(model) }`. Exits the process with the trainer's exit code.
 pub fn main_with<F, M>(model: F) -> !
 where
     F: Fn(candle_nn::VarBuilder<'static>) -> candle_core::Result<M> + Send + Sync + 'static,
     M: candle_nn::Module + Send + Sync + 'static,
 {
-    models::custom::register(Box::new(move |vb| {
-        Ok(Box::new(models::custom::ModuleForward(model(vb)?)) as Box<dyn models::Forward>)
-    }));
-    std::process::exit(i32::from(cli::main_status()))
+    Trainer::new().model(model).main()
 }
 
 /// [`main_with`] for a `candle_nn::ModuleT` (dropout, BatchNorm): the model gets the train flag
@@ -91,8 +96,5 @@ where
     F: Fn(candle_nn::VarBuilder<'static>) -> candle_core::Result<M> + Send + Sync + 'static,
     M: candle_nn::ModuleT + Send + Sync + 'static,
 {
-    models::custom::register(Box::new(move |vb| {
-        Ok(Box::new(models::custom::ModuleTForward(model(vb)?)) as Box<dyn models::Forward>)
-    }));
-    std::process::exit(i32::from(cli::main_status()))
+    Trainer::new().model_t(model).main()
 }

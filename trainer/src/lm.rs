@@ -178,6 +178,7 @@ pub fn evaluate(
         accuracy: None,
         samples: windows,
         samples_per_sec: windows as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+        metrics: Vec::new(),
     })
 }
 

@@ -81,6 +81,9 @@ pub struct MetricRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
     pub world_size: usize,
+    /// A custom objective's metrics by name (evaluation records); omitted when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
 /// serde_json writes NaN and infinities as `null`; read `null` back as NaN instead of failing.

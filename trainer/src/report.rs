@@ -10,12 +10,14 @@ use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, unix_time};
 use crate::tensorboard::EventWriter;
 
 /// The result of evaluating a split, all-reduced over the ranks.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Evaluation {
     pub loss: f64,
     pub accuracy: Option<f64>,
     pub samples: usize,
     pub samples_per_sec: f64,
+    /// A custom objective's metrics, each the mean over the samples, in the metrics' order.
+    pub metrics: Vec<(String, f64)>,
 }
 
 pub struct Reporter {
@@ -189,6 +191,7 @@ impl Reporter {
             bits_per_char: lm.bits_per_char,
             bits_per_byte: lm.bits_per_byte,
             samples: Some(e.samples as u64),
+            metrics: e.metrics.iter().cloned().collect(),
             ..self.record(kind, epoch, global_step, e.loss, lr, e.samples_per_sec)
         };
         self.metrics.write(&rec)?;
@@ -211,6 +214,10 @@ impl Reporter {
                     tb.add_scalar(&tag, v as f32, global_step as i64, rec.time)?;
                 }
             }
+            for (name, v) in &e.metrics {
+                let tag = format!("{prefix}/{name}");
+                tb.add_scalar(&tag, *v as f32, global_step as i64, rec.time)?;
+            }
         }
         if self.tokens.is_some() {
             println!(
@@ -221,10 +228,13 @@ impl Reporter {
             );
             return Ok(());
         }
-        let acc = e
+        let mut acc = e
             .accuracy
             .map(|a| format!(" accuracy {:.2}%", a * 100.0))
             .unwrap_or_default();
+        for (name, v) in &e.metrics {
+            acc.push_str(&format!(" {name} {v:.4}"));
+        }
         match kind {
             MetricKind::Val => println!(
                 "epoch {epoch}/{} val loss {:.4}{acc} ({} samples)",
@@ -271,6 +281,7 @@ impl Reporter {
             tokens_per_sec: None,
             tokens: None,
             world_size: self.world,
+            metrics: Default::default(),
         }
     }
 }

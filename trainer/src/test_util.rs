@@ -162,6 +162,7 @@ impl MetricRecord {
             tokens_per_sec: None,
             tokens: None,
             world_size: 2,
+            metrics: Default::default(),
         }
     }
 
@@ -231,6 +232,7 @@ mod tests {
                 tokens_per_sec: Some(8.0),
                 tokens: Some(9),
                 world_size: 8,
+                metrics: Default::default(),
             }
         );
     }

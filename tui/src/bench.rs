@@ -98,6 +98,7 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
         tokens_per_sec: None,
         tokens: None,
         world_size: 2,
+        metrics: Default::default(),
     }
 }
 

@@ -236,6 +236,18 @@ pub fn check_trainer(path: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(path).map_err(|e| Error::io(path, e))
 }
 
+/// Why `spec` needs a trainer executable of the user's (`--trainer`): a custom model or data set.
+fn own_parts(spec: &Spec) -> Option<String> {
+    use ddp_trainer::spec::{DataName, ModelName};
+    if spec.model.name == ModelName::Custom {
+        Some("model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)".into())
+    } else if spec.data.name == DataName::Custom {
+        Some("data.name = \"custom\" is your own data set: give the executable that makes it with --trainer PATH (see docs/data.md, \"A data set written in Rust\")".into())
+    } else {
+        None
+    }
+}
+
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
     let spec = match &req.spec_text {
         Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
@@ -244,14 +256,11 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
             Spec::load(&req.spec, &req.all_overrides())?
         }
     };
-    if spec.model.name == ddp_trainer::spec::ModelName::Custom
+    if let Some(why) = own_parts(&spec)
         && req.trainer.is_none()
         && req.code.is_none()
     {
-        return Err(Error::Invalid(format!(
-            "{}: model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)",
-            req.spec.display()
-        )));
+        return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
     check_devices(&spec, &req.spec)?;
     Ok(spec)
@@ -354,15 +363,9 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
     check_spec_file(&req.spec)?;
     let plan = SweepPlan::new(&req.spec, overrides, grid)?;
     if req.trainer.is_none()
-        && plan
-            .runs
-            .iter()
-            .any(|r| r.spec.model.name == ddp_trainer::spec::ModelName::Custom)
+        && let Some(why) = plan.runs.iter().find_map(|r| own_parts(&r.spec))
     {
-        return Err(Error::Invalid(format!(
-            "{}: model.name = \"custom\" is your own model: give the executable that builds it with --trainer PATH (see docs/custom-models.md)",
-            req.spec.display()
-        )));
+        return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
     Ok(plan)
 }

@@ -1,6 +1,7 @@
-//! DDP equivalence for models the engine does not know: 2 replicas × batch B end with the same
-//! weights as 1 replica × batch 2B, for an image classifier (`custom-model`) and a language model
-//! (`custom-lm`); and the checkpoint's names are the `VarBuilder` paths.
+//! DDP equivalence for models and data the engine does not know: 2 replicas × batch B end with
+//! the same weights as 1 replica × batch 2B, for an image classifier (`custom-model`), a language
+//! model (`custom-lm`) and a data set with its own loss and metrics (`custom-data`); and the
+//! checkpoint's names are the `VarBuilder` paths (PyTorch's for the built-in MLP).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -128,6 +129,29 @@ fn a_language_model_of_two_replicas_of_4_equals_one_of_8() {
             "head.weight",
             "wpe.weight",
             "wte.weight",
+        ],
+    );
+}
+
+#[test]
+fn a_data_set_of_your_own_with_its_loss_of_two_replicas_of_16_equals_one_of_32() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"custom-data-eq\"\n[model]\nname = \"mlp\"\nhidden = [16]\n[data]\nname = \"custom\"\nval_fraction = 0.1\nlimit_train = 640\n[train]\nepochs = 1\nmax_steps = 8\noptimizer = \"adam\"\nlr = 0.01\nseed = 7\n[checkpoint]\nevery_epochs = 0\n",
+    )
+    .unwrap();
+    assert_two_of_b_equal_one_of_2b(
+        env!("CARGO_BIN_EXE_custom-data"),
+        dir.path(),
+        &spec,
+        16,
+        &[
+            "linear_relu_stack.0.bias",
+            "linear_relu_stack.0.weight",
+            "linear_relu_stack.2.bias",
+            "linear_relu_stack.2.weight",
         ],
     );
 }
