@@ -115,8 +115,10 @@ pub enum CellCommand {
         wait: Wait,
     },
     /// Build the cell's body (Rust: `use` lines, types and `pub fn model(vb: VarBuilder) ->
-    /// Result<impl Module>`) into a trainer with cargo, then start a run of SPEC with it
-    /// (`model.name = "custom"`); the crate and its build are kept in the run folder (`code/`).
+    /// Result<impl Module>` and/or `pub fn dataset(split: Split) -> Result<impl Dataset>`, with
+    /// optional `pub fn loss` and `pub fn metrics`) into a trainer with cargo, then start a run
+    /// of SPEC with it (`model.name`/`data.name = "custom"` for what the cell defines); the
+    /// crate and its build are kept in the run folder (`code/`).
     Train {
         /// The experiment spec (TOML) the model is trained on.
         spec: PathBuf,
@@ -175,8 +177,9 @@ pub fn help(subcommand: Option<&str>) -> Option<String> {
             };
             text.push_str(&format!(
                 "\nCell magics:\n  {}\n      the rest of the cell is the spec (TOML)\n  {}\n      \
-                 the rest of the cell is Rust defining `pub fn model(vb: VarBuilder) -> Result<impl Module>`:\n      \
-                 built with cargo (release) and trained on SPEC (docs/custom-models.md)\n\nRUN is any address `ddp` accepts: a run id, a unique prefix, \
+                 the rest of the cell is Rust defining `pub fn model(vb: VarBuilder) -> Result<impl Module>`\n      \
+                 and/or `pub fn dataset(split: Split) -> Result<impl Dataset>` (optional `pub fn loss`, `pub fn metrics`):\n      \
+                 built with cargo (release) and trained on SPEC (docs/custom-models.md, docs/data.md)\n\nRUN is any address `ddp` accepts: a run id, a unique prefix, \
                  `latest`, `EXPERIMENT@latest`.\n",
                 usage("run"),
                 usage("train"),

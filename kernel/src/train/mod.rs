@@ -67,7 +67,8 @@ pub fn build_and_start(
 ) -> Result<actions::Started> {
     let entry = project::entry_point(cell.body)?;
     let mut req = cell.run;
-    req.overrides.push("model.name=custom".to_string());
+    req.overrides
+        .extend(project::CellParts::of(cell.body).overrides());
     let dirs = BuildDirs::of(root);
     let stage = dirs.cells.join(uuid::Uuid::new_v4().simple().to_string());
     // Validate the spec first: a bad one creates nothing (`code` stands for the trainer to come).

@@ -3,8 +3,8 @@
 //!
 //! `src/main.rs` keeps the cell's line numbers: its first lines are comments standing for the
 //! magic line (and any blank lines before it), so rustc's `src/main.rs:LINE` is the cell's
-//! `LINE`. Unless the cell has its own `fn main`, `fn main() { ddp_trainer::main_with(model) }`
-//! follows the body.
+//! `LINE`. Unless the cell has its own `fn main`, a `fn main` handing the cell's `model`,
+//! `dataset`, `loss` and `metrics` (those it defines) to `ddp_trainer::Trainer` follows the body.
 
 use std::path::{Path, PathBuf};
 
@@ -113,26 +113,87 @@ fn version_in(manifest: &str, name: &str) -> Option<String> {
     }
 }
 
-/// How the cell hands its model to the engine.
+/// How the cell hands its parts to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryPoint {
-    /// `fn model(vb: VarBuilder) -> Result<M>`: the crate's `main` calls `main_with(model)`.
-    Model,
+    /// The cell's `fn model`, `fn dataset`, `fn loss` and `fn metrics` (those it defines): the
+    /// crate's `main` hands them to `ddp_trainer::Trainer`.
+    Parts(CellParts),
     /// The cell has its own `fn main` (e.g. `ddp_trainer::main_with_t(model)` for a `ModuleT`).
     OwnMain,
+}
+
+/// Which of the trainer's parts a cell defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CellParts {
+    /// `fn model(vb: VarBuilder) -> Result<impl Module>` (`model.name = "custom"`).
+    pub model: bool,
+    /// `fn dataset(split: Split) -> Result<impl Dataset>` (`data.name = "custom"`).
+    pub dataset: bool,
+    /// `fn loss(outputs: &Tensor, targets: &Tensor) -> Result<Tensor>`.
+    pub loss: bool,
+    /// `fn metrics(outputs: &Tensor, targets: &Tensor) -> Result<Vec<(String, f64)>>`.
+    pub metrics: bool,
+}
+
+impl CellParts {
+    /// The `Trainer` builder calls that register the parts, in a `fn main`.
+    fn main_fn(self) -> String {
+        let mut calls = String::from("    ddp_trainer::Trainer::new()\n");
+        for (defined, part) in [
+            (self.model, "model"),
+            (self.dataset, "dataset"),
+            (self.loss, "loss"),
+            (self.metrics, "metrics"),
+        ] {
+            if defined {
+                calls.push_str(&format!("        .{part}({part})\n"));
+            }
+        }
+        format!("fn main() {{\n{calls}        .main()\n}}\n")
+    }
+}
+
+impl CellParts {
+    /// The parts `body` defines.
+    pub fn of(body: &str) -> CellParts {
+        CellParts {
+            model: defines_fn(body, "model"),
+            dataset: defines_fn(body, "dataset"),
+            loss: defines_fn(body, "loss"),
+            metrics: defines_fn(body, "metrics"),
+        }
+    }
+
+    /// The spec overrides that make a run use the cell's model and data set: `model.name` and
+    /// `data.name` = "custom" for those it defines (a cell with its own `main` and neither:
+    /// its model).
+    pub fn overrides(self) -> Vec<String> {
+        let mut sets = Vec::new();
+        if self.model || !self.dataset {
+            sets.push("model.name=custom".to_string());
+        }
+        if self.dataset {
+            sets.push("data.name=custom".to_string());
+        }
+        sets
+    }
 }
 
 /// Which entry point the cell's body gives, or what it lacks.
 pub fn entry_point(body: &str) -> Result<EntryPoint> {
     if defines_fn(body, "main") {
-        Ok(EntryPoint::OwnMain)
-    } else if defines_fn(body, "model") {
-        Ok(EntryPoint::Model)
+        return Ok(EntryPoint::OwnMain);
+    }
+    let parts = CellParts::of(body);
+    if parts.model || parts.dataset {
+        Ok(EntryPoint::Parts(parts))
     } else {
         Err(Error::Usage(
-            "the cell defines no model: write `pub fn model(vb: VarBuilder) -> Result<impl Module>` \
-             (candle_core::Result, candle_nn::{Module, VarBuilder}), or your own `fn main` calling \
-             ddp_trainer::main_with / main_with_t (see docs/custom-models.md)"
+            "the cell defines no model and no data set: write `pub fn model(vb: VarBuilder) -> Result<impl Module>` \
+             (candle_core::Result, candle_nn::{Module, VarBuilder}) or `pub fn dataset(split: Split) -> Result<impl Dataset>` \
+             (ddp_trainer::data::{Dataset, Split}), optionally `pub fn loss` and `pub fn metrics`, or your own `fn main` \
+             calling ddp_trainer::Trainer / main_with (see docs/custom-models.md and docs/data.md)"
                 .to_string(),
         ))
     }
@@ -189,11 +250,11 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
     if !input.body.ends_with('\n') {
         main_rs.push('\n');
     }
-    if entry == EntryPoint::Model {
+    if let EntryPoint::Parts(parts) = entry {
         main_rs.push_str(
-            "\n// Added by ddp-kernel: this executable is a ddp-trainer whose custom model is `model`.\n\
-             fn main() {\n    ddp_trainer::main_with(model)\n}\n",
+            "\n// Added by ddp-kernel: this executable is a ddp-trainer with the cell's parts.\n",
         );
+        main_rs.push_str(&parts.main_fn());
     }
     let trainer = toml::Value::String(input.trainer_dir.display().to_string());
     let candle = toml::Value::String(input.candle_version.to_string());
@@ -277,14 +338,17 @@ mod tests {
     fn main_rs_lines_are_the_cells() {
         let body = "use candle_nn::VarBuilder;\npub fn model(vb: VarBuilder) {}\n";
         // The magic on line 3 (two blank lines above it): the body starts on line 4.
-        let k = cell_crate(&input(body, 4), EntryPoint::Model);
+        let k = cell_crate(&input(body, 4), entry_point(body).unwrap());
         let lines: Vec<&str> = k.main_rs.lines().collect();
         assert_eq!(lines[2], "// %%ddp train mnist.toml --wait");
         assert_eq!(lines[3], "use candle_nn::VarBuilder;");
         assert_eq!(lines[4], "pub fn model(vb: VarBuilder) {}");
         assert!(
+            k.main_rs.ends_with(
+                "fn main() {\n    ddp_trainer::Trainer::new()\n        .model(model)\n        .main()\n}\n"
+            ),
+            "{}",
             k.main_rs
-                .ends_with("fn main() {\n    ddp_trainer::main_with(model)\n}\n")
         );
     }
 
@@ -298,28 +362,63 @@ mod tests {
     }
 
     #[test]
-    fn the_model_function_is_required() {
-        assert_eq!(
-            entry_point("pub fn model<'a>(vb: VarBuilder<'a>)").unwrap(),
-            EntryPoint::Model
-        );
-        assert_eq!(
-            entry_point("  fn model (vb: VarBuilder)").unwrap(),
-            EntryPoint::Model
-        );
+    fn a_model_or_a_data_set_is_required() {
+        let model = EntryPoint::Parts(CellParts {
+            model: true,
+            ..CellParts::default()
+        });
+        assert_eq!(entry_point("pub fn model<'a>(vb: VarBuilder<'a>)").unwrap(), model);
+        assert_eq!(entry_point("  fn model (vb: VarBuilder)").unwrap(), model);
         for body in [
             "fn models(vb: VarBuilder)",
             "// fn model(vb)",
             "let model = 1;",
+            "pub fn loss(a: &Tensor, b: &Tensor)",
         ] {
             let e = entry_point(body).unwrap_err().to_string();
             assert!(e.contains("pub fn model(vb: VarBuilder)"), "{body}: {e}");
+            assert!(e.contains("pub fn dataset(split: Split)"), "{body}: {e}");
         }
     }
 
     #[test]
+    fn the_run_uses_the_parts_the_cell_defines() {
+        let sets = |body: &str| CellParts::of(body).overrides();
+        assert_eq!(sets("fn model(vb: VarBuilder)"), ["model.name=custom"]);
+        assert_eq!(sets("fn dataset(split: Split)"), ["data.name=custom"]);
+        assert_eq!(
+            sets("fn model(vb: VarBuilder)\nfn dataset(s: Split)"),
+            ["model.name=custom", "data.name=custom"]
+        );
+        assert_eq!(sets("fn main() {}"), ["model.name=custom"]);
+    }
+
+    #[test]
+    fn a_data_set_loss_and_metrics_are_handed_to_the_trainer() {
+        let body = "pub fn dataset(split: Split) -> Result<Points> {}\npub fn loss(o: &Tensor, y: &Tensor) {}\npub fn metrics(o: &Tensor, y: &Tensor) {}\n";
+        let entry = entry_point(body).unwrap();
+        assert_eq!(
+            entry,
+            EntryPoint::Parts(CellParts {
+                model: false,
+                dataset: true,
+                loss: true,
+                metrics: true
+            })
+        );
+        let k = cell_crate(&input(body, 2), entry);
+        assert!(
+            k.main_rs.ends_with(
+                "fn main() {\n    ddp_trainer::Trainer::new()\n        .dataset(dataset)\n        .loss(loss)\n        .metrics(metrics)\n        .main()\n}\n"
+            ),
+            "{}",
+            k.main_rs
+        );
+    }
+
+    #[test]
     fn the_manifest_names_the_trainer_sources_and_candle() {
-        let k = cell_crate(&input("fn model() {}", 2), EntryPoint::Model);
+        let k = cell_crate(&input("fn model() {}", 2), entry_point("fn model() {}").unwrap());
         let doc: toml::Table = k.cargo_toml.parse().unwrap();
         assert_eq!(doc["package"]["name"].as_str(), Some(PACKAGE));
         assert_eq!(
@@ -346,7 +445,7 @@ mod tests {
         assert!(patches_in("[workspace]\n", Path::new("/src/ddp")).is_empty());
         let mut cell = input("fn model() {}", 2);
         cell.patches = &patches;
-        let doc: toml::Table = cell_crate(&cell, EntryPoint::Model)
+        let doc: toml::Table = cell_crate(&cell, entry_point("fn model() {}").unwrap())
             .cargo_toml
             .parse()
             .unwrap();

@@ -68,6 +68,41 @@ impl Module for Mlp {
 }
 """
 
+# A data set of the cell's own (a bright column at the class's position), a loss (cross-entropy
+# written out) and a metric: the kernel hands each `pub fn` it finds to ddp_trainer::Trainer.
+DATASET = """
+use ddp_trainer::data::{Batch, Dataset, Split, TargetKind};
+
+pub struct Columns(usize);
+
+impl Dataset for Columns {
+    fn len(&self) -> usize { self.0 }
+    fn shape(&self) -> [usize; 3] { [1, 28, 28] }
+    fn target(&self) -> TargetKind { TargetKind::Classes(10) }
+    fn fill(&self, indices: &[usize], batch: &mut Batch) -> ddp_trainer::Result<()> {
+        for &i in indices {
+            let class = i % 10;
+            batch.x.extend((0..28 * 28).map(|p| if p % 28 == class * 2 + (i / 10) % 2 { 1.0 } else { 0.0 }));
+            batch.classes.push(class as u32);
+        }
+        Ok(())
+    }
+}
+
+pub fn dataset(split: Split) -> ddp_trainer::Result<Columns> {
+    Ok(Columns(if split == Split::Train { 1000 } else { 200 }))
+}
+
+pub fn loss(logits: &Tensor, classes: &Tensor) -> Result<Tensor> {
+    let logp = candle_nn::ops::log_softmax(logits, 1)?;
+    logp.gather(&classes.unsqueeze(1)?, 1)?.neg()?.mean_all()
+}
+
+pub fn metrics(logits: &Tensor, _classes: &Tensor) -> Result<Vec<(String, f64)>> {
+    Ok(vec![("ones".to_string(), logits.dim(0)? as f64)])
+}
+"""
+
 
 def staged() -> list[Path]:
     cells = workspace() / ".build" / "cells"
@@ -190,7 +225,7 @@ class TrainTests(unittest.TestCase):
         main_rs = (code / "src" / "main.rs").read_text()
         self.assertTrue(main_rs.startswith("// %%ddp train "), main_rs[:200])
         self.assertEqual(main_rs.splitlines()[1:1 + len(MODEL.splitlines())], MODEL.splitlines())
-        self.assertIn("ddp_trainer::main_with(model)", main_rs)
+        self.assertIn("ddp_trainer::Trainer::new()\n        .model(model)\n        .main()", main_rs)
         self.assertTrue((code / "Cargo.toml").is_file())
         spec = (Path(run["_dir"]) / "spec.toml").read_text()
         self.assertRegex(spec, r'(?m)^name = "custom"$')
@@ -201,16 +236,27 @@ class TrainTests(unittest.TestCase):
         self.assertIn("--standalone", help_text)
         print(f"cell to completed run (build included): {took:.1f} s", file=sys.stderr)
 
-    def test_5_a_second_cell_reuses_the_compiled_dependencies(self) -> None:
+    def test_5_a_second_cell_with_its_data_set_loss_and_metrics_reuses_the_dependencies(self) -> None:
         model = MODEL.replace("64", "32")
         reply, outputs = self.k.execute(
-            f"%%ddp train {mnist_spec()} {SHORT} --name second\n{model}", timeout=TRAINING_TIMEOUT
+            f"%%ddp train {mnist_spec()} {SHORT} --name second\n{model}{DATASET}", timeout=TRAINING_TIMEOUT
         )
         self.assertEqual(reply["content"]["status"], "ok", reply_error(reply) if reply["content"]["status"] != "ok" else "")
         progress = "".join(plain(o) for o in outputs if o["msg_type"] == "stream")
         compiled = re.findall(r"Compiling (\S+)", progress)
         self.assertEqual(compiled, ["ddp-cell"], progress)
-        self.assertEqual(wait_run("second", TERMINAL, TRAINING_TIMEOUT)["status"], "completed")
+        run = wait_run("second", TERMINAL, TRAINING_TIMEOUT)
+        self.assertEqual(run["status"], "completed", json.dumps(run))
+        folder = Path(run["_dir"])
+        main_rs = (folder / "code" / "src" / "main.rs").read_text()
+        self.assertIn(".model(model)\n        .dataset(dataset)\n        .loss(loss)\n        .metrics(metrics)", main_rs)
+        self.assertRegex((folder / "spec.toml").read_text(), r'(?m)^name = "custom"\n(.*\n)*name = "custom"$')
+        self.assertEqual(json.loads((folder / "data.json").read_text())["train_samples"], 1000)
+        records = [json.loads(l) for l in (folder / "metrics" / "rank-0.jsonl").read_text().splitlines()]
+        test = [r for r in records if r["kind"] == "test"][-1]
+        self.assertEqual(test["samples"], 200)
+        # The cell's metric (a count per sample) is reported as its mean: exactly 1.
+        self.assertEqual(test["metrics"], {"ones": 1.0}, json.dumps(test))
 
 
 if __name__ == "__main__":
