@@ -77,6 +77,7 @@ fn record(id: &str, exp: &str, status: RunStatus, created: f64) -> RunRecord {
         restarts: 0,
         trainer: None,
         error: None,
+        data: None,
     }
 }
 

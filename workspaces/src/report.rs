@@ -204,6 +204,9 @@ pub fn run_details(run: &Run) -> RunDetails {
             ),
         ]);
     }
+    if let Some(d) = crate::run::DataSummary::read(&run.dir) {
+        fields.push(("data", d.text()));
+    }
     fields.extend([
         ("tags", run.tags().join(", ")),
         ("spec hash", r.spec_hash.clone()),
@@ -465,6 +468,39 @@ mod tests {
             t.header[..5],
             ["RUN", "RUN NAME", "STATUS", "spec.name", "train.lr"]
         );
+    }
+
+    #[test]
+    fn show_names_the_runs_own_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = lm_run_in(dir.path());
+        let record = ddp_trainer::data::DataRecord {
+            format: "image-folder".into(),
+            classes: Some((0..10).map(|c| c.to_string()).collect()),
+            train_samples: 8000,
+            test_samples: 2000,
+            test_held_out: true,
+            skipped: vec![ddp_trainer::data::parts::Skipped {
+                path: "train/3/bad.png".into(),
+                why: "truncated".into(),
+            }],
+            ..Default::default()
+        };
+        record.write(&run.dir).unwrap();
+        let d = run_details(&run);
+        let data = d
+            .fields
+            .iter()
+            .find(|f| f.0 == "data")
+            .map(|f| f.1.as_str());
+        assert_eq!(
+            data,
+            Some(
+                "image-folder: 8000 train, 2000 test (held out), 10 classes, 1 file skipped (data.json)"
+            )
+        );
+        std::fs::remove_file(run.dir.join("data.json")).unwrap();
+        assert!(run_details(&run).fields.iter().all(|f| f.0 != "data"));
     }
 
     #[test]

@@ -139,6 +139,68 @@ pub struct RunRecord {
     pub trainer: Option<std::path::PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run's own data came to (from the trainer's `data.json`), once it has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSummary>,
+}
+
+/// The run's own data in a line: its format, samples per part, classes, files skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataSummary {
+    pub format: String,
+    pub train_samples: usize,
+    pub test_samples: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<usize>,
+    /// True when the test part was held out of the training files (`data.test_fraction`).
+    #[serde(default)]
+    pub test_held_out: bool,
+    /// Unreadable files left out with `data.skip_bad = true`.
+    #[serde(default)]
+    pub skipped: usize,
+}
+
+impl DataSummary {
+    /// The summary of the `data.json` in `run_dir`, if there is a readable one.
+    pub fn read(run_dir: &Path) -> Option<DataSummary> {
+        let path = run_dir.join(ddp_trainer::data::DataRecord::FILE);
+        let text = std::fs::read_to_string(path).ok()?;
+        let r: ddp_trainer::data::DataRecord = serde_json::from_str(&text).ok()?;
+        Some(DataSummary {
+            format: r.format,
+            train_samples: r.train_samples,
+            test_samples: r.test_samples,
+            classes: r.classes.map(|c| c.len()),
+            test_held_out: r.test_held_out,
+            skipped: r.skipped.len(),
+        })
+    }
+
+    /// `image-folder: 8000 train, 2000 test (held out), 10 classes, 3 files skipped (data.json)`.
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "{}: {} train, {} test{}",
+            self.format,
+            self.train_samples,
+            self.test_samples,
+            if self.test_held_out {
+                " (held out)"
+            } else {
+                ""
+            }
+        );
+        if let Some(c) = self.classes {
+            t.push_str(&format!(", {c} classes"));
+        }
+        if self.skipped > 0 {
+            t.push_str(&format!(
+                ", {} file{} skipped (data.json)",
+                self.skipped,
+                if self.skipped == 1 { "" } else { "s" }
+            ));
+        }
+        t
+    }
 }
 
 /// One line of `events.jsonl`.

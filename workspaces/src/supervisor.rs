@@ -372,11 +372,13 @@ fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
             eprintln!("ddp supervisor: no plots: {e}");
         }
     }
+    let data = crate::run::DataSummary::read(&r.dir);
     r.transition(event, |r| {
         r.status = status;
         r.ended = Some(now());
         r.error = error;
         r.replica_pids.clear();
+        r.data = data;
     })?;
     Ok(status)
 }

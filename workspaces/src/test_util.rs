@@ -203,6 +203,7 @@ impl RunRecord {
             restarts: 0,
             trainer: None,
             error: None,
+            data: None,
         }
     }
 
@@ -344,6 +345,7 @@ mod tests {
                 restarts: 5,
                 trainer: Some("t".into()),
                 error: Some("e".into()),
+                data: None,
             }
         );
     }

@@ -178,6 +178,7 @@ impl Workspace {
                     restarts: 0,
                     trainer,
                     error: None,
+                    data: None,
                 },
             };
             run.save()?;

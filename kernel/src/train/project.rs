@@ -367,7 +367,10 @@ mod tests {
             model: true,
             ..CellParts::default()
         });
-        assert_eq!(entry_point("pub fn model<'a>(vb: VarBuilder<'a>)").unwrap(), model);
+        assert_eq!(
+            entry_point("pub fn model<'a>(vb: VarBuilder<'a>)").unwrap(),
+            model
+        );
         assert_eq!(entry_point("  fn model (vb: VarBuilder)").unwrap(), model);
         for body in [
             "fn models(vb: VarBuilder)",
@@ -418,7 +421,10 @@ mod tests {
 
     #[test]
     fn the_manifest_names_the_trainer_sources_and_candle() {
-        let k = cell_crate(&input("fn model() {}", 2), entry_point("fn model() {}").unwrap());
+        let k = cell_crate(
+            &input("fn model() {}", 2),
+            entry_point("fn model() {}").unwrap(),
+        );
         let doc: toml::Table = k.cargo_toml.parse().unwrap();
         assert_eq!(doc["package"]["name"].as_str(), Some(PACKAGE));
         assert_eq!(
