@@ -130,7 +130,7 @@ fn corrupt_truncated_and_non_image_files_are_named() {
     refused("text", &s, &d.path().join("out-text"), &[], &[&want]);
     std::fs::write(&bad, b"GIF89a\x01\x00\x01\x00\x00\x00\x00").unwrap();
     let want = format!(
-        "{}: is a GIF image: only PNG, JPEG, BMP and WebP are read; convert it, or remove it",
+        "{}: is an image in the GIF format: only PNG, JPEG, BMP and WebP are read; convert it, or remove it",
         show(&bad)
     );
     refused("gif", &s, &d.path().join("out-gif"), &[], &[&want]);
@@ -153,7 +153,7 @@ fn pixel_data_corrupt_with_the_cache_off_is_an_error_when_filled() {
         &[],
         &[
             &want,
-            "with data.cache = \"none\" only the images' headers are checked before training",
+            "images not kept in memory (data.cache = \"none\", or \"auto\" when they do not fit) have only their headers checked before training",
             "set data.cache = \"memory\"",
         ],
     );

@@ -81,7 +81,7 @@ pub fn sniff(bytes: &[u8]) -> Result<ImageFormat, String> {
     match image::guess_format(bytes) {
         Ok(f) if FORMATS.contains(&f) => Ok(f),
         Ok(f) => Err(format!(
-            "is a {} image: only PNG, JPEG, BMP and WebP are read; convert it, or remove it",
+            "is an image in the {} format: only PNG, JPEG, BMP and WebP are read; convert it, or remove it",
             format!("{f:?}").to_uppercase()
         )),
         Err(_) => {
@@ -396,7 +396,7 @@ mod tests {
         );
         assert_eq!(
             err(b"GIF89a\x01\x00\x01\x00"),
-            "is a GIF image: only PNG, JPEG, BMP and WebP are read; convert it, or remove it"
+            "is an image in the GIF format: only PNG, JPEG, BMP and WebP are read; convert it, or remove it"
         );
         let png = encode(&rgba(), ImageFormat::Png);
         let e = err(&png[..png.len() - 20]);

@@ -133,7 +133,7 @@ pub fn changed_since_open(path: &std::path::Path, p: Problem) -> Error {
     Error::data(
         path,
         format!(
-            "{what}; with data.cache = \"none\" only the images' headers are checked before training: replace or remove the file, or set data.cache = \"memory\" to decode every image up front (where data.skip_bad = true skips unreadable ones)"
+            "{what}; images not kept in memory (data.cache = \"none\", or \"auto\" when they do not fit) have only their headers checked before training: replace or remove the file, or set data.cache = \"memory\" to decode every image up front (where data.skip_bad = true skips unreadable ones)"
         ),
     )
 }
