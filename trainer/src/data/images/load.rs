@@ -12,9 +12,11 @@ use super::normalize::{Histogram, Lut};
 use super::parallel::{over_chunks, over_indices};
 use super::scan::{ImageFile, scan};
 use super::source::{Cached, Common, Lazy, changed_since_open, read_into};
-use crate::data::parts::{DEFAULT_TEST_FRACTION, Normalization, Skipped};
+use crate::data::dataset::{SharedDataset, Subset};
+use crate::data::parts::{
+    DEFAULT_TEST_FRACTION, DataRecord, Normalization, OpenContext, Parts, Skipped,
+};
 use crate::data::split::split_indices;
-use crate::data::{DataRecord, OpenContext, Parts, SharedDataset, Subset};
 use crate::spec::{CacheMode, Normalize, Spec};
 use crate::{Error, Result};
 

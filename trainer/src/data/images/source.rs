@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use super::decode::{Problem, Scratch, Settings, load_into};
 use super::normalize::Lut;
-use crate::data::{Batch, Dataset, TargetKind};
+use crate::data::batch::Batch;
+use crate::data::dataset::{Dataset, TargetKind};
 use crate::{Error, Result};
 
 /// What every sample of the folder shares.
