@@ -97,3 +97,26 @@ fn resnet_examples_run_on_synthetic_cifar_shaped_data() {
     smoke("resnet18-cifar10.toml", 2, &tiny);
     smoke("resnet50-synthetic.toml", 2, &tiny);
 }
+
+#[test]
+fn image_folder_example_trains_on_its_pngs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    train_standalone(
+        &examples_dir().join("image-folder.toml"),
+        2,
+        &out,
+        &["train.epochs=1"],
+    );
+    let text = std::fs::read_to_string(out.join("data.json")).unwrap();
+    let record: ddp_trainer::data::DataRecord = serde_json::from_str(&text).unwrap();
+    let digits: Vec<String> = (0..10).map(|d| d.to_string()).collect();
+    assert_eq!(record.classes, Some(digits));
+    assert_eq!((record.train_samples, record.test_samples), (1000, 200));
+    assert!(!record.test_held_out && record.skipped.is_empty());
+    assert!(record.normalize.unwrap().computed);
+    assert!(out.join("model.safetensors").is_file());
+    // One epoch of 900 digits learns them (chance is 10 %).
+    let acc = test_record(&out).accuracy.unwrap();
+    assert!(acc > 0.6, "test accuracy {acc}");
+}
