@@ -24,11 +24,14 @@ pub struct Header {
     pub data_offset: usize,
 }
 
-/// Parses the `.npy` data `bytes` (a file, or a member of an `.npz`); `label` names it in
-/// messages, which name the file `path`. Checks that the array's bytes are all there and that
-/// nothing follows them.
-pub fn header(bytes: &[u8], label: &str, path: &std::path::Path) -> Result<Header> {
-    let fail = |msg: String| Error::data(path, format!("{label}: {msg}"));
+/// Parses the `.npy` data `bytes` (a file, or a member of an `.npz`), checking that the array's
+/// bytes are all there and that nothing follows them. Messages name the file `path`, and the
+/// member `member` of it when there is one.
+pub fn header(bytes: &[u8], member: Option<&str>, path: &std::path::Path) -> Result<Header> {
+    let fail = |msg: String| match member {
+        Some(m) => Error::data(path, format!("{m}: {msg}")),
+        None => Error::data(path, msg),
+    };
     let bad = |msg: String| Err(fail(msg));
     if bytes.len() < 10 || !bytes.starts_with(MAGIC) {
         return bad(if MAGIC.starts_with(&bytes[..bytes.len().min(6)]) {
@@ -136,7 +139,7 @@ pub fn header(bytes: &[u8], label: &str, path: &std::path::Path) -> Result<Heade
 
 /// The `.npy` file `store` holds as an array labelled `label`.
 pub fn array(store: &Arc<Store>, label: &str) -> Result<Array> {
-    let h = header(store.bytes(), label, store.path())?;
+    let h = header(store.bytes(), None, store.path())?;
     Array::new(store.clone(), label.into(), h.dtype, h.shape, h.data_offset)
 }
 
@@ -319,7 +322,7 @@ mod tests {
     use std::path::Path;
 
     fn parse(b: &[u8]) -> std::result::Result<Header, String> {
-        header(b, "x.npy", Path::new("d")).map_err(|e| e.to_string())
+        header(b, Some("member \"x.npy\""), Path::new("d")).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -388,7 +391,7 @@ mod tests {
                 "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }",
                 &[0; 8]
             ),
-            "d: x.npy: a big-endian array (\">f4\") is not read: save it little-endian with \
+            "d: member \"x.npy\": a big-endian array (\">f4\") is not read: save it little-endian with \
              np.save(file, a.astype(a.dtype.newbyteorder('<')))"
         );
         assert_eq!(
@@ -396,7 +399,7 @@ mod tests {
                 "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
                 &[0; 24]
             ),
-            "d: x.npy: a Fortran-order array (fortran_order: True, shape (2, 3)) is not read: \
+            "d: member \"x.npy\": a Fortran-order array (fortran_order: True, shape (2, 3)) is not read: \
              save it in C order with np.save(file, np.ascontiguousarray(a))"
         );
         assert_eq!(
@@ -404,7 +407,7 @@ mod tests {
                 "{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }",
                 &[0; 2]
             ),
-            "d: x.npy: dtype \"|b1\" is not read: save the array as one of float32, float64, \
+            "d: member \"x.npy\": dtype \"|b1\" is not read: save the array as one of float32, float64, \
              float16, uint8, int8, uint16, int16, uint32, int32, uint64, int64 (e.g. \
              a.astype(np.float32))"
         );
@@ -420,7 +423,7 @@ mod tests {
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
                 &[0; 20]
             ),
-            "d: x.npy: truncated: the header declares shape (2, 3) of <f4 (24 bytes) but only 20 \
+            "d: member \"x.npy\": truncated: the header declares shape (2, 3) of <f4 (24 bytes) but only 20 \
              bytes follow it; the file was cut short: save or copy it again"
         );
         assert!(
@@ -463,11 +466,11 @@ mod tests {
     fn broken_files_are_errors() {
         assert_eq!(
             parse(b"\x93NUM").unwrap_err(),
-            "d: x.npy: truncated: 4 bytes, shorter than an .npy header"
+            "d: member \"x.npy\": truncated: 4 bytes, shorter than an .npy header"
         );
         assert_eq!(
             parse(b"PK\x03\x04 not npy").unwrap_err(),
-            "d: x.npy: not an .npy array: it does not start with \\x93NUMPY (write it with np.save)"
+            "d: member \"x.npy\": not an .npy array: it does not start with \\x93NUMPY (write it with np.save)"
         );
         let mut b = npy(
             1,
@@ -477,7 +480,7 @@ mod tests {
         b[6] = 4;
         assert_eq!(
             parse(&b).unwrap_err(),
-            "d: x.npy: format version 4.0 is not read (1.0, 2.0 and 3.0 are): save it with np.save"
+            "d: member \"x.npy\": format version 4.0 is not read (1.0, 2.0 and 3.0 are): save it with np.save"
         );
         let b = npy(
             2,
@@ -486,11 +489,11 @@ mod tests {
         );
         assert_eq!(
             parse(&b[..30]).unwrap_err(),
-            "d: x.npy: truncated: the header is 116 bytes but only 18 follow its length"
+            "d: member \"x.npy\": truncated: the header is 116 bytes but only 18 follow its length"
         );
         assert_eq!(
             parse(&b[..11]).unwrap_err(),
-            "d: x.npy: truncated: 11 bytes, shorter than an .npy header"
+            "d: member \"x.npy\": truncated: 11 bytes, shorter than an .npy header"
         );
     }
 }

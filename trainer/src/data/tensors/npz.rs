@@ -98,7 +98,7 @@ impl Members<'_> {
             ));
         }
         let (start, end) = (start as usize, end as usize);
-        let h = npy::header(&store.bytes()[start..end], &label, store.path())?;
+        let h = npy::header(&store.bytes()[start..end], Some(&label), store.path())?;
         Array::new(
             store.clone(),
             label,
