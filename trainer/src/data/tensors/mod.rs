@@ -3,7 +3,9 @@
 //! `data.path` names a `.safetensors` or `.npz` file, a folder holding `x.npy` and `y.npy`, or a
 //! folder with a training part `train.*` and optionally a test part `test.*` (see [`layout`]);
 //! without a test part, `data.test_fraction` (default 0.2) of the samples is held out, seeded.
-//! `data.x_key` / `data.y_key` (default `x` / `y`) name the inputs and the targets. The files are
+//! `data.x_key` / `data.y_key` (default `x` / `y`) name the inputs and the targets: integer
+//! targets are classes, float ones values (integer ones too with `data.task = "regression"`).
+//! The files are
 //! mapped, not read: a batch converts only its own samples to `f32` and hands their pages back,
 //! so a file larger than the memory trains with constant memory (see [`source`]). See
 //! `docs/data.md`, "Tensor files", for the layouts, types, shapes and every error.
@@ -42,7 +44,7 @@ pub use source::TensorData;
 use super::parts::{DEFAULT_TEST_FRACTION, DataRecord, OpenContext, Parts};
 use crate::Result;
 use crate::data::{Batch, Dataset, TargetKind, fill_checked};
-use crate::spec::Spec;
+use crate::spec::{Spec, SyntheticTask};
 use layout::Keys;
 
 /// Opens the tensor files of `spec`: the training part, and the test part or the share held
@@ -66,9 +68,10 @@ pub fn open(spec: &Spec, _ctx: &OpenContext) -> Result<Parts> {
             ),
         ));
     }
+    let values = d.task == SyntheticTask::Regression;
     let found = layout::find(path, keys)?;
     let (x, y) = found.train.open(keys)?;
-    let train = TensorData::new(x, y)?;
+    let train = TensorData::new(x, y, values)?;
     let mut record = DataRecord {
         format: "tensors".into(),
         source: train.files(),
@@ -97,7 +100,7 @@ pub fn open(spec: &Spec, _ctx: &OpenContext) -> Result<Parts> {
         ));
     }
     let (x, y) = part.open(keys)?;
-    let test = TensorData::new(x, y)?.conform(&train)?;
+    let test = TensorData::new(x, y, values)?.conform(&train)?;
     record.source.extend(test.files());
     record.test_samples = test.len();
     Ok(Parts {
@@ -115,7 +118,7 @@ pub fn read_safetensors(bytes: &[u8]) -> Result<usize> {
     let h = safetensors::header(&store)?;
     let x = h.array(&store, "x", "data.x_key")?;
     let y = h.array(&store, "y", "data.y_key")?;
-    fill_some(TensorData::new(x, y)?)
+    fill_some(TensorData::new(x, y, false)?)
 }
 
 /// [`read_safetensors`] for an `.npz` archive holding `x.npy` and `y.npy`.
@@ -124,7 +127,7 @@ pub fn read_npz(bytes: &[u8]) -> Result<usize> {
     let mut m = npz::members(&store)?;
     let x = m.array(&store, "x", "data.x_key")?;
     let y = m.array(&store, "y", "data.y_key")?;
-    fill_some(TensorData::new(x, y)?)
+    fill_some(TensorData::new(x, y, false)?)
 }
 
 /// Reads `bytes` as an `.npy` file: converts its first rows as inputs, then uses it as both
@@ -134,7 +137,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<usize> {
     let a = npy::array(&store, "x.npy")?;
     let mut v = Vec::new();
     dtype::extend_f32(a.dtype, a.rows_bytes(0..a.rows().min(4)), true, &mut v);
-    Ok(v.len() + fill_some(TensorData::new(a.clone(), a)?)?)
+    Ok(v.len() + fill_some(TensorData::new(a.clone(), a, false)?)?)
 }
 
 fn fill_some(ds: TensorData) -> Result<usize> {

@@ -4,7 +4,8 @@
 //! Sample `i` is row `i` of both arrays. The rest of `x`'s shape is the sample's: `()` → `[1, 1, 1]`,
 //! `(d,)` → `[1, 1, d]`, `(H, W)` → `[1, H, W]`, `(C, H, W)` → `[C, H, W]`. Integer targets are
 //! class indices (`y` of shape `(N,)` or `(N, 1)`; the class count is the largest label + 1 of
-//! the training part); float targets are values (`(N,)` → 1 per sample, `(N, k)` → k).
+//! the training part); float targets are values (`(N,)` → 1 per sample, `(N, k)` → k), and so
+//! are integer ones with `data.task = "regression"`.
 //!
 //! Opening reads every target once (labels checked and counted, values checked finite) and, when
 //! `x` is floating point and at most [`CHECK_BYTES`], every input (checked finite); each segment's
@@ -44,8 +45,9 @@ pub struct TensorData {
 
 impl TensorData {
     /// Checks `x` and `y` (shapes, lengths, every target; the inputs when small enough) and
-    /// counts the classes of integer targets.
-    pub fn new(x: Array, y: Array) -> Result<TensorData> {
+    /// counts the classes of integer targets. With `values`, integer targets are read as values
+    /// too (`data.task = "regression"`).
+    pub fn new(x: Array, y: Array, values: bool) -> Result<TensorData> {
         let shape = sample_shape(&x)?;
         if x.rows() != y.rows() {
             return Err(Error::data(
@@ -60,11 +62,11 @@ impl TensorData {
                 ),
             ));
         }
-        let target = if y.dtype.is_float() {
+        let target = if y.dtype.is_float() || values {
             let k = match y.shape[..] {
                 [_] => 1,
                 [_, k] if k > 0 => k,
-                _ => return Err(bad_y_shape(&y, "values: shape (N,) or (N, k)")),
+                _ => return Err(bad_y_shape(&y, "values: shape (N,) or (N, k)", values)),
             };
             if let Some((row, pos)) = non_finite(&y) {
                 return Err(non_finite_error(&y, row, pos, "targets"));
@@ -76,6 +78,7 @@ impl TensorData {
                     &y,
                     "class indices, one per sample: shape (N,); for one-hot rows save \
                      y.argmax(1)",
+                    values,
                 ));
             }
             TargetKind::Classes(largest_label(&y, None)? as usize + 1)
@@ -237,19 +240,19 @@ fn sample_shape(x: &Array) -> Result<[usize; 3]> {
     Ok(shape)
 }
 
-fn bad_y_shape(y: &Array, what: &str) -> Error {
+fn bad_y_shape(y: &Array, what: &str, values: bool) -> Error {
+    let kind = match (y.dtype.is_float(), values) {
+        (true, _) => "float targets",
+        (false, true) => "the targets of a regression",
+        (false, false) => "integer targets",
+    };
     Error::data(
         y.path(),
         format!(
-            "{} has shape {} of {}: {} targets are {what}",
+            "{} has shape {} of {}: {kind} are {what}",
             y.label,
             show_shape(&y.shape),
-            y.dtype,
-            if y.dtype.is_float() {
-                "float"
-            } else {
-                "integer"
-            }
+            y.dtype
         ),
     )
 }

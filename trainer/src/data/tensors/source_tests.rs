@@ -16,7 +16,11 @@ fn array(a: &Arr, file: &str, label: &str) -> Array {
 }
 
 fn data(x: &Arr, y: &Arr) -> Result<TensorData> {
-    TensorData::new(array(x, "d", "tensor \"x\""), array(y, "d", "tensor \"y\""))
+    TensorData::new(
+        array(x, "d", "tensor \"x\""),
+        array(y, "d", "tensor \"y\""),
+        false,
+    )
 }
 
 fn err(x: &Arr, y: &Arr) -> String {
@@ -159,6 +163,27 @@ fn targets_are_classes_or_values() {
     let ds = data(&x, &Arr::u8(&[3], &[255, 0, 1])).unwrap();
     assert_eq!(ds.target(), TargetKind::Classes(256));
     assert_eq!(fill(&ds, &[0]).classes, vec![255]);
+}
+
+#[test]
+fn a_regression_reads_integer_targets_as_values() {
+    let x = Arr::f32(&[3, 1], &[0.0, 1.0, 2.0]);
+    let values = |y: &Arr| TensorData::new(array(&x, "d", "x"), array(y, "d", "y"), true);
+    let ds = values(&Arr::i64(&[3], &[-4, 0, 7])).unwrap();
+    assert_eq!(ds.target(), TargetKind::Values(1));
+    assert_eq!(fill(&ds, &[2, 0]).values, vec![7.0, -4.0]);
+    let ds = values(&Arr::u8(&[3, 2], &[1, 2, 3, 4, 5, 255])).unwrap();
+    assert_eq!(ds.target(), TargetKind::Values(2));
+    assert_eq!(fill(&ds, &[2]).values, vec![5.0, 255.0]);
+    assert_eq!(
+        values(&Arr::i32(&[3, 1, 1], &[0; 3]))
+            .unwrap_err()
+            .to_string(),
+        "d: y has shape (3, 1, 1) of int32: the targets of a regression are values: shape (N,) \
+         or (N, k)"
+    );
+    let ds = values(&Arr::f32(&[3], &[0.5, 1.5, 2.5])).unwrap();
+    assert_eq!(ds.target(), TargetKind::Values(1));
 }
 
 #[test]
@@ -306,7 +331,7 @@ fn a_mapped_file_is_read_and_its_pages_released() {
     let (xa, ya) = Part::Safetensors(p.clone())
         .open(crate::data::tensors::layout::Keys { x: "x", y: "y" })
         .unwrap();
-    let ds = TensorData::new(xa, ya).unwrap();
+    let ds = TensorData::new(xa, ya, false).unwrap();
     assert_eq!(ds.files(), vec![p]);
     for _ in 0..2 {
         let b = fill(&ds, &[1, 0]);
