@@ -55,71 +55,63 @@ fn record(out: &Path) -> DataRecord {
 // Layouts that train
 // ---------------------------------------------------------------------------------------------
 
+/// Trains 2 replicas on `path` (with the `[data]` keys `keys`) and checks the run folder's record
+/// of the files read and the samples per part.
+fn trains(name: &str, path: &Path, keys: &str, files: &[PathBuf], counts: (usize, usize)) {
+    let run = tempfile::tempdir().unwrap();
+    let spec = tensor_spec(run.path(), "mlp", path, &format!("{keys}{QUICK}"));
+    let out = run.path().join("out");
+    train_standalone(&spec, 2, &out, &[]);
+    let r = record(&out);
+    assert_eq!(r.format, "tensors", "{name}");
+    assert_eq!(r.source, files, "{name}");
+    assert_eq!((r.train_samples, r.test_samples), counts, "{name}");
+    assert_eq!(r.classes.map(|c| c.len()), Some(10), "{name}");
+    assert!(test_record(&out).accuracy.is_some(), "{name}");
+}
+
 #[test]
 fn every_layout_trains() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (x, y) = digits(40);
     let (tx, ty) = digits(10);
-    let layouts: Vec<(&str, PathBuf, Vec<PathBuf>, (usize, usize), &str)> = vec![
-        {
-            let p = put(
-                &d.join("a.safetensors"),
-                write::safetensors(&[("x", &x), ("y", &y)]),
-            );
-            ("safetensors", p.clone(), vec![p], (32, 8), "")
-        },
-        {
-            let p = put(&d.join("b.npz"), write::savez(&[("x", &x), ("y", &y)]));
-            ("npz", p.clone(), vec![p], (20, 20), "test_fraction = 0.5\n")
-        },
-        {
-            let f = d.join("npy");
-            put(&f.join("inputs.npy"), write::npy(&x));
-            put(&f.join("labels.npy"), write::npy(&y));
-            let files = vec![f.join("inputs.npy"), f.join("labels.npy")];
-            (
-                "npy",
-                f,
-                files,
-                (32, 8),
-                "x_key = \"inputs\"\ny_key = \"labels\"\n",
-            )
-        },
-        {
-            let f = d.join("split");
-            put(&f.join("train.npz"), write::savez(&[("x", &x), ("y", &y)]));
-            put(
-                &f.join("test.safetensors"),
-                write::safetensors(&[("x", &tx), ("y", &ty)]),
-            );
-            let files = vec![f.join("train.npz"), f.join("test.safetensors")];
-            ("train.npz + test.safetensors", f, files, (40, 10), "")
-        },
-        {
-            let f = d.join("split-npy");
-            for (part, (a, b)) in [("train", (&x, &y)), ("test", (&tx, &ty))] {
-                put(&f.join(part).join("x.npy"), write::npy(a));
-                put(&f.join(part).join("y.npy"), write::npy(b));
-            }
-            let files = ["train/x.npy", "train/y.npy", "test/x.npy", "test/y.npy"]
-                .map(|p| f.join(p))
-                .to_vec();
-            ("train/ + test/", f, files, (40, 10), "")
-        },
+    let p = put(
+        &d.join("a.safetensors"),
+        write::safetensors(&[("x", &x), ("y", &y)]),
+    );
+    trains("safetensors", &p, "", std::slice::from_ref(&p), (32, 8));
+    let p = put(&d.join("b.npz"), write::savez(&[("x", &x), ("y", &y)]));
+    trains(
+        "npz",
+        &p,
+        "test_fraction = 0.5\n",
+        std::slice::from_ref(&p),
+        (20, 20),
+    );
+    let f = d.join("npy");
+    let files = [
+        put(&f.join("inputs.npy"), write::npy(&x)),
+        put(&f.join("labels.npy"), write::npy(&y)),
     ];
-    for (name, path, files, counts, keys) in layouts {
-        let run = d.join(format!("run-{}", name.replace(['/', ' ', '+'], "")));
-        std::fs::create_dir_all(&run).unwrap();
-        let spec = tensor_spec(&run, "mlp", &path, &format!("{keys}{QUICK}"));
-        train_standalone(&spec, 2, &run.join("out"), &[]);
-        let r = record(&run.join("out"));
-        assert_eq!(r.format, "tensors", "{name}");
-        assert_eq!(r.source, files, "{name}");
-        assert_eq!((r.train_samples, r.test_samples), counts, "{name}");
-        assert_eq!(r.classes.map(|c| c.len()), Some(10), "{name}");
-        assert!(test_record(&run.join("out")).accuracy.is_some(), "{name}");
+    let keys = "x_key = \"inputs\"\ny_key = \"labels\"\n";
+    trains("npy", &f, keys, &files, (32, 8));
+    let f = d.join("split");
+    let files = [
+        put(&f.join("train.npz"), write::savez(&[("x", &x), ("y", &y)])),
+        put(
+            &f.join("test.safetensors"),
+            write::safetensors(&[("x", &tx), ("y", &ty)]),
+        ),
+    ];
+    trains("train.npz + test.safetensors", &f, "", &files, (40, 10));
+    let f = d.join("split-npy");
+    let mut files = Vec::new();
+    for (part, (a, b)) in [("train", (&x, &y)), ("test", (&tx, &ty))] {
+        files.push(put(&f.join(part).join("x.npy"), write::npy(a)));
+        files.push(put(&f.join(part).join("y.npy"), write::npy(b)));
     }
+    trains("train/ + test/", &f, "", &files, (40, 10));
 }
 
 /// Float targets are values: `linear` regresses y = Σx / 10 on 10 bfloat16 features (multiples
