@@ -224,293 +224,227 @@ fn two_replicas_equal_one_with_twice_the_batch() {
 // Bad files
 // ---------------------------------------------------------------------------------------------
 
-/// A bad-file case: it writes its files under the folder it is given and returns the
-/// `data.path` to read, the extra `[data]` keys, and what stderr must say.
-type Case = fn(&Path) -> (PathBuf, &'static str, Vec<String>);
-
-fn show(p: &Path) -> String {
-    p.display().to_string()
+/// What a bad-file case made: the `data.path` to read, extra `[data]` keys, the file the error
+/// names, and what the error says of it (the first line after `FILE: `; the others anywhere).
+struct Made {
+    path: PathBuf,
+    keys: &'static str,
+    file: PathBuf,
+    says: Vec<&'static str>,
 }
+
+/// The file `p` as `data.path`, the error naming it.
+fn file(p: PathBuf, says: &[&'static str]) -> Made {
+    Made {
+        path: p.clone(),
+        keys: "",
+        file: p,
+        says: says.to_vec(),
+    }
+}
+
+/// The folder `n/` holding `x` as `x.npy` and 16 good labels as `y.npy`, the error naming
+/// `x.npy`.
+fn npy_pair(d: &Path, x: Vec<u8>, says: &[&'static str]) -> Made {
+    put(&d.join("n/y.npy"), write::npy(&digits(16).1));
+    Made {
+        path: d.join("n"),
+        file: put(&d.join("n/x.npy"), x),
+        ..file(PathBuf::new(), says)
+    }
+}
+
+/// A safetensors file of `x` and `y`.
+fn st(x: &Arr, y: &Arr) -> Vec<u8> {
+    write::safetensors(&[("x", x), ("y", y)])
+}
+
+/// An `.npy` of 16 samples of 28×28 of `descr` (`size` bytes each) with `fortran_order`.
+fn raw_npy(descr: &str, size: usize, fortran: &str) -> Vec<u8> {
+    let dict =
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': (16, 28, 28), }}");
+    write::npy_with(2, &dict, &vec![0; 16 * 784 * size])
+}
+
+/// A bad-file case: writes its files under the folder it is given.
+type Case = fn(&Path) -> Made;
 
 const CASES: &[(&str, Case)] = &[
     ("missing key", |d| {
         let (x, y) = digits(16);
-        let p = put(
-            &d.join("d.safetensors"),
-            write::safetensors(&[("images", &x), ("labels", &y)]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: no tensor \"x\" (data.x_key): the file holds \"images\", \"labels\"; set \
-             data.x_key and data.y_key to the names of the inputs and the targets",
-                show(&p)
-            )],
+        let b = write::safetensors(&[("images", &x), ("labels", &y)]);
+        file(
+            put(&d.join("d.safetensors"), b),
+            &[
+                "no tensor \"x\" (data.x_key): the file holds \"images\", \"labels\"; set data.x_key \
+             and data.y_key to the names of the inputs and the targets",
+            ],
         )
     }),
     ("missing npz member", |d| {
         let (x, y) = digits(16);
-        let p = put(&d.join("d.npz"), write::savez(&[("x", &x), ("target", &y)]));
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: no array \"y\" (data.y_key; the member y.npy): the archive holds \"x\", \"target\"",
-                show(&p)
-            )],
+        let b = write::savez(&[("x", &x), ("target", &y)]);
+        file(
+            put(&d.join("d.npz"), b),
+            &["no array \"y\" (data.y_key; the member y.npy): the archive holds \"x\", \"target\""],
         )
     }),
     ("x and y of different lengths", |d| {
-        let (x, _) = digits(16);
-        let (_, y) = digits(15);
-        let p = put(
-            &d.join("d.safetensors"),
-            write::safetensors(&[("x", &x), ("y", &y)]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: tensor \"x\" has 16 samples but tensor \"y\" has 15: the leading dimension of \
-             both is the sample; save one target per input",
-                show(&p)
-            )],
+        let b = st(&digits(16).0, &digits(15).1);
+        file(
+            put(&d.join("d.safetensors"), b),
+            &[
+                "tensor \"x\" has 16 samples but tensor \"y\" has 15: the leading dimension of both is \
+             the sample; save one target per input",
+            ],
         )
     }),
     ("unsupported safetensors dtype", |d| {
-        let (_, y) = digits(16);
-        let p = put(
-            &d.join("d.safetensors"),
-            write::safetensors_with(&[
-                ("x", "BOOL", &[16, 28, 28], &[1; 16 * 784]),
-                ("y", "I64", &[16], &y.data),
-            ]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: tensor \"x\" has dtype BOOL, which is not read: save it as one of float32, \
-             float64, float16, bfloat16, uint8, int8, uint16, int16, uint32, int32, uint64, int64",
-                show(&p)
-            )],
+        let y = digits(16).1;
+        let b = write::safetensors_with(&[
+            ("x", "BOOL", &[16, 28, 28], &[1; 16 * 784]),
+            ("y", "I64", &[16], &y.data),
+        ]);
+        file(
+            put(&d.join("d.safetensors"), b),
+            &[
+                "tensor \"x\" has dtype BOOL, which is not read: save it as one of float32, float64, \
+             float16, bfloat16, uint8, int8, uint16, int16, uint32, int32, uint64, int64",
+            ],
         )
     }),
     ("unsupported npy dtype", |d| {
-        let (_, y) = digits(16);
-        put(
-            &d.join("n/x.npy"),
-            write::npy_with(
-                1,
-                "{'descr': '<c8', 'fortran_order': False, 'shape': (16, 28, 28), }",
-                &vec![0; 16 * 784 * 8],
-            ),
-        );
-        put(&d.join("n/y.npy"), write::npy(&y));
-        (
-            d.join("n"),
-            "",
-            vec![format!(
-                "{}: dtype \"<c8\" is not read: save the array as one of float32",
-                show(&d.join("n/x.npy"))
-            )],
+        npy_pair(
+            d,
+            raw_npy("<c8", 8, "False"),
+            &["dtype \"<c8\" is not read: save the array as one of float32"],
+        )
+    }),
+    ("big-endian npy", |d| {
+        npy_pair(
+            d,
+            raw_npy(">f4", 4, "False"),
+            &[
+                "a big-endian array (\">f4\") is not read: save it little-endian with np.save(file, \
+             a.astype(a.dtype.newbyteorder('<')))",
+            ],
+        )
+    }),
+    ("Fortran-order npy", |d| {
+        npy_pair(
+            d,
+            raw_npy("<f4", 4, "True"),
+            &[
+                "a Fortran-order array (fortran_order: True, shape (16, 28, 28)) is not read: save it \
+             in C order with np.save(file, np.ascontiguousarray(a))",
+            ],
         )
     }),
     ("truncated safetensors", |d| {
         let (x, y) = digits(16);
-        let mut b = write::safetensors(&[("x", &x), ("y", &y)]);
+        let mut b = st(&x, &y);
         b.truncate(b.len() - 100);
-        let p = put(&d.join("d.safetensors"), b);
-        (
-            p.clone(),
-            "",
-            vec![
-                format!("{}: truncated: tensor \"x\" ends at byte", show(&p)),
-                "bytes of data follow the header; the file was cut short: write or copy it again"
-                    .into(),
+        file(
+            put(&d.join("d.safetensors"), b),
+            &[
+                "truncated: tensor \"x\" ends at byte 50304 of the data but only 50204 bytes of data \
+             follow the header; the file was cut short: write or copy it again",
             ],
         )
     }),
     ("truncated npy", |d| {
-        let (x, y) = digits(16);
-        let mut b = write::npy(&x);
+        let mut b = write::npy(&digits(16).0);
         b.truncate(b.len() - 10);
-        put(&d.join("n/x.npy"), b);
-        put(&d.join("n/y.npy"), write::npy(&y));
-        (
-            d.join("n"),
-            "",
-            vec![format!(
-                "{}: truncated: the header declares shape (16, 28, 28) of <f4 (50176 bytes) but only \
+        npy_pair(
+            d,
+            b,
+            &[
+                "truncated: the header declares shape (16, 28, 28) of <f4 (50176 bytes) but only \
              50166 bytes follow it; the file was cut short: save or copy it again",
-                show(&d.join("n/x.npy"))
-            )],
+            ],
         )
     }),
     ("truncated npz", |d| {
         let (x, y) = digits(16);
         let mut b = write::savez(&[("x", &x), ("y", &y)]);
         b.truncate(b.len() / 2);
-        let p = put(&d.join("d.npz"), b);
-        (p.clone(), "", vec![format!("{}: cannot read it as a zip archive (", show(&p)),
-            "an .npz file is one (np.savez writes it); if it was cut short, save or copy it again".into()])
-    }),
-    ("big-endian npy", |d| {
-        let (_, y) = digits(16);
-        put(
-            &d.join("n/x.npy"),
-            write::npy_with(
-                1,
-                "{'descr': '>f4', 'fortran_order': False, 'shape': (16, 28, 28), }",
-                &vec![0; 16 * 784 * 4],
-            ),
-        );
-        put(&d.join("n/y.npy"), write::npy(&y));
-        (
-            d.join("n"),
-            "",
-            vec![format!(
-                "{}: a big-endian array (\">f4\") is not read: save it little-endian with \
-             np.save(file, a.astype(a.dtype.newbyteorder('<')))",
-                show(&d.join("n/x.npy"))
-            )],
-        )
-    }),
-    ("Fortran-order npy", |d| {
-        let (x, y) = digits(16);
-        put(
-            &d.join("n/x.npy"),
-            write::npy_with(
-                2,
-                "{'descr': '<f4', 'fortran_order': True, 'shape': (16, 28, 28), }",
-                &x.data,
-            ),
-        );
-        put(&d.join("n/y.npy"), write::npy(&y));
-        (
-            d.join("n"),
-            "",
-            vec![format!(
-                "{}: a Fortran-order array (fortran_order: True, shape (16, 28, 28)) is not read: save \
-             it in C order with np.save(file, np.ascontiguousarray(a))",
-                show(&d.join("n/x.npy"))
-            )],
+        file(
+            put(&d.join("d.npz"), b),
+            &[
+                "cannot read it as a zip archive (",
+                "an .npz file is one (np.savez writes it); if it was cut short, save or copy it again",
+            ],
         )
     }),
     ("compressed npz", |d| {
         let (x, y) = digits(16);
-        let p = put(
-            &d.join("d.npz"),
-            write::npz(
-                &[("x.npy", write::npy(&x)), ("y.npy", write::npy(&y))],
-                Members::Deflated,
-            ),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: member \"x.npy\" is compressed (Deflated): a compressed member cannot be \
+        let members = [("x.npy", write::npy(&x)), ("y.npy", write::npy(&y))];
+        file(
+            put(&d.join("d.npz"), write::npz(&members, Members::Deflated)),
+            &[
+                "member \"x.npy\" is compressed (Deflated): a compressed member cannot be \
              memory-mapped; save the arrays with np.savez, not np.savez_compressed",
-                show(&p)
-            )],
+            ],
         )
     }),
     ("NaN in the inputs", |d| {
         let (mut x, y) = digits(16);
         let at = (5 * 784 + 17) * 4;
         x.data[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
-        let p = put(
-            &d.join("d.safetensors"),
-            write::safetensors(&[("x", &x), ("y", &y)]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: tensor \"x\" holds NaN at sample 5 (value 17 of the sample): inputs must be \
-             finite; fix or drop that sample",
-                show(&p)
-            )],
+        file(
+            put(&d.join("d.safetensors"), st(&x, &y)),
+            &[
+                "tensor \"x\" holds NaN at sample 5 (value 17 of the sample): inputs must be finite; \
+             fix or drop that sample",
+            ],
         )
     }),
     ("negative label", |d| {
-        let (x, _) = digits(16);
         let mut labels = vec![1i64; 16];
         labels[3] = -1;
-        let p = put(
-            &d.join("d.npz"),
-            write::savez(&[("x", &x), ("y", &Arr::i64(&[16], &labels))]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: member \"y.npy\" holds -1 at index 3: class labels must be 0 or more (the \
-             classes are 0..n−1)",
-                show(&p)
-            )],
+        let b = write::savez(&[("x", &digits(16).0), ("y", &Arr::i64(&[16], &labels))]);
+        file(
+            put(&d.join("d.npz"), b),
+            &[
+                "member \"y.npy\" holds -1 at index 3: class labels must be 0 or more (the classes \
+             are 0..n−1)",
+            ],
         )
     }),
     ("test label unseen in training", |d| {
         let (x, y) = digits(16);
+        put(&d.join("s/train.safetensors"), st(&x, &y));
         let mut labels = vec![2i64; 8];
         labels[6] = 12;
-        put(
-            &d.join("s/train.safetensors"),
-            write::safetensors(&[("x", &x), ("y", &y)]),
-        );
-        let (tx, _) = digits(8);
-        put(
-            &d.join("s/test.safetensors"),
-            write::safetensors(&[("x", &tx), ("y", &Arr::i64(&[8], &labels))]),
-        );
-        (
-            d.join("s"),
-            "",
-            vec![format!(
-                "{}: tensor \"y\" holds 12 at index 6: the training part's labels are 0..=9 (10 \
-             classes): a test label must be one of them",
-                show(&d.join("s/test.safetensors"))
-            )],
-        )
+        let b = st(&digits(8).0, &Arr::i64(&[8], &labels));
+        Made {
+            path: d.join("s"),
+            ..file(
+                put(&d.join("s/test.safetensors"), b),
+                &[
+                    "tensor \"y\" holds 12 at index 6: the training part's labels are 0..=9 (10 \
+                 classes): a test label must be one of them",
+                ],
+            )
+        }
     }),
     ("zero samples", |d| {
-        let p = put(
-            &d.join("d.safetensors"),
-            write::safetensors(&[
-                ("x", &Arr::f32(&[0, 28, 28], &[])),
-                ("y", &Arr::i64(&[0], &[])),
-            ]),
-        );
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: tensor \"x\" has 0 samples (shape (0, 28, 28)): there is nothing to train on",
-                show(&p)
-            )],
+        let b = st(&Arr::f32(&[0, 28, 28], &[]), &Arr::i64(&[0], &[]));
+        file(
+            put(&d.join("d.safetensors"), b),
+            &["tensor \"x\" has 0 samples (shape (0, 28, 28)): there is nothing to train on"],
         )
     }),
     ("an npy file as the path", |d| {
-        let (x, _) = digits(4);
-        let p = put(&d.join("x.npy"), write::npy(&x));
-        (
-            p.clone(),
-            "",
-            vec![format!(
-                "{}: an .npy file holds one array: set data.path to the folder holding x.npy and y.npy",
-                show(&p)
-            )],
+        file(
+            put(&d.join("x.npy"), write::npy(&digits(4).0)),
+            &["an .npy file holds one array: set data.path to the folder holding x.npy and y.npy"],
         )
     }),
     ("a missing path", |d| {
-        let p = d.join("nowhere.safetensors");
-        (
-            p.clone(),
-            "",
-            vec![format!("{}: No such file or directory", show(&p))],
+        file(
+            d.join("nowhere.safetensors"),
+            &["No such file or directory"],
         )
     }),
     ("test_fraction beside a test part", |d| {
@@ -520,22 +454,25 @@ const CASES: &[(&str, Case)] = &[
             write::savez(&[("x", &x), ("y", &y)]),
         );
         put(&d.join("s/test.npz"), write::savez(&[("x", &x), ("y", &y)]));
-        (
-            d.join("s"),
-            "test_fraction = 0.25\n",
-            vec![format!(
-                "data.test_fraction: the data has its own test part ({}): remove test_fraction",
-                show(&d.join("s/test.npz"))
-            )],
-        )
+        Made {
+            path: d.join("s"),
+            keys: "test_fraction = 0.25\n",
+            file: d.join("spec.toml"),
+            says: vec!["data.test_fraction: the data has its own test part ("],
+        }
     }),
 ];
 
 /// Runs the trainer on one case (2 replicas) and checks what it must do.
 fn check_case(name: &str, case: Case) {
     let dir = tempfile::tempdir().unwrap();
-    let (path, keys, says) = case(dir.path());
-    let spec = tensor_spec(dir.path(), "mlp", &path, &format!("{keys}{QUICK}"));
+    let made = case(dir.path());
+    let spec = tensor_spec(
+        dir.path(),
+        "mlp",
+        &made.path,
+        &format!("{}{QUICK}", made.keys),
+    );
     let out = dir.path().join("out");
     let mut c = trainer();
     c.arg(&spec)
@@ -544,17 +481,13 @@ fn check_case(name: &str, case: Case) {
     let o: Output = run_with_timeout(c, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(2), "[{name}] exit code\n{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    for s in &says {
-        assert!(
-            stderr.contains(s.as_str()),
-            "[{name}] expected {s:?}\n{}",
-            text(&o)
-        );
+    let first = format!("{}: {}", made.file.display(), made.says[0]);
+    for s in std::iter::once(first.as_str()).chain(made.says[1..].iter().copied()) {
+        assert!(stderr.contains(s), "[{name}] expected {s:?}\n{}", text(&o));
     }
-    let left: Vec<String> = ["model.safetensors", "checkpoints"]
-        .iter()
+    let left: Vec<&str> = ["model.safetensors", "checkpoints"]
+        .into_iter()
         .filter(|f| out.join(f).exists())
-        .map(|f| f.to_string())
         .collect();
     assert!(
         left.is_empty(),

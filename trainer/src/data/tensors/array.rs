@@ -192,7 +192,7 @@ pub fn byte_len(dtype: Dtype, shape: &[usize]) -> Option<usize> {
         .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
 }
 
-/// `(3, 28, 28)`, as NumPy prints shapes (`(5,)` for one dimension).
+/// `(3, 28, 28)`, as NumPy prints shapes and `.npy` headers hold them (`(5,)`, `()`).
 pub fn show_shape(shape: &[usize]) -> String {
     match shape {
         [d] => format!("({d},)"),

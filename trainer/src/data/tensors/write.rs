@@ -5,6 +5,7 @@
 
 use std::io::Write;
 
+use super::array::show_shape;
 use super::dtype::Dtype;
 
 /// An array to write: element type, shape and little-endian bytes.
@@ -90,21 +91,6 @@ impl Arr {
     }
 }
 
-/// `(3, 28, 28)` as Python writes a tuple (`(5,)`, `()`).
-pub fn py_tuple(shape: &[usize]) -> String {
-    match shape {
-        [d] => format!("({d},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// An `.npy` file as `np.save` writes `a` (version 1.0).
 pub fn npy(a: &Arr) -> Vec<u8> {
     npy_with(
@@ -112,7 +98,7 @@ pub fn npy(a: &Arr) -> Vec<u8> {
         &format!(
             "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
             a.descr(),
-            py_tuple(&a.shape)
+            show_shape(&a.shape)
         ),
         &a.data,
     )
