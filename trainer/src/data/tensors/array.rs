@@ -45,16 +45,14 @@ impl Store {
         }
     }
 
-    /// Hands the pages of bytes `range` back to the kernel (nothing for bytes in memory).
-    pub fn release(&self, range: Range<usize>) {
+    /// Hands back the pages that reading bytes `ranges` may have mapped (see
+    /// [`MappedFile::release_tables`]; nothing for bytes in memory).
+    pub fn release(&self, ranges: impl IntoIterator<Item = Range<usize>>) {
         if let Store::Mapped(m) = self {
-            m.release(range.start, range.len());
+            m.release_tables(ranges);
         }
     }
 }
-
-/// Pages are coalesced at this granularity when rows are released.
-const PAGE: usize = 4096;
 
 /// One array of a file: `shape[0]` rows of `shape[1..]` elements of `dtype`, little-endian, in
 /// C order, from byte `offset` of its [`Store`].
@@ -150,38 +148,15 @@ impl Array {
         self.offset + rows.start * self.row_bytes..self.offset + rows.end * self.row_bytes
     }
 
-    /// Hands back the pages of rows `rows`.
+    /// Hands back the pages that reading rows `rows` may have mapped.
     pub fn release(&self, rows: Range<usize>) {
-        self.store.release(self.byte_range(rows));
+        self.store.release([self.byte_range(rows)]);
     }
 
-    /// Hands back the pages the rows `indices` were read from, adjacent pages in one call.
+    /// Hands back the pages that reading the rows `indices` may have mapped.
     pub fn release_rows(&self, indices: &[usize]) {
-        if self.row_bytes == 0 {
-            return;
-        }
-        let mut pages: Vec<(usize, usize)> = indices
-            .iter()
-            .map(|&i| {
-                let r = self.byte_range(i..i + 1);
-                (r.start / PAGE, (r.end - 1) / PAGE + 1)
-            })
-            .collect();
-        pages.sort_unstable();
-        let mut run: Option<(usize, usize)> = None;
-        for (a, b) in pages {
-            match &mut run {
-                Some((_, end)) if a <= *end => *end = (*end).max(b),
-                _ => {
-                    if let Some((s, e)) = run.replace((a, b)) {
-                        self.store.release(s * PAGE..e * PAGE);
-                    }
-                }
-            }
-        }
-        if let Some((s, e)) = run {
-            self.store.release(s * PAGE..e * PAGE);
-        }
+        self.store
+            .release(indices.iter().map(|&i| self.byte_range(i..i + 1)));
     }
 }
 

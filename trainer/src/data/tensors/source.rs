@@ -8,8 +8,8 @@
 //! are integer ones with `data.task = "regression"`.
 //!
 //! Opening reads every target once (labels checked and counted, values checked finite) and, when
-//! `x` is floating point and at most [`CHECK_BYTES`], every input (checked finite); each segment's
-//! pages are handed back once read. A larger `x` is checked as its samples are read: a batch
+//! `x` is floating point and at most [`CHECK_BYTES`], every input (checked finite), 16 MiB at a
+//! time, each segment's pages handed back once read. A larger `x` is checked as its samples are read: a batch
 //! holding a non-finite value is an error naming the sample. A batch is converted from the
 //! mapped rows it needs and their pages handed back, so memory does not grow with the file.
 
@@ -27,8 +27,9 @@ use crate::error::{Error, Result};
 pub const CHECK_BYTES: usize = 1 << 30;
 /// The most classes read (labels 0..MAX_CLASSES−1).
 pub const MAX_CLASSES: u64 = 1_000_000;
-/// Bytes read between two hand-backs of pages while checking.
-const SEGMENT: usize = 64 << 20;
+/// Bytes read between two hand-backs of pages while checking (at most this much of the file is
+/// resident at once).
+const SEGMENT: usize = 16 << 20;
 /// Bytes one thread checks at a time.
 const CHUNK: usize = 256 << 10;
 
