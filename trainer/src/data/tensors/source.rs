@@ -11,7 +11,8 @@
 //! `x` is floating point and at most [`CHECK_BYTES`], every input (checked finite), 16 MiB at a
 //! time, each segment's pages handed back once read. A larger `x` is checked as its samples are read: a batch
 //! holding a non-finite value is an error naming the sample. A batch is converted from the
-//! mapped rows it needs and their pages handed back, so memory does not grow with the file.
+//! mapped rows it needs, each input row's pages handed back as soon as it is converted (the
+//! targets' after the batch), so memory does not grow with the file.
 
 use std::path::PathBuf;
 
@@ -156,7 +157,6 @@ impl Dataset for TensorData {
 
     fn fill(&self, indices: &[usize], batch: &mut Batch) -> Result<()> {
         let filled = self.fill_rows(indices, batch);
-        self.x.release_rows(indices);
         self.y.release_rows(indices);
         filled
     }
@@ -176,6 +176,9 @@ impl TensorData {
         for &i in indices {
             let start = batch.x.len();
             extend_f32(self.x.dtype, self.x.row(i), true, &mut batch.x);
+            // At once, not after the batch: a fault may map a whole large folio of the page
+            // cache (up to 2 MiB), and a batch of rows in as many folios mapped hundreds of MiB.
+            self.x.release(i..i + 1);
             if !self.x_checked
                 && let Some(pos) = batch.x[start..].iter().position(|v| !v.is_finite())
             {
