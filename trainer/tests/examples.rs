@@ -85,6 +85,22 @@ fn linear_regression_example_learns() {
     assert!(test.loss < 0.05, "test MSE {}", test.loss);
 }
 
+/// The shipped tensor files (uint8 digits in train.safetensors / test.safetensors) train, and
+/// the run folder records them.
+#[test]
+fn tensors_example_runs_on_its_shipped_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let sets = ["train.max_steps=3", "checkpoint.every_epochs=0"];
+    train_standalone(&examples_dir().join("tensors.toml"), 2, &out, &sets);
+    assert!(test_record(&out).loss.is_finite());
+    let record: ddp_trainer::data::DataRecord =
+        serde_json::from_slice(&std::fs::read(out.join("data.json")).unwrap()).unwrap();
+    assert_eq!(record.format, "tensors");
+    assert_eq!((record.train_samples, record.test_samples), (1600, 400));
+    assert_eq!(record.classes.map(|c| c.len()), Some(10));
+}
+
 #[test]
 fn resnet_examples_run_on_synthetic_cifar_shaped_data() {
     let tiny = [

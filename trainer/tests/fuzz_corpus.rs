@@ -1,44 +1,108 @@
-//! The committed fuzz corpora (`fuzz/corpus/TARGET/*`) replayed through the functions their
-//! targets call, on stable Rust: none may panic. One test per target.
+//! The committed fuzz corpora (`fuzz/corpus/TARGET/*`) replayed on stable through the function
+//! each fuzz target calls: no file may make it panic. The seeds written by the real tools
+//! (image encoders, NumPy, safetensors) must also be read without error, and the broken ones
+//! refused.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 
-/// The files of `fuzz/corpus/target`, sorted, with their bytes; panics when there are none.
-fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+/// The files of `fuzz/corpus/TARGET` by file name, with their bytes; panics when there are none.
+fn files(target: &str) -> BTreeMap<String, Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fuzz/corpus")
         .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "{}: no corpus files", dir.display());
-    files
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            out.insert(name, std::fs::read(&p).unwrap());
+        }
+    }
+    assert!(!out.is_empty(), "no corpus files in {}", dir.display());
+    out
+}
+
+/// `read` on `bytes`: `Ok` or the error's text; panics naming `what` when `read` panics.
+fn attempt<T, E: std::fmt::Display>(
+    what: &str,
+    bytes: &[u8],
+    read: &impl Fn(&[u8]) -> Result<T, E>,
+) -> Result<(), String> {
+    catch_unwind(AssertUnwindSafe(|| read(bytes)))
+        .unwrap_or_else(|_| panic!("{what} panicked"))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Every file of `fuzz/corpus/TARGET` through `read`, by file name: `Ok` or the error's text.
+/// Panics naming the file that made `read` panic.
+fn replay<T, E: std::fmt::Display>(
+    target: &str,
+    read: impl Fn(&[u8]) -> Result<T, E>,
+) -> BTreeMap<String, Result<(), String>> {
+    files(target)
         .into_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
+        .map(|(name, bytes)| {
+            let got = attempt(&format!("{target}/{name}"), &bytes, &read);
+            (name, got)
         })
         .collect()
 }
 
+/// The seeds named in `ok` were read; every other seed was refused.
+fn read_only(got: &BTreeMap<String, Result<(), String>>, ok: &[&str]) {
+    for name in ok {
+        assert!(
+            matches!(got.get(*name), Some(Ok(()))),
+            "{name}: {:?}",
+            got.get(*name)
+        );
+    }
+    for (name, r) in got {
+        if !ok.contains(&name.as_str()) {
+            assert!(r.is_err(), "{name} was read");
+        }
+    }
+}
+
+#[test]
+fn safetensors_file_corpus() {
+    let got = replay(
+        "safetensors_file",
+        ddp_trainer::data::tensors::read_safetensors,
+    );
+    read_only(&got, &["bf16-values", "f16-f64", "f32-i64", "u8-image"]);
+}
+
+#[test]
+fn npy_file_corpus() {
+    let got = replay("npy_file", ddp_trainer::data::tensors::read_npy);
+    read_only(&got, &["f2", "negative", "v1-f4", "v2-u1", "v3-i8"]);
+}
+
+#[test]
+fn npz_file_corpus() {
+    let got = replay("npz_file", ddp_trainer::data::tensors::read_npz);
+    read_only(&got, &["savez", "savez-u8"]);
+}
+
 #[test]
 fn image_decode() {
-    for (path, bytes) in corpus("image_decode") {
+    let read = |b: &[u8]| ddp_trainer::data::images::fuzz_decode(b);
+    for (name, bytes) in files("image_decode") {
         // The seeds are real images: each decodes (to inputs in [0, 1]).
-        let inputs = ddp_trainer::data::images::fuzz_decode(&bytes)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(!inputs.is_empty(), "{}", path.display());
-        // Cut short or with a byte flipped, it may fail but must not panic.
+        let inputs = read(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!inputs.is_empty(), "{name}");
+        // Cut short or with bytes flipped, it may fail but must not panic.
         for cut in [1, 2, bytes.len() / 2, bytes.len() - 1] {
-            let _ = ddp_trainer::data::images::fuzz_decode(&bytes[..cut]);
+            let _ = attempt(&format!("{name} cut to {cut} bytes"), &bytes[..cut], &read);
         }
         let mut flipped = bytes.clone();
         for i in (1..flipped.len()).step_by(7) {
             flipped[i] ^= 0x5a;
         }
-        let _ = ddp_trainer::data::images::fuzz_decode(&flipped);
+        let _ = attempt(&format!("{name} with bytes flipped"), &flipped, &read);
     }
 }

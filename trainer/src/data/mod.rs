@@ -12,6 +12,8 @@
 //! - [`images`]: image folders (torchvision's `ImageFolder` layout).
 //! - [`table`]: CSV and Parquet tables.
 //! - [`tensors`]: `.safetensors`, `.npz` and `.npy` arrays, memory-mapped.
+//! - [`mapped`]: a read-only mapped file whose pages are handed back after each read (token and
+//!   tensor files).
 //! - [`custom`]: the data set a trainer executable registers (`data.name = "custom"`).
 //! - [`idx`]: MNIST / Fashion-MNIST IDX files (gzipped or not).
 //! - [`cifar`]: CIFAR-10 binary batches, and their standard augmentation ([`Augment::cifar10`]).
@@ -33,6 +35,7 @@ pub mod dataset;
 pub mod idx;
 pub mod images;
 pub mod loader;
+pub mod mapped;
 pub mod memory;
 pub mod parts;
 pub mod rng;

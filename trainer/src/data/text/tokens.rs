@@ -2,8 +2,8 @@
 //! [`TokenSource`] that copies windows out as `u32`.
 //!
 //! A token file (`train.bin`, `val.bin`) is a plain array of little-endian ids, `u16` (the default,
-//! as GPT data scripts write them) or `u32` ([`TokenDtype`]), with no header. It is mapped, not read:
-//! opening a file of any size costs no memory, and the pages a window reads are the page cache's
+//! as GPT data scripts write them) or `u32` ([`TokenDtype`]), with no header. It is mapped, not read
+//! ([`MappedFile`](crate::data::mapped::MappedFile)): opening a file of any size costs no memory, and the pages a window reads are the page cache's
 //! (shared, clean, dropped under memory pressure). [`TokenSource::map`] checks every id against
 //! the vocabulary once, in parallel over rayon's pool, a segment at a time, handing each checked
 //! segment's pages back to the kernel (`MADV_DONTNEED`), so the check does not leave the file
@@ -17,14 +17,13 @@
 //! a 4 GiB sparse file read for the first time at 1.2 GB/s (the kernel filling the page cache),
 //! VmRSS growing by under 1 MiB.
 
-use std::fs::File;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use memmap2::Mmap;
 use rayon::prelude::*;
 
+use crate::data::mapped::MappedFile;
 use crate::error::{Error, Result};
 
 /// The id type of a token file (`data.dtype`).
@@ -80,9 +79,8 @@ impl std::fmt::Display for TokenDtype {
 /// A mapped token file.
 #[derive(Debug)]
 struct Mapped {
-    map: Mmap,
+    file: MappedFile,
     dtype: TokenDtype,
-    path: PathBuf,
 }
 
 #[derive(Clone, Debug)]
@@ -128,9 +126,11 @@ impl TokenSource {
 
     /// Maps `path` checking only its length (not the ids; nothing of the file is read).
     pub fn map_unchecked(path: &Path, dtype: TokenDtype) -> Result<Self> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let bytes = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        if bytes % dtype.size() as u64 != 0 {
+        // Windows are read at random offsets: the map is advised `MADV_RANDOM` (without it a
+        // replica mapped about 0.7 MiB of read-around per window read).
+        let file = MappedFile::open(path)?;
+        let bytes = file.len();
+        if bytes % dtype.size() != 0 {
             return Err(Error::data(
                 path,
                 format!(
@@ -144,20 +144,9 @@ impl TokenSource {
                 ),
             ));
         }
-        // SAFETY: the map is read only and private to this source; like every reader of a mapped
-        // file we rely on the file not being truncated or rewritten while training (the docs say so).
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        // Windows are read at random offsets: no read-around of the neighbouring pages (it made a
-        // replica map about 0.7 MiB per window read). Best effort.
-        #[cfg(unix)]
-        let _ = map.advise(memmap2::Advice::Random);
-        let len = map.len() / dtype.size();
+        let len = bytes / dtype.size();
         Ok(TokenSource {
-            store: Store::Mapped(Arc::new(Mapped {
-                map,
-                dtype,
-                path: path.to_path_buf(),
-            })),
+            store: Store::Mapped(Arc::new(Mapped { file, dtype })),
             start: 0,
             len,
         })
@@ -176,7 +165,7 @@ impl TokenSource {
     pub fn path(&self) -> Option<&Path> {
         match &self.store {
             Store::Memory(_) => None,
-            Store::Mapped(m) => Some(&m.path),
+            Store::Mapped(m) => Some(m.file.path()),
         }
     }
 
@@ -208,7 +197,11 @@ impl TokenSource {
             Store::Memory(ids) => out.copy_from_slice(&ids[first..first + n]),
             Store::Mapped(m) => {
                 let size = m.dtype.size();
-                decode(m.dtype, &m.map[first * size..(first + n) * size], out);
+                decode(
+                    m.dtype,
+                    &m.file.bytes()[first * size..(first + n) * size],
+                    out,
+                );
             }
         }
     }
@@ -248,7 +241,7 @@ impl TokenSource {
             return None;
         }
         let size = m.dtype.size();
-        let bytes = &m.map[self.start * size..(self.start + self.len) * size];
+        let bytes = &m.file.bytes()[self.start * size..(self.start + self.len) * size];
         let per_segment = SEGMENT / size;
         let per_chunk = CHUNK / size;
         for (s, seg) in bytes.chunks(per_segment * size).enumerate() {
@@ -262,7 +255,8 @@ impl TokenSource {
                     let (i, id) = first_at_least(&ids, vocab).expect("the chunk holds one");
                     (s * per_segment + c * per_chunk + i, id)
                 });
-            m.release(self.start * size + s * per_segment * size, seg.len());
+            m.file
+                .release(self.start * size + s * per_segment * size, seg.len());
             if hit.is_some() {
                 return hit;
             }
@@ -275,26 +269,8 @@ impl TokenSource {
     pub fn release_pages(&self) {
         if let Store::Mapped(m) = &self.store {
             let size = m.dtype.size();
-            m.release(self.start * size, self.len * size);
+            m.file.release(self.start * size, self.len * size);
         }
-    }
-}
-
-impl Mapped {
-    /// `MADV_DONTNEED` over bytes `[offset, offset + len)`; best effort (an error changes nothing).
-    fn release(&self, offset: usize, len: usize) {
-        #[cfg(unix)]
-        if len > 0 {
-            // SAFETY: the map is read only and file-backed, so dropping its pages loses nothing:
-            // a later access maps the file's unchanged content again. No reference into the
-            // range is held across the call.
-            let _ = unsafe {
-                self.map
-                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
-            };
-        }
-        #[cfg(not(unix))]
-        let _ = (offset, len);
     }
 }
 
@@ -340,6 +316,8 @@ fn first_at_least(ids: &[u32], vocab: usize) -> Option<(usize, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
+    use std::path::PathBuf;
 
     fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
         let p = dir.join(name);
