@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Peak resident memory of replicas training one epoch on memory-mapped tensor files: the same run
 # on a generated 1 GiB and 8 GiB file. A replica maps the file instead of reading it and hands
-# the pages of every batch back, so its memory should not grow with the file (docs/data.md,
-# "Tensor files"; docs/performance.md).
+# each sample's pages back once it is read, so its memory should not grow with the file
+# (docs/data.md, "Tensor files", holds the figures).
 #
 #   scripts/bench-tensor-memory.sh [FORMAT] [GIB...]     (defaults: npz, 1 8; GIB may be a fraction)
 #
@@ -12,6 +12,10 @@
 # (never held in memory), in a folder with a small test part (test.FORMAT, 1,024 samples). The
 # run: the FashionMNIST MLP (784-512-512-10), 2 replicas x 1 thread, batch 256 per replica, SGD,
 # one epoch, no validation or checkpoints.
+#
+# With X=uint8, x is uint8 [N, 28, 28] (784 bytes a sample: 1 GiB holds as many samples as 8 GiB
+# of float64), to tell memory that grows with the number of samples (the sampler's indices) from
+# memory that would grow with the file's bytes.
 #
 # With SPARSE=1, x holds zeros left as a hole in the file (for a disk without GIB GiB free): the
 # file's size, the page cache, the mapping and the reads are the same, only the disk is not written.
@@ -31,22 +35,26 @@ trainer=${DDP_TRAINER:-$root/target/release/ddp-trainer}
 [ -x "$trainer" ] || { echo "no trainer at $trainer: cargo build --release -p ddp-trainer" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "needs GNU time (/usr/bin/time): apt-get install time" >&2; exit 2; }
 case $format in npz | safetensors) ;; *) echo "FORMAT is npz or safetensors" >&2; exit 2 ;; esac
+x=${X:-float64}
+case $x in float64) row=6272 ;; uint8) row=784 ;; *) echo "X is float64 or uint8" >&2; exit 2 ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # DIR/PART.FORMAT with N samples, x streamed in 64 MiB blocks of one random block of finite
 # floats (with SPARSE=1: of zeros, skipped over, so that the file's x is a hole on the disk).
 make_part() { # DIR PART N
-    python3 - "$1" "$2" "$3" "$format" "${SPARSE:-0}" <<'PY'
+    python3 - "$1" "$2" "$3" "$format" "${SPARSE:-0}" "$x" <<'PY'
 import io, json, os, struct, sys, zipfile
 d, part, n, fmt, sparse = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
-row = 28 * 28 * 8
+size, st_dtype, descr = {"float64": (8, "F64", "<f8"), "uint8": (1, "U8", "|u1")}[sys.argv[6]]
+row = 28 * 28 * size
 if sparse:
     block = bytes(64 << 20)
 else:
     block = bytearray(os.urandom(64 << 20))
     # Keep every float64 finite and below 2: the top byte holds the sign and 7 exponent bits.
-    block[7::8] = bytes(block[7::8]).translate(bytes(b & 0x3F for b in range(256)))
+    if size == 8:
+        block[7::8] = bytes(block[7::8]).translate(bytes(b & 0x3F for b in range(256)))
 labels = struct.pack("<%dq" % 1000, *[(i * 7) % 10 for i in range(1000)])
 
 class Holes(io.RawIOBase):
@@ -87,7 +95,7 @@ def npy_header(descr, shape):
 
 out = Holes(open(os.path.join(d, "%s.%s" % (part, fmt)), "wb"))
 if fmt == "safetensors":
-    header = {"x": {"dtype": "F64", "shape": [n, 28, 28], "data_offsets": [0, n * row]},
+    header = {"x": {"dtype": st_dtype, "shape": [n, 28, 28], "data_offsets": [0, n * row]},
               "y": {"dtype": "I64", "shape": [n], "data_offsets": [n * row, n * row + 8 * n]}}
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
@@ -98,7 +106,7 @@ else:
     # As np.savez writes it: stored members opened with force_zip64=True.
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for name, descr, shape, nbytes, source in [
-            ("x.npy", "<f8", (n, 28, 28), n * row, block),
+            ("x.npy", descr, (n, 28, 28), n * row, block),
             ("y.npy", "<i8", (n,), 8 * n, labels),
         ]:
             with z.open(name, "w", force_zip64=True) as f:
@@ -147,9 +155,9 @@ SPEC
     echo "$(cat "$1/time.txt") $hwm0 $hwm1"
 }
 
-echo "MLP 784-512-512-10 on float64 [N, 28, 28] $format files$([ "${SPARSE:-0}" = 1 ] && echo " (x sparse)"), 2 replicas x 1 thread, batch 256, one epoch"
+echo "MLP 784-512-512-10 on $x [N, 28, 28] $format files$([ "${SPARSE:-0}" = 1 ] && echo " (x sparse)"), 2 replicas x 1 thread, batch 256, one epoch"
 for gib in "${sizes[@]}"; do
-    n=$(awk -v g="$gib" 'BEGIN { printf "%d", g * 2^30 / 6280 }')
+    n=$(awk -v g="$gib" -v r="$row" 'BEGIN { printf "%d", g * 2^30 / (r + 8) }')
     d="$work/g$gib"
     mkdir -p "$d"
     t0=$SECONDS
