@@ -3,6 +3,7 @@
 //! goes wrong is a [`Fault`] that the reader turns into a message with the line.
 
 use super::columns::{Column, Plan, Role, shown};
+use super::decimal;
 use super::labels::Interner;
 use crate::spec::SyntheticTask;
 
@@ -97,6 +98,32 @@ pub fn explain(fault: &Fault, columns: &[Column], plan: &Plan, at: &str) -> Stri
     }
 }
 
+/// The offset of the first comma or line feed at or after `pos` (there is a line feed).
+#[inline]
+fn field_end(data: &[u8], pos: usize) -> usize {
+    pos + data[pos..]
+        .iter()
+        .position(|&b| b == b',' || b == b'\n')
+        .unwrap_or(data.len() - pos)
+}
+
+/// The offset of the first line feed in `line` (its length when none).
+fn field_end_of_line(line: &[u8]) -> usize {
+    line.iter().position(|&b| b == b'\n').unwrap_or(line.len())
+}
+
+/// The cell from `pos` to `end` (a comma or line feed), without a carriage return before a
+/// line feed.
+#[inline]
+fn cell_of(data: &[u8], pos: usize, end: usize) -> &[u8] {
+    let cell = &data[pos..end];
+    if data.get(end) == Some(&b'\n') {
+        cell.strip_suffix(b"\r").unwrap_or(cell)
+    } else {
+        cell
+    }
+}
+
 /// A number cell (ASCII spaces around it allowed), as `f64` rounded to `f32` (so a CSV value
 /// and the same double in Parquet give the same bits).
 pub fn number(cell: &[u8], column: usize) -> Result<f32, Fault> {
@@ -171,31 +198,61 @@ impl RowParser {
         }
     }
 
-    /// A line without quotes and without its line break: its comma-separated cells.
-    pub fn line(&self, line: &[u8], feats: &mut [f32], mut slot: Slot) -> Result<(), Fault> {
+    /// The line starting at `data[start]` of a file without quotes or lone carriage returns:
+    /// its comma-separated cells. `data` holds a line feed at or after the line's end; returns
+    /// the offset after it. Numbers are read by [`decimal::prefix`] as the cells are split,
+    /// falling back to [`number`] for anything else (spaces, `inf`, errors).
+    #[inline]
+    pub fn line_in(
+        &self,
+        data: &[u8],
+        start: usize,
+        feats: &mut [f32],
+        mut slot: Slot,
+    ) -> Result<usize, Fault> {
         let n = self.roles.len();
-        let mut j = 0;
-        let mut rest = line;
-        loop {
-            let (cell, more) = match rest.iter().position(|&b| b == b',') {
-                Some(e) => (&rest[..e], Some(&rest[e + 1..])),
-                None => (rest, None),
+        let mut pos = start;
+        for j in 0..n {
+            let end = match self.roles[j] {
+                Role::Feature(k) => {
+                    let (v, used) = decimal::prefix(&data[pos..]);
+                    let e = pos + used;
+                    if used > 0 && matches!(data[e], b',' | b'\n' | b'\r') {
+                        let f = v as f32;
+                        if !f.is_finite() {
+                            return Err(Fault::NotFinite {
+                                column: j,
+                                value: data[pos..e].to_vec(),
+                            });
+                        }
+                        feats[k] = f;
+                        e
+                    } else {
+                        let e = field_end(data, pos);
+                        feats[k] = number(cell_of(data, pos, e), j)?;
+                        e
+                    }
+                }
+                _ => {
+                    let e = field_end(data, pos);
+                    self.cell(j, cell_of(data, pos, e), feats, &mut slot)?;
+                    e
+                }
             };
-            if j == n {
-                let found = 1 + line.iter().filter(|&&b| b == b',').count();
-                return Err(Fault::Ragged { found });
-            }
-            self.cell(j, cell, feats, &mut slot)?;
-            j += 1;
-            match more {
-                Some(m) => rest = m,
-                None => break,
+            match (data[end], j + 1 == n) {
+                (b',', false) => pos = end + 1,
+                (b'\r', true) => return Ok(end + 2),
+                (b'\n', true) => return Ok(end + 1),
+                _ => {
+                    let line_end = start + field_end_of_line(&data[start..]);
+                    let line = &data[start..line_end];
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    let found = 1 + line.iter().filter(|&&b| b == b',').count();
+                    return Err(Fault::Ragged { found });
+                }
             }
         }
-        if j != n {
-            return Err(Fault::Ragged { found: j });
-        }
-        Ok(())
+        unreachable!("a table has at least one column")
     }
 
     /// A record the `csv` crate parsed (quotes removed).
@@ -263,25 +320,41 @@ mod tests {
         let mut f = [0.0; 2];
         let mut id = 9;
         let mut interner = Interner::default();
-        p.line(
-            b"1.5,whatever,cat,-2",
-            &mut f,
-            Slot::Class(&mut id, &mut interner),
-        )
-        .unwrap();
-        assert_eq!((f, id), ([-2.0, 1.5], 0));
-        p.line(b"0,x,dog,1", &mut f, Slot::Class(&mut id, &mut interner))
+        let data = b"1.5,whatever,cat,-2\n0,x,dog,1\r\n";
+        let next = p
+            .line_in(data, 0, &mut f, Slot::Class(&mut id, &mut interner))
             .unwrap();
+        assert_eq!(next, 20);
+        assert_eq!((f, id), ([-2.0, 1.5], 0));
+        let end = p
+            .line_in(data, next, &mut f, Slot::Class(&mut id, &mut interner))
+            .unwrap();
+        assert_eq!(end, data.len());
         assert_eq!((f, id), ([1.0, 0.0], 1));
         let mut fault = |l: &[u8]| {
-            p.line(l, &mut f, Slot::Class(&mut id, &mut interner))
+            p.line_in(l, 0, &mut f, Slot::Class(&mut id, &mut interner))
                 .unwrap_err()
         };
-        assert_eq!(fault(b"1,2,3"), Fault::Ragged { found: 3 });
-        assert_eq!(fault(b"1,2,3,4,5,6"), Fault::Ragged { found: 6 });
-        assert_eq!(fault(b"1,x,,4"), Fault::Empty { column: 2 });
+        assert_eq!(fault(b"1,2,3\n"), Fault::Ragged { found: 3 });
+        assert_eq!(fault(b"1,2,3\r\n"), Fault::Ragged { found: 3 });
+        assert_eq!(fault(b"1,2,3,4,5,6\n"), Fault::Ragged { found: 6 });
+        assert_eq!(fault(b"1,x,,4\n"), Fault::Empty { column: 2 });
         assert_eq!(
-            fault(b"1,x,c,four"),
+            fault(b"1,x,c,1e99\n"),
+            Fault::NotFinite {
+                column: 3,
+                value: b"1e99".to_vec()
+            }
+        );
+        assert_eq!(
+            fault(b"1,x,c, inf\n"),
+            Fault::NotFinite {
+                column: 3,
+                value: b" inf".to_vec()
+            }
+        );
+        assert_eq!(
+            fault(b"1,x,c,four\n"),
             Fault::NotNumber {
                 column: 3,
                 value: b"four".to_vec()
@@ -292,7 +365,7 @@ mod tests {
             vec![Role::Target, Role::Feature(0)],
             SyntheticTask::Regression,
         );
-        reg.line(b"2.5,1", &mut f[..1], Slot::Value(&mut v))
+        reg.line_in(b"2.5, 1 \n", 0, &mut f[..1], Slot::Value(&mut v))
             .unwrap();
         assert_eq!((v, f[0]), (2.5, 1.0));
         let rec = csv::ByteRecord::from(vec!["3", "4"]);

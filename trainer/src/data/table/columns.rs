@@ -91,6 +91,25 @@ pub enum Target {
     Labels(Labels),
 }
 
+/// `n` zeros, or None when the memory cannot be had. The pages come zeroed from the system
+/// (`calloc`), so they are touched first by the threads that write the values, not by a
+/// sequential fill.
+pub fn zeroed<T: bytemuck::Zeroable>(n: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(n).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size; all-zero bytes are a valid `T` (`Zeroable`); the
+    // memory comes from the global allocator with the layout of `n` `T`s, as `Vec` requires.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut T;
+        if p.is_null() {
+            return None;
+        }
+        Some(Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// Columns whose names mark a writer's row index, never a default feature: pandas' index
 /// written by `to_csv` (an empty name) or by `to_parquet` (`__index_level_0__`).
 fn is_index_column(name: &str) -> bool {

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::cells::{Fault, RowParser, Slot};
-use super::columns::Target;
+use super::columns::{Target, zeroed};
 use super::labels::{Interner, Labels, Piece};
 use super::source::Source;
 use crate::spec::SyntheticTask;
@@ -84,7 +84,7 @@ fn read_pieces(
         }
     }
     let rows: usize = rows_of.iter().sum();
-    let Some(mut features) = zeroed::<f32>(rows * nf) else {
+    let Some(mut features) = zeroed::<f32>(rows.checked_mul(nf).unwrap_or(usize::MAX)) else {
         return Ok(Lines::TooBig { rows });
     };
     let classes = parser.task() == SyntheticTask::Classification;
@@ -140,14 +140,6 @@ fn read_pieces(
     })
 }
 
-/// A zeroed vector of `n` values, or None when the memory cannot be had.
-fn zeroed<T: Clone + Default>(n: usize) -> Option<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).ok()?;
-    v.resize(n, T::default());
-    Some(v)
-}
-
 /// `[start, size)` cut into `pieces` ranges, each starting at a line (the last ends at `size`).
 fn cut(src: &dyn Source, start: u64, size: u64, pieces: usize) -> io::Result<Vec<Range<u64>>> {
     let mut bounds = vec![start];
@@ -184,9 +176,7 @@ fn count_rows(
 ) -> io::Result<Option<usize>> {
     let mut buf = vec![0u8; CHUNK];
     let mut pos = bytes.start;
-    let mut rows = 0usize;
-    // The byte before the chunk: a range starts at a line, as if after a line feed.
-    let (mut prev_nl, mut prev_cr, mut nonblank) = (true, false, false);
+    let mut counter = Counter::new();
     while pos < bytes.end {
         if fallback.load(Ordering::Relaxed) {
             return Ok(None);
@@ -196,54 +186,153 @@ fn count_rows(
         if n == 0 {
             break;
         }
-        let chunk = &buf[..n];
         pos += n as u64;
-        if chunk.contains(&b'"') {
+        if !counter.feed(&buf[..n]) {
             fallback.store(true, Ordering::Relaxed);
             return Ok(None);
         }
-        if !prev_cr && !chunk.contains(&b'\r') {
-            // Unix line ends: every line feed ends a row unless it follows a line feed.
-            let feeds = chunk.iter().filter(|&&b| b == b'\n').count();
-            let doubled = chunk
-                .iter()
-                .zip(&chunk[1..])
-                .filter(|&(&a, &b)| a == b'\n' && b == b'\n')
-                .count()
-                + usize::from(prev_nl && chunk[0] == b'\n');
-            rows += feeds - doubled;
-            prev_nl = chunk[n - 1] == b'\n';
-            nonblank = !prev_nl;
-            continue;
+    }
+    let rows = counter.finish(last);
+    if rows.is_none() {
+        fallback.store(true, Ordering::Relaxed);
+    }
+    Ok(rows)
+}
+
+/// Counts non-blank lines 64 bytes at a time with bit masks of the line feeds, carriage returns
+/// and quotes (compiled to vector compares), refusing quotes and lone carriage returns.
+struct Counter {
+    rows: usize,
+    /// The previous block's last byte was a line feed (true at the start: a range starts at a
+    /// line).
+    carry_nl: u64,
+    /// The previous block's last byte was a carriage return.
+    carry_cr: u64,
+    /// The previous block's last byte was a carriage return starting a line.
+    carry_cr_start: u64,
+    /// The last line so far is not empty (for a last line without a line feed).
+    open_line: bool,
+}
+
+/// Bit i set where `block[i]` is a line feed, a carriage return, a quote (three masks).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn masks64(block: &[u8; 64]) -> (u64, u64, u64) {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of every x86_64 CPU; the four unaligned 16-byte loads stay within
+    // the 64-byte block.
+    unsafe {
+        let (nl, cr, q) = (
+            _mm_set1_epi8(b'\n' as i8),
+            _mm_set1_epi8(b'\r' as i8),
+            _mm_set1_epi8(b'"' as i8),
+        );
+        let mut m = (0u64, 0u64, 0u64);
+        for k in 0..4 {
+            let v = _mm_loadu_si128(block.as_ptr().add(16 * k) as *const __m128i);
+            let bits = |c| (_mm_movemask_epi8(_mm_cmpeq_epi8(v, c)) as u32 as u64) << (16 * k);
+            m.0 |= bits(nl);
+            m.1 |= bits(cr);
+            m.2 |= bits(q);
         }
-        for &b in chunk {
-            match b {
-                b'\n' => {
-                    rows += usize::from(nonblank);
-                    (nonblank, prev_cr) = (false, false);
-                }
-                b'\r' if prev_cr => {
-                    fallback.store(true, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                b'\r' => prev_cr = true,
-                _ if prev_cr => {
-                    fallback.store(true, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                _ => nonblank = true,
+        m
+    }
+}
+
+/// [`masks64`] without vector instructions.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn masks64(block: &[u8; 64]) -> (u64, u64, u64) {
+    (mask(block, b'\n'), mask(block, b'\r'), mask(block, b'"'))
+}
+
+/// Bit i set where `block[i] == c`.
+#[inline]
+fn mask(block: &[u8], c: u8) -> u64 {
+    let mut m = 0u64;
+    for (i, &b) in block.iter().enumerate() {
+        m |= ((b == c) as u64) << i;
+    }
+    m
+}
+
+impl Counter {
+    fn new() -> Counter {
+        Counter {
+            rows: 0,
+            carry_nl: 1,
+            carry_cr: 0,
+            carry_cr_start: 0,
+            open_line: false,
+        }
+    }
+
+    /// Counts the rows ended in `chunk`; false on a quote or a lone carriage return.
+    fn feed(&mut self, chunk: &[u8]) -> bool {
+        let mut blocks = chunk.chunks_exact(64);
+        for block in &mut blocks {
+            let block: &[u8; 64] = block.try_into().unwrap();
+            let (nl, cr, quote) = masks64(block);
+            if !self.block(nl, cr, quote, 64) {
+                return false;
             }
         }
-        prev_nl = chunk[n - 1] == b'\n';
+        let rest = blocks.remainder();
+        if !rest.is_empty()
+            && !self.block(
+                mask(rest, b'\n'),
+                mask(rest, b'\r'),
+                mask(rest, b'"'),
+                rest.len(),
+            )
+        {
+            return false;
+        }
+        true
     }
-    if prev_cr {
-        fallback.store(true, Ordering::Relaxed);
-        return Ok(None);
+
+    /// One block of `len` bytes given as masks.
+    #[inline]
+    fn block(&mut self, nl: u64, cr: u64, quote: u64, len: usize) -> bool {
+        // Every carriage return is followed by a line feed (the next block's first byte for
+        // the last one).
+        let cr_next = (cr << 1) | self.carry_cr;
+        if quote != 0 || cr_next & !nl & low_bits(len) != 0 {
+            return false;
+        }
+        // A line starts after a line feed; a line feed ends a blank line when it starts one, or
+        // follows a carriage return that starts one.
+        let starts = (nl << 1) | self.carry_nl;
+        let cr_start = cr & starts;
+        let blank = nl & (starts | (cr_start << 1) | self.carry_cr_start);
+        self.rows += (nl.count_ones() - blank.count_ones()) as usize;
+        let top = len - 1;
+        self.carry_nl = (nl >> top) & 1;
+        self.carry_cr = (cr >> top) & 1;
+        self.carry_cr_start = (cr_start >> top) & 1;
+        // Bytes after the last line feed that are not a lone carriage return opening it.
+        let after = !low_bits(64 - nl.leading_zeros() as usize) & low_bits(len);
+        if nl != 0 {
+            self.open_line = false;
+        }
+        self.open_line |= after & !cr_start != 0;
+        true
     }
-    if last && nonblank {
-        rows += 1;
+
+    /// The rows, counting a last line without a line feed when `last`; None when the range
+    /// ends with a carriage return.
+    fn finish(self, last: bool) -> Option<usize> {
+        if self.carry_cr != 0 {
+            return None;
+        }
+        Some(self.rows + usize::from(last && self.open_line))
     }
-    Ok(Some(rows))
+}
+
+/// The mask of the lowest `n` bits (n ≤ 64).
+#[inline]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }
 
 /// Parses the lines of `bytes` into `rows`: features into `feats`, classes into `ids` (a
@@ -275,40 +364,57 @@ fn parse_range(
         let want = ((bytes.end - pos) as usize).min(buf.len() - kept);
         let n = src.read_full(&mut buf[kept..kept + want], pos)?;
         pos += n as u64;
+        let mut len = kept + n;
         let end_of_range = pos >= bytes.end || n == 0;
-        let data = &buf[..kept + n];
-        let mut line_start = 0usize;
-        loop {
-            let rest = &data[line_start..];
-            let (line, next) = match rest.iter().position(|&b| b == b'\n') {
-                Some(i) => (&rest[..i], line_start + i + 1),
-                None if end_of_range && !rest.is_empty() => (rest, data.len()),
-                None => break,
-            };
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if !line.is_empty() {
-                if row == n_rows {
-                    return Err(changed());
-                }
-                let slot = if ids.is_empty() {
-                    Slot::Value(&mut values[row])
-                } else {
-                    Slot::Class(&mut ids[row], &mut interner)
-                };
-                let f = &mut feats[row * nf..(row + 1) * nf];
-                if let Err(fault) = parser.line(line, f, slot) {
-                    return Ok(Err((kept_at + line_start as u64, fault)));
-                }
-                row += 1;
+        if end_of_range && len > 0 && buf[len - 1] != b'\n' {
+            // The file's last line has no line feed: give it one.
+            if len == buf.len() {
+                buf.push(0);
             }
-            line_start = next;
+            buf[len] = b'\n';
+            len += 1;
+        }
+        // The whole lines read so far: up to the last line feed.
+        let whole = buf[..len]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let data = &buf[..whole];
+        let mut at = 0usize;
+        while at < whole {
+            // Blank lines.
+            match data[at] {
+                b'\n' => {
+                    at += 1;
+                    continue;
+                }
+                b'\r' if data.get(at + 1) == Some(&b'\n') => {
+                    at += 2;
+                    continue;
+                }
+                _ => {}
+            }
+            if row == n_rows {
+                return Err(changed());
+            }
+            let slot = if ids.is_empty() {
+                Slot::Value(&mut values[row])
+            } else {
+                Slot::Class(&mut ids[row], &mut interner)
+            };
+            let f = &mut feats[row * nf..(row + 1) * nf];
+            match parser.line_in(data, at, f, slot) {
+                Ok(next) => at = next,
+                Err(fault) => return Ok(Err((kept_at + at as u64, fault))),
+            }
+            row += 1;
         }
         if end_of_range {
             break;
         }
-        buf.copy_within(line_start..kept + n, 0);
-        kept = kept + n - line_start;
-        kept_at += line_start as u64;
+        buf.copy_within(whole..len, 0);
+        kept = len - whole;
+        kept_at += whole as u64;
     }
     if row != n_rows {
         return Err(changed());
@@ -342,8 +448,9 @@ mod tests {
 
     #[test]
     fn rows_are_the_non_blank_lines() {
-        let no = AtomicBool::new(false);
-        let count = |b: &[u8], last: bool| count_rows(&b, 0..b.len() as u64, last, &no).unwrap();
+        let count = |b: &[u8], last: bool| {
+            count_rows(&b, 0..b.len() as u64, last, &AtomicBool::new(false)).unwrap()
+        };
         assert_eq!(count(b"1\n2\n", true), Some(2));
         assert_eq!(count(b"1\n\n2", true), Some(2));
         assert_eq!(count(b"1\n\n2", false), Some(1));
@@ -351,6 +458,28 @@ mod tests {
         assert_eq!(count(b"1\r\n\r\n2\r\n", true), Some(2));
         assert_eq!(count(b"1\r2\n", true), None);
         assert_eq!(count(b"1,\"a\"\n", true), None);
+        assert_eq!(count(b"1\r", true), None);
+        assert_eq!(count(b"\r\n\r\nx\r\ny", true), Some(2));
+        assert_eq!(count(b"\r\n\r\nx\r\ny", false), Some(1));
+        // Lines across 64-byte blocks, blank ones among them.
+        let mut text = Vec::new();
+        let mut rows = 0;
+        for i in 0..300 {
+            match i % 7 {
+                0 => text.extend_from_slice(b"\n"),
+                1 => text.extend_from_slice(b"\r\n"),
+                k => {
+                    text.extend(std::iter::repeat_n(b'x', i % 70 + k));
+                    text.extend_from_slice(if i % 2 == 0 { b"\r\n" } else { b"\n" });
+                    rows += 1;
+                }
+            }
+        }
+        for cut in [0, 1, 63, 64, 65, 127, 128, 500] {
+            let mut c = Counter::new();
+            assert!(c.feed(&text[..cut]) && c.feed(&text[cut..]));
+            assert_eq!(c.finish(true), Some(rows), "cut at {cut}");
+        }
     }
 
     #[test]

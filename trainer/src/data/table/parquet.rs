@@ -10,26 +10,26 @@
 
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
-use parquet::data_type::{ByteArray, DataType};
+use parquet::data_type::{
+    BoolType, ByteArray, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
+};
 use parquet::file::reader::{FileReader, RowGroupReader};
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::ColumnDescriptor;
 
 use super::cells::{Fault, explain};
-use super::columns::{Column, ColumnKind, Part, Plan, Target};
+use super::columns::{Column, ColumnKind, Part, Plan, Target, zeroed};
 use super::csv::too_big;
 use super::labels::{Interner, Labels, Piece};
 use crate::spec::SyntheticTask;
 use crate::{Error, Result};
-
-/// Rows decoded at a time per column reader.
-const BATCH: usize = 8192;
 
 /// Opens the file anew (every thread reads through its own file description).
 pub type Opener<'a> = &'a (dyn Fn() -> io::Result<File> + Sync);
@@ -214,16 +214,72 @@ impl<T> Shared<T> {
 enum Value<'a> {
     Null,
     Num(f64),
-    /// An integer (Int or unsigned beyond i64 as text).
     Int(i64),
     Text(&'a [u8]),
 }
 
-/// Why a task stopped: a row's fault, or a message of its own.
+/// Why a task stopped: a row's fault, or a message of its own, at a row of its row group.
 enum Stop {
     Fault(usize, Fault),
     Msg(usize, String),
     Parquet(String),
+}
+
+impl Stop {
+    fn at(self, r: usize) -> Stop {
+        match self {
+            Stop::Msg(_, m) => Stop::Msg(r, m),
+            Stop::Fault(_, f) => Stop::Fault(r, f),
+            other => other,
+        }
+    }
+}
+
+/// What a task reads: some rows of a row group, of a run of features or of the target.
+struct Task {
+    group: usize,
+    rows: Range<usize>,
+    /// Features `k0..k1` (plan order), or None for the target.
+    features: Option<Range<usize>>,
+}
+
+/// Features per task: up to 16 (a 64-byte run of each output row), fewer when that leaves
+/// threads idle.
+const MAX_RUN: usize = 16;
+/// The fewest rows a band of a row group is cut to.
+const MIN_BAND: usize = 1 << 16;
+
+/// The tasks of reading `groups` (rows per row group) for `nf` features on `threads` threads:
+/// runs of features, row groups cut into bands when there are more threads than runs.
+fn tasks(groups: &[usize], nf: usize, threads: usize) -> Vec<Task> {
+    let mut run = MAX_RUN.min(nf.max(1));
+    while run > 1 && groups.len() * nf.div_ceil(run) < threads {
+        run = run.div_ceil(2);
+    }
+    let runs = nf.div_ceil(run);
+    let per_band = runs + 1;
+    let mut out = Vec::new();
+    for (g, &n) in groups.iter().enumerate() {
+        let want = (2 * threads).div_ceil(groups.len() * per_band);
+        let bands = want.min(n / MIN_BAND).max(1);
+        for b in 0..bands {
+            let rows = n * b / bands..n * (b + 1) / bands;
+            for r in 0..runs {
+                let features = Some(r * run..((r + 1) * run).min(nf));
+                out.push(Task {
+                    group: g,
+                    rows: rows.clone(),
+                    features,
+                });
+            }
+            out.push(Task {
+                group: g,
+                rows,
+                features: None,
+            });
+        }
+    }
+    out
 }
 
 /// Reads the rows of the Parquet file `path` as `plan` says, on up to `threads` threads.
@@ -242,99 +298,72 @@ pub fn read(
     if max_values.is_some_and(|m| values > m) {
         return Err(too_big(path, rows, nf));
     }
-    let mut features = Vec::new();
-    let mut ids: Vec<u32> = Vec::new();
-    let mut targets: Vec<f32> = Vec::new();
     let classes = plan.task == SyntheticTask::Classification;
-    let fits = features.try_reserve_exact(values).is_ok()
-        && if classes {
-            ids.try_reserve_exact(rows).is_ok()
-        } else {
-            targets.try_reserve_exact(rows).is_ok()
-        };
-    if !fits {
+    let (Some(mut features), Some(mut ids), Some(mut targets)) = (
+        zeroed::<f32>(values),
+        zeroed::<u32>(if classes { rows } else { 0 }),
+        zeroed::<f32>(if classes { 0 } else { rows }),
+    ) else {
         return Err(too_big(path, rows, nf));
-    }
-    features.resize(values, 0.0f32);
-    ids.resize(if classes { rows } else { 0 }, 0);
-    targets.resize(if classes { 0 } else { rows }, 0.0);
+    };
     let starts: Vec<usize> = schema
         .groups
         .iter()
         .scan(0, |s, &n| {
-            let at = *s;
             *s += n;
-            Some(at)
+            Some(*s - n)
         })
         .collect();
-    // Tasks: (row group, Some(feature k) or None for the target).
-    let tasks: Vec<(usize, Option<usize>)> = (0..schema.groups.len())
-        .flat_map(|g| (0..nf).map(move |k| (g, Some(k))).chain([(g, None)]))
-        .collect();
+    let tasks = tasks(&schema.groups, nf, threads);
     let next = AtomicUsize::new(0);
-    let (out_f, out_i, out_t) = (
-        Shared::new(&mut features),
-        Shared::new(&mut ids),
-        Shared::new(&mut targets),
-    );
+    let out = Out {
+        features: Shared::new(&mut features),
+        ids: Shared::new(&mut ids),
+        targets: Shared::new(&mut targets),
+        nf,
+    };
     let pieces: Mutex<Vec<Piece>> = Mutex::new(Vec::new());
     let stops: Mutex<Vec<(usize, usize, Stop)>> = Mutex::new(Vec::new());
-    let workers = threads.clamp(1, tasks.len());
+    let workers = threads.clamp(1, tasks.len().max(1));
     let opened: Vec<Result<()>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| -> Result<()> {
                     let reader = open_reader(path, open)?;
-                    loop {
-                        let t = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&(g, feature)) = tasks.get(t) else {
-                            return Ok(());
-                        };
-                        let rg = reader
-                            .get_row_group(g)
-                            .map_err(|e| Error::data(path, format!("row group {g}: {e}")))?;
-                        let col = match feature {
-                            Some(k) => plan.features[k],
-                            None => plan.target,
-                        };
-                        let (row0, n) = (starts[g], schema.groups[g]);
-                        let conv = schema.convs[col];
-                        let result = match feature {
-                            Some(k) => read_column(&*rg, col, conv, n, &mut |r, v| {
-                                let x = number(v, col).map_err(|f| Stop::Fault(r, f))?;
-                                // SAFETY: this task is the only one writing feature k of the
-                                // rows of row group g.
-                                unsafe { out_f.write((row0 + r) * nf + k, x) };
-                                Ok(())
-                            }),
-                            None if classes => {
+                    while let Some(task) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let rg = reader.get_row_group(task.group).map_err(|e| {
+                            Error::data(path, format!("row group {}: {e}", task.group))
+                        })?;
+                        let row0 = starts[task.group];
+                        let result = match &task.features {
+                            Some(ks) => {
+                                read_features(&*rg, schema, plan, task, ks.clone(), row0, &out)
+                            }
+                            None => {
                                 let mut interner = Interner::default();
-                                let r = read_column(&*rg, col, conv, n, &mut |r, v| {
-                                    let id = label(&mut interner, v, col, &plan.target_name)
-                                        .map_err(|s| s.at(r))?;
-                                    // SAFETY: this task is the only one writing the labels of
-                                    // the rows of row group g.
-                                    unsafe { out_i.write(row0 + r, id) };
-                                    Ok(())
-                                });
-                                pieces.lock().unwrap().push(interner.piece(row0..row0 + n));
+                                let r = read_target(
+                                    &*rg,
+                                    schema,
+                                    plan,
+                                    task,
+                                    row0,
+                                    &out,
+                                    &mut interner,
+                                );
+                                let rows = row0 + task.rows.start..row0 + task.rows.end;
+                                pieces.lock().unwrap().push(interner.piece(rows));
                                 r
                             }
-                            None => read_column(&*rg, col, conv, n, &mut |r, v| {
-                                let x = number(v, col).map_err(|f| Stop::Fault(r, f))?;
-                                // SAFETY: as for the labels.
-                                unsafe { out_t.write(row0 + r, x) };
-                                Ok(())
-                            }),
                         };
-                        if let Err(stop) = result {
+                        if let Err((col, stop)) = result {
                             let row = match &stop {
                                 Stop::Fault(r, _) | Stop::Msg(r, _) => row0 + r,
-                                Stop::Parquet(_) => row0,
+                                Stop::Parquet(_) => row0 + task.rows.start,
                             };
                             stops.lock().unwrap().push((row, col, stop));
                         }
                     }
+                    Ok(())
                 })
             })
             .collect();
@@ -374,14 +403,90 @@ pub fn read(
     })
 }
 
-impl Stop {
-    fn at(self, r: usize) -> Stop {
-        match self {
-            Stop::Msg(_, m) => Stop::Msg(r, m),
-            Stop::Fault(_, f) => Stop::Fault(r, f),
-            other => other,
-        }
+/// The outputs the tasks share.
+struct Out {
+    features: Shared<f32>,
+    ids: Shared<u32>,
+    targets: Shared<f32>,
+    nf: usize,
+}
+
+/// Rows decoded at a time per column.
+const BATCH: usize = 2048;
+
+/// The features `ks` of the task's rows: a batch of every column, then the batch's rows.
+fn read_features(
+    rg: &dyn RowGroupReader,
+    schema: &Schema,
+    plan: &Plan,
+    task: &Task,
+    ks: Range<usize>,
+    row0: usize,
+    out: &Out,
+) -> std::result::Result<(), (usize, Stop)> {
+    let mut cursors = Vec::with_capacity(ks.len());
+    for k in ks.clone() {
+        let col = plan.features[k];
+        let mut c = Cursor::open(rg, col, schema.convs[col]).map_err(|s| (col, s))?;
+        c.skip(task.rows.start).map_err(|s| (col, s))?;
+        cursors.push((col, c));
     }
+    let width = ks.len();
+    let mut batch = vec![0.0f32; BATCH * width];
+    let mut done = task.rows.start;
+    while done < task.rows.end {
+        let n = BATCH.min(task.rows.end - done);
+        for (c, (col, cursor)) in cursors.iter_mut().enumerate() {
+            let col = *col;
+            cursor
+                .read(n, &mut |i, v| {
+                    batch[i * width + c] = number(v, col).map_err(|f| Stop::Fault(done + i, f))?;
+                    Ok(())
+                })
+                .map_err(|s| (col, s))?;
+        }
+        for (i, row) in batch[..n * width].chunks_exact(width).enumerate() {
+            let at = (row0 + done + i) * out.nf + ks.start;
+            for (j, &x) in row.iter().enumerate() {
+                // SAFETY: this task is the only one writing features `ks` of these rows.
+                unsafe { out.features.write(at + j, x) };
+            }
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// The target of the task's rows: class labels interned, or values.
+fn read_target(
+    rg: &dyn RowGroupReader,
+    schema: &Schema,
+    plan: &Plan,
+    task: &Task,
+    row0: usize,
+    out: &Out,
+    interner: &mut Interner,
+) -> std::result::Result<(), (usize, Stop)> {
+    let col = plan.target;
+    let classes = plan.task == SyntheticTask::Classification;
+    let mut cursor = Cursor::open(rg, col, schema.convs[col]).map_err(|s| (col, s))?;
+    cursor.skip(task.rows.start).map_err(|s| (col, s))?;
+    let start = task.rows.start;
+    cursor
+        .read(task.rows.len(), &mut |i, v| {
+            let at = row0 + start + i;
+            if classes {
+                let id = label(interner, v, col, &plan.target_name).map_err(|s| s.at(start + i))?;
+                // SAFETY: this task is the only one writing the labels of these rows.
+                unsafe { out.ids.write(at, id) };
+            } else {
+                let x = number(v, col).map_err(|f| Stop::Fault(start + i, f))?;
+                // SAFETY: as for the labels.
+                unsafe { out.targets.write(at, x) };
+            }
+            Ok(())
+        })
+        .map_err(|s| (col, s))
 }
 
 /// A value as a finite `f32` (through `f64`, as a CSV cell is parsed).
@@ -432,82 +537,142 @@ fn label(
     }
 }
 
-/// Reads the `rows` rows of column `col` of a row group, handing each row's value to `each`.
-fn read_column(
-    rg: &dyn RowGroupReader,
-    col: usize,
+/// A column chunk being read: its typed reader and buffers.
+struct Cursor {
+    reader: Typed,
     conv: Conv,
-    rows: usize,
-    each: &mut dyn FnMut(usize, Value) -> std::result::Result<(), Stop>,
-) -> std::result::Result<(), Stop> {
-    let reader = rg
-        .get_column_reader(col)
+    max_def: i16,
+    defs: Vec<i16>,
+}
+
+/// A typed column reader and its value buffer.
+enum Typed {
+    Bool(ColumnReaderImpl<BoolType>, Vec<bool>),
+    I32(ColumnReaderImpl<Int32Type>, Vec<i32>),
+    I64(ColumnReaderImpl<Int64Type>, Vec<i64>),
+    F32(ColumnReaderImpl<FloatType>, Vec<f32>),
+    F64(ColumnReaderImpl<DoubleType>, Vec<f64>),
+    Bytes(ColumnReaderImpl<ByteArrayType>, Vec<ByteArray>),
+}
+
+impl Cursor {
+    fn open(rg: &dyn RowGroupReader, col: usize, conv: Conv) -> std::result::Result<Cursor, Stop> {
+        let damaged = |e: ::parquet::errors::ParquetError| Stop::Parquet(e.to_string());
+        let reader = match (rg.get_column_reader(col).map_err(damaged)?, conv) {
+            (ColumnReader::BoolColumnReader(r), Conv::Bool) => Typed::Bool(r, Vec::new()),
+            (ColumnReader::Int32ColumnReader(r), Conv::I32 | Conv::U32) => {
+                Typed::I32(r, Vec::new())
+            }
+            (ColumnReader::Int64ColumnReader(r), Conv::I64 | Conv::U64) => {
+                Typed::I64(r, Vec::new())
+            }
+            (ColumnReader::FloatColumnReader(r), Conv::F32) => Typed::F32(r, Vec::new()),
+            (ColumnReader::DoubleColumnReader(r), Conv::F64) => Typed::F64(r, Vec::new()),
+            (ColumnReader::ByteArrayColumnReader(r), Conv::Text) => Typed::Bytes(r, Vec::new()),
+            _ => return Err(Stop::Parquet("its reader does not match its type".into())),
+        };
+        let max_def = rg.metadata().column(col).column_descr().max_def_level();
+        Ok(Cursor {
+            reader,
+            conv,
+            max_def,
+            defs: Vec::new(),
+        })
+    }
+
+    /// Skips the first `rows` rows.
+    fn skip(&mut self, rows: usize) -> std::result::Result<(), Stop> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let skipped = match &mut self.reader {
+            Typed::Bool(r, _) => r.skip_records(rows),
+            Typed::I32(r, _) => r.skip_records(rows),
+            Typed::I64(r, _) => r.skip_records(rows),
+            Typed::F32(r, _) => r.skip_records(rows),
+            Typed::F64(r, _) => r.skip_records(rows),
+            Typed::Bytes(r, _) => r.skip_records(rows),
+        }
         .map_err(|e| Stop::Parquet(e.to_string()))?;
-    let max_def = rg.metadata().column(col).column_descr().max_def_level();
-    let text_of_u64 = |v: u64| i64::try_from(v).map_or_else(|_| Value::Num(v as f64), Value::Int);
-    match (reader, conv) {
-        (ColumnReader::BoolColumnReader(r), Conv::Bool) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&b| Value::Int(b as i64)))
-        }),
-        (ColumnReader::Int32ColumnReader(r), Conv::I32) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| Value::Int(x as i64)))
-        }),
-        (ColumnReader::Int32ColumnReader(r), Conv::U32) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| Value::Int(x as u32 as i64)))
-        }),
-        (ColumnReader::Int64ColumnReader(r), Conv::I64) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| Value::Int(x)))
-        }),
-        (ColumnReader::Int64ColumnReader(r), Conv::U64) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| text_of_u64(x as u64)))
-        }),
-        (ColumnReader::FloatColumnReader(r), Conv::F32) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| Value::Num(x as f64)))
-        }),
-        (ColumnReader::DoubleColumnReader(r), Conv::F64) => typed(r, max_def, rows, &mut |r, v| {
-            each(r, v.map_or(Value::Null, |&x| Value::Num(x)))
-        }),
-        (ColumnReader::ByteArrayColumnReader(r), Conv::Text) => {
-            typed(r, max_def, rows, &mut |r, v| {
+        if skipped != rows {
+            return Err(Stop::Parquet(format!(
+                "it has {skipped} values where the row group has more than {rows} rows"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the next `n` rows, handing each (its index from 0) to `each`.
+    fn read(
+        &mut self,
+        n: usize,
+        each: &mut dyn FnMut(usize, Value) -> std::result::Result<(), Stop>,
+    ) -> std::result::Result<(), Stop> {
+        let (conv, max_def, defs) = (self.conv, self.max_def, &mut self.defs);
+        match &mut self.reader {
+            Typed::Bool(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
+                each(i, x.map_or(Value::Null, |&b| Value::Int(b as i64)))
+            }),
+            Typed::I32(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
                 each(
-                    r,
-                    match v {
+                    i,
+                    match x {
                         None => Value::Null,
-                        // A value the decoder left unset is damage, not a panic.
-                        Some(b) if *b == ByteArray::new() => {
-                            return Err(Stop::Parquet(format!("row {r} has no bytes")));
-                        }
-                        Some(b) => Value::Text(b.data()),
+                        Some(&x) if conv == Conv::U32 => Value::Int(x as u32 as i64),
+                        Some(&x) => Value::Int(x as i64),
                     },
                 )
-            })
+            }),
+            Typed::I64(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
+                each(
+                    i,
+                    match x {
+                        None => Value::Null,
+                        Some(&x) if conv == Conv::U64 && x < 0 => Value::Num(x as u64 as f64),
+                        Some(&x) => Value::Int(x),
+                    },
+                )
+            }),
+            Typed::F32(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
+                each(i, x.map_or(Value::Null, |&x| Value::Num(x as f64)))
+            }),
+            Typed::F64(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
+                each(i, x.map_or(Value::Null, |&x| Value::Num(x)))
+            }),
+            Typed::Bytes(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| match x {
+                None => each(i, Value::Null),
+                // A value the decoder left unset is damage, not a panic.
+                Some(b) if *b == ByteArray::new() => {
+                    Err(Stop::Parquet(format!("value {i} has no bytes")))
+                }
+                Some(b) => each(i, Value::Text(b.data())),
+            }),
         }
-        _ => Err(Stop::Parquet("its reader does not match its type".into())),
     }
 }
 
 /// Reads `rows` records of a required or optional column: `each(row, None)` for a null.
 fn typed<T: DataType>(
-    mut reader: ColumnReaderImpl<T>,
+    reader: &mut ColumnReaderImpl<T>,
+    values: &mut Vec<T::T>,
+    defs: &mut Vec<i16>,
     max_def: i16,
     rows: usize,
     each: &mut dyn FnMut(usize, Option<&T::T>) -> std::result::Result<(), Stop>,
 ) -> std::result::Result<(), Stop> {
     let nullable = max_def > 0;
-    let mut values: Vec<T::T> = Vec::with_capacity(BATCH);
-    let mut defs: Vec<i16> = Vec::with_capacity(BATCH);
     let mut done = 0;
     while done < rows {
         values.clear();
         defs.clear();
         let want = BATCH.min(rows - done);
         let (records, got, levels) = reader
-            .read_records(want, nullable.then_some(&mut defs), None, &mut values)
+            .read_records(want, nullable.then_some(&mut *defs), None, values)
             .map_err(|e| Stop::Parquet(e.to_string()))?;
         if records == 0 {
-            return Err(Stop::Parquet(format!(
-                "it has {done} values where the row group has {rows} rows"
-            )));
+            return Err(Stop::Parquet(
+                "it has fewer values than the row group has rows".into(),
+            ));
         }
         if nullable {
             if levels != records || defs.len() < levels || got > values.len() {
