@@ -106,7 +106,25 @@ pub fn zeroed<T: bytemuck::Zeroable>(n: usize) -> Option<Vec<T>> {
         if p.is_null() {
             return None;
         }
+        huge_pages(p as *mut u8, layout.size());
         Some(Vec::from_raw_parts(p, n, n))
+    }
+}
+
+/// Asks for transparent huge pages on a large buffer (Linux): 512 times fewer page faults when
+/// the threads first write it. Advice only; nothing changes where it is not taken.
+fn huge_pages(p: *mut u8, len: usize) {
+    const PAGE: usize = 4096;
+    if len < 1 << 22 {
+        return;
+    }
+    let start = (p as usize).next_multiple_of(PAGE);
+    let end = (p as usize + len) & !(PAGE - 1);
+    if end > start {
+        // SAFETY: advice on whole pages inside an allocation of this process.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use crate::{Error, Result};
 pub struct Header {
     pub columns: Vec<Column>,
     /// The byte offset of the record after the header.
-    pub data_start: u64,
+    pub data_start: usize,
 }
 
 fn reader(src: &dyn Source) -> ::csv::Reader<Stream<'_>> {
@@ -50,7 +50,7 @@ pub fn header(path: &Path, src: &dyn Source) -> Result<Header> {
             "is empty: a CSV table needs a header row naming the columns, then one row per sample",
         ));
     }
-    let data_start = rdr.position().byte();
+    let data_start = rdr.position().byte() as usize;
     let mut names = Vec::with_capacity(head.len());
     for (j, cell) in head.iter().enumerate() {
         let cell = if j == 0 {
@@ -81,7 +81,7 @@ pub fn header(path: &Path, src: &dyn Source) -> Result<Header> {
         ));
     }
     let line = match first.position() {
-        Some(p) => record_line(src, p.byte()).map_err(|e| Error::io(path, e))?,
+        Some(p) => record_line(src, p.byte() as usize),
         None => 2,
     };
     if first.len() != names.len() {
@@ -123,21 +123,19 @@ pub fn read(
 ) -> Result<Part> {
     let parser = RowParser::new(plan.roles(header.columns.len()), plan.task);
     let nf = plan.features.len();
-    let io = |e| Error::io(path, e);
-    let (rows, features, target) =
-        match read_lines(src, header.data_start, &parser, nf, threads).map_err(io)? {
-            Lines::Read {
-                rows,
-                features,
-                target,
-            } => (rows, features, target),
-            Lines::Fault { offset, fault } => {
-                let line = line_at(src, offset).map_err(io)?;
-                return Err(bad_row(path, header, plan, line, &fault));
-            }
-            Lines::TooBig { rows } => return Err(too_big(path, rows, nf)),
-            Lines::Fallback => read_sequential(path, src, header, plan, &parser)?,
-        };
+    let (rows, features, target) = match read_lines(src, header.data_start, &parser, nf, threads) {
+        Lines::Read {
+            rows,
+            features,
+            target,
+        } => (rows, features, target),
+        Lines::Fault { offset, fault } => {
+            let line = line_at(src, offset);
+            return Err(bad_row(path, header, plan, line, &fault));
+        }
+        Lines::TooBig { rows } => return Err(too_big(path, rows, nf)),
+        Lines::Fallback => read_sequential(path, src, header, plan, &parser)?,
+    };
     Ok(Part {
         file: path.to_path_buf(),
         rows,
@@ -193,8 +191,7 @@ fn read_sequential(
             SyntheticTask::Regression => Slot::Value(&mut value),
         };
         if let Err(fault) = parser.record(&record, &mut row, slot) {
-            let at = record.position().map_or(0, |p| p.byte());
-            let line = record_line(src, at).map_err(|e| Error::io(path, e))?;
+            let line = record_line(src, record.position().map_or(0, |p| p.byte() as usize));
             return Err(bad_row(path, header, plan, line, &fault));
         }
         if features.try_reserve(nf).is_err() {
@@ -230,22 +227,22 @@ pub fn line_of_row(path: &Path, src: &dyn Source, row: usize) -> Result<u64> {
             break;
         }
     }
-    let at = record.position().map_or(0, |p| p.byte());
-    record_line(src, at).map_err(|e| Error::io(path, e))
+    Ok(record_line(
+        src,
+        record.position().map_or(0, |p| p.byte() as usize),
+    ))
 }
 
 /// The line of the record the `csv` crate says starts at byte `at`: its offset is where it
 /// started looking, before the blank lines it skipped.
-fn record_line(src: &dyn Source, mut at: u64) -> std::io::Result<u64> {
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = src.read_full(&mut buf, at)?;
-        match buf[..n].iter().position(|&b| b != b'\n' && b != b'\r') {
-            Some(i) => return line_at(src, at + i as u64),
-            None if n == 0 => return line_at(src, at),
-            None => at += n as u64,
-        }
-    }
+fn record_line(src: &dyn Source, at: usize) -> u64 {
+    let bytes = src.bytes();
+    let at = at.min(bytes.len());
+    let skip = bytes[at..]
+        .iter()
+        .position(|&b| b != b'\n' && b != b'\r')
+        .unwrap_or(bytes.len() - at);
+    line_at(src, at + skip)
 }
 
 #[cfg(test)]

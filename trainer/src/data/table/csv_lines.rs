@@ -2,26 +2,23 @@
 //! into the final row-major buffer.
 //!
 //! The data after the header is cut into one byte range per thread, each starting at a line.
-//! A first pass counts every range's rows (non-blank lines) and looks for quotes and lone
-//! carriage returns: a file with either is left to the `csv` crate (sequential), since a quoted
-//! cell may hold a comma or a line break. The second pass knows where every range's rows go,
-//! allocates the features once and parses every range's lines into its rows, reading the file a
-//! megabyte at a time per thread: the file is never held whole.
+//! A first pass counts every range's rows (non-blank lines, with vector compares) and looks for
+//! quotes and lone carriage returns: a file with either is left to the `csv` crate
+//! (sequential), since a quoted cell may hold a comma or a line break. The second pass knows
+//! where every range's rows go, allocates the features once and parses every range's lines into
+//! its rows. The file is mapped, not read: both passes hand its pages back as they pass them.
 
-use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::cells::{Fault, RowParser, Slot};
 use super::columns::{Target, zeroed};
 use super::labels::{Interner, Labels, Piece};
-use super::source::Source;
+use super::source::{RELEASE_EVERY, Source};
 use crate::spec::SyntheticTask;
 
-/// Bytes read at a time per thread.
-const CHUNK: usize = 1 << 20;
 /// Below this much data, one thread reads it all.
-const ONE_THREAD_BELOW: u64 = 1 << 20;
+const ONE_THREAD_BELOW: usize = 1 << 20;
 
 /// What the fast path made of the file.
 pub enum Lines {
@@ -34,7 +31,7 @@ pub enum Lines {
         target: Target,
     },
     /// The first bad row: the offset its line starts at, and what is wrong.
-    Fault { offset: u64, fault: Fault },
+    Fault { offset: usize, fault: Fault },
     /// The features would not fit in memory.
     TooBig { rows: usize },
 }
@@ -42,12 +39,12 @@ pub enum Lines {
 /// Reads the data of `src` from byte `start` (after the header) with `threads` threads.
 pub fn read_lines(
     src: &dyn Source,
-    start: u64,
+    start: usize,
     parser: &RowParser,
     nf: usize,
     threads: usize,
-) -> io::Result<Lines> {
-    let pieces = if src.size() - start < ONE_THREAD_BELOW {
+) -> Lines {
+    let pieces = if src.bytes().len() - start < ONE_THREAD_BELOW {
         1
     } else {
         threads.max(1)
@@ -58,15 +55,15 @@ pub fn read_lines(
 /// [`read_lines`] with the data cut into `pieces` ranges, one thread each.
 fn read_pieces(
     src: &dyn Source,
-    start: u64,
+    start: usize,
     parser: &RowParser,
     nf: usize,
     pieces: usize,
-) -> io::Result<Lines> {
-    let size = src.size();
-    let ranges = cut(src, start, size, pieces)?;
+) -> Lines {
+    let size = src.bytes().len();
+    let ranges = cut(src.bytes(), start, pieces);
     let fallback = AtomicBool::new(false);
-    let counts: Vec<io::Result<Option<usize>>> = std::thread::scope(|s| {
+    let counts: Vec<Option<usize>> = std::thread::scope(|s| {
         let handles: Vec<_> = ranges
             .iter()
             .map(|r| {
@@ -76,16 +73,12 @@ fn read_pieces(
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let mut rows_of = Vec::with_capacity(counts.len());
-    for c in counts {
-        match c? {
-            Some(n) => rows_of.push(n),
-            None => return Ok(Lines::Fallback),
-        }
-    }
+    let Some(rows_of) = counts.into_iter().collect::<Option<Vec<usize>>>() else {
+        return Lines::Fallback;
+    };
     let rows: usize = rows_of.iter().sum();
     let Some(mut features) = zeroed::<f32>(rows.checked_mul(nf).unwrap_or(usize::MAX)) else {
-        return Ok(Lines::TooBig { rows });
+        return Lines::TooBig { rows };
     };
     let classes = parser.task() == SyntheticTask::Classification;
     let (mut ids, mut values) = if classes {
@@ -94,7 +87,7 @@ fn read_pieces(
         (Some(Vec::new()), zeroed::<f32>(rows))
     };
     let (Some(ids_buf), Some(values_buf)) = (ids.as_mut(), values.as_mut()) else {
-        return Ok(Lines::TooBig { rows });
+        return Lines::TooBig { rows };
     };
     // Every range's rows, as disjoint slices of the outputs.
     let mut jobs = Vec::with_capacity(ranges.len());
@@ -106,23 +99,32 @@ fn read_pieces(
         let (i, ir) = i_rest.split_at_mut(if classes { n } else { 0 });
         let (v, vr) = v_rest.split_at_mut(if classes { 0 } else { n });
         (f_rest, i_rest, v_rest) = (fr, ir, vr);
-        jobs.push((r.clone(), row0..row0 + n, f, i, v));
+        jobs.push((
+            r.clone(),
+            row0..row0 + n,
+            Out {
+                feats: f,
+                ids: i,
+                values: v,
+            },
+        ));
         row0 += n;
     }
-    let results: Vec<io::Result<Result<Piece, (u64, Fault)>>> = std::thread::scope(|s| {
+    let results: Vec<Parsed> = std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .into_iter()
-            .map(|(bytes, rows, f, i, v)| {
-                s.spawn(move || parse_range(src, bytes, rows, parser, nf, f, i, v))
+            .map(|(bytes, rows, out)| {
+                s.spawn(move || parse_range(src, bytes, rows, parser, nf, out))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut pieces = Vec::with_capacity(results.len());
     for r in results {
-        match r? {
-            Ok(p) => pieces.push(p),
-            Err((offset, fault)) => return Ok(Lines::Fault { offset, fault }),
+        match r {
+            Parsed::Piece(p) => pieces.push(p),
+            Parsed::Fault(offset, fault) => return Lines::Fault { offset, fault },
+            Parsed::Miscounted => return Lines::Fallback,
         }
     }
     let target = if classes {
@@ -133,36 +135,33 @@ fn read_pieces(
     } else {
         Target::Values(values.unwrap_or_default())
     };
-    Ok(Lines::Read {
+    Lines::Read {
         rows,
         features,
         target,
-    })
+    }
 }
 
-/// `[start, size)` cut into `pieces` ranges, each starting at a line (the last ends at `size`).
-fn cut(src: &dyn Source, start: u64, size: u64, pieces: usize) -> io::Result<Vec<Range<u64>>> {
+/// `bytes[start..]` cut into `pieces` ranges, each starting at a line (the last ends at the
+/// end).
+fn cut(bytes: &[u8], start: usize, pieces: usize) -> Vec<Range<usize>> {
+    let size = bytes.len();
     let mut bounds = vec![start];
-    let mut buf = vec![0u8; 64 << 10];
     for k in 1..pieces {
-        let nominal = start + (size - start) * k as u64 / pieces as u64;
-        let mut at = nominal.max(*bounds.last().unwrap());
-        // The range starts after the first line feed at or after `at - 1`.
-        at = at.saturating_sub(1).max(start);
-        let bound = loop {
-            let n = src.read_full(&mut buf, at)?;
-            if n == 0 {
-                break size;
-            }
-            if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
-                break at + i as u64 + 1;
-            }
-            at += n as u64;
-        };
+        let nominal = start + (size - start) * k / pieces;
+        // The range starts after the first line feed at or after `nominal - 1`.
+        let from = nominal
+            .max(*bounds.last().unwrap())
+            .saturating_sub(1)
+            .max(start);
+        let bound = bytes[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(size, |i| from + i + 1);
         bounds.push(bound.max(*bounds.last().unwrap()));
     }
     bounds.push(size);
-    Ok(bounds.windows(2).map(|w| w[0]..w[1]).collect())
+    bounds.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
 /// The rows (non-blank lines) of `bytes`, or None when it has a quote or a lone carriage
@@ -170,33 +169,30 @@ fn cut(src: &dyn Source, start: u64, size: u64, pieces: usize) -> io::Result<Vec
 /// last line may lack a line feed.
 fn count_rows(
     src: &dyn Source,
-    bytes: Range<u64>,
+    bytes: Range<usize>,
     last: bool,
     fallback: &AtomicBool,
-) -> io::Result<Option<usize>> {
-    let mut buf = vec![0u8; CHUNK];
-    let mut pos = bytes.start;
+) -> Option<usize> {
     let mut counter = Counter::new();
-    while pos < bytes.end {
+    let mut at = bytes.start;
+    while at < bytes.end {
         if fallback.load(Ordering::Relaxed) {
-            return Ok(None);
+            return None;
         }
-        let want = ((bytes.end - pos) as usize).min(CHUNK);
-        let n = src.read_full(&mut buf[..want], pos)?;
-        if n == 0 {
-            break;
-        }
-        pos += n as u64;
-        if !counter.feed(&buf[..n]) {
+        let step = at..(at + RELEASE_EVERY).min(bytes.end);
+        let ok = counter.feed(&src.bytes()[step.clone()]);
+        src.release(step.clone());
+        if !ok {
             fallback.store(true, Ordering::Relaxed);
-            return Ok(None);
+            return None;
         }
+        at = step.end;
     }
     let rows = counter.finish(last);
     if rows.is_none() {
         fallback.store(true, Ordering::Relaxed);
     }
-    Ok(rows)
+    rows
 }
 
 /// Counts non-blank lines 64 bytes at a time with bit masks of the line feeds, carriage returns
@@ -335,54 +331,54 @@ fn low_bits(n: usize) -> u64 {
     if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }
 
-/// Parses the lines of `bytes` into `rows`: features into `feats`, classes into `ids` (a
-/// classification) or values into `values` (a regression). The first bad row's line offset
-/// and fault on error.
-#[allow(clippy::too_many_arguments)]
+/// Where one range's rows go: its slices of the features and of the classes or values.
+struct Out<'a> {
+    feats: &'a mut [f32],
+    ids: &'a mut [u32],
+    values: &'a mut [f32],
+}
+
+/// What parsing a range gave.
+enum Parsed {
+    /// The labels' names of its rows.
+    Piece(Piece),
+    /// The first bad row: its line's offset, and what is wrong.
+    Fault(usize, Fault),
+    /// Not the rows counted (cannot happen: both passes skip the same blank lines).
+    Miscounted,
+}
+
+/// Parses the lines of `bytes` into `rows`: features into `out.feats`, classes into `out.ids`
+/// (a classification) or values into `out.values` (a regression).
 fn parse_range(
     src: &dyn Source,
-    bytes: Range<u64>,
+    bytes: Range<usize>,
     rows: Range<usize>,
     parser: &RowParser,
     nf: usize,
-    feats: &mut [f32],
-    ids: &mut [u32],
-    values: &mut [f32],
-) -> io::Result<Result<Piece, (u64, Fault)>> {
+    out: Out,
+) -> Parsed {
+    let Out { feats, ids, values } = out;
     let mut interner = Interner::default();
-    let mut buf = vec![0u8; CHUNK];
-    // buf[..kept] is the start of a line not yet complete, read from `kept_at`.
-    let (mut kept, mut kept_at) = (0usize, bytes.start);
-    let mut pos = bytes.start;
+    let all = src.bytes();
+    // The whole lines, then a last line without a line feed (the file's end), given one.
+    let body_end = all[bytes.clone()]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(bytes.start, |i| bytes.start + i + 1);
+    let mut tail = all[body_end..bytes.end].to_vec();
+    if !tail.is_empty() {
+        tail.push(b'\n');
+    }
     let mut row = 0usize;
     let n_rows = rows.len();
-    let changed = || io::Error::other("the file changed while it was read");
-    loop {
-        if kept == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        let want = ((bytes.end - pos) as usize).min(buf.len() - kept);
-        let n = src.read_full(&mut buf[kept..kept + want], pos)?;
-        pos += n as u64;
-        let mut len = kept + n;
-        let end_of_range = pos >= bytes.end || n == 0;
-        if end_of_range && len > 0 && buf[len - 1] != b'\n' {
-            // The file's last line has no line feed: give it one.
-            if len == buf.len() {
-                buf.push(0);
-            }
-            buf[len] = b'\n';
-            len += 1;
-        }
-        // The whole lines read so far: up to the last line feed.
-        let whole = buf[..len]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        let data = &buf[..whole];
-        let mut at = 0usize;
-        while at < whole {
-            // Blank lines.
+    let mut released = bytes.start;
+    for (data, base, from, to) in [
+        (all, 0, bytes.start, body_end),
+        (&tail[..], body_end, 0, tail.len()),
+    ] {
+        let mut at = from;
+        while at < to {
             match data[at] {
                 b'\n' => {
                     at += 1;
@@ -395,7 +391,7 @@ fn parse_range(
                 _ => {}
             }
             if row == n_rows {
-                return Err(changed());
+                return Parsed::Miscounted;
             }
             let slot = if ids.is_empty() {
                 Slot::Value(&mut values[row])
@@ -405,21 +401,20 @@ fn parse_range(
             let f = &mut feats[row * nf..(row + 1) * nf];
             match parser.line_in(data, at, f, slot) {
                 Ok(next) => at = next,
-                Err(fault) => return Ok(Err((kept_at + at as u64, fault))),
+                Err(fault) => return Parsed::Fault(base + at, fault),
             }
             row += 1;
+            if base == 0 && at - released >= RELEASE_EVERY {
+                src.release(released..at);
+                released = at;
+            }
         }
-        if end_of_range {
-            break;
-        }
-        buf.copy_within(whole..len, 0);
-        kept = len - whole;
-        kept_at += whole as u64;
     }
+    src.release(released..body_end);
     if row != n_rows {
-        return Err(changed());
+        return Parsed::Miscounted;
     }
-    Ok(Ok(interner.piece(rows)))
+    Parsed::Piece(interner.piece(rows))
 }
 
 #[cfg(test)]
@@ -436,21 +431,20 @@ mod tests {
     #[test]
     fn ranges_start_at_lines() {
         let b: &[u8] = b"h\n11\n22\n33\n44\n";
-        let r = cut(&b, 2, b.len() as u64, 3).unwrap();
+        let r = cut(b, 2, 3);
         assert_eq!(r, vec![2..8, 8..11, 11..14]);
         for k in 1..=6 {
-            let r = cut(&b, 2, b.len() as u64, k).unwrap();
+            let r = cut(b, 2, k);
             assert_eq!(r.first().unwrap().start, 2);
-            assert_eq!(r.last().unwrap().end, b.len() as u64);
+            assert_eq!(r.last().unwrap().end, b.len());
             assert!(r.windows(2).all(|w| w[0].end == w[1].start));
         }
     }
 
     #[test]
     fn rows_are_the_non_blank_lines() {
-        let count = |b: &[u8], last: bool| {
-            count_rows(&b, 0..b.len() as u64, last, &AtomicBool::new(false)).unwrap()
-        };
+        let count =
+            |b: &[u8], last: bool| count_rows(&b, 0..b.len(), last, &AtomicBool::new(false));
         assert_eq!(count(b"1\n2\n", true), Some(2));
         assert_eq!(count(b"1\n\n2", true), Some(2));
         assert_eq!(count(b"1\n\n2", false), Some(1));
@@ -485,36 +479,39 @@ mod tests {
     #[test]
     fn every_cut_reads_the_same_rows() {
         let mut text = String::new();
+        // A last line without a line feed, and one with a carriage return.
+        let last = "1e3,-0,c9";
         for i in 0..500 {
             text += &format!("{}.5,{},c{}\n", i, i * 2, i % 3);
             if i % 97 == 0 {
                 text += "\n";
             }
+            if i % 101 == 0 {
+                text += "\r\n";
+            }
         }
+        text += last;
         let b = text.as_bytes();
         let p = parser(3);
         let mut first = None;
         for pieces in [1, 2, 3, 7] {
-            let ranges = cut(&b, 0, b.len() as u64, pieces).unwrap();
+            let ranges = cut(b, 0, pieces);
             let no = AtomicBool::new(false);
             let counts: Vec<usize> = ranges
                 .iter()
-                .map(|r| {
-                    count_rows(&b, r.clone(), r.end == b.len() as u64, &no)
-                        .unwrap()
-                        .unwrap()
-                })
+                .map(|r| count_rows(&b, r.clone(), r.end == b.len(), &no).unwrap())
                 .collect();
-            assert_eq!(counts.iter().sum::<usize>(), 500);
+            assert_eq!(counts.iter().sum::<usize>(), 501);
             let Lines::Read {
                 rows,
                 features,
                 target,
-            } = read_pieces(&b, 0, &p, 2, pieces).unwrap()
+            } = read_pieces(&b, 0, &p, 2, pieces)
             else {
                 panic!("not read");
             };
-            assert_eq!(rows, 500);
+            assert_eq!(rows, 501);
+            assert_eq!(features[2 * 500..], [1000.0, -0.0]);
             assert_eq!(&features[..4], &[0.5, 0.0, 1.5, 2.0]);
             assert_eq!(features[2 * 499], 499.5);
             let Target::Labels(l) = &target else { panic!() };
@@ -538,7 +535,7 @@ mod tests {
     #[test]
     fn a_bad_row_is_found_by_offset() {
         let b: &[u8] = b"1,2,a\n3,4,b\n5,x,c\n6,7\n";
-        match read_lines(&b, 0, &parser(3), 2, 4).unwrap() {
+        match read_pieces(&b, 0, &parser(3), 2, 4) {
             Lines::Fault { offset, fault } => {
                 assert_eq!(offset, 12);
                 assert_eq!(
@@ -552,7 +549,7 @@ mod tests {
             _ => panic!("no fault"),
         }
         assert!(matches!(
-            read_lines(&&b"1,2,\"a\"\n"[..], 0, &parser(3), 2, 1).unwrap(),
+            read_lines(&&b"1,2,\"a\"\n"[..], 0, &parser(3), 2, 1),
             Lines::Fallback
         ));
     }

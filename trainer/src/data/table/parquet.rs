@@ -208,6 +208,21 @@ impl<T> Shared<T> {
         // SAFETY: in bounds (checked); exclusive per the caller's contract.
         unsafe { self.ptr.add(i).write(v) }
     }
+
+    /// Writes `src` from index `i` on (checked against the length).
+    ///
+    /// # Safety
+    /// No other thread may read or write those indices while the buffer is shared.
+    #[inline]
+    unsafe fn write_run(&self, i: usize, src: &[T])
+    where
+        T: Copy,
+    {
+        assert!(i + src.len() <= self.len, "index {i} beyond {}", self.len);
+        // SAFETY: in bounds (checked); exclusive per the caller's contract; `src` is not in the
+        // shared buffer (it is the task's own).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(i), src.len()) }
+    }
 }
 
 /// One column's values as they come out of a column reader.
@@ -250,26 +265,28 @@ const MAX_RUN: usize = 16;
 const MIN_BAND: usize = 1 << 16;
 
 /// The tasks of reading `groups` (rows per row group) for `nf` features on `threads` threads:
-/// runs of features, row groups cut into bands when there are more threads than runs.
+/// runs of at most [`MAX_RUN`] features of even length, as many as keep the threads busy, and
+/// row groups cut into bands when there are still more threads than tasks.
 fn tasks(groups: &[usize], nf: usize, threads: usize) -> Vec<Task> {
-    let mut run = MAX_RUN.min(nf.max(1));
-    while run > 1 && groups.len() * nf.div_ceil(run) < threads {
-        run = run.div_ceil(2);
+    let threads = threads.max(1);
+    // Runs: at least nf / MAX_RUN, rounded up to a multiple of the threads (when there are that
+    // many features), so the threads get even shares.
+    let mut runs = nf.div_ceil(MAX_RUN).max(1);
+    if groups.len() < threads {
+        runs = runs.div_ceil(threads) * threads;
     }
-    let runs = nf.div_ceil(run);
-    let per_band = runs + 1;
+    let runs = runs.min(nf.max(1));
     let mut out = Vec::new();
     for (g, &n) in groups.iter().enumerate() {
-        let want = (2 * threads).div_ceil(groups.len() * per_band);
+        let want = (2 * threads).div_ceil(groups.len() * runs);
         let bands = want.min(n / MIN_BAND).max(1);
         for b in 0..bands {
             let rows = n * b / bands..n * (b + 1) / bands;
             for r in 0..runs {
-                let features = Some(r * run..((r + 1) * run).min(nf));
                 out.push(Task {
                     group: g,
                     rows: rows.clone(),
-                    features,
+                    features: Some(nf * r / runs..nf * (r + 1) / runs),
                 });
             }
             out.push(Task {
@@ -432,25 +449,31 @@ fn read_features(
         cursors.push((col, c));
     }
     let width = ks.len();
+    // Column-major: BATCH values of each feature, then transposed into the rows.
     let mut batch = vec![0.0f32; BATCH * width];
+    let mut row = [0.0f32; MAX_RUN];
     let mut done = task.rows.start;
     while done < task.rows.end {
         let n = BATCH.min(task.rows.end - done);
         for (c, (col, cursor)) in cursors.iter_mut().enumerate() {
             let col = *col;
-            cursor
-                .read(n, &mut |i, v| {
-                    batch[i * width + c] = number(v, col).map_err(|f| Stop::Fault(done + i, f))?;
-                    Ok(())
-                })
-                .map_err(|s| (col, s))?;
-        }
-        for (i, row) in batch[..n * width].chunks_exact(width).enumerate() {
-            let at = (row0 + done + i) * out.nf + ks.start;
-            for (j, &x) in row.iter().enumerate() {
-                // SAFETY: this task is the only one writing features `ks` of these rows.
-                unsafe { out.features.write(at + j, x) };
+            let dst = &mut batch[c * BATCH..c * BATCH + n];
+            if !cursor.fill(dst, col, done).map_err(|s| (col, s))? {
+                cursor
+                    .read(n, &mut |i, v| {
+                        dst[i] = number(v, col).map_err(|f| Stop::Fault(done + i, f))?;
+                        Ok(())
+                    })
+                    .map_err(|s| (col, s))?;
             }
+        }
+        for i in 0..n {
+            for (j, x) in row[..width].iter_mut().enumerate() {
+                *x = batch[j * BATCH + i];
+            }
+            let at = (row0 + done + i) * out.nf + ks.start;
+            // SAFETY: this task is the only one writing features `ks` of these rows.
+            unsafe { out.features.write_run(at, &row[..width]) };
         }
         done += n;
     }
@@ -602,6 +625,32 @@ impl Cursor {
         Ok(())
     }
 
+    /// Reads the next `dst.len()` rows of a column without nulls straight into `dst` as `f32`
+    /// (rows from `first_row` of the row group, for messages); false, reading nothing, for a
+    /// nullable or text column.
+    fn fill(
+        &mut self,
+        dst: &mut [f32],
+        column: usize,
+        first_row: usize,
+    ) -> std::result::Result<bool, Stop> {
+        if self.max_def > 0 {
+            return Ok(false);
+        }
+        let at = (column, first_row);
+        match (&mut self.reader, self.conv) {
+            (Typed::F64(r, v), _) => fill(r, v, dst, at, |&x| x),
+            (Typed::F32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
+            (Typed::I32(r, v), Conv::U32) => fill(r, v, dst, at, |&x| x as u32 as f64),
+            (Typed::I32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
+            (Typed::I64(r, v), Conv::U64) => fill(r, v, dst, at, |&x| x as u64 as f64),
+            (Typed::I64(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
+            (Typed::Bool(r, v), _) => fill(r, v, dst, at, |&b| b as u8 as f64),
+            (Typed::Bytes(..), _) => return Ok(false),
+        }?;
+        Ok(true)
+    }
+
     /// Reads the next `n` rows, handing each (its index from 0) to `each`.
     fn read(
         &mut self,
@@ -649,6 +698,46 @@ impl Cursor {
             }),
         }
     }
+}
+
+/// Reads `dst.len()` records of a required column into `dst`, converted by `conv` then to
+/// `f32`; a value that is not a finite `f32` stops it (`at`: the column, and the row of the
+/// row group `dst[0]` is).
+fn fill<T: DataType>(
+    reader: &mut ColumnReaderImpl<T>,
+    values: &mut Vec<T::T>,
+    dst: &mut [f32],
+    (column, first_row): (usize, usize),
+    conv: impl Fn(&T::T) -> f64,
+) -> std::result::Result<(), Stop> {
+    let mut done = 0;
+    while done < dst.len() {
+        values.clear();
+        let (records, got, _) = reader
+            .read_records(dst.len() - done, None, None, values)
+            .map_err(|e| Stop::Parquet(e.to_string()))?;
+        if records == 0 || got != records || values.len() < got {
+            return Err(Stop::Parquet(
+                "it has fewer values than the row group has rows".into(),
+            ));
+        }
+        let out = &mut dst[done..done + got];
+        for (d, v) in out.iter_mut().zip(&values[..got]) {
+            *d = conv(v) as f32;
+        }
+        if let Some(i) = out.iter().position(|x| !x.is_finite()) {
+            let x = conv(&values[i]);
+            return Err(Stop::Fault(
+                first_row + done + i,
+                Fault::NotFinite {
+                    column,
+                    value: x.to_string().into_bytes(),
+                },
+            ));
+        }
+        done += got;
+    }
+    Ok(())
 }
 
 /// Reads `rows` records of a required or optional column: `each(row, None)` for a null.

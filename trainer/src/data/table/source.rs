@@ -3,82 +3,107 @@
 
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 
-/// Bytes readable at any offset from several threads at once.
+use memmap2::Mmap;
+
+/// Bytes read by several threads at once, whose pages a reader hands back once it is past them
+/// (so a mapped file does not stay in the process's resident memory).
 pub trait Source: Sync {
-    /// The number of bytes.
-    fn size(&self) -> u64;
+    /// All the bytes.
+    fn bytes(&self) -> &[u8];
 
-    /// Reads into `buf` from `offset`; returns how many bytes were read (0 at the end).
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Hands the pages of `range` back (best effort). Reading them again reads the same bytes.
+    fn release(&self, _range: Range<usize>) {}
+}
 
-    /// Reads until `buf` is full or the end; returns how many bytes were read.
-    fn read_full(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut got = 0;
-        while got < buf.len() {
-            match self.read_at(&mut buf[got..], offset + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(got)
+impl Source for &[u8] {
+    fn bytes(&self) -> &[u8] {
+        self
     }
 }
 
-/// A file and its size when opened.
+/// A file, memory-mapped read-only (no copy into the process: the page cache's pages are
+/// mapped, and handed back as the readers pass them).
 pub struct FileSource {
-    file: File,
-    size: u64,
+    /// None for an empty file (which cannot be mapped).
+    map: Option<Mmap>,
 }
 
 impl FileSource {
     pub fn new(file: File) -> io::Result<FileSource> {
-        let size = file.metadata()?.len();
-        Ok(FileSource { file, size })
+        if file.metadata()?.len() == 0 {
+            return Ok(FileSource { map: None });
+        }
+        // SAFETY: the map is read only and private to this source; like every reader of a
+        // mapped file we rely on the file not being truncated or rewritten while it is read
+        // (docs/data.md says so).
+        let map = unsafe { Mmap::map(&file) }?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(FileSource { map: Some(map) })
     }
 }
 
 impl Source for FileSource {
-    fn size(&self) -> u64 {
-        self.size
+    fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
     }
 
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(&self.file, buf, offset)
+    fn release(&self, range: Range<usize>) {
+        #[cfg(unix)]
+        if let Some(map) = &self.map {
+            const PAGE: usize = 4096;
+            let start = range.start.next_multiple_of(PAGE);
+            let end = (range.end & !(PAGE - 1)).min(map.len());
+            if end > start {
+                // SAFETY: the map is read only and file-backed, so dropping its pages loses
+                // nothing: a later access maps the file's unchanged content again, so the bytes
+                // any reference into the range reads stay the same.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = range;
     }
 }
 
-impl Source for &[u8] {
-    fn size(&self) -> u64 {
-        self.len() as u64
-    }
+/// Bytes handed back every this many bytes read.
+pub const RELEASE_EVERY: usize = 4 << 20;
 
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let start = (offset as usize).min(self.len());
-        let n = buf.len().min(self.len() - start);
-        buf[..n].copy_from_slice(&self[start..start + n]);
-        Ok(n)
-    }
-}
-
-/// A [`Source`] as a stream from the start (for the `csv` crate).
+/// A [`Source`] as a stream from the start (for the `csv` crate), handing pages back behind it.
 pub struct Stream<'a> {
     src: &'a dyn Source,
-    pos: u64,
+    pos: usize,
+    released: usize,
 }
 
 impl<'a> Stream<'a> {
     pub fn new(src: &'a dyn Source) -> Stream<'a> {
-        Stream { src, pos: 0 }
+        Stream {
+            src,
+            pos: 0,
+            released: 0,
+        }
     }
 }
 
 impl io::Read for Stream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.src.read_at(buf, self.pos)?;
-        self.pos += n as u64;
+        let bytes = self.src.bytes();
+        let n = buf.len().min(bytes.len() - self.pos);
+        buf[..n].copy_from_slice(&bytes[self.pos..self.pos + n]);
+        self.pos += n;
+        if self.pos - self.released >= RELEASE_EVERY {
+            self.src.release(self.released..self.pos);
+            self.released = self.pos;
+        }
         Ok(n)
     }
 }
@@ -105,19 +130,12 @@ pub fn reopen(file: &File) -> io::Result<File> {
 }
 
 /// 1 + the number of line feeds before `offset`: the 1-based line that byte is on.
-pub fn line_at(src: &dyn Source, offset: u64) -> io::Result<u64> {
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut pos, mut line) = (0u64, 1u64);
-    while pos < offset {
-        let want = ((offset - pos) as usize).min(buf.len());
-        let n = src.read_full(&mut buf[..want], pos)?;
-        if n == 0 {
-            break;
-        }
-        line += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        pos += n as u64;
-    }
-    Ok(line)
+pub fn line_at(src: &dyn Source, offset: usize) -> u64 {
+    let bytes = src.bytes();
+    let offset = offset.min(bytes.len());
+    let line = 1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count() as u64;
+    src.release(0..offset);
+    line
 }
 
 #[cfg(test)]
@@ -126,17 +144,23 @@ mod tests {
     use std::io::Read;
 
     #[test]
-    fn bytes_read_at_offsets_and_as_a_stream() {
-        let b: &[u8] = b"a,b\n1,2\n\n3,4";
-        let mut buf = [0u8; 4];
-        assert_eq!(b.read_full(&mut buf, 9).unwrap(), 3);
-        assert_eq!(&buf[..3], b"3,4");
-        assert_eq!(b.read_at(&mut buf, 99).unwrap(), 0);
+    fn files_are_mapped_and_streamed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        let text = b"a,b\n1,2\n\n3,4";
+        std::fs::write(&p, text).unwrap();
+        let src = FileSource::new(File::open(&p).unwrap()).unwrap();
+        assert_eq!(src.bytes(), text);
+        src.release(0..text.len());
+        assert_eq!(src.bytes(), text);
         let mut s = String::new();
-        Stream::new(&b).read_to_string(&mut s).unwrap();
-        assert_eq!(s.as_bytes(), b);
-        assert_eq!(line_at(&b, 0).unwrap(), 1);
-        assert_eq!(line_at(&b, 4).unwrap(), 2);
-        assert_eq!(line_at(&b, 9).unwrap(), 4);
+        Stream::new(&src).read_to_string(&mut s).unwrap();
+        assert_eq!(s.as_bytes(), text);
+        assert_eq!(line_at(&src, 0), 1);
+        assert_eq!(line_at(&src, 4), 2);
+        assert_eq!(line_at(&src, 9), 4);
+        std::fs::write(&p, b"").unwrap();
+        let empty = FileSource::new(File::open(&p).unwrap()).unwrap();
+        assert_eq!(empty.bytes(), b"");
     }
 }
