@@ -77,7 +77,7 @@ fn read_pieces(
         return Lines::Fallback;
     };
     let rows: usize = rows_of.iter().sum();
-    let Some(mut features) = zeroed::<f32>(rows.checked_mul(nf).unwrap_or(usize::MAX)) else {
+    let Some(mut features) = zeroed::<f32>(rows.saturating_mul(nf)) else {
         return Lines::TooBig { rows };
     };
     let classes = parser.task() == SyntheticTask::Classification;

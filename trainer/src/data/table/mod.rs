@@ -21,7 +21,8 @@
 //! - `csv_lines`: the parallel reader of CSV files without quotes, by line ranges.
 //! - `cells`: a CSV row's cells to numbers and labels; the messages of bad rows.
 //! - `decimal`: fast parsing of plain decimals, bit-identical to the standard parser.
-//! - `parquet`: a Parquet file's schema and its column chunks, read in parallel.
+//! - `parquet`: a Parquet file's schema, and the tasks that read its column chunks in parallel.
+//! - `parquet_chunks`: one column chunk read by its typed low-level reader; values converted.
 //! - `source`: bytes read at offsets (a file, or memory).
 
 mod cells;
@@ -32,6 +33,7 @@ mod decimal;
 mod labels;
 mod normalize;
 mod parquet;
+mod parquet_chunks;
 mod source;
 
 #[cfg(test)]
@@ -107,10 +109,10 @@ pub fn open(spec: &Spec, ctx: &OpenContext) -> Result<Parts> {
     let loaded = if parquet {
         let open_train = || File::open(&train);
         let open_test = test.as_ref().map(|t| move || File::open(t));
-        let test_input = match &open_test {
-            Some(o) => Some(Input::Parquet(test.as_deref().unwrap(), o as Opener)),
-            None => None,
-        };
+        let test_input = test
+            .as_deref()
+            .zip(open_test.as_ref())
+            .map(|(t, o)| Input::Parquet(t, o as Opener));
         load(Input::Parquet(&train, &open_train), test_input, &want, &how)?
     } else {
         let src = |p: &Path| {

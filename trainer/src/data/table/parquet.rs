@@ -16,37 +16,20 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
-use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
-use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
-};
 use parquet::file::reader::{FileReader, RowGroupReader};
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::ColumnDescriptor;
 
-use super::cells::{Fault, explain};
+use super::cells::explain;
 use super::columns::{Column, ColumnKind, Part, Plan, Target, zeroed};
 use super::csv::too_big;
 use super::labels::{Interner, Labels, Piece};
+use super::parquet_chunks::{BATCH, Conv, Cursor, Stop, label, number};
 use crate::spec::SyntheticTask;
 use crate::{Error, Result};
 
 /// Opens the file anew (every thread reads through its own file description).
 pub type Opener<'a> = &'a (dyn Fn() -> io::Result<File> + Sync);
-
-/// How a column's values become numbers or labels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Conv {
-    Bool,
-    I32,
-    U32,
-    I64,
-    U64,
-    F32,
-    F64,
-    Text,
-    None,
-}
 
 /// A Parquet file's columns (the schema's leaves) and how each converts.
 pub struct Schema {
@@ -225,37 +208,12 @@ impl<T> Shared<T> {
     }
 }
 
-/// One column's values as they come out of a column reader.
-enum Value<'a> {
-    Null,
-    Num(f64),
-    Int(i64),
-    Text(&'a [u8]),
-}
-
-/// Why a task stopped: a row's fault, or a message of its own, at a row of its row group.
-enum Stop {
-    Fault(usize, Fault),
-    Msg(usize, String),
-    Parquet(String),
-}
-
-impl Stop {
-    fn at(self, r: usize) -> Stop {
-        match self {
-            Stop::Msg(_, m) => Stop::Msg(r, m),
-            Stop::Fault(_, f) => Stop::Fault(r, f),
-            other => other,
-        }
-    }
-}
-
 /// What a task reads: some rows of a row group, of a run of features or of the target.
-struct Task {
-    group: usize,
-    rows: Range<usize>,
+pub(super) struct Task {
+    pub(super) group: usize,
+    pub(super) rows: Range<usize>,
     /// Features `k0..k1` (plan order), or None for the target.
-    features: Option<Range<usize>>,
+    pub(super) features: Option<Range<usize>>,
 }
 
 /// Features per task: up to 16 (a 64-byte run of each output row), fewer when that leaves
@@ -267,7 +225,7 @@ const MIN_BAND: usize = 1 << 16;
 /// The tasks of reading `groups` (rows per row group) for `nf` features on `threads` threads:
 /// runs of at most [`MAX_RUN`] features of even length, as many as keep the threads busy, and
 /// row groups cut into bands when there are still more threads than tasks.
-fn tasks(groups: &[usize], nf: usize, threads: usize) -> Vec<Task> {
+pub(super) fn tasks(groups: &[usize], nf: usize, threads: usize) -> Vec<Task> {
     let threads = threads.max(1);
     // Runs: at least nf / MAX_RUN, rounded up to a multiple of the threads (when there are that
     // many features), so the threads get even shares.
@@ -311,7 +269,7 @@ pub fn read(
 ) -> Result<Part> {
     let nf = plan.features.len();
     let rows: usize = schema.groups.iter().sum();
-    let values = rows.checked_mul(nf).unwrap_or(usize::MAX);
+    let values = rows.saturating_mul(nf);
     if max_values.is_some_and(|m| values > m) {
         return Err(too_big(path, rows, nf));
     }
@@ -428,9 +386,6 @@ struct Out {
     nf: usize,
 }
 
-/// Rows decoded at a time per column.
-const BATCH: usize = 2048;
-
 /// The features `ks` of the task's rows: a batch of every column, then the batch's rows.
 fn read_features(
     rg: &dyn RowGroupReader,
@@ -510,284 +465,4 @@ fn read_target(
             Ok(())
         })
         .map_err(|s| (col, s))
-}
-
-/// A value as a finite `f32` (through `f64`, as a CSV cell is parsed).
-fn number(v: Value, column: usize) -> std::result::Result<f32, Fault> {
-    let x = match v {
-        Value::Null => return Err(Fault::Null { column }),
-        Value::Num(x) => x,
-        Value::Int(i) => i as f64,
-        // The plan lets no text column be a number.
-        Value::Text(t) => {
-            return Err(Fault::NotNumber {
-                column,
-                value: t.to_vec(),
-            });
-        }
-    };
-    let f = x as f32;
-    if !f.is_finite() {
-        return Err(Fault::NotFinite {
-            column,
-            value: x.to_string().into_bytes(),
-        });
-    }
-    Ok(f)
-}
-
-/// A value as a label id.
-fn label(
-    interner: &mut Interner,
-    v: Value,
-    column: usize,
-    name: &str,
-) -> std::result::Result<u32, Stop> {
-    match v {
-        Value::Null => Err(Stop::Fault(0, Fault::Null { column })),
-        Value::Int(i) => Ok(interner.int(i)),
-        Value::Text(t) => interner
-            .text(t)
-            .ok_or(Stop::Fault(0, Fault::NotUtf8 { column })),
-        Value::Num(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Ok(interner.int(x as i64)),
-        Value::Num(x) => Err(Stop::Msg(
-            0,
-            format!(
-                "the target column {name:?} holds {x}: class labels are integers or strings; \
-                 for values use data.task = \"regression\""
-            ),
-        )),
-    }
-}
-
-/// A column chunk being read: its typed reader and buffers.
-struct Cursor {
-    reader: Typed,
-    conv: Conv,
-    max_def: i16,
-    defs: Vec<i16>,
-}
-
-/// A typed column reader and its value buffer.
-enum Typed {
-    Bool(ColumnReaderImpl<BoolType>, Vec<bool>),
-    I32(ColumnReaderImpl<Int32Type>, Vec<i32>),
-    I64(ColumnReaderImpl<Int64Type>, Vec<i64>),
-    F32(ColumnReaderImpl<FloatType>, Vec<f32>),
-    F64(ColumnReaderImpl<DoubleType>, Vec<f64>),
-    Bytes(ColumnReaderImpl<ByteArrayType>, Vec<ByteArray>),
-}
-
-impl Cursor {
-    fn open(rg: &dyn RowGroupReader, col: usize, conv: Conv) -> std::result::Result<Cursor, Stop> {
-        let damaged = |e: ::parquet::errors::ParquetError| Stop::Parquet(e.to_string());
-        let reader = match (rg.get_column_reader(col).map_err(damaged)?, conv) {
-            (ColumnReader::BoolColumnReader(r), Conv::Bool) => Typed::Bool(r, Vec::new()),
-            (ColumnReader::Int32ColumnReader(r), Conv::I32 | Conv::U32) => {
-                Typed::I32(r, Vec::new())
-            }
-            (ColumnReader::Int64ColumnReader(r), Conv::I64 | Conv::U64) => {
-                Typed::I64(r, Vec::new())
-            }
-            (ColumnReader::FloatColumnReader(r), Conv::F32) => Typed::F32(r, Vec::new()),
-            (ColumnReader::DoubleColumnReader(r), Conv::F64) => Typed::F64(r, Vec::new()),
-            (ColumnReader::ByteArrayColumnReader(r), Conv::Text) => Typed::Bytes(r, Vec::new()),
-            _ => return Err(Stop::Parquet("its reader does not match its type".into())),
-        };
-        let max_def = rg.metadata().column(col).column_descr().max_def_level();
-        Ok(Cursor {
-            reader,
-            conv,
-            max_def,
-            defs: Vec::new(),
-        })
-    }
-
-    /// Skips the first `rows` rows.
-    fn skip(&mut self, rows: usize) -> std::result::Result<(), Stop> {
-        if rows == 0 {
-            return Ok(());
-        }
-        let skipped = match &mut self.reader {
-            Typed::Bool(r, _) => r.skip_records(rows),
-            Typed::I32(r, _) => r.skip_records(rows),
-            Typed::I64(r, _) => r.skip_records(rows),
-            Typed::F32(r, _) => r.skip_records(rows),
-            Typed::F64(r, _) => r.skip_records(rows),
-            Typed::Bytes(r, _) => r.skip_records(rows),
-        }
-        .map_err(|e| Stop::Parquet(e.to_string()))?;
-        if skipped != rows {
-            return Err(Stop::Parquet(format!(
-                "it has {skipped} values where the row group has more than {rows} rows"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Reads the next `dst.len()` rows of a column without nulls straight into `dst` as `f32`
-    /// (rows from `first_row` of the row group, for messages); false, reading nothing, for a
-    /// nullable or text column.
-    fn fill(
-        &mut self,
-        dst: &mut [f32],
-        column: usize,
-        first_row: usize,
-    ) -> std::result::Result<bool, Stop> {
-        if self.max_def > 0 {
-            return Ok(false);
-        }
-        let at = (column, first_row);
-        match (&mut self.reader, self.conv) {
-            (Typed::F64(r, v), _) => fill(r, v, dst, at, |&x| x),
-            (Typed::F32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::I32(r, v), Conv::U32) => fill(r, v, dst, at, |&x| x as u32 as f64),
-            (Typed::I32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::I64(r, v), Conv::U64) => fill(r, v, dst, at, |&x| x as u64 as f64),
-            (Typed::I64(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::Bool(r, v), _) => fill(r, v, dst, at, |&b| b as u8 as f64),
-            (Typed::Bytes(..), _) => return Ok(false),
-        }?;
-        Ok(true)
-    }
-
-    /// Reads the next `n` rows, handing each (its index from 0) to `each`.
-    fn read(
-        &mut self,
-        n: usize,
-        each: &mut dyn FnMut(usize, Value) -> std::result::Result<(), Stop>,
-    ) -> std::result::Result<(), Stop> {
-        let (conv, max_def, defs) = (self.conv, self.max_def, &mut self.defs);
-        match &mut self.reader {
-            Typed::Bool(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
-                each(i, x.map_or(Value::Null, |&b| Value::Int(b as i64)))
-            }),
-            Typed::I32(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
-                each(
-                    i,
-                    match x {
-                        None => Value::Null,
-                        Some(&x) if conv == Conv::U32 => Value::Int(x as u32 as i64),
-                        Some(&x) => Value::Int(x as i64),
-                    },
-                )
-            }),
-            Typed::I64(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
-                each(
-                    i,
-                    match x {
-                        None => Value::Null,
-                        Some(&x) if conv == Conv::U64 && x < 0 => Value::Num(x as u64 as f64),
-                        Some(&x) => Value::Int(x),
-                    },
-                )
-            }),
-            Typed::F32(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
-                each(i, x.map_or(Value::Null, |&x| Value::Num(x as f64)))
-            }),
-            Typed::F64(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| {
-                each(i, x.map_or(Value::Null, |&x| Value::Num(x)))
-            }),
-            Typed::Bytes(r, v) => typed(r, v, defs, max_def, n, &mut |i, x| match x {
-                None => each(i, Value::Null),
-                // A value the decoder left unset is damage, not a panic.
-                Some(b) if *b == ByteArray::new() => {
-                    Err(Stop::Parquet(format!("value {i} has no bytes")))
-                }
-                Some(b) => each(i, Value::Text(b.data())),
-            }),
-        }
-    }
-}
-
-/// Reads `dst.len()` records of a required column into `dst`, converted by `conv` then to
-/// `f32`; a value that is not a finite `f32` stops it (`at`: the column, and the row of the
-/// row group `dst[0]` is).
-fn fill<T: DataType>(
-    reader: &mut ColumnReaderImpl<T>,
-    values: &mut Vec<T::T>,
-    dst: &mut [f32],
-    (column, first_row): (usize, usize),
-    conv: impl Fn(&T::T) -> f64,
-) -> std::result::Result<(), Stop> {
-    let mut done = 0;
-    while done < dst.len() {
-        values.clear();
-        let (records, got, _) = reader
-            .read_records(dst.len() - done, None, None, values)
-            .map_err(|e| Stop::Parquet(e.to_string()))?;
-        if records == 0 || got != records || values.len() < got {
-            return Err(Stop::Parquet(
-                "it has fewer values than the row group has rows".into(),
-            ));
-        }
-        let out = &mut dst[done..done + got];
-        for (d, v) in out.iter_mut().zip(&values[..got]) {
-            *d = conv(v) as f32;
-        }
-        if let Some(i) = out.iter().position(|x| !x.is_finite()) {
-            let x = conv(&values[i]);
-            return Err(Stop::Fault(
-                first_row + done + i,
-                Fault::NotFinite {
-                    column,
-                    value: x.to_string().into_bytes(),
-                },
-            ));
-        }
-        done += got;
-    }
-    Ok(())
-}
-
-/// Reads `rows` records of a required or optional column: `each(row, None)` for a null.
-fn typed<T: DataType>(
-    reader: &mut ColumnReaderImpl<T>,
-    values: &mut Vec<T::T>,
-    defs: &mut Vec<i16>,
-    max_def: i16,
-    rows: usize,
-    each: &mut dyn FnMut(usize, Option<&T::T>) -> std::result::Result<(), Stop>,
-) -> std::result::Result<(), Stop> {
-    let nullable = max_def > 0;
-    let mut done = 0;
-    while done < rows {
-        values.clear();
-        defs.clear();
-        let want = BATCH.min(rows - done);
-        let (records, got, levels) = reader
-            .read_records(want, nullable.then_some(&mut *defs), None, values)
-            .map_err(|e| Stop::Parquet(e.to_string()))?;
-        if records == 0 {
-            return Err(Stop::Parquet(
-                "it has fewer values than the row group has rows".into(),
-            ));
-        }
-        if nullable {
-            if levels != records || defs.len() < levels || got > values.len() {
-                return Err(Stop::Parquet("its levels do not match its values".into()));
-            }
-            let mut vi = 0;
-            for (i, &d) in defs[..levels].iter().enumerate() {
-                if d == max_def {
-                    let Some(v) = values.get(vi) else {
-                        return Err(Stop::Parquet("it has fewer values than levels".into()));
-                    };
-                    vi += 1;
-                    each(done + i, Some(v))?;
-                } else {
-                    each(done + i, None)?;
-                }
-            }
-        } else {
-            if got != records || values.len() < got {
-                return Err(Stop::Parquet("it has fewer values than rows".into()));
-            }
-            for (i, v) in values[..got].iter().enumerate() {
-                each(done + i, Some(v))?;
-            }
-        }
-        done += records;
-    }
-    Ok(())
 }

@@ -415,3 +415,42 @@ fn the_fuzz_readers_read_and_refuse() {
         assert!(read_parquet_bytes(&bytes[..cut]).is_err());
     }
 }
+
+#[test]
+fn parquet_row_groups_are_cut_into_bands_that_read_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = 140_000;
+    let x = |k: usize| -> Vec<Option<f64>> {
+        (0..rows)
+            .map(|i| Some(((i * (k + 3)) % 1009) as f64 / 7.0 - k as f64))
+            .collect()
+    };
+    let labels: Vec<Option<i64>> = (0..rows).map(|i| Some((i % 7) as i64)).collect();
+    let file = dir.path().join("t.parquet");
+    let schema = "message t { required double a; required double b; required int64 y; \
+                  required double c; }";
+    let cols = [
+        Col::F64(x(0)),
+        Col::F64(x(1)),
+        Col::I64(labels),
+        Col::F64(x(2)),
+    ];
+    write_parquet(&file, schema, &cols, rows);
+    let ts = parquet::tasks(&[rows], 3, 8);
+    assert_eq!(ts.len(), 2 * 4);
+    assert_eq!(ts[0].rows, 0..70_000);
+    assert_eq!(ts[4].rows, 70_000..140_000);
+    let read = |workers: usize| {
+        let s = spec("parquet", &file, "target = \"y\"\ntest_fraction = 0.5\n");
+        let p = open(&s, &OpenContext { workers }).unwrap();
+        (all(&p.train), all(&p.test))
+    };
+    let one = read(1);
+    assert_eq!(one, read(8));
+    let (x, classes, _) = one.0;
+    let (train_rows, _) = split_indices(rows, 0.5, 1);
+    for (k, &r) in train_rows.iter().enumerate().step_by(997) {
+        assert_eq!(classes[k], (r % 7) as u32);
+        assert_eq!(x[3 * k + 1], (((r * 4) % 1009) as f64 / 7.0 - 1.0) as f32);
+    }
+}
