@@ -6,7 +6,15 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
+// The bad-input tests' check of the run folder (their cases come along, unused here).
+#[allow(dead_code)]
+#[path = "bad_input/cases.rs"]
+mod cases;
+#[allow(dead_code)]
+#[path = "bad_input/check.rs"]
+mod check;
+use check::assert_nothing_half_written;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,37 +89,8 @@ impl Case {
                 text(&o)
             );
         }
-        assert_nothing_written(self.name, &out);
+        assert_nothing_half_written(self.name, &out);
     }
-}
-
-/// No model, no checkpoint, no temporary file anywhere under `out`.
-fn assert_nothing_written(case: &str, out: &Path) {
-    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).into_iter().flatten() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, found);
-            }
-            found.push(p);
-        }
-    }
-    let mut files = Vec::new();
-    walk(out, &mut files);
-    let bad: Vec<&PathBuf> = files
-        .iter()
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name == "model.safetensors"
-                || name.contains(".tmp")
-                || p.starts_with(out.join("checkpoints")) && p.is_file()
-        })
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "[{case}] left in {}: {bad:?}",
-        out.display()
-    );
 }
 
 /// A Parquet file of 3 rows: `x` (double), `maybe` (nullable double, null in row 1), `day`
