@@ -136,3 +136,61 @@ fn image_folder_example_trains_on_its_pngs() {
     let acc = test_record(&out).accuracy.unwrap();
     assert!(acc > 0.6, "test accuracy {acc}");
 }
+
+#[test]
+fn tabular_example_reads_the_same_table_as_csv_and_parquet() {
+    use ddp_trainer::data::{Batch, OpenContext, SharedDataset, fill_checked, table};
+    let spec = examples_dir().join("tabular.toml");
+    let open = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let s = Spec::load(&spec, &sets).unwrap();
+        table::open(&s, &OpenContext { workers: 2 }).unwrap()
+    };
+    let csv = open(&[]);
+    let parquet = open(&["data.name=parquet", "data.path=data/tabular-parquet"]);
+    let all = |ds: &SharedDataset| {
+        let mut b = Batch::new();
+        let idx: Vec<usize> = (0..ds.len()).collect();
+        fill_checked(&**ds, &idx, &mut b).unwrap();
+        let bits: Vec<u32> = b.x.iter().map(|x| x.to_bits()).collect();
+        (bits, b.classes, ds.shape())
+    };
+    assert_eq!(all(&csv.train), all(&parquet.train));
+    assert_eq!(all(&csv.test), all(&parquet.test));
+    let (_, classes, shape) = all(&csv.train);
+    assert_eq!((classes.len(), shape), (1500, [1, 1, 11]));
+    let r = &csv.record;
+    assert_eq!(
+        r.classes.as_deref(),
+        Some(&["canadian".to_string(), "kama".into(), "rosa".into()][..])
+    );
+    assert_eq!((r.train_samples, r.test_samples), (1500, 500));
+    assert_eq!(r.features, parquet.record.features);
+    assert_eq!(r.normalize, parquet.record.normalize);
+}
+
+#[test]
+fn tabular_regression_example_learns_from_its_parquet_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    train_standalone(
+        &examples_dir().join("tabular-regression.toml"),
+        2,
+        &out,
+        &[],
+    );
+    let test = test_record(&out);
+    assert_eq!(test.accuracy, None);
+    // noise 0.1 → the best possible MSE is 0.01.
+    assert!(test.loss < 0.05, "test MSE {}", test.loss);
+    let record: ddp_trainer::data::DataRecord =
+        serde_json::from_str(&std::fs::read_to_string(out.join("data.json")).unwrap()).unwrap();
+    assert_eq!(record.format, "parquet");
+    assert_eq!(record.target.as_deref(), Some("protein"));
+    assert_eq!(record.features.as_ref().map(Vec::len), Some(10));
+}
+
+#[test]
+fn tabular_example_runs() {
+    smoke("tabular.toml", 2, &["train.max_steps=3"]);
+}

@@ -106,3 +106,24 @@ fn image_decode() {
         let _ = attempt(&format!("{name} with bytes flipped"), &flipped, &read);
     }
 }
+
+#[test]
+fn csv_table_corpus() {
+    let got = replay("csv_table", ddp_trainer::data::table::read_csv_bytes);
+    assert!(
+        got.values().any(Result::is_ok),
+        "no corpus file reads as a table: {got:?}"
+    );
+}
+
+#[test]
+fn parquet_table_corpus() {
+    let got = replay(
+        "parquet_table",
+        ddp_trainer::data::table::read_parquet_bytes,
+    );
+    assert!(
+        got.values().any(Result::is_ok),
+        "no corpus file reads as a table: {got:?}"
+    );
+}
