@@ -17,7 +17,7 @@ use candle_core::Device;
 
 use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{self, Augment, Batch, DistributedSampler, OpenContext, SharedDataset};
+use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
 use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
 use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::group::{GroupConfig, ProcessGroup};
@@ -445,7 +445,10 @@ impl Training {
             batch: Batch::new(),
             raw: Batch::new(),
             indices: Vec::new(),
-            augment: spec.augment().then(|| Augment::cifar10(spec.train.seed)),
+            augment: match &r.task {
+                Task::Samples { splits, .. } => samples::augmenter(spec, splits),
+                Task::Tokens(_) => None,
+            },
             parts: batch_parts::for_replica(
                 rayon::current_num_threads(),
                 spec.model.name,

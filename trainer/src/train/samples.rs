@@ -94,6 +94,29 @@ pub fn load_data(spec: &Spec, ctx: &OpenContext) -> Result<Splits> {
     })
 }
 
+/// The random crop + flip of `data.augment`, padding with black as the data normalises it:
+/// CIFAR-10's per-channel figures, an own data set's recorded mean and std (`(0 − mean) / std`),
+/// IDX digits' −1 ((0 − 0.5) / 0.5), or 0.
+pub(super) fn augmenter(spec: &Spec, splits: &Splits) -> Option<Augment> {
+    if !spec.augment() {
+        return None;
+    }
+    if spec.data.name == DataName::Cifar10 {
+        return Some(Augment::cifar10(spec.train.seed));
+    }
+    let fill = match (&splits.record, spec.data.name) {
+        (
+            Some(DataRecord {
+                normalize: Some(n), ..
+            }),
+            _,
+        ) => n.mean.iter().zip(&n.std).map(|(m, s)| -m / s).collect(),
+        (_, DataName::Mnist | DataName::FashionMnist) => vec![-1.0],
+        _ => vec![0.0],
+    };
+    Some(Augment::new(spec.train.seed, 4, true, fill))
+}
+
 fn synthetic_config(spec: &Spec) -> data::SyntheticConfig {
     let d = &spec.data;
     data::SyntheticConfig {
@@ -311,4 +334,55 @@ pub(super) fn evaluate(
             .map(|(k, &v)| (k, per_sample(v)))
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::parts::Normalization;
+
+    #[test]
+    fn augmentation_pads_with_the_datas_own_black() {
+        let text = |data: &str| {
+            format!("name = \"a\"\n[model]\nname = \"mnist-cnn\"\n[data]\n{data}\naugment = true\n")
+        };
+        let spec =
+            |data: &str| Spec::parse_at(&text(data), std::path::Path::new("a.toml"), &[]).unwrap();
+        let empty: SharedDataset = Arc::new(data::synthetic(
+            &synthetic_config(&spec("name = \"synthetic\"")),
+            Split::Test,
+        ));
+        let splits = |record: Option<DataRecord>| Splits {
+            train: empty.clone(),
+            val: empty.clone(),
+            test: empty.clone(),
+            record,
+        };
+        let fill = |s: &Spec, r: Option<DataRecord>| augmenter(s, &splits(r)).unwrap().fill;
+        let folder = spec("name = \"image-folder\"\npath = \"p\"");
+        let record = DataRecord {
+            normalize: Some(Normalization {
+                mean: vec![0.5, 0.25],
+                std: vec![0.5, 0.5],
+                computed: true,
+            }),
+            ..DataRecord::default()
+        };
+        assert_eq!(fill(&folder, Some(record)), vec![-1.0, -0.5]);
+        assert_eq!(fill(&folder, Some(DataRecord::default())), vec![0.0]);
+        assert_eq!(
+            fill(&spec("name = \"mnist\"\npath = \"p\""), None),
+            vec![-1.0]
+        );
+        let cifar = spec("name = \"cifar10\"\npath = \"p\"");
+        assert_eq!(fill(&cifar, None), Augment::cifar10(1).fill);
+        let off = Spec::parse_at(
+            &text("name = \"image-folder\"\npath = \"p\"")
+                .replace("augment = true", "augment = false"),
+            std::path::Path::new("a.toml"),
+            &[],
+        )
+        .unwrap();
+        assert!(augmenter(&off, &splits(None)).is_none());
+    }
 }
