@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Loading a table: ddp-trainer's CSV and Parquet readers (data::table::open, through the
 # `table_load` example) against pandas' read_csv and read_parquet, on a generated 1,000,000-row
-# table of 50 float32 features and an integer label (docs/data.md, docs/performance.md).
+# table of 50 float32 features and an integer label (docs/data.md, "Tables: CSV and Parquet").
 #
 #   scripts/bench-tables.sh [ROWS] [FEATURES]      (defaults: 1000000 50)
 #
-# PYTHON (default /work/torch-venv/bin/python, else python3) needs pandas and pyarrow
-# (`pip install pandas pyarrow`). TABLES_DIR keeps the generated files there (made once, reused);
-# by default they go to a temporary folder, removed at the end. Each reader runs 3 times, each
+# PYTHON (default python3) needs pandas and pyarrow (`pip install pandas pyarrow`). TABLES_DIR
+# keeps the generated files there (made once, reused); by default they go to a temporary
+# folder, removed at the end. Needs cargo (it builds the example). Each reader runs 3 times, each
 # in a fresh process, alternating; the table shows the best time and that run's peak RSS (the
 # whole process's: interpreter and imports for pandas). pandas' pyarrow engine for CSV is shown
 # too, for reference.
@@ -15,8 +15,7 @@ set -euo pipefail
 rows=${1:-1000000}
 features=${2:-50}
 root=$(cd "$(dirname "$0")/.." && pwd)
-py=${PYTHON:-/work/torch-venv/bin/python}
-[ -x "$py" ] || py=python3
+py=${PYTHON:-python3}
 "$py" -c 'import pandas, pyarrow' 2>/dev/null ||
     { echo "$py lacks pandas or pyarrow: $py -m pip install pandas pyarrow" >&2; exit 2; }
 (cd "$root" && cargo build --release --locked -q -p ddp-trainer --example table_load)

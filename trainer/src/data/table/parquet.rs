@@ -49,8 +49,26 @@ fn open_reader(path: &Path, open: Opener) -> Result<SerializedFileReader<File>> 
     })
 }
 
+/// Runs `f`, turning a panic into the error of a damaged file. The `parquet` crate asserts on
+/// some damaged input (a dictionary-encoded page without its dictionary, for one) instead of
+/// returning an error; the panic's message still goes to stderr.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(damaged(path)))
+}
+
+fn damaged(path: &Path) -> Error {
+    Error::data(
+        path,
+        "is damaged: the Parquet reader stopped on it (see the message above); write the file again",
+    )
+}
+
 /// The columns of the Parquet file `path`.
 pub fn schema(path: &Path, open: Opener) -> Result<Schema> {
+    guarded(path, || schema_of(path, open))
+}
+
+fn schema_of(path: &Path, open: Opener) -> Result<Schema> {
     let reader = open_reader(path, open)?;
     let meta = reader.metadata();
     let descr = meta.file_metadata().schema_descr();
@@ -65,6 +83,16 @@ pub fn schema(path: &Path, open: Opener) -> Result<Schema> {
     }
     let mut groups = Vec::with_capacity(meta.num_row_groups());
     for (g, rg) in meta.row_groups().iter().enumerate() {
+        if rg.num_columns() != columns.len() {
+            return Err(Error::data(
+                path,
+                format!(
+                    "row group {g} has {} columns but the schema has {}: the file is damaged",
+                    rg.num_columns(),
+                    columns.len()
+                ),
+            ));
+        }
         groups.push(usize::try_from(rg.num_rows()).map_err(|_| {
             Error::data(
                 path,
@@ -267,6 +295,19 @@ pub fn read(
     threads: usize,
     max_values: Option<usize>,
 ) -> Result<Part> {
+    guarded(path, || {
+        read_guarded(path, open, schema, plan, threads, max_values)
+    })
+}
+
+fn read_guarded(
+    path: &Path,
+    open: Opener,
+    schema: &Schema,
+    plan: &Plan,
+    threads: usize,
+    max_values: Option<usize>,
+) -> Result<Part> {
     let nf = plan.features.len();
     let rows: usize = schema.groups.iter().sum();
     let values = rows.saturating_mul(nf);
@@ -342,7 +383,11 @@ pub fn read(
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        // A worker that panicked (in the parquet crate) read damage.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(damaged(path))))
+            .collect()
     });
     for r in opened {
         r?;

@@ -167,22 +167,20 @@ impl Cursor {
         Ok(())
     }
 
-    /// Reads the next `dst.len()` rows of a column without nulls straight into `dst` as `f32`
-    /// (rows from `first_row` of the row group, for messages); false, reading nothing, for a
-    /// nullable or text column.
+    /// Reads the next `dst.len()` rows of a numeric column straight into `dst` as `f32` (rows
+    /// from `first_row` of the row group, for messages; a null is refused); false, reading
+    /// nothing, for a text column.
     pub fn fill(&mut self, dst: &mut [f32], column: usize, first_row: usize) -> Result<bool, Stop> {
-        if self.max_def > 0 {
-            return Ok(false);
-        }
         let at = (column, first_row);
+        let levels = (self.max_def, &mut self.defs);
         match (&mut self.reader, self.conv) {
-            (Typed::F64(r, v), _) => fill(r, v, dst, at, |&x| x),
-            (Typed::F32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::I32(r, v), Conv::U32) => fill(r, v, dst, at, |&x| x as u32 as f64),
-            (Typed::I32(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::I64(r, v), Conv::U64) => fill(r, v, dst, at, |&x| x as u64 as f64),
-            (Typed::I64(r, v), _) => fill(r, v, dst, at, |&x| x as f64),
-            (Typed::Bool(r, v), _) => fill(r, v, dst, at, |&b| b as u8 as f64),
+            (Typed::F64(r, v), _) => fill(r, v, levels, dst, at, |&x| x),
+            (Typed::F32(r, v), _) => fill(r, v, levels, dst, at, |&x| x as f64),
+            (Typed::I32(r, v), Conv::U32) => fill(r, v, levels, dst, at, |&x| x as u32 as f64),
+            (Typed::I32(r, v), _) => fill(r, v, levels, dst, at, |&x| x as f64),
+            (Typed::I64(r, v), Conv::U64) => fill(r, v, levels, dst, at, |&x| x as u64 as f64),
+            (Typed::I64(r, v), _) => fill(r, v, levels, dst, at, |&x| x as f64),
+            (Typed::Bool(r, v), _) => fill(r, v, levels, dst, at, |&b| b as u8 as f64),
             (Typed::Bytes(..), _) => return Ok(false),
         }?;
         Ok(true)
@@ -233,26 +231,45 @@ impl Cursor {
     }
 }
 
-/// Reads `dst.len()` records of a required column into `dst`, converted by `conv` then to
-/// `f32`; a value that is not a finite `f32` stops it (`at`: the column, and the row of the
-/// row group `dst[0]` is).
+/// Reads `dst.len()` records of a column into `dst`, converted by `conv` then to
+/// `f32`; a null or a value that is not a finite `f32` stops it (`at`: the column, and the row
+/// of the row group `dst[0]` is).
 fn fill<T: DataType>(
     reader: &mut ColumnReaderImpl<T>,
     values: &mut Vec<T::T>,
+    (max_def, defs): (i16, &mut Vec<i16>),
     dst: &mut [f32],
     (column, first_row): (usize, usize),
     conv: impl Fn(&T::T) -> f64,
 ) -> Result<(), Stop> {
+    let nullable = max_def > 0;
     let mut done = 0;
     while done < dst.len() {
         values.clear();
-        let (records, got, _) = reader
-            .read_records(dst.len() - done, None, None, values)
+        defs.clear();
+        let (records, got, levels) = reader
+            .read_records(
+                dst.len() - done,
+                nullable.then_some(&mut *defs),
+                None,
+                values,
+            )
             .map_err(|e| Stop::Parquet(e.to_string()))?;
-        if records == 0 || got != records || values.len() < got {
+        if records == 0 || values.len() < got || got > records {
             return Err(Stop::Parquet(
                 "it has fewer values than the row group has rows".into(),
             ));
+        }
+        if got != records {
+            // A nullable column with a null among these rows: the first one is named.
+            if !nullable || levels != records || defs.len() < levels {
+                return Err(Stop::Parquet("its levels do not match its values".into()));
+            }
+            let i = defs[..levels]
+                .iter()
+                .position(|&d| d != max_def)
+                .unwrap_or(0);
+            return Err(Stop::Fault(first_row + done + i, Fault::Null { column }));
         }
         let out = &mut dst[done..done + got];
         for (d, v) in out.iter_mut().zip(&values[..got]) {
