@@ -5,7 +5,8 @@ built-in model of the run's spec, sized from the data as ddp sizes it) with
 .safetensors file with inputs `x` ([N, C, H, W], [N, H, W] or [N, D]; f32, or u8 scaled by 1/255 as
 ddp reads it) and integer classes `y`.
 
-Usage: python3 load_classifier.py RUN_DIR --data test.safetensors [--x x] [--y y]
+Usage: python3 load_classifier.py RUN_DIR --data test.safetensors [--spec SPEC] [--x x] [--y y]
+(SPEC: the run's spec, RUN_DIR/spec.toml for a workspace run.)
 Prints one line: `test loss 1.234567 accuracy 0.912500 (N samples)`. Needs torch and safetensors
 (torchvision for resnet18).
 """
@@ -29,8 +30,9 @@ def main():
     p.add_argument("--data", required=True)
     p.add_argument("--x", default="x")
     p.add_argument("--y", default="y")
+    p.add_argument("--spec")
     a = p.parse_args()
-    with open(os.path.join(a.run, "spec.toml"), "rb") as f:
+    with open(a.spec or os.path.join(a.run, "spec.toml"), "rb") as f:
         spec = tomllib.load(f)
     arrays = load_file(a.data)
     x, y = arrays[a.x], arrays[a.y].long()
