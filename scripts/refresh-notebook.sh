@@ -3,6 +3,7 @@
 #
 #   scripts/refresh-notebook.sh                   # mnist-ddp.ipynb and the screenshots
 #   scripts/refresh-notebook.sh gpt-shakespeare   # gpt-shakespeare.ipynb (trains for minutes)
+#   scripts/refresh-notebook.sh own-data          # own-data.ipynb (three runs and a cell's build)
 #
 # For mnist-ddp, the tutorial's outputs and the screenshots docs/kernel.md shows:
 #   1. executes examples/notebooks/mnist-ddp.ipynb on the `ddp` kernel (nbclient) and saves it
@@ -14,12 +15,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON DDP_BROWSER_REQUIRED=1
-if [ "${1:-mnist-ddp}" = gpt-shakespeare ]; then
-  DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/gpt-shakespeare.ipynb \
-    cargo test --locked -p ddp-kernel --test jupyter -- --ignored --exact gpt_notebook
-  echo "refreshed examples/notebooks/gpt-shakespeare.ipynb"
-  exit 0
-fi
+case "${1:-mnist-ddp}" in
+  gpt-shakespeare | own-data)
+    test=$(echo "$1" | sed 's/gpt-shakespeare/gpt/; s/own-data/own_data/')_notebook
+    DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/$1.ipynb \
+      cargo test --locked -p ddp-kernel --test jupyter -- --ignored --exact "$test"
+    echo "refreshed examples/notebooks/$1.ipynb"
+    exit 0
+    ;;
+esac
 DDP_NOTEBOOK_WRITE=$PWD/examples/notebooks/mnist-ddp.ipynb \
   cargo test --locked -p ddp-kernel --test jupyter -- --exact notebook
 shots=$(mktemp -d)

@@ -88,7 +88,22 @@ fn notebook() {
 #[test]
 #[ignore = "minutes: trains a GPT and builds a cell (scripts/refresh-notebook.sh gpt-shakespeare)"]
 fn gpt_notebook() {
-    let notebook = repo().join("examples/notebooks/gpt-shakespeare.ipynb");
+    committed_notebook("gpt-shakespeare.ipynb");
+}
+
+/// `examples/notebooks/own-data.ipynb`: trains on an image folder, a CSV table and a tensors file
+/// and builds a cell with its own data set, loss and metrics; minutes (a cell's build), so it runs
+/// when asked for (`scripts/refresh-notebook.sh own-data` saves its outputs).
+#[test]
+#[ignore = "minutes: three runs and a cell's build (scripts/refresh-notebook.sh own-data)"]
+fn own_data_notebook() {
+    committed_notebook("own-data.ipynb");
+}
+
+/// Executes `examples/notebooks/NAME` and checks it (`test_notebook.py --notebook`); with
+/// `DDP_NOTEBOOK_WRITE`, saves it with its outputs there.
+fn committed_notebook(name: &str) {
+    let notebook = repo().join("examples/notebooks").join(name);
     let mut args = vec![
         OsStr::new("--notebook").to_owned(),
         notebook.into_os_string(),
@@ -103,12 +118,6 @@ fn gpt_notebook() {
     }
     let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     run_script("test_notebook.py", &args, 1800);
-}
-
-#[test]
-fn train() {
-    // A cold build cache compiles candle in release mode first (minutes on 2 cores).
-    run_script("test_train.py", &[], 1800);
 }
 
 /// `%ddp sample` (`test_sample.py`) on the shared fixture runs of `ddp_workspaces::test_util`

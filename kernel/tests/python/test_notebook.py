@@ -1,4 +1,5 @@
-"""Executes examples/notebooks/mnist-ddp.ipynb (or, with --notebook, gpt-shakespeare.ipynb) with
+"""Executes examples/notebooks/mnist-ddp.ipynb (or, with --notebook, gpt-shakespeare.ipynb or
+own-data.ipynb) with
 nbclient (as `jupyter execute` / CI tools do) on the `ddp` kernel, from the notebook's folder, and
 checks what its outputs show.
 
@@ -120,6 +121,30 @@ def check_gpt(nb: Any) -> None:
         fail(f"the comparison has no perplexity: {describe(cells['compare'])}")
 
 
+def check_own_data(nb: Any) -> None:
+    """own-data.ipynb: an image folder, a CSV table, a tensors file and a cell's own data set."""
+    cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
+    for ident in ("images", "table", "tensors", "show", "own-data", "compare"):
+        if ident not in cells:
+            fail(f"the notebook has no code cell with id {ident!r}")
+    for cell in cells.values():
+        if any(o["output_type"] == "error" for o in cell.outputs):
+            fail(f"error output in {describe(cell)}")
+        if cell.get("execution_count") is None:
+            fail(f"not executed: {describe(cell)}")
+    for ident in ("images", "table", "tensors", "own-data"):
+        cards = [o for o in cells[ident].outputs if o["output_type"] == "display_data"]
+        card = text(cards[-1]) if cards else ""
+        if "completed" not in card or not re.search(TEST_ACCURACY, card):
+            fail(f"the run card does not show a completed run with its test accuracy: {describe(cells[ident])}")
+    show = "\n".join(text(o) for o in cells["show"].outputs)
+    if "csv: 1500 train, 500 test, 3 classes" not in show:
+        fail(f"%ddp show does not name the table: {describe(cells['show'])}")
+    html = [o for o in cells["compare"].outputs if "text/html" in o.get("data", {})]
+    if not html or "".join(html[0]["data"]["text/html"]).count("completed") < 4:
+        fail(f"the comparison does not hold the four runs: {describe(cells['compare'])}")
+
+
 def coalesce_streams(nb: Any) -> None:
     """Merges each cell's consecutive outputs of one stream into one output, as JupyterLab shows
     them (a streamed sample is one message per token)."""
@@ -162,7 +187,8 @@ def main() -> int:
     try:
         client.execute()
         print(f"executed {path.name} in {time.monotonic() - started:.1f} s", file=sys.stderr)
-        check_gpt(nb) if path.name == "gpt-shakespeare.ipynb" else check(nb)
+        checks = {"gpt-shakespeare.ipynb": check_gpt, "own-data.ipynb": check_own_data}
+        checks.get(path.name, check)(nb)
     finally:
         if args.write:  # also when something failed: the outputs show what
             coalesce_streams(nb)
