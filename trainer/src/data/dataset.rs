@@ -204,16 +204,9 @@ impl Dataset for Subset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{InMemory, Targets};
 
     fn tiny() -> SharedDataset {
-        Arc::new(InMemory {
-            name: "tiny".into(),
-            shape: [1, 1, 2],
-            images: vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
-            targets: Targets::Classes(vec![7, 8, 9, 3]),
-            classes: 10,
-        })
+        Arc::new(crate::data::memory::tests::tiny())
     }
 
     #[test]

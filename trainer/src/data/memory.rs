@@ -148,10 +148,11 @@ impl super::Dataset for InMemory {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn tiny() -> InMemory {
+    /// Four samples of two values, classes 7, 8, 9, 3 of 10 (also the trait's tests' data).
+    pub(crate) fn tiny() -> InMemory {
         InMemory {
             name: "tiny".into(),
             shape: [1, 1, 2],

@@ -158,19 +158,12 @@ fn kind_of(d: &ColumnDescriptor) -> (ColumnKind, Conv) {
         Physical::BOOLEAN if plain => (ColumnKind::Number, Conv::Bool),
         Physical::FLOAT if plain => (ColumnKind::Number, Conv::F32),
         Physical::DOUBLE if plain => (ColumnKind::Number, Conv::F64),
-        Physical::INT32 if signed.is_some() => {
-            let conv = if signed == Some(true) {
-                Conv::I32
-            } else {
-                Conv::U32
-            };
-            (ColumnKind::Number, conv)
-        }
-        Physical::INT64 if signed.is_some() => {
-            let conv = if signed == Some(true) {
-                Conv::I64
-            } else {
-                Conv::U64
+        Physical::INT32 | Physical::INT64 if signed.is_some() => {
+            let conv = match (physical, signed == Some(true)) {
+                (Physical::INT32, true) => Conv::I32,
+                (Physical::INT32, false) => Conv::U32,
+                (_, true) => Conv::I64,
+                (_, false) => Conv::U64,
             };
             (ColumnKind::Number, conv)
         }
