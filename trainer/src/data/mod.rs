@@ -8,7 +8,8 @@
 //! - [`batch`]: the reusable [`Batch`] that data sets fill.
 //! - [`memory`]: [`InMemory`], a data set held whole as normalised `f32` samples.
 //! - [`loader`]: an epoch's batches, in order, filled ahead by worker threads when costly.
-//! - [`parts`]: what opening a user's files gives ([`Parts`]) and the run folder's record of it.
+//! - [`parts`]: what opening a user's files gives ([`Parts`]), the run folder's record of it, and the
+//!   folder listing its error messages quote.
 //! - [`images`]: image folders (torchvision's `ImageFolder` layout).
 //! - [`table`]: CSV and Parquet tables.
 //! - [`tensors`]: `.safetensors`, `.npz` and `.npy` arrays, memory-mapped.

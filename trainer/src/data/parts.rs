@@ -2,7 +2,7 @@
 //! have one, and the record of the data that the run folder keeps (`data.json`: classes,
 //! columns, normalisation, skipped files).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,4 +103,32 @@ impl DataRecord {
         let path = out.join(Self::FILE);
         crate::fsutil::write_atomic(&path, text.as_bytes()).map_err(|e| crate::Error::io(&path, e))
     }
+}
+
+/// What the folder `dir` holds, for a message: "it holds a, b/, c and 5 more" (the first 8
+/// names, sorted, folders marked with `/`) or "it is empty".
+pub fn listing(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| {
+            let mut n = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                n.push('/');
+            }
+            n
+        })
+        .collect();
+    if names.is_empty() {
+        return "it is empty".into();
+    }
+    names.sort();
+    let more = names.len().saturating_sub(8);
+    names.truncate(8);
+    let mut s = format!("it holds {}", names.join(", "));
+    if more > 0 {
+        s.push_str(&format!(" and {more} more"));
+    }
+    s
 }

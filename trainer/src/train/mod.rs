@@ -454,7 +454,6 @@ impl Training {
                 spec.model.name,
                 r.device.is_cpu(),
             ),
-            workers: r.workers,
         };
         if rank == 0 && work.parts > 1 {
             println!(
@@ -587,9 +586,12 @@ impl Training {
         let Task::Samples { splits, .. } = &self.r.task else {
             unreachable!("token data trains in steps")
         };
-        let mut loader = self
-            .work
-            .loader(&splits.train, indices.clone(), train.batch_size);
+        let mut loader = samples::loader(
+            &splits.train,
+            indices.clone(),
+            train.batch_size,
+            self.r.workers,
+        );
         for group in indices.chunks(train.batch_size * train.grad_accum) {
             if self.global_step >= self.max_steps.min(self.budget) {
                 break;

@@ -147,21 +147,9 @@ pub(super) struct Loop {
     pub(super) augment: Option<Augment>,
     /// Most parts a batch is trained in, side by side (see [`batch_parts`]).
     pub(super) parts: usize,
-    /// Threads that fill batches ahead for costly data sets (`data.workers`).
-    pub(super) workers: usize,
 }
 
 impl Loop {
-    /// The batches of `indices` from `ds` (see [`loader`]).
-    pub(super) fn loader(
-        &self,
-        ds: &SharedDataset,
-        indices: Vec<usize>,
-        batch_size: usize,
-    ) -> Loader {
-        loader(ds, indices, batch_size, self.workers)
-    }
-
     /// Takes the next micro-batch from `loader` into [`Loop::batch`], augmented for its position
     /// (epoch, micro-step) where augmentation is on. Returns its number of samples.
     pub(super) fn next_batch(
@@ -170,19 +158,19 @@ impl Loop {
         epoch: usize,
         micro_step: u64,
     ) -> Result<usize> {
-        let Some(aug) = self.augment.as_mut() else {
-            if !loader.next_into(&mut self.batch)? {
-                return Err(Error::Model(
-                    "the epoch's batches ran out before its steps".into(),
-                ));
-            }
-            return Ok(self.batch.len);
+        // Augmented batches are filled into `raw` first, then written into `batch`.
+        let filled = match self.augment {
+            Some(_) => &mut self.raw,
+            None => &mut self.batch,
         };
-        if !loader.next_into(&mut self.raw)? {
+        if !loader.next_into(filled)? {
             return Err(Error::Model(
                 "the epoch's batches ran out before its steps".into(),
             ));
         }
+        let Some(aug) = self.augment.as_mut() else {
+            return Ok(self.batch.len);
+        };
         aug.set_position(epoch as u64, self.rank, micro_step);
         let (raw, out) = (&self.raw, &mut self.batch);
         let d: usize = raw.shape.iter().product();
@@ -231,7 +219,12 @@ impl Loop {
 
 /// The batches of `indices` from `ds`, `batch_size` at a time, filled ahead by `workers`
 /// threads where the data set is costly (two batches per worker, PyTorch's `prefetch_factor`).
-fn loader(ds: &SharedDataset, indices: Vec<usize>, batch_size: usize, workers: usize) -> Loader {
+pub(super) fn loader(
+    ds: &SharedDataset,
+    indices: Vec<usize>,
+    batch_size: usize,
+    workers: usize,
+) -> Loader {
     Loader::new(ds.clone(), indices, batch_size, workers, 2 * workers.max(1))
 }
 

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use crate::data::parts::listing;
 use crate::{Error, Result};
 
 /// The image file extensions read (compared without regard to case).
@@ -64,11 +65,11 @@ pub fn scan(dir: &Path) -> Result<Folder> {
     }
     let train_dir = dir.join("train");
     if !train_dir.is_dir() {
-        let found = listing(dir)?;
+        let found = listing(dir);
         return Err(Error::data(
             dir,
             format!(
-                "has no train/ folder (it holds {found}): an image folder holds train/<class>/<image>, one sub-folder per class, and optionally test/<class>/<image>"
+                "has no train/ folder ({found}): an image folder holds train/<class>/<image>, one sub-folder per class, and optionally test/<class>/<image>"
             ),
         ));
     }
@@ -218,32 +219,6 @@ fn walk(
         }
     }
     Ok(())
-}
-
-/// What `dir` holds, for a message: up to 8 names.
-fn listing(dir: &Path) -> Result<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok())
-        .map(|e| {
-            let mut n = e.file_name().to_string_lossy().into_owned();
-            if e.path().is_dir() {
-                n.push('/');
-            }
-            n
-        })
-        .collect();
-    if names.is_empty() {
-        return Ok("nothing".into());
-    }
-    names.sort();
-    let more = names.len().saturating_sub(8);
-    names.truncate(8);
-    let mut s = names.join(", ");
-    if more > 0 {
-        s.push_str(&format!(" and {more} more"));
-    }
-    Ok(s)
 }
 
 /// `"a", "b", "c"` (up to 20 names).

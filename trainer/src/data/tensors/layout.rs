@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::array::{Array, Store};
 use super::{npy, npz, safetensors};
+use crate::data::parts::listing;
 use crate::error::{Error, Result};
 
 /// The names of the two arrays.
@@ -110,33 +111,6 @@ fn part_named(dir: &Path, name: &str) -> Result<Option<Part>> {
             ),
         )),
     }
-}
-
-/// What a folder holds, for messages: its first entries, sorted.
-fn listing(dir: &Path) -> String {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| {
-            let mut n = e.file_name().to_string_lossy().into_owned();
-            if e.path().is_dir() {
-                n.push('/');
-            }
-            n
-        })
-        .collect();
-    if names.is_empty() {
-        return "it is empty".into();
-    }
-    names.sort();
-    let more = names.len().saturating_sub(8);
-    names.truncate(8);
-    let mut s = format!("it holds {}", names.join(", "));
-    if more > 0 {
-        s.push_str(&format!(" and {more} more"));
-    }
-    s
 }
 
 impl Part {
