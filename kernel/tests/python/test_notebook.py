@@ -47,28 +47,35 @@ def describe(cell: dict[str, Any]) -> str:
     return f"cell {cell.get('id')} ({cell.source.splitlines()[0]!r}) outputs:\n{outs or '  (none)'}"
 
 
-def check(nb: Any) -> None:
+def executed_cells(nb: Any, ids: tuple[str, ...]) -> dict[str, Any]:
+    """The notebook's code cells by id, after checking that the cells `ids` are there and that
+    every code cell ran without an error output."""
     cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
-    for ident in ("tutorial-run", "show", "plot", "lr-run", "compare", "ls", "rust"):
+    for ident in ids:
         if ident not in cells:
             fail(f"the notebook has no code cell with id {ident!r}")
-
     for cell in cells.values():
-        errors = [o for o in cell.outputs if o["output_type"] == "error"]
-        if errors:
+        if any(o["output_type"] == "error" for o in cell.outputs):
             fail(f"error output in {describe(cell)}")
         if cell.get("execution_count") is None:
             fail(f"not executed: {describe(cell)}")
+    return cells
+
+
+def last_card(cell: dict[str, Any]) -> str:
+    """The text of the run card a cell displayed last (nbclient applied its updates), or ""."""
+    cards = [o for o in cell.outputs if o["output_type"] == "display_data" and "text/plain" in o.get("data", {})]
+    return text(cards[-1]) if cards else ""
+
+
+def check(nb: Any) -> None:
+    cells = executed_cells(nb, ("tutorial-run", "show", "plot", "lr-run", "compare", "ls", "rust"))
 
     # the run cells: the card (display_data; nbclient applied the update_display_data messages)
     for ident in ("tutorial-run", "lr-run"):
-        cell = cells[ident]
-        cards = [o for o in cell.outputs if o["output_type"] == "display_data" and "text/plain" in o.get("data", {})]
-        if not cards:
-            fail(f"no run card in {describe(cell)}")
-        card = text(cards[-1])
+        card = last_card(cells[ident])
         if "completed" not in card or not TEST_ACCURACY.search(card):
-            fail(f"the run card does not show a completed run with its test accuracy: {describe(cell)}")
+            fail(f"the run card does not show a completed run with its test accuracy: {describe(cells[ident])}")
 
     show = "\n".join(text(o) for o in cells["show"].outputs)
     if "completed" not in show:
@@ -96,18 +103,9 @@ def check(nb: Any) -> None:
 
 def check_gpt(nb: Any) -> None:
     """gpt-shakespeare.ipynb: a trained GPT, its figures, a sample, a cell's own language model."""
-    cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
-    for ident in ("gpt-run", "show", "plot", "sample", "own-lm", "compare"):
-        if ident not in cells:
-            fail(f"the notebook has no code cell with id {ident!r}")
-    for cell in cells.values():
-        if any(o["output_type"] == "error" for o in cell.outputs):
-            fail(f"error output in {describe(cell)}")
-        if cell.get("execution_count") is None:
-            fail(f"not executed: {describe(cell)}")
+    cells = executed_cells(nb, ("gpt-run", "show", "plot", "sample", "own-lm", "compare"))
     for ident in ("gpt-run", "own-lm"):
-        cards = [o for o in cells[ident].outputs if o["output_type"] == "display_data"]
-        card = text(cards[-1]) if cards else ""
+        card = last_card(cells[ident])
         if "completed" not in card or "perplexity" not in card:
             fail(f"the run card does not show a completed language model: {describe(cells[ident])}")
     show = "\n".join(text(o) for o in cells["show"].outputs)
@@ -123,19 +121,10 @@ def check_gpt(nb: Any) -> None:
 
 def check_own_data(nb: Any) -> None:
     """own-data.ipynb: an image folder, a CSV table, a tensors file and a cell's own data set."""
-    cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
-    for ident in ("images", "table", "tensors", "show", "own-data", "compare"):
-        if ident not in cells:
-            fail(f"the notebook has no code cell with id {ident!r}")
-    for cell in cells.values():
-        if any(o["output_type"] == "error" for o in cell.outputs):
-            fail(f"error output in {describe(cell)}")
-        if cell.get("execution_count") is None:
-            fail(f"not executed: {describe(cell)}")
+    cells = executed_cells(nb, ("images", "table", "tensors", "show", "own-data", "compare"))
     for ident in ("images", "table", "tensors", "own-data"):
-        cards = [o for o in cells[ident].outputs if o["output_type"] == "display_data"]
-        card = text(cards[-1]) if cards else ""
-        if "completed" not in card or not re.search(TEST_ACCURACY, card):
+        card = last_card(cells[ident])
+        if "completed" not in card or not TEST_ACCURACY.search(card):
             fail(f"the run card does not show a completed run with its test accuracy: {describe(cells[ident])}")
     show = "\n".join(text(o) for o in cells["show"].outputs)
     if "csv: 1500 train, 500 test, 3 classes" not in show:
