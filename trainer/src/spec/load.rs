@@ -84,6 +84,15 @@ pub const KEYS: &[&str] = &[
     "checkpoint.every_steps",
     "restart.max_restarts",
     "restart.backoff_s",
+    "slurm.nodes",
+    "slurm.gpus_per_node",
+    "slurm.partition",
+    "slurm.time",
+    "slurm.account",
+    "slurm.qos",
+    "slurm.constraint",
+    "slurm.sbatch_args",
+    "slurm.warn_s",
 ];
 
 impl Spec {
@@ -608,6 +617,16 @@ keep_last = 1
 [restart]
 max_restarts = 3
 backoff_s = 0.5
+[slurm]
+nodes = 1
+gpus_per_node = 2
+partition = "gpu"
+time = "1:00:00"
+account = "lab"
+qos = "normal"
+constraint = "a100"
+sbatch_args = ["--mem=8G"]
+warn_s = 60
 "#;
         // The language-model keys, which image data refuses, from a second spec.
         let language_model = r#"

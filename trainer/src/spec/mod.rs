@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - this module: the typed [`Spec`] and its defaults, semantic validation, [`Spec::hash`].
+//! - `slurm`: the `[slurm]` table (`ddp run --on slurm`) and its rules.
 //! - `load`: reading a file ([`Spec::load`], [`Spec::parse`]), `--set key=value` overrides,
 //!   unknown keys rejected with the line and a suggestion, type errors with the line and the
 //!   expected type.
@@ -11,8 +12,10 @@
 mod language_model;
 mod load;
 mod own_data;
+mod slurm;
 
 pub use load::{KEYS, edit_distance, parse_override};
+pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -36,6 +39,9 @@ pub struct Spec {
     pub checkpoint: CheckpointSpec,
     #[serde(default)]
     pub restart: RestartSpec,
+    /// Where the run goes on Slurm (`ddp run --on slurm`); not part of [`Spec::hash`].
+    #[serde(default, skip_serializing_if = "SlurmSpec::is_empty")]
+    pub slurm: SlurmSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -533,7 +539,7 @@ impl Spec {
     }
 
     /// SHA-256 of the resolved spec's training-relevant content, hex. Settings that do not change
-    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `train.max_steps`,
+    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `slurm`, `train.max_steps`,
     /// `train.log_every`) are excluded, so a resumed run may change them.
     pub fn hash(&self) -> String {
         use sha2::Digest;
@@ -542,6 +548,7 @@ impl Spec {
         s.ddp.threads = None;
         s.ddp.shared_memory = true;
         s.restart = RestartSpec::default();
+        s.slurm = SlurmSpec::default();
         s.train.max_steps = None;
         s.train.log_every = 0;
         let digest = sha2::Sha256::digest(s.to_toml().as_bytes());
@@ -709,6 +716,7 @@ impl Spec {
         }
         self.check_language_model()?;
         self.check_own_data()?;
+        self.check_slurm()?;
         if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
             return bad("model.name", "\"linear\" is a regression model: use data with data.task = \"regression\" (synthetic, or a table's numeric target)".into());
         }
