@@ -51,6 +51,18 @@ fn start(started: Started, detach: bool) -> Result<ExitCode> {
         run.record.experiment,
         run.dir.display()
     );
+    if let Some(job) = &run.record.slurm {
+        // A run on Slurm is the job's: the workspace's watcher follows it from here.
+        println!(
+            "submitted Slurm job {} ({}): follow with `ddp logs -f {}` or `ddp show {}`, stop with `ddp stop {}`",
+            job.job_id,
+            run.dir.join("job.sbatch").display(),
+            run.record.id,
+            run.record.id,
+            run.record.id
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if detach {
         println!(
             "detached: follow with `ddp logs -f {}`, stop with `ddp stop {}`",

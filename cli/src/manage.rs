@@ -23,6 +23,10 @@ pub fn stop(root: &Path, address: &str) -> Result<ExitCode> {
             "stopping run {} (replicas finish their step)...",
             run.record.id
         ),
+        StopRequest::Cancelled { run, job_id } => println!(
+            "stopping run {}: cancelled Slurm job {job_id} (replicas checkpoint and stop)...",
+            run.record.id
+        ),
     }
     let now = actions::wait_until_terminal(&run.dir, STOP_LIMIT)?;
     println!("run {} {}", now.record.id, now.record.status);

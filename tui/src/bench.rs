@@ -78,6 +78,7 @@ fn record(id: &str, exp: &str, status: RunStatus, created: f64) -> RunRecord {
         trainer: None,
         error: None,
         data: None,
+        slurm: None,
     }
 }
 

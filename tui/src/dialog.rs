@@ -330,7 +330,9 @@ mod tests {
         );
         assert_eq!(
             new_run_usage(),
-            "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]"
+            "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
+             [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]..."
         );
     }
 

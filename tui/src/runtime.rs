@@ -346,7 +346,9 @@ impl Executor {
             Effect::StartRun(req) => self.blocking(move || Msg::Done(start(&root, req))),
             Effect::StopRun(run) => self.blocking(move || {
                 Msg::Done(match actions::request_stop(&run) {
-                    Ok(StopRequest::Signalled { run, .. }) => Outcome::Stopping(run.record.id),
+                    Ok(StopRequest::Signalled { run, .. } | StopRequest::Cancelled { run, .. }) => {
+                        Outcome::Stopping(run.record.id)
+                    }
                     Ok(StopRequest::AlreadyTerminal(run)) => Outcome::Failed(format!(
                         "run {} is already {}",
                         run.record.id, run.record.status

@@ -45,6 +45,20 @@ pub struct NewRun {
     pub name: Option<String>,
     /// The command line recorded in `run.json` (`ddp run ...`, or what the front end did).
     pub command: Vec<String>,
+    /// Where the replicas run: on this machine under a supervisor, or in a Slurm job.
+    pub on: RunOn,
+    /// The Slurm options given on the command line (`--nodes`, ...): refused for a local run.
+    pub slurm_options: Vec<String>,
+}
+
+/// Where a run's replicas run (`--on`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunOn {
+    /// On this machine, under a supervisor process.
+    #[default]
+    Local,
+    /// In a Slurm job submitted with `sbatch` (docs/slurm.md).
+    Slurm,
 }
 
 impl NewRun {
@@ -109,23 +123,25 @@ impl SpecSummary {
     }
 }
 
-/// A run whose supervisor was just spawned.
+/// A run just started: its supervisor spawned, or its Slurm job submitted.
 #[derive(Debug)]
 pub struct Started {
-    /// The run as it was when its supervisor was spawned (status queued).
+    /// The run as it was when its supervisor was spawned or its job submitted (status queued).
     pub run: Run,
     pub spec: SpecSummary,
-    /// The supervisor process. It runs in its own session and outlives the caller; a caller that
-    /// stays alive should reap it when it exits ([`Started::reap_in_background`]) or it lingers
-    /// as a zombie; dropping it is fine for a caller about to exit.
-    pub supervisor: Child,
+    /// The supervisor process of a local run (none for a run on Slurm, which the workspace's
+    /// Slurm watcher follows). It runs in its own session and outlives the caller; a caller
+    /// that stays alive should reap it when it exits ([`Started::reap_in_background`]) or it
+    /// lingers as a zombie; dropping it is fine for a caller about to exit.
+    pub supervisor: Option<Child>,
 }
 
 impl Started {
     /// Reaps the supervisor from a background thread when it exits, and returns the run.
     pub fn reap_in_background(self) -> Run {
-        let mut child = self.supervisor;
-        std::thread::spawn(move || child.wait());
+        if let Some(mut child) = self.supervisor {
+            std::thread::spawn(move || child.wait());
+        }
         self.run
     }
 }
@@ -158,7 +174,7 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
         (None, _) => None,
     };
     let ws = Workspace::open_or_create(root)?;
-    let run = ws.create_run_with(
+    let mut run = ws.create_run_with(
         &spec,
         RunOrigin {
             command: req.command.clone(),
@@ -168,6 +184,14 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
             code,
         },
     )?;
+    if req.on == RunOn::Slurm {
+        crate::slurm::submit::submit(&mut run, &spec)?;
+        return Ok(Started {
+            run,
+            spec: SpecSummary::of(&spec),
+            supervisor: None,
+        });
+    }
     launch(run, &spec, false)
 }
 
@@ -189,6 +213,15 @@ pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
         r.ended = None;
         r.supervisor = None;
     })?;
+    if run.record.slurm.is_some() {
+        // A new job from the same script: it resumes from the newest checkpoint.
+        crate::slurm::submit::submit(&mut run, &spec)?;
+        return Ok(Started {
+            run,
+            spec: SpecSummary::of(&spec),
+            supervisor: None,
+        });
+    }
     launch(run, &spec, true)
 }
 
@@ -197,7 +230,7 @@ fn launch(mut run: Run, spec: &Spec, resume: bool) -> Result<Started> {
     Ok(Started {
         run,
         spec: SpecSummary::of(spec),
-        supervisor,
+        supervisor: Some(supervisor),
     })
 }
 
@@ -249,6 +282,17 @@ fn own_parts(spec: &Spec) -> Option<String> {
 }
 
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
+    if req.on == RunOn::Local && !req.slurm_options.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} applies to runs on Slurm: add --on slurm (or leave {} out to run here)",
+            req.slurm_options.join(", "),
+            if req.slurm_options.len() == 1 {
+                "it"
+            } else {
+                "them"
+            }
+        )));
+    }
     let spec = match &req.spec_text {
         Some(text) => Spec::parse_at(text, &req.spec, &req.all_overrides())?,
         None => {
@@ -262,7 +306,9 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
     {
         return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
-    check_devices(&spec, &req.spec)?;
+    if req.on == RunOn::Local {
+        check_devices(&spec, &req.spec)?;
+    }
     Ok(spec)
 }
 
@@ -413,6 +459,8 @@ pub enum StopRequest {
     /// SIGTERM was sent to the run's supervisor (process `pid`): its replicas finish their step
     /// and exit, then it marks the run stopped. [`wait_until_terminal`] waits for that.
     Signalled { run: Run, pid: u32 },
+    /// The run's Slurm job was cancelled (`scancel`); the watcher records it stopped.
+    Cancelled { run: Run, job_id: String },
 }
 
 /// Asks a run to stop, without waiting: reads the run again (a supervisor found dead marks it
@@ -422,6 +470,11 @@ pub fn request_stop(run: &Run) -> Result<StopRequest> {
     let run = Run::load_checked(&run.dir)?;
     if run.record.status.is_terminal() {
         return Ok(StopRequest::AlreadyTerminal(run));
+    }
+    if let Some(job) = &run.record.slurm {
+        let job_id = job.job_id.clone();
+        crate::slurm::submit::stop(&run)?;
+        return Ok(StopRequest::Cancelled { run, job_id });
     }
     let Some(sup) = run.record.supervisor.clone() else {
         return Err(Error::Refused(format!(

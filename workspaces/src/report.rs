@@ -173,6 +173,9 @@ pub fn run_details(run: &Run) -> RunDetails {
         ("created", timestamp(r.created)),
         ("duration", opt_duration(summary.duration_s)),
     ];
+    if let Some(job) = &r.slurm {
+        fields.insert(3, ("slurm", job.text()));
+    }
     if summary.language_model {
         fields.extend(language_model_fields(
             &summary,
@@ -501,6 +504,24 @@ mod tests {
         );
         std::fs::remove_file(run.dir.join("data.json")).unwrap();
         assert!(run_details(&run).fields.iter().all(|f| f.0 != "data"));
+    }
+
+    #[test]
+    fn show_names_the_slurm_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = lm_run_in(dir.path());
+        assert!(run_details(&run).fields.iter().all(|f| f.0 != "slurm"));
+        run.record.slurm = Some(crate::slurm::SlurmJob {
+            job_id: "42".into(),
+            state: "RUNNING".into(),
+            reason: None,
+            nodes: 2,
+            node_list: Some("n[1-2]".into()),
+            requeues: 1,
+        });
+        let d = run_details(&run);
+        assert_eq!(d.fields[3].0, "slurm");
+        assert_eq!(d.fields[3].1, "job 42 RUNNING on n[1-2], requeued 1 time");
     }
 
     #[test]

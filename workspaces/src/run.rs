@@ -142,6 +142,9 @@ pub struct RunRecord {
     /// What the run's own data came to (from the trainer's `data.json`), once it has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,
+    /// The Slurm job of a run submitted with `--on slurm` (none: a local run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::slurm::SlurmJob>,
 }
 
 /// The run's own data in a line: its format, samples per part, classes, files skipped.

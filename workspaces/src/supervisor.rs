@@ -59,7 +59,23 @@ pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
             std::iter::once(OsString::from("ddp-trainer")).chain(rest.iter().cloned()),
         )),
         Some(SUPERVISE_COMMAND) => Some(supervise_main(rest)),
+        Some(crate::slurm::WATCH_COMMAND) => Some(watch_main(rest)),
         _ => None,
+    }
+}
+
+/// `EXE __slurm-watch ROOT`: the workspace's Slurm watcher ([`crate::slurm::watcher`]).
+fn watch_main(args: &[OsString]) -> ExitCode {
+    let Some(root) = args.first() else {
+        eprintln!("ddp __slurm-watch: missing workspace folder");
+        return ExitCode::from(2);
+    };
+    match crate::slurm::watcher::watch(Path::new(root)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ddp __slurm-watch: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -295,7 +311,8 @@ fn take_sweep_slot(run: &Arc<Mutex<Run>>) -> Result<Option<crate::sweep::SlotWai
 }
 
 /// `<ws>` of the run folder `<ws>/experiments/<experiment>/runs/<id>`.
-fn workspace_root(run_dir: &Path) -> PathBuf {
+/// The workspace a run folder belongs to (`ROOT/experiments/EXP/runs/ID`).
+pub(crate) fn workspace_root(run_dir: &Path) -> PathBuf {
     run_dir
         .ancestors()
         .nth(4)

@@ -204,6 +204,7 @@ impl RunRecord {
             trainer: None,
             error: None,
             data: None,
+            slurm: None,
         }
     }
 
@@ -346,6 +347,7 @@ mod tests {
                 trainer: Some("t".into()),
                 error: Some("e".into()),
                 data: None,
+                slurm: None,
             }
         );
     }

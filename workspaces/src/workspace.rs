@@ -179,6 +179,7 @@ impl Workspace {
                     trainer,
                     error: None,
                     data: None,
+                    slurm: None,
                 },
             };
             run.save()?;

@@ -292,6 +292,13 @@ fn stop(run: &Run, out: &Out) -> Result<()> {
                 run.record.id
             ),
         ),
+        StopRequest::Cancelled { run, job_id } => out.stream(
+            false,
+            &format!(
+                "stopping run {}: cancelled Slurm job {job_id} (replicas checkpoint and stop)...\n",
+                run.record.id
+            ),
+        ),
     }
     let now = actions::wait_until_terminal(&run.dir, STOP_LIMIT)?;
     out.stream(

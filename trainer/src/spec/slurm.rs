@@ -49,7 +49,9 @@ pub struct SlurmSpec {
 pub const DEFAULT_WARN_S: u32 = 90;
 
 /// A time limit written as text, or as a number of minutes.
-fn time_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+fn time_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Time {
@@ -178,7 +180,10 @@ pub fn slurm_time(t: &str) -> std::result::Result<Option<u64>, String> {
         Some((d, rest)) => (Some(num(d)?), rest),
         None => (None, t),
     };
-    let parts: Vec<u64> = rest.split(':').map(num).collect::<std::result::Result<_, _>>()?;
+    let parts: Vec<u64> = rest
+        .split(':')
+        .map(num)
+        .collect::<std::result::Result<_, _>>()?;
     let seconds = match (days, parts.as_slice()) {
         (None, [m]) => m * 60,
         (None, [m, s]) => m * 60 + s,
@@ -238,7 +243,10 @@ mod tests {
         let e = spec(&["slurm.nodes=2", "slurm.gpus_per_node=4", "ddp.replicas=2"]).unwrap_err();
         assert!(e.contains("set ddp.replicas = 8"), "{e}");
         let e = spec(&["slurm.time=soon"]).unwrap_err();
-        assert!(e.contains("slurm.time: \"soon\" is not a Slurm time limit"), "{e}");
+        assert!(
+            e.contains("slurm.time: \"soon\" is not a Slurm time limit"),
+            "{e}"
+        );
         let e = spec(&["slurm.sbatch_args=[\"mem=4G\"]"]).unwrap_err();
         assert!(e.contains("is not an sbatch option"), "{e}");
         let e = spec(&["slurm.partition=\"a b\""]).unwrap_err();

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::actions::{NewRun, NewSweep};
+use crate::actions::{NewRun, NewSweep, RunOn};
 
 /// How a spec is changed and run: overrides, replicas, the trainer executable.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
@@ -21,6 +21,78 @@ pub struct SpecOptions {
     pub trainer: Option<PathBuf>,
 }
 
+/// Where a run goes: here, or to Slurm with the job's options (each also a `[slurm]` spec
+/// key; given here, it overrides the spec's).
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlaceOptions {
+    /// Where the replicas run: `local` (this machine, the default) or `slurm` (a Slurm job,
+    /// submitted with sbatch; see docs/slurm.md).
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub on: Option<RunOn>,
+    /// Slurm: nodes to run on (slurm.nodes).
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<usize>,
+    /// Slurm: replicas per node, one GPU each (slurm.gpus_per_node); ddp.replicas becomes
+    /// nodes × G. Without it the spec's replicas are spread evenly over the nodes.
+    #[arg(long, value_name = "G")]
+    pub gpus_per_node: Option<usize>,
+    /// Slurm: the partition (slurm.partition).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm: the time limit, e.g. 30 or 2:00:00 (slurm.time).
+    #[arg(long, value_name = "LIMIT")]
+    pub time: Option<String>,
+    /// Slurm: the account to charge (slurm.account).
+    #[arg(long)]
+    pub account: Option<String>,
+    /// Slurm: the quality of service (slurm.qos).
+    #[arg(long)]
+    pub qos: Option<String>,
+    /// Slurm: node features required (slurm.constraint).
+    #[arg(long)]
+    pub constraint: Option<String>,
+    /// Slurm: one more sbatch option, passed through, e.g. --sbatch-arg=--mem=8G (repeatable;
+    /// replaces slurm.sbatch_args).
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
+}
+
+impl PlaceOptions {
+    /// The `slurm.*` overrides these options stand for, and the options given (for the
+    /// message when they come without `--on slurm`).
+    fn overrides(&self) -> (Vec<String>, Vec<&'static str>) {
+        let text = |v: &str| toml::Value::String(v.to_string()).to_string();
+        let mut o = Vec::new();
+        let mut given = Vec::new();
+        if let Some(n) = self.nodes {
+            o.push(format!("slurm.nodes={n}"));
+            given.push("--nodes");
+        }
+        if let Some(g) = self.gpus_per_node {
+            o.push(format!("slurm.gpus_per_node={g}"));
+            given.push("--gpus-per-node");
+        }
+        for (key, flag, value) in [
+            ("partition", "--partition", &self.partition),
+            ("time", "--time", &self.time),
+            ("account", "--account", &self.account),
+            ("qos", "--qos", &self.qos),
+            ("constraint", "--constraint", &self.constraint),
+        ] {
+            if let Some(v) = value {
+                o.push(format!("slurm.{key}={}", text(v)));
+                given.push(flag);
+            }
+        }
+        if !self.sbatch_args.is_empty() {
+            let items: Vec<String> = self.sbatch_args.iter().map(|a| text(a)).collect();
+            o.push(format!("slurm.sbatch_args=[{}]", items.join(", ")));
+            given.push("--sbatch-arg");
+        }
+        (o, given)
+    }
+}
+
 /// The options of every command that starts one run (`ddp run`, `%ddp run`, `%%ddp run`,
 /// `%%ddp train`, the TUI's new-run dialog).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
@@ -30,18 +102,32 @@ pub struct RunOptions {
     /// A name for the run (shown by ls/show).
     #[arg(long)]
     pub name: Option<String>,
+    #[command(flatten)]
+    pub place: PlaceOptions,
 }
 
 impl RunOptions {
-    /// The request for a run of `spec` with these options, recording `command`.
+    /// The request for a run of `spec` with these options, recording `command`. Slurm's
+    /// options become `slurm.*` overrides; given without `--on slurm` they are refused when
+    /// the request is checked.
     pub fn new_run(self, spec: PathBuf, command: Vec<String>) -> NewRun {
+        let on = self.place.on.unwrap_or_default();
+        let (slurm, given) = self.place.overrides();
+        let mut overrides = self.spec.overrides;
+        overrides.extend(slurm);
+        let mut replicas = self.spec.replicas;
+        if let (None, Some(g)) = (replicas, self.place.gpus_per_node) {
+            replicas = Some(self.place.nodes.unwrap_or(1) * g);
+        }
         NewRun {
             spec,
-            overrides: self.spec.overrides,
-            replicas: self.spec.replicas,
+            overrides,
+            replicas,
             trainer: self.spec.trainer,
             name: self.name,
             command,
+            on,
+            slurm_options: given.iter().map(|g| g.to_string()).collect(),
             ..NewRun::default()
         }
     }
@@ -129,6 +215,34 @@ mod tests {
         assert_eq!(req.replicas, Some(2));
         assert_eq!(req.trainer, Some(PathBuf::from("bin/t")));
         assert_eq!(req.command, ["ddp"]);
+        assert_eq!(req.on, RunOn::Local);
+    }
+
+    #[test]
+    fn slurm_options_become_slurm_keys() {
+        let r = run("s.toml --on slurm --nodes 2 --gpus-per-node 4 --partition gpu --time 2:00:00 --account lab --qos high --constraint a100 --sbatch-arg=--mem=8G --sbatch-arg --exclusive").unwrap();
+        let req = r.new_run(vec![]);
+        assert_eq!(req.on, RunOn::Slurm);
+        assert_eq!(
+            req.overrides,
+            [
+                "slurm.nodes=2",
+                "slurm.gpus_per_node=4",
+                "slurm.partition=\"gpu\"",
+                "slurm.time=\"2:00:00\"",
+                "slurm.account=\"lab\"",
+                "slurm.qos=\"high\"",
+                "slurm.constraint=\"a100\"",
+                "slurm.sbatch_args=[\"--mem=8G\", \"--exclusive\"]",
+            ]
+        );
+        assert_eq!(req.replicas, Some(8));
+        assert_eq!(req.slurm_options.len(), 8);
+        let e = run("s.toml --on cloud").unwrap_err();
+        assert!(
+            e.contains("'cloud'") && e.contains("local") && e.contains("slurm"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -98,7 +98,9 @@ mod tests {
         use super::super::run::RunArgs;
         assert_eq!(
             synopsis::<RunArgs>(),
-            "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]"
+            "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--on WHERE] \
+             [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]..."
         );
         let e = parse_line::<RunArgs>("run", "").unwrap_err().to_string();
         assert_eq!(

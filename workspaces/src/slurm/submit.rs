@@ -1,0 +1,119 @@
+//! Submitting a run to Slurm, stopping its job and submitting it again: the executors behind
+//! `ddp run --on slurm`, `ddp stop` and `ddp resume` of such a run.
+
+use ddp_trainer::spec::{DEFAULT_WARN_S, Spec};
+
+use super::client;
+use super::job::SlurmJob;
+use super::script::{JobPlan, SCRIPT};
+use super::watcher::ensure_watcher;
+use crate::run::{Run, RunStatus, SupervisorEvent};
+use crate::supervisor::workspace_root;
+use crate::{Error, Result};
+
+/// The marker `ddp stop` leaves so that the job's script does not requeue it and the watcher
+/// calls its cancellation a stop.
+pub const STOP_MARKER: &str = "slurm/stop";
+
+/// The batch script's plan for `run` (its frozen `spec`): the replicas run this executable's
+/// built-in trainer (`EXE __replica`), or the run's own (`--trainer`).
+pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
+    let replica = match &run.record.trainer {
+        Some(t) => vec![t.display().to_string()],
+        None => {
+            let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+            vec![
+                exe.display().to_string(),
+                crate::supervisor::REPLICA_COMMAND.to_string(),
+            ]
+        }
+    };
+    let s = &spec.slurm;
+    Ok(JobPlan {
+        run_dir: run.dir.clone(),
+        job_name: format!("ddp-{}-{}", run.record.experiment, run.record.id),
+        replica,
+        nodes: s.node_count(),
+        tasks_per_node: s.replicas_per_node(spec.ddp.replicas),
+        gpus_per_node: s.gpus_per_node,
+        partition: s.partition.clone(),
+        time: s.time.clone(),
+        account: s.account.clone(),
+        qos: s.qos.clone(),
+        constraint: s.constraint.clone(),
+        sbatch_args: s.sbatch_args.clone(),
+        warn_s: s.warn_s.unwrap_or(DEFAULT_WARN_S),
+        max_restarts: spec.restart.max_restarts,
+    })
+}
+
+/// Writes `job.sbatch` into the (queued) run's folder, submits it, records the job in
+/// `run.json` and makes sure the workspace's watcher follows it. A failed submission marks the
+/// run failed with sbatch's message, which is returned.
+pub fn submit(run: &mut Run, spec: &Spec) -> Result<()> {
+    let plan = job_plan(run, spec)?;
+    let script = run.dir.join(SCRIPT);
+    crate::fsutil::write_atomic(&script, plan.script().as_bytes())?;
+    let _ = std::fs::remove_file(run.dir.join(STOP_MARKER));
+    let _ = std::fs::remove_file(run.dir.join("slurm").join("exit"));
+    let job_id = match client::sbatch(&script) {
+        Ok(id) => id,
+        Err(e) => {
+            let msg = e.to_string();
+            run.transition(
+                SupervisorEvent::Failed {
+                    reason: msg.clone(),
+                },
+                |r| {
+                    r.status = RunStatus::Failed;
+                    r.error = Some(msg.clone());
+                    r.ended = Some(crate::run::now());
+                },
+            )?;
+            return Err(e);
+        }
+    };
+    let job = SlurmJob {
+        job_id: job_id.clone(),
+        state: "SUBMITTED".into(),
+        reason: None,
+        nodes: plan.nodes,
+        node_list: None,
+        requeues: 0,
+    };
+    run.transition(
+        SupervisorEvent::Queued {
+            waiting_for: format!("Slurm job {job_id} (submitted)"),
+        },
+        |r| {
+            r.status = RunStatus::Queued;
+            r.slurm = Some(job);
+            r.supervisor = None;
+            r.devices = format!(
+                "Slurm: {} node{} × {} replica{}",
+                plan.nodes,
+                if plan.nodes == 1 { "" } else { "s" },
+                plan.tasks_per_node,
+                if plan.tasks_per_node == 1 { "" } else { "s" }
+            );
+        },
+    )?;
+    ensure_watcher(&workspace_root(&run.dir))
+}
+
+/// Cancels the run's job (`scancel`) after leaving the stop marker; the watcher then records
+/// the run as stopped once Slurm says CANCELLED.
+pub fn stop(run: &Run) -> Result<()> {
+    let job = run
+        .record
+        .slurm
+        .as_ref()
+        .ok_or_else(|| Error::Invalid(format!("run {} is not on Slurm", run.record.id)))?;
+    let marker = run.dir.join(STOP_MARKER);
+    if let Some(dir) = marker.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    crate::fsutil::write_atomic(&marker, b"stop requested by ddp stop\n")?;
+    client::scancel(&job.job_id)?;
+    ensure_watcher(&workspace_root(&run.dir))
+}

@@ -1,0 +1,335 @@
+//! The workspace's Slurm watcher: one process per workspace (`EXE __slurm-watch ROOT`, started
+//! by whoever submits, stops or resumes a run on Slurm, and by readers that find a live Slurm
+//! run unwatched), detached from the front end, that keeps the `run.json` of every live Slurm
+//! run in step with its job. Each poll is ONE `squeue --json --me` for all of them; a job Slurm
+//! no longer lists is asked of `sacct` (once found disabled, never again), then `scontrol show
+//! job`, then judged by its run folder. The poll interval doubles while nothing changes (1 s up
+//! to 30 s, `DDP_SLURM_POLL_MAX_S`), and drops back to 1 s on a change or when a front end
+//! wakes it (`locks/slurm-watch.wake`). It exits when no Slurm run has been live for two
+//! minutes. Only one runs per workspace: it holds an exclusive lock (`locks/slurm-watch.lock`)
+//! for its life, which the kernel drops when it dies.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::client::{self, SacctAnswer};
+use super::policy::{FolderFacts, Verdict, failed_rank, judge, judge_forgotten};
+use super::squeue::JobInfo;
+use crate::run::{DataSummary, Run, RunStatus, SupervisorEvent, now};
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+
+/// The hidden sub-command that runs a workspace's watcher: `EXE __slurm-watch ROOT`.
+pub const WATCH_COMMAND: &str = "__slurm-watch";
+
+const LOCK: &str = "slurm-watch.lock";
+const WAKE: &str = "slurm-watch.wake";
+const LOG: &str = "slurm-watch.log";
+/// How long after the last live Slurm run ended the watcher keeps watching (a job may still
+/// requeue itself).
+const LINGER: Duration = Duration::from_secs(120);
+const MIN_POLL: Duration = Duration::from_secs(1);
+const DEFAULT_MAX_POLL: Duration = Duration::from_secs(30);
+
+fn max_poll() -> Duration {
+    std::env::var("DDP_SLURM_POLL_MAX_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| *s >= 0.1)
+        .map_or(DEFAULT_MAX_POLL, Duration::from_secs_f64)
+}
+
+/// The lock file, open; `Some` when this process now holds the watcher's lock.
+fn try_lock(root: &Path) -> Result<Option<std::fs::File>> {
+    let dir = Workspace::open(root)?.locks_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let path = dir.join(LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // SAFETY: flock on a descriptor we own.
+    let got = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    Ok(got.then_some(file))
+}
+
+/// Starts the workspace's watcher unless one runs, and wakes it either way (so that it polls
+/// now rather than after its back-off).
+pub fn ensure_watcher(root: &Path) -> Result<()> {
+    wake(root);
+    if try_lock(root)?.is_none() {
+        return Ok(());
+    }
+    // Not running (the lock was free; it is released as the file drops here).
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+    let locks = Workspace::open(root)?.locks_dir();
+    let log_path = locks.join(LOG);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(&log_path, e))?;
+    let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg(WATCH_COMMAND)
+        .arg(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(err);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| Error::io(PathBuf::from("ddp __slurm-watch"), e))?;
+    // Reap it when it exits, from a thread, so that it never lingers as a zombie of a
+    // long-lived front end (a TUI, a kernel).
+    std::thread::spawn(move || {
+        let mut child = child;
+        child.wait()
+    });
+    Ok(())
+}
+
+/// Asks a running watcher to poll now.
+pub fn wake(root: &Path) {
+    if let Ok(ws) = Workspace::open(root) {
+        let dir = ws.locks_dir();
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(WAKE), now().to_string());
+    }
+}
+
+fn wake_mark(root: &Path) -> Option<SystemTime> {
+    let ws = Workspace::open(root).ok()?;
+    std::fs::metadata(ws.locks_dir().join(WAKE))
+        .and_then(|m| m.modified())
+        .ok()
+}
+
+/// `EXE __slurm-watch ROOT`: runs the watcher until no Slurm run is live (exit 0), or returns
+/// at once when another watcher holds the lock.
+pub fn watch(root: &Path) -> Result<()> {
+    let Some(_lock) = try_lock(root)? else {
+        return Ok(());
+    };
+    let ws = Workspace::open(root)?;
+    let max = max_poll();
+    let mut interval = MIN_POLL;
+    let mut accounting = true;
+    let mut last_live = Instant::now();
+    let mut woken = wake_mark(root);
+    loop {
+        let (runs, _) = ws.runs()?;
+        let slurm: Vec<Run> = runs
+            .into_iter()
+            .filter(|r| r.record.slurm.is_some())
+            .collect();
+        let live: Vec<&Run> = slurm
+            .iter()
+            .filter(|r| !r.record.status.is_terminal())
+            .collect();
+        let recent: Vec<&Run> = slurm
+            .iter()
+            .filter(|r| {
+                r.record.status.is_terminal()
+                    && r.record
+                        .ended
+                        .is_some_and(|e| now() - e < LINGER.as_secs_f64())
+            })
+            .collect();
+        if !live.is_empty() {
+            last_live = Instant::now();
+        } else if recent.is_empty() && last_live.elapsed() > LINGER {
+            println!("no live Slurm run in {}: the watcher exits", root.display());
+            return Ok(());
+        }
+        let mut changed = false;
+        if !live.is_empty() || !recent.is_empty() {
+            match client::squeue() {
+                Ok(jobs) => {
+                    let by_id: HashMap<&str, &JobInfo> =
+                        jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+                    for run in live.iter().chain(recent.iter()) {
+                        match poll_run(run, &by_id, &mut accounting) {
+                            Ok(c) => changed |= c,
+                            Err(e) => eprintln!("run {}: {e}", run.record.id),
+                        }
+                    }
+                }
+                Err(e) => eprintln!("{e}"),
+            }
+        }
+        interval = if changed {
+            MIN_POLL
+        } else {
+            (interval * 2).min(max)
+        };
+        // Sleep, waking early when a front end asks.
+        let until = Instant::now() + interval;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(200));
+            let mark = wake_mark(root);
+            if mark != woken {
+                woken = mark;
+                interval = MIN_POLL;
+                break;
+            }
+        }
+    }
+}
+
+/// Brings one run up to date with its job; true when its record changed.
+fn poll_run(run: &Run, listed: &HashMap<&str, &JobInfo>, accounting: &mut bool) -> Result<bool> {
+    let Some(job) = run.record.slurm.as_ref() else {
+        return Ok(false);
+    };
+    let id = job.job_id.clone();
+    let facts = folder_facts(&run.dir, &id);
+    let seen: Option<JobInfo> = match listed.get(id.as_str()) {
+        Some(j) => Some((*j).clone()),
+        None if run.record.status.is_terminal() => return Ok(false),
+        None => forgotten_job(&id, accounting)?,
+    };
+    let verdict = match &seen {
+        Some(j) => judge(j, &facts),
+        None => judge_forgotten(&facts),
+    };
+    // Read again just before writing: `ddp resume` may have submitted a new job meanwhile.
+    let mut fresh = Run::load(&run.dir)?;
+    if fresh.record.slurm.as_ref().map(|j| j.job_id.as_str()) != Some(id.as_str()) {
+        return Ok(false);
+    }
+    apply(&mut fresh, seen.as_ref(), &verdict)
+}
+
+/// What Slurm still says of a job `squeue` no longer lists: accounting first (unless it is
+/// off), then the controller's memory.
+fn forgotten_job(id: &str, accounting: &mut bool) -> Result<Option<JobInfo>> {
+    if *accounting {
+        match client::sacct(id)? {
+            SacctAnswer::Job(j) => return Ok(Some(j)),
+            SacctAnswer::Unknown => {}
+            SacctAnswer::Disabled => *accounting = false,
+        }
+    }
+    client::scontrol_show_job(id)
+}
+
+/// What the run folder says beside Slurm.
+fn folder_facts(dir: &Path, job_id: &str) -> FolderFacts {
+    let exit = std::fs::read_to_string(dir.join("slurm").join("exit"))
+        .ok()
+        .and_then(|t| {
+            let mut w = t.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        });
+    let log = std::fs::read_to_string(dir.join("logs").join(format!("slurm-{job_id}.out")))
+        .unwrap_or_default();
+    FolderFacts {
+        stop_requested: dir.join("slurm").join("stop").exists(),
+        failed_rank: failed_rank(&log),
+        exit,
+        finished: dir.join("model.safetensors").exists(),
+    }
+}
+
+/// Writes what changed (the job's state, the run's status, with the event that explains it).
+fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<bool> {
+    let before = run.record.clone();
+    let mut job = before.slurm.clone().expect("a Slurm run");
+    if let Some(j) = seen {
+        job.state = j.state.clone();
+        job.reason = j.reason.clone().filter(|r| r != "None");
+        if j.nodes.is_some() {
+            job.node_list = j.nodes.clone();
+        }
+        job.requeues = job.requeues.max(j.restarts);
+    } else {
+        job.state = "GONE".into();
+    }
+    let status = verdict.status;
+    let requeued = job.requeues > before.slurm.as_ref().map_or(0, |j| j.requeues);
+    if status == before.status && Some(&job) == before.slurm.as_ref() && !requeued {
+        return Ok(false);
+    }
+    let where_ = format!(
+        "Slurm job {}{}",
+        job.job_id,
+        job.node_list
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default()
+    );
+    let event = match status {
+        RunStatus::Queued | RunStatus::Restarting if requeued => {
+            Some(SupervisorEvent::Restarting {
+                attempt: job.requeues,
+                after_s: 0.0,
+                reason: format!("Slurm requeued job {}", job.job_id),
+            })
+        }
+        RunStatus::Queued | RunStatus::Restarting
+            if status != before.status
+                || job.reason != before.slurm.as_ref().and_then(|j| j.reason.clone()) =>
+        {
+            Some(SupervisorEvent::Queued {
+                waiting_for: format!(
+                    "Slurm job {} ({})",
+                    job.job_id,
+                    verdict.detail.as_deref().unwrap_or("pending")
+                ),
+            })
+        }
+        RunStatus::Running if status != before.status || requeued => {
+            Some(SupervisorEvent::Started {
+                attempt: job.requeues + 1,
+                devices: where_.clone(),
+                resume: job.requeues > 0,
+            })
+        }
+        RunStatus::Completed if status != before.status => Some(SupervisorEvent::Completed),
+        RunStatus::Stopped if status != before.status => Some(SupervisorEvent::Stopped),
+        RunStatus::Failed if status != before.status => Some(SupervisorEvent::Failed {
+            reason: verdict.detail.clone().unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let dir = run.dir.clone();
+    let write = |r: &mut crate::run::RunRecord| {
+        r.status = status;
+        r.restarts = job.requeues;
+        r.slurm = Some(job.clone());
+        if status == RunStatus::Running {
+            r.started.get_or_insert_with(now);
+            r.devices = where_.clone();
+        }
+        if status.is_terminal() {
+            r.ended.get_or_insert_with(now);
+            r.error = match status {
+                RunStatus::Failed | RunStatus::Stopped => verdict.detail.clone(),
+                _ => None,
+            };
+            r.data = DataSummary::read(&dir);
+        } else {
+            r.ended = None;
+            r.error = None;
+        }
+    };
+    match event {
+        Some(e) => run.transition(e, write)?,
+        None => run.update(write)?,
+    }
+    Ok(true)
+}
