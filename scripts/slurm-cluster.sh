@@ -16,7 +16,9 @@
 # both at 127.0.0.1 on ports picked free at `up`, so several clusters can run side by side), their
 # state, spool, logs and pid files. The node names must resolve to 127.0.0.1 for the replicas'
 # rendezvous (rank 0's host is the first node of SLURM_JOB_NODELIST): `up` adds them to /etc/hosts
-# when they do not (as root; once). Accounting is off (no slurmdbd, so no sacct).
+# when they do not (as root; once). Accounting is off (no slurmdbd, so no sacct). `up` waits until
+# sinfo lists both nodes idle, then writes and prints DIR/env; when it fails, it stops what it
+# started.
 #
 # `down` stops the daemons by their pid files (SIGTERM, SIGKILL after 10 s) and, with SIGKILL,
 # everything else of this cluster: step daemons (known by the node log in DIR/log they keep open),
@@ -271,6 +273,8 @@ up() {
     die "a cluster is already running in $DIR (scripts/slurm-cluster.sh down $DIR stops it)"
   fi
   local started=$SECONDS
+  # a failed `up` stops what it started
+  trap 'down >/dev/null 2>&1 || true' EXIT
   install_packages
   resolve_nodes
   # A fresh cluster: no state, jobs or logs of an earlier one in this folder.
@@ -285,6 +289,7 @@ up() {
   for node in "${NODES[@]}"; do start_slurmd "$node"; done
   wait_until "sinfo to list ${NODES[*]} as idle" "$DIR/log/slurmctld.log" nodes_idle "${NODES[@]}"
   write_env
+  trap - EXIT
   say "up in $((SECONDS - started))s: nodes ${NODES[*]} idle in partition $PARTITION; source $DIR/env"
   cat "$DIR/env"
 }

@@ -7,6 +7,7 @@
 //!
 //! let Some(cluster) = SlurmCluster::or_skip() else { return };
 //! let o = cluster.command("srun").args(["-N2", "hostname"]).output().unwrap();
+//! assert!(o.status.success());
 //! cluster.kill_node("ddp-n2");
 //! cluster.wait_for("ddp-n2 to be down", Duration::from_secs(90), || {
 //!     cluster.node_state("ddp-n2").starts_with("down")
@@ -111,30 +112,32 @@ impl SlurmCluster {
         if nodes.is_empty() {
             return Err(Skip(format!("{} names no node", conf.display())));
         }
-        let lock = take_lock(&dir.join("tests.lock"));
-        let cluster = SlurmCluster {
-            dir,
-            conf,
-            nodes,
-            _lock: lock,
-        };
         // a client that is not there (no Slurm installed) is a reason to skip, not a failure
-        if let Err(e) = cluster.client("sinfo", &["--version"]).output() {
+        if let Err(e) = client_command(&dir, &conf, "sinfo")
+            .arg("--version")
+            .output()
+        {
             return Err(Skip(format!("sinfo does not run: {e}")));
         }
-        let o = run_limited_with(cluster.client("sinfo", &[]), CLIENT_LIMIT, Vec::new);
+        let o = run_limited_with(client_command(&dir, &conf, "sinfo"), CLIENT_LIMIT, Vec::new);
         if !o.status.is_some_and(|s| s.success()) {
             return Err(Skip(format!(
                 "the slurmctld of the cluster in {} does not answer (sinfo: {}): {}{} \
                  (scripts/slurm-cluster.sh status {} tells more)",
-                cluster.dir.display(),
+                dir.display(),
                 describe(o.status),
                 o.stdout,
                 o.stderr,
-                cluster.dir.display()
+                dir.display()
             )));
         }
-        Ok(cluster)
+        let lock = take_lock(&dir.join("tests.lock"));
+        Ok(SlurmCluster {
+            dir,
+            conf,
+            nodes,
+            _lock: lock,
+        })
     }
 
     /// The cluster's folder (`DIR`).
@@ -157,19 +160,7 @@ impl SlurmCluster {
     /// launcher variable of the test's own environment, in `DIR` (where `sbatch` writes its
     /// `slurm-JOBID.out` unless told otherwise; set `current_dir` to change it), stdin closed.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = Command::new(program);
-        for (var, _) in std::env::vars_os() {
-            if var.to_string_lossy().starts_with("SLURM_") {
-                cmd.env_remove(var);
-            }
-        }
-        for var in ddp_trainer::env::LAUNCHER_VARIABLES {
-            cmd.env_remove(var);
-        }
-        cmd.env("SLURM_CONF", &self.conf)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null());
-        cmd
+        client_command(&self.dir, &self.conf, program)
     }
 
     fn client(&self, program: &str, args: &[&str]) -> Command {
@@ -362,6 +353,23 @@ impl Drop for SlurmCluster {
             }
         }
     }
+}
+
+/// [`SlurmCluster::command`] for the cluster in `dir` with `conf`.
+fn client_command(dir: &Path, conf: &Path, program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("SLURM_") {
+            cmd.env_remove(var);
+        }
+    }
+    for var in ddp_trainer::env::LAUNCHER_VARIABLES {
+        cmd.env_remove(var);
+    }
+    cmd.env("SLURM_CONF", conf)
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// The names of the `NodeName=` lines of a slurm.conf.
