@@ -4,7 +4,10 @@
 //! Layout: [`Sandbox`] (a scratch folder with isolated Jupyter folders, the `ddp` kernelspec
 //! installed, a workspace, and every process started in it stopped at the end), [`python`] (the
 //! test venv with the Jupyter clients), [`run_script`] (a Python test script in a sandbox, with a
-//! time limit), [`binaries`] (the front ends' executables, built when missing or stale).
+//! time limit), [`run_limited`] / [`run_limited_with`] (any command with a time limit),
+//! [`binaries`] and [`trainer`] (the front ends' and the trainer's executables, built when missing
+//! or stale), [`slurm`] (`slurm.rs`: [`SlurmCluster`], the real two-node test Slurm that
+//! `scripts/test.sh` brings up, one test at a time).
 //!
 //! Python comes from `$DDP_TEST_PYTHON`, else `<repo>/.venv-test/bin/python`: the venv that
 //! `scripts/python-venv.sh` makes (and `scripts/test.sh` runs first). Without it the tests fail,
@@ -19,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+pub mod slurm;
+pub use slurm::SlurmCluster;
 
 /// Marks every process started for a test (inherited through the environment), so the ones left
 /// behind can be found and stopped.
@@ -69,6 +75,23 @@ pub struct Binaries {
 /// the same profile (`cargo build --profile test`: a no-op when `cargo test --workspace` built
 /// them already).
 pub fn binaries() -> Binaries {
+    let [ddp, tui, kernel] = built([
+        ("ddp-cli", "ddp"),
+        ("ddp-tui", "ddp-tui"),
+        ("ddp-kernel", "ddp-kernel"),
+    ]);
+    Binaries { ddp, tui, kernel }
+}
+
+/// The `ddp-trainer` executable (one replica), built as [`binaries`] are.
+pub fn trainer() -> PathBuf {
+    let [trainer] = built([("ddp-trainer", "ddp-trainer")]);
+    trainer
+}
+
+/// The executables `(package, binary)` in `<target>/<profile>/`, built first in one
+/// `cargo build --profile test`.
+fn built<const N: usize>(bins: [(&str, &str); N]) -> [PathBuf; N] {
     let exe = std::env::current_exe().expect("the test executable");
     let dir = exe
         .parent()
@@ -76,29 +99,23 @@ pub fn binaries() -> Binaries {
         .expect("a test executable is in <target>/<profile>/deps/")
         .to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let o = Command::new(&cargo)
-        .args(["build", "--profile", "test"])
-        .args(["-p", "ddp-cli", "--bin", "ddp"])
-        .args(["-p", "ddp-tui", "--bin", "ddp-tui"])
-        .args(["-p", "ddp-kernel", "--bin", "ddp-kernel"])
-        .current_dir(repo())
-        .output()
-        .expect("cargo runs");
+    let mut build = Command::new(&cargo);
+    build.args(["build", "--profile", "test"]);
+    for (package, bin) in bins {
+        build.args(["-p", package, "--bin", bin]);
+    }
+    let o = build.current_dir(repo()).output().expect("cargo runs");
     assert!(
         o.status.success(),
-        "building the front ends failed:\n{}",
+        "building {} failed:\n{}",
+        bins.map(|(_, bin)| bin).join(", "),
         text(&o.stderr)
     );
-    let bin = |name: &str| {
+    bins.map(|(_, name)| {
         let p = dir.join(name);
         assert!(p.is_file(), "no {} after cargo build", p.display());
         p
-    };
-    Binaries {
-        ddp: bin("ddp"),
-        tui: bin("ddp-tui"),
-        kernel: bin("ddp-kernel"),
-    }
+    })
 }
 
 /// The test Python: `$DDP_TEST_PYTHON`, else the repository's `.venv-test`, checked to import
@@ -326,7 +343,7 @@ impl Drop for Sandbox {
     }
 }
 
-/// What a script did: its exit status (None: killed at the time limit), its output, how long it
+/// What a command did: its exit status (None: killed at the time limit), its output, how long it
 /// took, and the processes it left running (stopped).
 pub struct Outcome {
     pub status: Option<ExitStatus>,
@@ -337,13 +354,25 @@ pub struct Outcome {
 }
 
 /// Runs `cmd` with a time limit, then stops what it left running in `sandbox`.
-pub fn run_limited(sandbox: &Sandbox, mut cmd: Command, limit: Duration) -> Outcome {
+pub fn run_limited(sandbox: &Sandbox, cmd: Command, limit: Duration) -> Outcome {
+    run_limited_with(cmd, limit, || sandbox.stop_leftovers())
+}
+
+/// Runs `cmd` with its output captured and a time limit (killed when it passes), then
+/// `stop_leftovers`: it stops what the command left running (whatever still holds its output
+/// open) and returns what it found ([`Outcome::leftovers`]; `Vec::new` where nothing is left).
+pub fn run_limited_with(
+    mut cmd: Command,
+    limit: Duration,
+    stop_leftovers: impl FnOnce() -> Vec<(i32, String)>,
+) -> Outcome {
     let started = Instant::now();
+    let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the test Python starts");
+        .unwrap_or_else(|e| panic!("{program} does not start: {e}"));
     let reader = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -354,7 +383,10 @@ pub fn run_limited(sandbox: &Sandbox, mut cmd: Command, limit: Duration) -> Outc
     let out = reader(Box::new(child.stdout.take().unwrap()));
     let err = reader(Box::new(child.stderr.take().unwrap()));
     let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for the test Python") {
+        if let Some(status) = child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("waiting for {program}: {e}"))
+        {
             break Some(status);
         }
         if started.elapsed() > limit {
@@ -362,12 +394,12 @@ pub fn run_limited(sandbox: &Sandbox, mut cmd: Command, limit: Duration) -> Outc
             let _ = child.wait();
             break None;
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(50));
     };
     let elapsed = started.elapsed();
-    // The pipes close when the script and everything that inherited them (a kernel it started)
+    // The pipes close when the command and everything that inherited them (a kernel it started)
     // are gone.
-    let leftovers = sandbox.stop_leftovers();
+    let leftovers = stop_leftovers();
     let wait_pipe = |h: std::thread::JoinHandle<Vec<u8>>| {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !h.is_finished() && Instant::now() < deadline {
@@ -376,7 +408,7 @@ pub fn run_limited(sandbox: &Sandbox, mut cmd: Command, limit: Duration) -> Outc
         if h.is_finished() {
             text(&h.join().unwrap_or_default())
         } else {
-            "(output still open: a process the script started is still running)".to_string()
+            "(output still open: a process the command started is still running)".to_string()
         }
     };
     Outcome {
