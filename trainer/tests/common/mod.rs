@@ -252,18 +252,32 @@ pub fn proc_env(pid: u32, var: &str) -> Option<String> {
 /// Waits until `OUT/metrics/rank-R.jsonl` holds a train record, i.e. training steps are running.
 /// Panics (with the process's output) when `child` exits first or `limit` passes.
 pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, limit: Duration) {
+    wait_for_train_step(out, rank, 1, child, limit);
+}
+
+/// Waits until `OUT/metrics/rank-R.jsonl` holds a train record of global step `step` or later.
+/// Panics (with the process's output) when `child` exits first or `limit` passes.
+pub fn wait_for_train_step(
+    out: &Path,
+    rank: usize,
+    step: u64,
+    child: &mut ChildGuard,
+    limit: Duration,
+) {
     let start = Instant::now();
     let file = out.join(format!("metrics/rank-{rank}.jsonl"));
     loop {
         if let Ok(recs) = read_metrics(&file)
-            && recs.iter().any(|r| r.kind == MetricKind::Train)
+            && recs
+                .iter()
+                .any(|r| r.kind == MetricKind::Train && r.step >= step)
         {
             return;
         }
         if child.child().try_wait().unwrap().is_some() {
             let o = child.take().wait_with_output().unwrap();
             panic!(
-                "the process exited ({:?}) before {} showed a train record\n{}",
+                "the process exited ({:?}) before {} showed a train record of step {step}\n{}",
                 o.status,
                 file.display(),
                 text(&o)
@@ -274,11 +288,11 @@ pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, li
             let _ = c.kill();
             let o = c.wait_with_output().unwrap();
             panic!(
-                "no train record in {} within {limit:?}\n{}",
+                "no train record of step {step} in {} within {limit:?}\n{}",
                 file.display(),
                 text(&o)
             );
         }
-        std::thread::sleep(Duration::from_millis(25));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
