@@ -510,7 +510,7 @@ mod tests {
         assert_eq!(mid.to_string(), "step 37 (inside epoch 3)");
         assert!(Mark::parse("epoch-0002-step-00000037.state.safetensors").is_none());
         assert!(Mark::parse("epoch-0002-step-.safetensors").is_none());
-        let mut marks = vec![
+        let mut marks = [
             m("epoch-0003.safetensors"),
             mid,
             m("epoch-0002.safetensors"),

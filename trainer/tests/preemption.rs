@@ -162,7 +162,7 @@ fn sigusr2_stops_at_a_mid_epoch_checkpoint_and_resume_equals_uninterrupted() {
         (0, first, first)
     );
     assert!(first > 3 && first < STEPS_PER_EPOCH, "{log}");
-    assert_eq!(ck.state.val_due, first % 7 == 0);
+    assert_eq!(ck.state.val_due, first.is_multiple_of(7));
     assert!(!out.join("model.safetensors").exists());
 
     let mut launcher = start(&spec, &out, true, &[]);
@@ -241,7 +241,7 @@ fn every_steps_checkpoints_survive_a_killed_replica() {
     let ck = newest(&out);
     let at = ck.state.global_step;
     assert!(
-        at % 5 == 0 && ck.state.step_in_epoch == at,
+        at.is_multiple_of(5) && ck.state.step_in_epoch == at,
         "{}",
         ck.path.display()
     );
@@ -299,4 +299,43 @@ fn a_stop_before_the_first_step_writes_nothing() {
     );
     assert_eq!(checkpoint_names(&out), Vec::<String>::new());
     assert!(!out.join("model.safetensors").exists());
+}
+
+/// A language model stopped between its step checkpoints (SIGTERM to the launcher, as `ddp stop`
+/// sends it) checkpoints the step it stopped after, leaving that step's validation to the resumed
+/// run, which ends with the uninterrupted run's model, byte for byte, and the same records.
+#[test]
+fn a_language_model_stopped_between_step_checkpoints_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpt_spec(dir.path(), "log_every = 2");
+    // Step checkpoints only at the end: the stop's is the only one before it. Every step is
+    // validated, so the stop always leaves a validation due.
+    let sets = [
+        "train.steps=240",
+        "checkpoint.every_steps=240",
+        "train.eval_every=1",
+    ];
+    let full = dir.path().join("full");
+    finish(&spec, &full, false, &sets);
+    let out = dir.path().join("stopped");
+    let mut launcher = start(&spec, &out, false, &sets);
+    wait_for_train_step(&out, 0, 4, &mut launcher, LIMIT);
+    signal(launcher.id(), libc::SIGTERM);
+    let log = stopped(launcher);
+    let at = stop_step(&log);
+    assert!(at > 4 && at < 240, "{log}");
+    assert_eq!(
+        checkpoint_names(&out),
+        [format!("step-{at:08}.safetensors")],
+        "{log}"
+    );
+    let ck = newest(&out);
+    assert_eq!((ck.state.epoch, ck.state.global_step), (0, at));
+    assert!(ck.state.val_due);
+    let log = finish(&spec, &out, true, &sets);
+    assert!(log.contains(&format!("(epoch 0 done, step {at})")), "{log}");
+    assert_same_model(&full, &out);
+    for rank in 0..2 {
+        assert_eq!(figures(&out, rank), figures(&full, rank), "rank {rank}");
+    }
 }

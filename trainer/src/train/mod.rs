@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candle_core::Device;
 
@@ -590,6 +590,7 @@ impl Training {
     /// and its training window), `step_in_epoch` steps into the epoch after the completed ones,
     /// and makes the metrics up to it durable.
     fn checkpoint(&mut self, step_in_epoch: u64, val_due: bool) -> Result<()> {
+        let t0 = Instant::now();
         let r = &mut self.r;
         self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
         let windows = position::gather_windows(&r.comm, self.window.state())?;
@@ -604,7 +605,8 @@ impl Training {
                 world_size: r.world,
             };
             let p = checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
-            println!("checkpoint {}", p.display());
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            println!("checkpoint {} ({ms:.0} ms)", p.display());
         }
         self.report.sync()
     }
