@@ -164,6 +164,23 @@ fn sigusr2_stops_at_a_mid_epoch_checkpoint_and_resume_equals_uninterrupted() {
     assert!(first > 3 && first < STEPS_PER_EPOCH, "{log}");
     assert_eq!(ck.state.val_due, first.is_multiple_of(7));
     assert!(!out.join("model.safetensors").exists());
+    // Inside an epoch, the order of the samples depends on the number of replicas: another
+    // number is refused, naming the checkpoint, and nothing changes.
+    let mut one = trainer();
+    one.arg(&spec)
+        .args(["--standalone", "--nproc", "1", "--resume", "--out"])
+        .arg(&out);
+    let refused = run_with_timeout(one, LIMIT);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains(&format!(
+            "environment variable WORLD_SIZE: is 1 but the newest checkpoint, {}, was written inside an epoch by 2 replicas",
+            ck.path.display()
+        )),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(newest(&out).path, ck.path);
 
     let mut launcher = start(&spec, &out, true, &[]);
     wait_for_train_step(&out, 0, STEPS_PER_EPOCH + 3, &mut launcher, LIMIT);

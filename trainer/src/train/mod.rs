@@ -281,11 +281,14 @@ impl Replica {
                     });
                 }
                 Some(l) if l.state.step_in_epoch > 0 && l.state.world_size != self.world => {
-                    return Err(Error::Checkpoint {
-                        path: l.path.clone(),
+                    return Err(Error::Env {
+                        var: "WORLD_SIZE".into(),
                         msg: format!(
-                            "was written inside an epoch by {} replicas, and the order of an epoch's samples depends on their number: resume it with {} replicas, or delete it (and its .state file) to resume from the checkpoint before it",
-                            l.state.world_size, l.state.world_size
+                            "is {} but the newest checkpoint, {}, was written inside an epoch by {} replicas, and the order of an epoch's samples depends on their number: resume with {} replicas, or delete that checkpoint (and its .state file) to resume from the one before it",
+                            self.world,
+                            l.path.display(),
+                            l.state.world_size,
+                            l.state.world_size
                         ),
                     });
                 }
