@@ -280,19 +280,8 @@ impl Replica {
                         msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
                     });
                 }
-                Some(l) if l.state.step_in_epoch > 0 && l.state.world_size != self.world => {
-                    return Err(Error::Env {
-                        var: "WORLD_SIZE".into(),
-                        msg: format!(
-                            "is {} but the newest checkpoint, {}, was written inside an epoch by {} replicas, and the order of an epoch's samples depends on their number: resume with {} replicas, or delete that checkpoint (and its .state file) to resume from the one before it",
-                            self.world,
-                            l.path.display(),
-                            l.state.world_size,
-                            l.state.world_size
-                        ),
-                    });
-                }
                 Some(l) => {
+                    position::check_world(&l.state, &l.path, self.world)?;
                     self.net
                         .load_state(&l.tensors, &l.path.display().to_string())?;
                     self.ddp.read_params(&self.net)?;

@@ -1,7 +1,10 @@
 //! Where a replica's training stands when it starts: the position a checkpoint restores
 //! (epochs complete, global step, steps into the next epoch), a validation still due, and this
-//! rank's training-loss window; the header in which rank 0 hands a checkpoint's position to
-//! every rank, and the windows every rank hands rank 0 for a checkpoint.
+//! rank's training-loss window; whether a checkpoint can continue with this world size; the
+//! header in which rank 0 hands a checkpoint's position to every rank, and the windows every
+//! rank hands rank 0 for a checkpoint.
+
+use std::path::Path;
 
 use crate::checkpoint::{TrainState, decode_windows, encode_windows};
 use crate::ddp::{SharedCollective, with_comm};
@@ -67,6 +70,23 @@ pub(super) fn describe(state: &TrainState) -> String {
     s
 }
 
+/// Refuses to continue `state`, read from the checkpoint at `path`, with `world` replicas when it
+/// was written inside an epoch by another number: the order of an epoch's samples depends on it.
+pub(super) fn check_world(state: &TrainState, path: &Path, world: usize) -> Result<()> {
+    if state.step_in_epoch == 0 || state.world_size == world {
+        return Ok(());
+    }
+    Err(Error::Env {
+        var: "WORLD_SIZE".into(),
+        msg: format!(
+            "is {world} but the newest checkpoint, {}, was written inside an epoch by {} replicas, and the order of an epoch's samples depends on their number: resume with {} replicas, or delete that checkpoint (and its .state file) to resume from the one before it",
+            path.display(),
+            state.world_size,
+            state.world_size
+        ),
+    })
+}
+
 /// Every rank's training window, by rank (each rank sends its own to all).
 pub(super) fn gather_windows(
     comm: &SharedCollective,
@@ -84,6 +104,26 @@ pub(super) fn gather_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_mid_epoch_checkpoint_needs_its_own_world_size() {
+        let at = |epoch: usize, step_in_epoch: u64| TrainState {
+            epoch,
+            global_step: 10,
+            step_in_epoch,
+            world_size: 2,
+            ..TrainState::default()
+        };
+        let path = Path::new("c.safetensors");
+        assert!(check_world(&at(1, 0), path, 3).is_ok());
+        assert!(check_world(&at(0, 7), path, 2).is_ok());
+        let e = check_world(&at(0, 7), path, 3).unwrap_err().to_string();
+        assert!(
+            e.starts_with("environment variable WORLD_SIZE: is 3 but the newest checkpoint, c.safetensors, was written inside an epoch by 2 replicas"),
+            "{e}"
+        );
+        assert_eq!(e.matches("resume with 2 replicas").count(), 1, "{e}");
+    }
 
     #[test]
     fn every_rank_reads_its_own_window_from_the_header() {
