@@ -1,13 +1,16 @@
 //! Checkpoints: `DIR/checkpoints/epoch-NNNN.safetensors` (the model's state dict, loadable by
 //! PyTorch) plus `epoch-NNNN.state.safetensors` (optimizer slots as flat tensors, and the training
-//! position in the metadata), and the final `DIR/model.safetensors`. A run that counts optimizer
-//! steps rather than epochs (a language model's `train.steps`) names them `step-NNNNNNNN`.
+//! position in the metadata), and the final `DIR/model.safetensors`. A checkpoint written after a
+//! step inside an epoch (a stop request, `checkpoint.every_steps`) is
+//! `epoch-NNNN-step-GGGGGGGG` (N epochs complete, G optimizer steps in all); a run that counts
+//! optimizer steps rather than epochs (a language model's `train.steps`) names them
+//! `step-GGGGGGGG`.
 //!
 //! Every file is written atomically ([`write_atomic`]: temp file + fsync + rename + fsync of the
-//! folder); the state
-//! file is written first and the model file last, so an epoch counts as complete only when both
-//! load. `--resume` takes the newest complete one and skips (with a warning naming it) any that is
-//! truncated or corrupt. Which old checkpoints to delete is decided by [`retention`], a pure policy.
+//! folder); the state file is written first and the model file last, so a checkpoint counts as
+//! complete only when both load. `--resume` takes the newest complete one and skips (with a
+//! warning naming it) any that is truncated or corrupt. Which old checkpoints to delete is
+//! decided by [`superseded`], a pure policy.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,15 +20,26 @@ use candle_core::{Device, Tensor};
 use crate::fsutil::write_atomic;
 use crate::models::Network;
 use crate::optim::Optimizer;
+use crate::report::WindowState;
 use crate::{Error, Result};
 
-/// Where training stands after a completed epoch (or, `epoch` 0, after `global_step` steps).
-#[derive(Debug, Clone, PartialEq)]
+/// Where training stands at a checkpoint: after a completed epoch, after a step inside an epoch
+/// (`step_in_epoch` > 0), or (`epoch` 0, a run counted in steps) after `global_step` steps.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TrainState {
     /// Epochs completed (1-based count).
     pub epoch: usize,
     /// Optimizer steps taken in total.
     pub global_step: u64,
+    /// Optimizer steps taken in the epoch after `epoch` (0 at an epoch's end and in a run
+    /// counted in steps).
+    pub step_in_epoch: u64,
+    /// The validation due after `global_step` (`train.eval_every`) has not run yet: the stop
+    /// that wrote this checkpoint came first, and a resumed run validates before its first step.
+    pub val_due: bool,
+    /// Every rank's training-loss window since its last train record, by rank, so that a resumed
+    /// run's next record covers the same steps as an uninterrupted run's.
+    pub windows: Vec<WindowState>,
     pub spec_hash: String,
     pub world_size: usize,
 }
@@ -43,57 +57,107 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
 }
 
-/// Where a checkpoint stands: after an epoch, or (epoch 0, a run counted in steps) after a step.
-/// Its number orders the checkpoints of a run (a run has one kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a checkpoint stands: after an epoch (`number` is the epoch), or after a step (`steps`:
+/// `number` is the global step), inside an epoch (`epochs`: the epochs complete before it) or in
+/// a run counted in steps. Marks order the checkpoints of a run by position: an epoch's end,
+/// then the steps inside the next epoch, then that epoch's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     pub number: u64,
     pub steps: bool,
+    /// A mid-epoch checkpoint's completed epochs; `None` for the others.
+    pub epochs: Option<u64>,
 }
 
 impl Mark {
     fn of(state: &TrainState) -> Mark {
-        if state.epoch == 0 {
+        if state.step_in_epoch > 0 {
             Mark {
                 number: state.global_step,
                 steps: true,
+                epochs: Some(state.epoch as u64),
+            }
+        } else if state.epoch == 0 {
+            Mark {
+                number: state.global_step,
+                steps: true,
+                epochs: None,
             }
         } else {
             Mark {
                 number: state.epoch as u64,
                 steps: false,
+                epochs: None,
             }
         }
     }
 
+    /// (epochs complete, after a step, global step): the order of positions in a run.
+    fn key(&self) -> (u64, bool, u64) {
+        match (self.steps, self.epochs) {
+            (false, _) => (self.number, false, 0),
+            (true, e) => (e.unwrap_or(0), true, self.number),
+        }
+    }
+
     fn stem(self) -> String {
-        if self.steps {
-            format!("step-{:08}", self.number)
-        } else {
-            format!("epoch-{:04}", self.number)
+        match (self.steps, self.epochs) {
+            (false, _) => format!("epoch-{:04}", self.number),
+            (true, None) => format!("step-{:08}", self.number),
+            (true, Some(e)) => format!("epoch-{e:04}-step-{:08}", self.number),
         }
     }
 
     fn parse(file_name: &str) -> Option<Mark> {
         let stem = file_name.strip_suffix(".safetensors")?;
-        if let Some(n) = stem.strip_prefix("epoch-") {
-            return Some(Mark {
-                number: n.parse().ok()?,
-                steps: false,
+        let number = |s: &str| -> Option<u64> {
+            // Digits only: `epoch-0002.state` is a state file, not a checkpoint.
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        if let Some(rest) = stem.strip_prefix("epoch-") {
+            return Some(match rest.split_once("-step-") {
+                Some((e, g)) => Mark {
+                    number: number(g)?,
+                    steps: true,
+                    epochs: Some(number(e)?),
+                },
+                None => Mark {
+                    number: number(rest)?,
+                    steps: false,
+                    epochs: None,
+                },
             });
         }
-        let n = stem.strip_prefix("step-")?;
         Some(Mark {
-            number: n.parse().ok()?,
+            number: number(stem.strip_prefix("step-")?)?,
             steps: true,
+            epochs: None,
         })
+    }
+}
+
+impl Ord for Mark {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl PartialOrd for Mark {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
 impl std::fmt::Display for Mark {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let unit = if self.steps { "step" } else { "epoch" };
-        write!(f, "{unit} {}", self.number)
+        match (self.steps, self.epochs) {
+            (false, _) => write!(f, "epoch {}", self.number),
+            (true, None) => write!(f, "step {}", self.number),
+            (true, Some(e)) => write!(f, "step {} (inside epoch {})", self.number, e + 1),
+        }
     }
 }
 
@@ -106,7 +170,7 @@ fn state_path(out: &Path, at: Mark) -> PathBuf {
     checkpoint_dir(out).join(format!("{}.state.safetensors", at.stem()))
 }
 
-/// Writes the checkpoint of `state.epoch` and applies the retention policy. Returns the model path.
+/// Writes the checkpoint of `state` and applies the retention policy. Returns the model path.
 pub fn save(
     out: &Path,
     net: &Network,
@@ -117,14 +181,18 @@ pub fn save(
     let dir = checkpoint_dir(out);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let meta: HashMap<String, String> = [
-        ("format".to_string(), "ddp-train-state/1".to_string()),
+        ("format".to_string(), "ddp-train-state/2".to_string()),
         ("epoch".into(), state.epoch.to_string()),
         ("global_step".into(), state.global_step.to_string()),
+        ("step_in_epoch".into(), state.step_in_epoch.to_string()),
+        ("val_due".into(), state.val_due.to_string()),
+        ("windows".into(), encode_windows(&state.windows)),
         ("spec_hash".into(), state.spec_hash.clone()),
         ("world_size".into(), state.world_size.to_string()),
         ("optimizer_steps".into(), opt.steps.to_string()),
         ("optimizer_slots".into(), opt.config.slot_names().join(",")),
-        // All randomness is counter-based on (seed, epoch, step, rank): no RNG state to save.
+        // All randomness is counter-based on (seed, epoch, step, rank), and an epoch's order is
+        // the sampler's for (seed, epoch): no RNG or data-order state to save.
         ("rng".into(), "counter-based:seed,epoch,step,rank".into()),
     ]
     .into_iter()
@@ -147,7 +215,7 @@ pub fn save(
     let model_file = model_path(out, at);
     write_safetensors(&model_file, net.state(), None)?;
     let marks = list_marks(out)?;
-    for old in retention(&marks, keep_last) {
+    for old in superseded(&marks, keep_last) {
         for p in [model_path(out, old), state_path(out, old)] {
             if let Err(e) = std::fs::remove_file(&p)
                 && e.kind() != std::io::ErrorKind::NotFound
@@ -175,6 +243,55 @@ pub fn retention<T: Ord + Copy>(epochs: &[T], keep_last: usize) -> Vec<T> {
     let mut sorted = epochs.to_vec();
     sorted.sort_unstable();
     sorted[..sorted.len() - keep_last].to_vec()
+}
+
+/// Which checkpoints to delete under `checkpoint.keep_last` (0 keeps all): of the epochs'
+/// checkpoints the newest `keep_last` stay; of the checkpoints after a step (mid-epoch, or a run
+/// counted in steps) the newest `keep_last` of those newer than the newest epoch checkpoint stay,
+/// and the older ones go (a resume would take that epoch checkpoint over them).
+pub fn superseded(marks: &[Mark], keep_last: usize) -> Vec<Mark> {
+    if keep_last == 0 {
+        return vec![];
+    }
+    let epochs: Vec<Mark> = marks.iter().copied().filter(|m| !m.steps).collect();
+    let newest_epoch = epochs.iter().max().copied();
+    let (current, old): (Vec<Mark>, Vec<Mark>) = marks
+        .iter()
+        .copied()
+        .filter(|m| m.steps)
+        .partition(|m| newest_epoch.is_none_or(|e| *m > e));
+    let mut out = retention(&epochs, keep_last);
+    out.extend(old);
+    out.extend(retention(&current, keep_last));
+    out.sort_unstable();
+    out
+}
+
+/// `loss_sum:batches:samples` per rank, `;` between ranks (the loss sum prints back exactly).
+pub fn encode_windows(windows: &[WindowState]) -> String {
+    windows
+        .iter()
+        .map(|w| format!("{}:{}:{}", w.loss_sum, w.batches, w.samples))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// The windows of [`encode_windows`]; `None` when `text` is not in that form.
+pub fn decode_windows(text: &str) -> Option<Vec<WindowState>> {
+    if text.is_empty() {
+        return Some(vec![]);
+    }
+    text.split(';')
+        .map(|w| {
+            let mut f = w.split(':');
+            let window = WindowState {
+                loss_sum: f.next()?.parse().ok()?,
+                batches: f.next()?.parse().ok()?,
+                samples: f.next()?.parse().ok()?,
+            };
+            f.next().is_none().then_some(window)
+        })
+        .collect()
 }
 
 /// Epoch numbers that have a model checkpoint file (complete or not), ascending.
@@ -231,9 +348,20 @@ fn load(out: &Path, at: Mark) -> Result<Loaded> {
             msg: format!("metadata `{k}` is not a number"),
         })
     };
+    // Checkpoints of format 1 have no position inside an epoch, pending validation or windows.
+    let optional = |k: &str| meta.get(k).map(String::as_str).unwrap_or_default();
     let state = TrainState {
         epoch: num("epoch")? as usize,
         global_step: num("global_step")?,
+        step_in_epoch: match optional("step_in_epoch") {
+            "" => 0,
+            _ => num("step_in_epoch")?,
+        },
+        val_due: optional("val_due") == "true",
+        windows: decode_windows(optional("windows")).ok_or_else(|| Error::Checkpoint {
+            path: state_file.clone(),
+            msg: "metadata `windows` is not `loss_sum:batches:samples` per rank".into(),
+        })?,
         spec_hash: get("spec_hash")?,
         world_size: num("world_size")? as usize,
     };
@@ -344,6 +472,7 @@ mod tests {
             global_step: 10 * epoch as u64,
             spec_hash: "abc".into(),
             world_size: 2,
+            ..TrainState::default()
         }
     }
 
@@ -358,12 +487,138 @@ mod tests {
         assert!(m("step-00000500.state.safetensors").is_none());
         assert!(m("step-00000050.safetensors") < m("step-00000500.safetensors"));
         let state = TrainState {
-            epoch: 0,
             global_step: 750,
-            spec_hash: String::new(),
             world_size: 1,
+            ..TrainState::default()
         };
         assert_eq!(Mark::of(&state).to_string(), "step 750");
+    }
+
+    #[test]
+    fn mid_epoch_checkpoints_sort_between_the_epochs_they_fall_in() {
+        let m = |name: &str| Mark::parse(name).unwrap();
+        let mid = m("epoch-0002-step-00000037.safetensors");
+        assert_eq!(
+            mid,
+            Mark {
+                number: 37,
+                steps: true,
+                epochs: Some(2)
+            }
+        );
+        assert_eq!(mid.stem(), "epoch-0002-step-00000037");
+        assert_eq!(mid.to_string(), "step 37 (inside epoch 3)");
+        assert!(Mark::parse("epoch-0002-step-00000037.state.safetensors").is_none());
+        assert!(Mark::parse("epoch-0002-step-.safetensors").is_none());
+        let mut marks = [
+            m("epoch-0003.safetensors"),
+            mid,
+            m("epoch-0002.safetensors"),
+            m("epoch-0002-step-00000032.safetensors"),
+            m("epoch-0000-step-00000004.safetensors"),
+            m("epoch-0001.safetensors"),
+        ];
+        marks.sort();
+        let stems: Vec<String> = marks.iter().map(|m| m.stem()).collect();
+        assert_eq!(
+            stems,
+            [
+                "epoch-0000-step-00000004",
+                "epoch-0001",
+                "epoch-0002",
+                "epoch-0002-step-00000032",
+                "epoch-0002-step-00000037",
+                "epoch-0003",
+            ]
+        );
+        let state = TrainState {
+            epoch: 2,
+            global_step: 37,
+            step_in_epoch: 7,
+            ..TrainState::default()
+        };
+        assert_eq!(Mark::of(&state), mid);
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_epochs_and_the_steps_after_them() {
+        let m = |name: &str| Mark::parse(&format!("{name}.safetensors")).unwrap();
+        let names = |marks: Vec<Mark>| marks.iter().map(|m| m.stem()).collect::<Vec<_>>();
+        let marks = [
+            m("epoch-0000-step-00000005"),
+            m("epoch-0001"),
+            m("epoch-0001-step-00000020"),
+            m("epoch-0002"),
+            m("epoch-0002-step-00000035"),
+            m("epoch-0002-step-00000040"),
+            m("epoch-0002-step-00000045"),
+        ];
+        assert_eq!(
+            names(superseded(&marks, 2)),
+            [
+                "epoch-0000-step-00000005",
+                "epoch-0001-step-00000020",
+                "epoch-0002-step-00000035",
+            ]
+        );
+        assert_eq!(
+            names(superseded(&marks, 1)),
+            [
+                "epoch-0000-step-00000005",
+                "epoch-0001",
+                "epoch-0001-step-00000020",
+                "epoch-0002-step-00000035",
+                "epoch-0002-step-00000040",
+            ]
+        );
+        assert!(superseded(&marks, 0).is_empty());
+        // A run counted in steps keeps its newest steps.
+        let steps = [m("step-00000010"), m("step-00000020"), m("step-00000030")];
+        assert_eq!(names(superseded(&steps, 2)), ["step-00000010"]);
+    }
+
+    #[test]
+    fn windows_round_trip_exactly() {
+        let windows = vec![
+            WindowState {
+                loss_sum: 0.1 + 0.2,
+                batches: 3,
+                samples: 96,
+            },
+            WindowState::default(),
+        ];
+        let text = encode_windows(&windows);
+        assert_eq!(decode_windows(&text), Some(windows));
+        assert_eq!(decode_windows(""), Some(vec![]));
+        assert_eq!(decode_windows("1:2"), None);
+        assert_eq!(decode_windows("1:2:3:4"), None);
+    }
+
+    #[test]
+    fn the_position_inside_an_epoch_round_trips() {
+        let (dir, net, opt) = setup();
+        let state = TrainState {
+            epoch: 2,
+            global_step: 37,
+            step_in_epoch: 7,
+            val_due: true,
+            windows: vec![
+                WindowState {
+                    loss_sum: 1.0 / 3.0,
+                    batches: 2,
+                    samples: 64,
+                };
+                2
+            ],
+            spec_hash: "abc".into(),
+            world_size: 2,
+        };
+        let p = save(dir.path(), &net, &opt, &state, 3).unwrap();
+        assert!(p.ends_with("checkpoints/epoch-0002-step-00000037.safetensors"));
+        let l = latest_complete(dir.path(), |w| panic!("{w}"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(l.state, state);
     }
 
     #[test]

@@ -12,13 +12,10 @@ use clap::Parser;
 
 use crate::batch_parts;
 use crate::env::DistEnv;
-use crate::error::{EXIT_CONFIG, EXIT_FAILURE};
-use crate::launcher::{LaunchOptions, launch};
+use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
+use crate::launcher::{Ended, LaunchOptions, launch_ended};
 use crate::spec::Spec;
 use crate::train::{self, RunOptions, STOP_REQUESTED};
-
-/// Exit code of a replica that stopped on request (SIGTERM/SIGINT) after finishing its step.
-const EXIT_STOPPED: u8 = 143;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -75,6 +72,10 @@ pub fn main_status() -> u8 {
 }
 
 fn run_status(args: Args) -> u8 {
+    if !args.standalone {
+        // First, so that a stop request during start-up is kept for the first step.
+        install_stop_handler();
+    }
     let spec = match Spec::load(&args.spec, &args.overrides) {
         Ok(s) => s,
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
@@ -87,7 +88,6 @@ fn run_status(args: Args) -> u8 {
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     };
     set_threads(&spec, &env);
-    install_stop_handler();
     let rank = env.rank;
     // Every replica says who it is first, so each per-rank log starts with its place.
     println!(
@@ -105,7 +105,7 @@ fn run_status(args: Args) -> u8 {
         token,
     });
     match result {
-        Ok(s) if s.stopped => EXIT_STOPPED,
+        Ok(s) if s.stopped => EXIT_STOPPED as u8,
         Ok(_) => 0,
         Err(e) => fail(&format!("ddp-trainer: rank {rank}: {e}"), e.exit_code()),
     }
@@ -140,8 +140,17 @@ fn standalone(args: &Args, spec: &Spec) -> u8 {
     let mut opts = LaunchOptions::new(nproc, program, &args.out);
     opts.args = child_args;
     opts.threads_per_replica = spec.ddp.threads;
-    match launch(&opts) {
-        Ok(()) => 0,
+    match launch_ended(&opts) {
+        Ok(Ended::Completed) => 0,
+        Ok(Ended::Stopped { signal }) => {
+            let on = signal.map_or("a signal to the replicas".into(), |s| {
+                format!("{} to the launcher", crate::launcher::signal_name(s))
+            });
+            eprintln!(
+                "ddp-trainer: stopped on {on}: every replica finished the same step and its checkpoint is written; --resume continues"
+            );
+            EXIT_STOPPED as u8
+        }
         Err(e) => fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     }
 }
@@ -198,14 +207,16 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
     STOP_REQUESTED.store(true, Ordering::SeqCst);
 }
 
-/// SIGTERM/SIGINT ask every replica to stop at the next step boundary (agreed through the
-/// gradient all-reduce), so all ranks stop at the same step.
+/// SIGTERM, SIGINT and SIGUSR2 (Slurm's warning before a time limit or a preemption) ask every
+/// replica to stop after the current step (agreed through the gradient all-reduce), so all ranks
+/// stop at the same step, which rank 0 checkpoints.
 fn install_stop_handler() {
     let handler = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGTERM, handler);
         libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGUSR2, handler);
     }
 }
 

@@ -19,7 +19,7 @@
 //! The flat buffers are allocated once; on the collective path a training step allocates
 //! nothing but, in shared buffers, two short lists naming the held gradient tensors.
 //! Both buffers carry one extra element, a control flag summed across ranks, so that a stop
-//! request seen by any replica (SIGTERM) stops every replica at the same step.
+//! request seen by any replica (SIGTERM, SIGINT, SIGUSR2) stops every replica at the same step.
 //!
 //! With gradient clipping ([`Optimizer::grad_clip`]) the optimizer waits for the global norm:
 //! after the reduce-scatter each rank sums the squares of its shard, one scalar all-reduce adds

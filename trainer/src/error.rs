@@ -12,6 +12,11 @@ pub const EXIT_FAILURE: i32 = 1;
 /// collective failed because a peer died, hung or closed its connection. Supervisors restart on
 /// it (and on death by signal) within `restart.max_restarts`.
 pub const EXIT_RESTART: i32 = 75;
+/// Exit code of a replica that stopped on request (SIGTERM, SIGINT, SIGUSR2): every replica
+/// finished the same step, and the run's position is in its newest checkpoint (written there and
+/// then, unless the request came before the first step), so `--resume` loses no finished step.
+/// The standalone launcher exits with it too when all its replicas did.
+pub const EXIT_STOPPED: i32 = 143;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

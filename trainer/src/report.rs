@@ -292,15 +292,41 @@ pub struct Window {
     loss_sum: f64,
     samples: usize,
     batches: usize,
+    /// Samples of [`Window::samples`] trained before this process (carried in a checkpoint):
+    /// counted in the record, not in its throughput.
+    untimed: usize,
+}
+
+/// What a [`Window`] has added up since its last record, as a checkpoint carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowState {
+    pub loss_sum: f64,
+    pub batches: usize,
+    pub samples: usize,
 }
 
 impl Window {
     pub fn start() -> Self {
+        Window::resume(WindowState::default())
+    }
+
+    /// A window that goes on from `state` (a resumed run's, from its checkpoint).
+    pub fn resume(state: WindowState) -> Self {
         Window {
             start: Instant::now(),
-            loss_sum: 0.0,
-            samples: 0,
-            batches: 0,
+            loss_sum: state.loss_sum,
+            samples: state.samples,
+            batches: state.batches,
+            untimed: state.samples,
+        }
+    }
+
+    /// What the window holds so far.
+    pub fn state(&self) -> WindowState {
+        WindowState {
+            loss_sum: self.loss_sum,
+            batches: self.batches,
+            samples: self.samples,
         }
     }
 
@@ -310,17 +336,31 @@ impl Window {
         self.samples += n;
     }
 
-    /// (mean loss, local samples/s, samples) since the last take; restarts the window.
-    pub fn take(&mut self) -> (f64, f64, usize) {
-        let dt = self.start.elapsed().as_secs_f64();
-        let out = (
-            self.loss_sum / self.batches.max(1) as f64,
-            self.samples as f64 / dt.max(1e-9),
-            self.samples,
-        );
+    /// The window's figures since the last take; restarts the window.
+    pub fn take(&mut self) -> Taken {
+        let secs = self.start.elapsed().as_secs_f64();
+        let timed = self.samples - self.untimed;
+        let out = Taken {
+            loss: self.loss_sum / self.batches.max(1) as f64,
+            samples_per_sec: timed as f64 / secs.max(1e-9),
+            samples: self.samples,
+            timed,
+            secs,
+        };
         *self = Window::start();
         out
     }
+}
+
+/// A window's record: its mean loss, this rank's samples/s, the samples it covered, and of
+/// these the samples this process trained in `secs` seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Taken {
+    pub loss: f64,
+    pub samples_per_sec: f64,
+    pub samples: usize,
+    pub timed: usize,
+    pub secs: f64,
 }
 
 /// `0.002`, `0.00098`: the learning rate without trailing zeros.

@@ -129,10 +129,9 @@ pub fn write_gpt(out: &Path, cfg: &GptConfig, seed: u64, step: Option<u64>) -> P
                 weight_decay: 0.0,
             };
             let state = TrainState {
-                epoch: 0,
                 global_step: step,
-                spec_hash: String::new(),
                 world_size: 1,
+                ..TrainState::default()
             };
             let opt = Optimizer::new(sgd, net.num_params());
             checkpoint::save(out, &net, &opt, &state, 0).expect("a writable folder")

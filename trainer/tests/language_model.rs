@@ -4,43 +4,13 @@
 //! records in tokens, TensorBoard tags, a model PyTorch's module names load).
 
 mod common;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use ddp_trainer::data::text::{EvalWindows, train_len};
 use ddp_trainer::metrics::MetricKind;
 use ddp_trainer::tensorboard::read_events;
 use ddp_trainer::test_util::{max_abs_diff, worst_tensor};
-
-/// A deterministic text of ~12,000 characters over a 27-character alphabet.
-fn corpus(dir: &Path) -> PathBuf {
-    let words = [
-        "the ", "king ", "and ", "queen ", "of ", "a ", "land ", "far ", "away ", "said ", "to ",
-        "thee\n",
-    ];
-    let mut s = String::new();
-    let mut x: u64 = 7;
-    while s.len() < 12_000 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        s.push_str(words[(x >> 33) as usize % words.len()]);
-    }
-    let p = dir.join("input.txt");
-    std::fs::write(&p, s).unwrap();
-    p
-}
-
-fn gpt_spec(dir: &Path, train: &str) -> PathBuf {
-    let data = corpus(dir);
-    let body = format!(
-        "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 2\nheads = 2\nembd = 16\nblock = 16\n[data]\nname = \"text\"\npath = \"{}\"\nval_fraction = 0.1\n[train]\nsteps = 6\nbatch_size = 4\noptimizer = \"adamw\"\nlr = 0.003\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 3\neval_every = 3\n{train}\n",
-        data.display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, body).unwrap();
-    p
-}
 
 #[test]
 fn two_replicas_of_b_windows_equal_one_of_2b() {

@@ -4,7 +4,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use crate::error::{EXIT_CONFIG, EXIT_RESTART, Error};
+use crate::error::{EXIT_CONFIG, EXIT_RESTART, EXIT_STOPPED, Error};
 
 /// How a replica ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,12 @@ impl Outcome {
         }
     }
 
+    /// A replica that stopped on request after a step its peers finished too, its position
+    /// checkpointed ([`EXIT_STOPPED`]).
+    pub(super) fn stopped(&self) -> bool {
+        *self == Outcome::Exited(EXIT_STOPPED)
+    }
+
     /// A replica that failed because a peer went away: the peer's own outcome, arriving a moment
     /// later, says more.
     pub(super) fn lost_its_peers(&self) -> bool {
@@ -78,7 +84,7 @@ impl Outcome {
 }
 
 /// The name of `signal`, for messages.
-pub(super) fn signal_name(signal: i32) -> &'static str {
+pub fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",

@@ -2,9 +2,9 @@
 //! torchrun's variables, keeps their output, and stops them all as soon as one fails.
 //!
 //! Layout:
-//! - this file: [`launch`], the entry point, and supervision (`supervise`, `stop`): polling, the
-//!   failure report, and teardown (SIGTERM to each replica's process group, SIGKILL after the
-//!   grace).
+//! - this file: [`launch`] and [`launch_ended`], the entry points, and supervision
+//!   (`supervise`, `stop`): polling, the failure report, a stop on request, and teardown (SIGTERM
+//!   to each replica's process group, SIGKILL after the grace).
 //! - `options`: [`LaunchOptions`] and their defaults.
 //! - `ports`: [`free_port`], the rendezvous port, picked below the kernel's ephemeral range.
 //! - `spawn`: starting a replica with the torchrun environment, one process group per replica,
@@ -13,7 +13,8 @@
 //!   `logs/rank-R.log` ([`log_path`], appended) and echoing rank 0's stdout and every rank's
 //!   stderr (prefixed `[rank R] `).
 //! - `exit`: how a replica ended and which failure is reported (pure policy).
-//! - `signals` (`SignalHandlers`): SIGINT/SIGTERM on the launcher ask the supervisor to stop.
+//! - `signals` (`SignalHandlers`): SIGINT/SIGTERM/SIGUSR2 on the launcher ask the supervisor to
+//!   stop.
 
 mod exit;
 mod options;
@@ -26,12 +27,13 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub use exit::signal_name;
 pub use options::{DEFAULT_GRACE, LaunchOptions, SpawnHook};
 pub use output::log_path;
 pub use ports::free_port;
 
 use crate::error::{Error, Result};
-use exit::{Outcome, culprit, replica_error, signal_name};
+use exit::{Outcome, culprit, replica_error};
 use output::drain;
 use signals::{INTERRUPTED, SignalHandlers};
 use spawn::{Replica, World, signal_group, spawn};
@@ -42,18 +44,48 @@ const POLL: Duration = Duration::from_millis(50);
 /// replicas that lost their peers, so that the peer that left is the one reported.
 const SETTLE: Duration = Duration::from_secs(2);
 
+/// How a launch ended when no replica failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every replica exited with 0.
+    Completed,
+    /// Every replica stopped on request after the same step, its position checkpointed, and
+    /// exited with [`EXIT_STOPPED`](crate::error::EXIT_STOPPED): on `signal` to the launcher
+    /// (passed on to the replicas as SIGTERM), or, `None`, on a request that reached the replicas
+    /// themselves.
+    Stopped { signal: Option<i32> },
+}
+
 /// Starts `opts.nproc` replicas and waits for them. `Ok(())` when every replica exits with 0.
 ///
 /// When a replica exits non-zero or is killed, the others get SIGTERM, SIGKILL after
-/// `opts.grace`, and the result is [`Error::Replica`] naming the first failure. SIGINT or SIGTERM
-/// on the launcher stops the replicas the same way and returns [`Error::Launch`].
+/// `opts.grace`, and the result is [`Error::Replica`] naming the first failure. SIGINT, SIGTERM
+/// or SIGUSR2 on the launcher stops the replicas the same way and returns [`Error::Launch`]
+/// (`interrupted by SIGTERM; stopped ranks 0, 1`); replicas that all stopped on a request of
+/// their own are an [`Error::Replica`] with code 143. [`launch_ended`] tells these stops apart
+/// from failures.
 pub fn launch(opts: &LaunchOptions) -> Result<()> {
     let _handlers = SignalHandlers::install()?;
-    run(opts, &INTERRUPTED)
+    match run(opts, &INTERRUPTED)? {
+        (Ended::Completed, _) => Ok(()),
+        (Ended::Stopped { .. }, reported) => Err(reported
+            .unwrap_or_else(|| Error::Launch("the replicas stopped on request".to_string()))),
+    }
 }
 
+/// [`launch`], with a stop on request as an [`Ended`] rather than an error: every replica
+/// stopped after the same step and exited with 143, whether the request reached the launcher
+/// (SIGINT, SIGTERM, SIGUSR2) or the replicas.
+pub fn launch_ended(opts: &LaunchOptions) -> Result<Ended> {
+    let _handlers = SignalHandlers::install()?;
+    Ok(run(opts, &INTERRUPTED)?.0)
+}
+
+/// How a launch ended, and for a stop the error [`launch`] reports for it.
+type Ending = (Ended, Option<Error>);
+
 /// [`launch`] with the interrupt flag as a parameter (a signal number, 0 while not interrupted).
-fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<()> {
+fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
     if opts.nproc == 0 {
         return Err(Error::Launch("--nproc must be at least 1".to_string()));
     }
@@ -125,8 +157,14 @@ fn running_ranks(replicas: &[Replica]) -> Vec<usize> {
         .collect()
 }
 
-/// Waits for the replicas; on the first failure or an interrupt, stops the rest.
-fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32) -> Result<()> {
+/// Whether every replica has ended with an outcome for which `f` holds.
+fn all_ended(replicas: &[Replica], f: impl Fn(&Outcome) -> bool) -> bool {
+    replicas.iter().all(|r| r.outcome.as_ref().is_some_and(&f))
+}
+
+/// Waits for the replicas; on the first failure or an interrupt, stops the rest. A replica that
+/// stopped on request is no failure while the others stop after the same step too.
+fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32) -> Result<Ending> {
     loop {
         let signal = interrupted.load(Ordering::SeqCst);
         if signal != 0 {
@@ -137,17 +175,56 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
                 rank_list(&running)
             );
             stop(replicas, grace);
-            return Err(Error::Launch(format!(
+            let error = Error::Launch(format!(
                 "interrupted by {}; stopped ranks {}",
                 signal_name(signal),
                 rank_list(&running)
-            )));
+            ));
+            if all_ended(replicas, Outcome::success) {
+                return Ok((Ended::Completed, None));
+            }
+            if all_ended(replicas, Outcome::stopped) {
+                let stopped = Ended::Stopped {
+                    signal: Some(signal),
+                };
+                return Ok((stopped, Some(error)));
+            }
+            return Err(error);
         }
         let mut failed: Vec<usize> = Vec::new();
         for (i, replica) in replicas.iter_mut().enumerate() {
             if replica.running() && replica.poll().is_some_and(|o| !o.success()) {
                 failed.push(i);
             }
+        }
+        let stopped = |r: &Replica| r.outcome.as_ref().is_some_and(Outcome::stopped);
+        if !failed.is_empty() && failed.iter().all(|&i| stopped(&replicas[i])) {
+            // A stop request reached the replicas themselves: the others stop after the same
+            // step (SIGTERM only repeats the request to them).
+            let first = &replicas[failed[0]];
+            let error = replica_error(
+                first.rank,
+                first.pid,
+                &Outcome::Exited(crate::error::EXIT_STOPPED),
+                first.log.clone(),
+            );
+            let running = running_ranks(replicas);
+            if !running.is_empty() {
+                eprintln!(
+                    "ddp-trainer: rank {} stopped on request; waiting for ranks {} to stop",
+                    first.rank,
+                    rank_list(&running)
+                );
+            }
+            stop(replicas, grace);
+            if all_ended(replicas, Outcome::stopped) {
+                return Ok((Ended::Stopped { signal: None }, Some(error)));
+            }
+            // Not every replica stopped: the others' outcomes are the failures to report.
+            failed = (0..replicas.len())
+                .filter(|&i| replicas[i].outcome.as_ref().is_some_and(|o| !o.success()))
+                .filter(|&i| !stopped(&replicas[i]))
+                .collect();
         }
         let lost_peers = |i: &usize| {
             replicas[*i]
@@ -187,7 +264,7 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
             return Err(error);
         }
         if replicas.iter().all(|r| !r.running()) {
-            return Ok(());
+            return Ok((Ended::Completed, None));
         }
         thread::sleep(POLL);
     }

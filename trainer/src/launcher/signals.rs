@@ -1,4 +1,4 @@
-//! SIGINT/SIGTERM on the launcher: handlers that ask the supervisor to stop the replicas.
+//! SIGINT/SIGTERM/SIGUSR2 on the launcher: handlers that ask the supervisor to stop the replicas.
 
 use std::io;
 use std::sync::Mutex;
@@ -25,8 +25,8 @@ extern "C" fn on_signal(signal: libc::c_int) {
     INTERRUPTED.store(signal, Ordering::SeqCst);
 }
 
-/// SIGINT/SIGTERM handlers for the duration of a launch. A signal the launcher was started with
-/// ignored (`nohup`, a background job) stays ignored.
+/// SIGINT/SIGTERM/SIGUSR2 handlers for the duration of a launch. A signal the launcher was
+/// started with ignored (`nohup`, a background job) stays ignored.
 pub(super) struct SignalHandlers;
 
 impl SignalHandlers {
@@ -38,7 +38,7 @@ impl SignalHandlers {
         }
         INTERRUPTED.store(0, Ordering::SeqCst);
         let mut replaced = Vec::new();
-        for signal in [libc::SIGINT, libc::SIGTERM] {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR2] {
             // SAFETY: sigaction with valid pointers; the handler only stores to an atomic.
             unsafe {
                 let mut old: libc::sigaction = std::mem::zeroed();

@@ -285,6 +285,84 @@ fn interrupt_terminates_then_kills_after_grace() {
     assert_all_gone(&pids(dir.path(), 2, "sleeper "));
 }
 
+/// Waits (up to 10 s) until every rank's log holds `line`.
+fn wait_for_line(dir: &Path, nproc: usize, line: &str) {
+    let start = Instant::now();
+    while !(0..nproc).all(|r| {
+        std::fs::read_to_string(log_path(dir, r)).is_ok_and(|l| l.lines().any(|l| l == line))
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no {line:?} in every log"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn replicas_that_stop_on_an_interrupt_end_the_launch_as_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    // Replicas that stop on SIGTERM with the trainer's code for a stop on request.
+    let script = r#"trap 'exit 143' TERM; echo ready; sleep 30 & wait"#;
+    let opts = sh(2, dir.path(), script);
+    let flag = Arc::new(AtomicI32::new(0));
+    let setter = {
+        let (flag, dir) = (flag.clone(), dir.path().to_path_buf());
+        thread::spawn(move || {
+            wait_for_line(&dir, 2, "ready");
+            flag.store(libc::SIGUSR2, Ordering::SeqCst);
+        })
+    };
+    let (ended, reported) = run(&opts, &flag).unwrap();
+    setter.join().unwrap();
+    assert_eq!(
+        ended,
+        Ended::Stopped {
+            signal: Some(libc::SIGUSR2)
+        }
+    );
+    // `launch` reports it as the interrupt it always was.
+    match reported {
+        Some(Error::Launch(msg)) => assert_eq!(msg, "interrupted by SIGUSR2; stopped ranks 0, 1"),
+        other => panic!("expected Error::Launch, got {other:?}"),
+    }
+}
+
+#[test]
+fn replicas_that_all_stop_on_their_own_request_end_the_launch_as_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rank 0 finishes its step (a SIGTERM only repeats the request to it), then stops too.
+    let script = r#"trap '' TERM; if [ "$RANK" = 0 ]; then sleep 0.2; fi; exit 143"#;
+    let (ended, reported) = run(&sh(2, dir.path(), script), &AtomicI32::new(0)).unwrap();
+    assert_eq!(ended, Ended::Stopped { signal: None });
+    match reported {
+        Some(Error::Replica { rank, code, .. }) => assert_eq!((rank, code), (1, Some(143))),
+        other => panic!("expected Error::Replica, got {other:?}"),
+    }
+    let err = launch(&sh(2, dir.path(), script)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Replica {
+                code: Some(143),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_replica_that_fails_while_the_others_stop_is_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"if [ "$RANK" = 0 ]; then exit 143; fi; trap '' TERM; sleep 0.3; exit 3"#;
+    let err = run(&sh(2, dir.path(), script), &AtomicI32::new(0)).unwrap_err();
+    match err {
+        Error::Replica { rank, code, .. } => assert_eq!((rank, code), (1, Some(3))),
+        other => panic!("expected Error::Replica, got {other:?}"),
+    }
+}
+
 #[test]
 fn missing_program_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -91,12 +91,6 @@ impl Spec {
                 ),
             );
         }
-        if !data.is_text() && self.checkpoint.every_steps.is_some() {
-            return bad(
-                "checkpoint.every_steps",
-                "applies to language-model data (data.name = \"text\" or \"tokens\"): this run checkpoints at the end of its epochs (checkpoint.every_epochs)".into(),
-            );
-        }
         for (key, v) in [
             ("train.eval_every", self.train.eval_every),
             ("checkpoint.every_steps", self.checkpoint.every_steps),

@@ -497,8 +497,8 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
                 "x.toml: train.steps: and train.epochs are both set (50 steps, 3 epochs): the run is counted in one of them, so keep one",
             ),
             (
-                vec!["checkpoint.every_steps=10"],
-                "x.toml: checkpoint.every_steps: applies to language-model data (data.name = \"text\" or \"tokens\"): this run checkpoints at the end of its epochs (checkpoint.every_epochs)",
+                vec!["checkpoint.every_steps=0"],
+                "x.toml: checkpoint.every_steps: must be at least 1 step",
             ),
             (
                 vec![
@@ -738,7 +738,17 @@ y_key = "labels"
         let a = parse(BASE, Path::new("x.toml"), &[]).unwrap();
         let b = parse(BASE, Path::new("x.toml"), &["ddp.timeout_s=5".into()]).unwrap();
         let c = parse(BASE, Path::new("x.toml"), &["train.lr=0.5".into()]).unwrap();
+        let d = parse(
+            BASE,
+            Path::new("x.toml"),
+            &[
+                "checkpoint.every_steps=7".into(),
+                "checkpoint.keep_last=0".into(),
+            ],
+        )
+        .unwrap();
         assert_eq!(a.hash(), b.hash());
+        assert_eq!(a.hash(), d.hash());
         assert_ne!(a.hash(), c.hash());
     }
 }

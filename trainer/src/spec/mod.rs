@@ -442,7 +442,8 @@ pub struct CheckpointSpec {
     pub every_epochs: usize,
     #[serde(default = "defaults::keep_last")]
     pub keep_last: usize,
-    /// Write a checkpoint every N optimizer steps (step budgets; default: at each evaluation).
+    /// Write a checkpoint every N optimizer steps (language models' default: at each
+    /// evaluation; sample data: none, mid-epoch checkpoints beside the epochs' ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every_steps: Option<u64>,
 }
@@ -539,8 +540,8 @@ impl Spec {
     }
 
     /// SHA-256 of the resolved spec's training-relevant content, hex. Settings that do not change
-    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `slurm`, `train.max_steps`,
-    /// `train.log_every`) are excluded, so a resumed run may change them.
+    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `checkpoint`, `slurm`,
+    /// `train.max_steps`, `train.log_every`) are excluded, so a resumed run may change them.
     pub fn hash(&self) -> String {
         use sha2::Digest;
         let mut s = self.clone();
@@ -548,6 +549,7 @@ impl Spec {
         s.ddp.threads = None;
         s.ddp.shared_memory = true;
         s.restart = RestartSpec::default();
+        s.checkpoint = CheckpointSpec::default();
         s.slurm = SlurmSpec::default();
         s.train.max_steps = None;
         s.train.log_every = 0;

@@ -3,28 +3,30 @@
 //!
 //! Layout:
 //! - this file: the replica (set up, restore), the epoch loop of sample tasks and the step loop
-//!   of language models, checkpoints and the run's end.
+//!   of language models, a stop request, checkpoints (at epochs' ends, every N steps, and where
+//!   a stop leaves the run) and the run's end.
+//! - `position`: where a run stands when it starts, and the resume header carrying it.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
 //! - `tokens`: a language model's training windows and micro-batches.
 //! - `engine`: the step engine (host or device) that accumulates, all-reduces and steps.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candle_core::Device;
 
 use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
 use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
-use crate::ddp::{CollectiveStats, Ddp, SharedCollective, with_comm};
+use crate::ddp::{Ddp, SharedCollective, with_comm};
 use crate::device_step::{self, DeviceStep, Reducer};
+use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::lm::LmData;
 use crate::metrics::MetricKind;
-use crate::models::{Arch, BnMode, Network};
+use crate::models::{BnMode, Network};
 use crate::optim::Optimizer;
 use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
@@ -33,11 +35,13 @@ use crate::spec::{ModelName, Spec};
 use crate::{Error, Result};
 
 mod engine;
+mod position;
 mod samples;
 mod tokens;
 
 use engine::Engine;
-use samples::{Loop, evaluate};
+use position::Position;
+use samples::{Loop, build_network, evaluate};
 use tokens::Tokens;
 
 /// The data a replica loads, before its sampler or windows are set up.
@@ -47,7 +51,8 @@ enum Data {
 }
 pub use samples::{Splits, load_data};
 
-/// Set by the SIGTERM/SIGINT handler of the binary: finish the current step on every replica, then stop.
+/// Set by the SIGTERM/SIGINT/SIGUSR2 handler of the binary: finish the current step on every
+/// replica, checkpoint it, then stop.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 pub struct RunOptions {
@@ -109,13 +114,6 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     let mut training = Training::start(replica, reducer, start)?;
     training.epochs()?;
     training.finish()
-}
-
-/// Where a run stands: epochs completed and optimizer steps taken.
-#[derive(Debug, Clone, Copy, Default)]
-struct Position {
-    epoch: usize,
-    global_step: u64,
 }
 
 /// A replica joined to its group, with its data, model, DDP step, optimizer and schedule.
@@ -283,19 +281,16 @@ impl Replica {
                     });
                 }
                 Some(l) => {
+                    position::check_world(&l.state, &l.path, self.world)?;
                     self.net
                         .load_state(&l.tensors, &l.path.display().to_string())?;
                     self.ddp.read_params(&self.net)?;
                     self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
-                    header = format!(
-                        "{} {} {}",
-                        l.state.epoch, l.state.global_step, l.optimizer_steps
-                    );
+                    header = position::header(&l.state, l.optimizer_steps);
                     println!(
-                        "resuming from {} (epoch {} done, step {})",
+                        "resuming from {} ({})",
                         l.path.display(),
-                        l.state.epoch,
-                        l.state.global_step
+                        position::describe(&l.state)
                     );
                 }
                 None => println!(
@@ -309,8 +304,7 @@ impl Replica {
         if header.is_empty() {
             return Ok(Position::default());
         }
-        let nums: Vec<u64> = header.split(' ').filter_map(|s| s.parse().ok()).collect();
-        let [epoch, step, opt_steps] = nums[..] else {
+        let Some((start, opt_steps)) = position::parse_header(&header, self.rank) else {
             return Err(Error::Model(format!(
                 "resume header from rank 0 is malformed: {header:?}"
             )));
@@ -325,10 +319,7 @@ impl Replica {
         self.opt.steps = opt_steps;
         self.ddp.write_params(&self.net)?;
         self.ddp.broadcast_buffers(&self.net)?;
-        Ok(Position {
-            epoch: epoch as usize,
-            global_step: step,
-        })
+        Ok(start)
     }
 
     /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
@@ -363,28 +354,6 @@ impl Replica {
     }
 }
 
-/// The model of `spec` for data shaped like `train`, with synchronised BatchNorm statistics
-/// when `ddp.sync_batchnorm` asks for them.
-fn build_network(
-    spec: &Spec,
-    train: &SharedDataset,
-    device: &Device,
-    comm: &SharedCollective,
-) -> Result<Network> {
-    let bn = if spec.ddp.sync_batchnorm {
-        BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
-    } else {
-        BnMode::Local
-    };
-    let arch = Arch {
-        name: spec.model.name,
-        input: train.shape(),
-        outputs: train.target().outputs(),
-        hidden: spec.model.hidden.clone(),
-    };
-    Network::build(&arch, device, bn, spec.train.seed)
-}
-
 /// The epoch loop of a set-up replica: its step engine, its reporter, the per-step working
 /// set, and the run's progress.
 struct Training {
@@ -401,6 +370,12 @@ struct Training {
     budget: u64,
     epoch: usize,
     global_step: u64,
+    /// Steps of the current epoch a resumed run starts after (0 once it is under way).
+    resume_in_epoch: u64,
+    /// The restored checkpoint's validation is still due (see [`TrainState::val_due`]).
+    val_due: bool,
+    /// This rank's training loss and samples since its last train record.
+    window: Window,
     /// A stop was requested (and every replica stopped at the same step).
     stopped: bool,
     /// Seconds spent training and samples trained by this rank, for the throughput.
@@ -473,14 +448,25 @@ impl Training {
             budget,
             epoch: start.epoch,
             global_step: start.global_step,
+            resume_in_epoch: start.step_in_epoch,
+            val_due: start.val_due,
+            window: Window::resume(start.window),
             stopped: false,
             train_time: 0.0,
             train_samples: 0,
         })
     }
 
-    /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request.
+    /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request. A stop
+    /// requested before the first step stops every replica before it (nothing new to
+    /// checkpoint); a resumed run first validates the step its checkpoint left due.
     fn epochs(&mut self) -> Result<()> {
+        if self.stop_before_the_first_step()? {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.val_due) {
+            self.validate(self.epoch, self.global_step)?;
+        }
         if let Task::Tokens(_) = self.r.task {
             return self.token_steps();
         }
@@ -496,16 +482,57 @@ impl Training {
         Ok(())
     }
 
+    /// Whether any replica was asked to stop before training (one all-reduce of the requests).
+    fn stop_before_the_first_step(&mut self) -> Result<bool> {
+        let mut asked = [STOP_REQUESTED.load(Ordering::SeqCst) as u8 as f32];
+        with_comm(&self.r.comm, |c| c.all_reduce(&mut asked, ReduceOp::Sum))?;
+        self.stopped = asked[0] > 0.0;
+        if self.stopped && self.r.rank == 0 {
+            println!(
+                "stop requested before the first step: stopping at step {} (nothing new to checkpoint)",
+                self.global_step
+            );
+        }
+        Ok(self.stopped)
+    }
+
+    /// The validation after `global_step` steps of 0-based `epoch` (at the learning rate of
+    /// its last step), when there is a validation part.
+    fn validate(&mut self, epoch: usize, global_step: u64) -> Result<()> {
+        let lr = self.r.schedule.lr(epoch, global_step.saturating_sub(1));
+        if let Some(e) = self.r.evaluate_val()? {
+            self.report
+                .eval(MetricKind::Val, epoch + 1, global_step, lr, &e)?;
+        }
+        Ok(())
+    }
+
+    /// Records the training window (every rank's own figures).
+    fn record_window(&mut self, epoch: usize, step_in_epoch: u64, lr: f64) -> Result<()> {
+        let w = self.window.take();
+        self.train_time += w.secs;
+        self.train_samples += w.timed as u64;
+        self.report.train(
+            epoch,
+            step_in_epoch,
+            self.global_step,
+            w.loss,
+            lr,
+            w.samples_per_sec,
+            w.samples,
+        )
+    }
+
     /// A language model's steps, from the restored step to `train.steps` (or `train.max_steps`,
     /// or a stop request): each evaluated every `train.eval_every` steps and at the end, and
-    /// checkpointed at `checkpoint.every_steps` (default: at each evaluation).
+    /// checkpointed at `checkpoint.every_steps` (default: at each evaluation) and where a stop
+    /// leaves it.
     fn token_steps(&mut self) -> Result<()> {
         let spec = self.r.spec.clone();
         let budget = self.budget;
         let eval_every = spec.train.eval_every.unwrap_or((budget / 10).max(1));
         let save_every = spec.checkpoint.every_steps.unwrap_or(eval_every);
         let accum = spec.train.grad_accum as u64;
-        let mut window = Window::start();
         while self.global_step < budget.min(self.max_steps) && !self.stopped {
             let step = self.global_step;
             let lr = self.r.schedule.lr(0, step);
@@ -517,7 +544,7 @@ impl Training {
                 let (loss, grads, rows) = tokens.micro_batch(net, step * accum + k)?;
                 self.engine
                     .accumulate(ddp, net, &grads, 1.0 / accum as f32)?;
-                window.add(loss as f64, rows);
+                self.window.add(loss as f64, rows);
             }
             let stop = STOP_REQUESTED.load(Ordering::Relaxed);
             let Replica { net, ddp, opt, .. } = &mut self.r;
@@ -525,25 +552,23 @@ impl Training {
             self.global_step += 1;
             let done = self.global_step;
             let last = done == budget;
-            if done.is_multiple_of(self.log_every) || last || self.stopped {
-                let (loss, sps, n) = window.take();
-                self.train_time += n as f64 / sps.max(1e-9);
-                self.train_samples += n as u64;
-                self.report.train(1, done, done, loss, lr, sps, n)?;
+            if done.is_multiple_of(self.log_every) || last {
+                self.record_window(1, done, lr)?;
             }
+            let eval_due = done.is_multiple_of(eval_every) || last;
             if self.stopped {
+                // The validation due here is left to the resumed run.
+                self.checkpoint(0, eval_due)?;
                 if self.r.rank == 0 {
                     println!("stop requested: stopping after step {done}");
                 }
                 break;
             }
-            if (done.is_multiple_of(eval_every) || last)
-                && let Some(e) = self.r.evaluate_val()?
-            {
-                self.report.eval(MetricKind::Val, 1, done, lr, &e)?;
+            if eval_due {
+                self.validate(0, done)?;
             }
             if done.is_multiple_of(save_every) || last {
-                self.checkpoint(0)?;
+                self.checkpoint(0, false)?;
             }
             self.report.sync()?;
         }
@@ -553,46 +578,61 @@ impl Training {
         Ok(())
     }
 
-    /// Writes a checkpoint of the current step (rank 0; every rank brings its optimizer state).
-    fn checkpoint(&mut self, epoch: usize) -> Result<()> {
+    /// Writes a checkpoint of the current step (rank 0; every rank brings its optimizer state
+    /// and its training window), `step_in_epoch` steps into the epoch after the completed ones,
+    /// and makes the metrics up to it durable.
+    fn checkpoint(&mut self, step_in_epoch: u64, val_due: bool) -> Result<()> {
+        let t0 = Instant::now();
         let r = &mut self.r;
         self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
+        let windows = position::gather_windows(&r.comm, self.window.state())?;
         if r.rank == 0 {
             let state = TrainState {
-                epoch,
+                epoch: self.epoch,
                 global_step: self.global_step,
+                step_in_epoch,
+                val_due,
+                windows,
                 spec_hash: r.spec.hash(),
                 world_size: r.world,
             };
             let p = checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
-            println!("checkpoint {}", p.display());
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            println!("checkpoint {} ({ms:.0} ms)", p.display());
         }
-        Ok(())
+        self.report.sync()
     }
 
-    /// The steps of the current epoch, validated every `train.eval_every` steps where that is
-    /// set. Returns false when the epoch was left incomplete (stop requested or
-    /// `train.max_steps` reached); the epoch that `train.steps` ends in is complete.
+    /// The steps of the current epoch (after those a resumed run starts behind), validated
+    /// every `train.eval_every` steps and checkpointed every `checkpoint.every_steps` where
+    /// these are set, and checkpointed where a stop leaves it. Returns false when the epoch was
+    /// left incomplete (stop requested or `train.max_steps` reached); the epoch that
+    /// `train.steps` ends in is complete.
     fn train_epoch(&mut self) -> Result<bool> {
         let (epoch, train) = (self.epoch, self.r.spec.train.clone());
+        let save_every = self.r.spec.checkpoint.every_steps;
         let Task::Samples { sampler, .. } = &mut self.r.task else {
             unreachable!("token data trains in steps")
         };
         sampler.indices_into(epoch as u64, &mut self.work.indices);
         let steps_per_epoch = self.r.steps_per_epoch;
-        let mut window = Window::start();
-        let mut step_in_epoch = 0u64;
+        let mut step_in_epoch = std::mem::take(&mut self.resume_in_epoch);
+        if step_in_epoch == 0 {
+            self.window = Window::start();
+        }
         let indices = std::mem::take(&mut self.work.indices);
+        let per_step = train.batch_size * train.grad_accum;
+        let rest = &indices[(step_in_epoch as usize * per_step).min(indices.len())..];
         let Task::Samples { splits, .. } = &self.r.task else {
             unreachable!("token data trains in steps")
         };
         let mut loader = samples::loader(
             &splits.train,
-            indices.clone(),
+            rest.to_vec(),
             train.batch_size,
             self.r.workers,
         );
-        for group in indices.chunks(train.batch_size * train.grad_accum) {
+        for group in rest.chunks(per_step) {
             if self.global_step >= self.max_steps.min(self.budget) {
                 break;
             }
@@ -617,37 +657,39 @@ impl Training {
                 for grads in &parts {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
-                window.add(loss as f64, len);
+                self.window.add(loss as f64, len);
             }
             let stop = STOP_REQUESTED.load(Ordering::Relaxed);
             self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
             self.global_step += 1;
             step_in_epoch += 1;
             let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
-            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends || self.stopped {
-                let (loss, sps, n) = window.take();
-                self.train_time += n as f64 / sps.max(1e-9);
-                self.train_samples += n as u64;
-                self.report
-                    .train(epoch + 1, step_in_epoch, self.global_step, loss, lr, sps, n)?;
+            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends {
+                self.record_window(epoch + 1, step_in_epoch, lr)?;
             }
-            if self.stopped {
+            // The end of the epoch is validated and checkpointed by `end_epoch`.
+            if epoch_ends {
                 break;
             }
-            // The end of the epoch is validated by `end_epoch`.
-            if let Some(every) = train.eval_every
-                && self.global_step.is_multiple_of(every)
-                && !epoch_ends
-                && let Some(e) = self.r.evaluate_val()?
-            {
-                self.report
-                    .eval(MetricKind::Val, epoch + 1, self.global_step, lr, &e)?;
+            let eval_due = train
+                .eval_every
+                .is_some_and(|every| self.global_step.is_multiple_of(every));
+            if self.stopped {
+                // The validation due here is left to the resumed run.
+                self.checkpoint(step_in_epoch, eval_due)?;
+                break;
+            }
+            if eval_due {
+                self.validate(epoch, self.global_step)?;
+            }
+            if save_every.is_some_and(|every| self.global_step.is_multiple_of(every)) {
+                self.checkpoint(step_in_epoch, false)?;
             }
         }
         self.work.indices = indices;
-        if step_in_epoch < steps_per_epoch && (self.stopped || self.global_step < self.budget) {
-            // Stopped (request or train.max_steps) mid-epoch: the epoch is not complete, so it is
-            // neither evaluated nor checkpointed; a resume repeats it from its start.
+        if step_in_epoch < steps_per_epoch && self.global_step < self.budget {
+            // Stopped mid-epoch: on request, checkpointed above, so a resume continues after
+            // this step; at `train.max_steps`, neither validated nor checkpointed (the run ends).
             if self.r.rank == 0 {
                 let why = if self.stopped {
                     "stop requested"
@@ -666,19 +708,22 @@ impl Training {
     }
 
     /// Counts the epoch just trained, evaluates it on the validation split and writes a
-    /// checkpoint when `checkpoint.every_epochs` asks for one.
+    /// checkpoint when `checkpoint.every_epochs` asks for one, or a stop was requested in its
+    /// last step, or `checkpoint.every_steps` falls on it.
     fn end_epoch(&mut self) -> Result<()> {
-        let r = &mut self.r;
         self.epoch += 1;
         let epoch = self.epoch;
-        let lr = r.schedule.lr(epoch - 1, self.global_step.saturating_sub(1));
-        if let Some(e) = r.evaluate_val()? {
-            self.report
-                .eval(MetricKind::Val, epoch, self.global_step, lr, &e)?;
-        }
-        let every = r.spec.checkpoint.every_epochs;
-        if every > 0 && (epoch.is_multiple_of(every) || epoch == self.epochs) {
-            self.checkpoint(epoch)?;
+        self.validate(epoch - 1, self.global_step)?;
+        let checkpoint = &self.r.spec.checkpoint;
+        let every = checkpoint.every_epochs;
+        let on_steps = checkpoint
+            .every_steps
+            .is_some_and(|n| self.global_step.is_multiple_of(n));
+        if every > 0 && (epoch.is_multiple_of(every) || epoch == self.epochs)
+            || self.stopped
+            || on_steps
+        {
+            self.checkpoint(0, false)?;
         }
         self.report.sync()
     }

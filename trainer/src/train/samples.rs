@@ -1,12 +1,12 @@
 //! Sample tasks (classification, regression): the train, validation and test sets of a spec,
-//! the per-step working set that trains a micro-batch of them ([`Loop`]), their loss and their
+//! the model built for their shape, the per-step working set that trains a micro-batch of them ([`Loop`]), their loss and their
 //! all-reduced evaluation.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use candle_core::Tensor;
 use candle_core::backprop::GradStore;
+use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
 use crate::batch_parts;
@@ -15,9 +15,9 @@ use crate::data::{
     self, Augment, Batch, BatchRows, DataRecord, Loader, OpenContext, SharedDataset, Split, Subset,
     TargetKind,
 };
-use crate::ddp::{SharedCollective, with_comm};
+use crate::ddp::{CollectiveStats, SharedCollective, with_comm};
 use crate::dist::ReduceOp;
-use crate::models::{Network, serially};
+use crate::models::{Arch, BnMode, Network, serially};
 use crate::objective;
 use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
@@ -92,6 +92,28 @@ pub fn load_data(spec: &Spec, ctx: &OpenContext) -> Result<Splits> {
         test,
         record,
     })
+}
+
+/// The model of `spec` for data shaped like `train`, with synchronised BatchNorm statistics
+/// when `ddp.sync_batchnorm` asks for them.
+pub(super) fn build_network(
+    spec: &Spec,
+    train: &SharedDataset,
+    device: &Device,
+    comm: &SharedCollective,
+) -> Result<Network> {
+    let bn = if spec.ddp.sync_batchnorm {
+        BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
+    } else {
+        BnMode::Local
+    };
+    let arch = Arch {
+        name: spec.model.name,
+        input: train.shape(),
+        outputs: train.target().outputs(),
+        hidden: spec.model.hidden.clone(),
+    };
+    Network::build(&arch, device, bn, spec.train.seed)
 }
 
 /// The random crop + flip of `data.augment`, padding with black as the data normalises it:

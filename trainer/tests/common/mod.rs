@@ -42,6 +42,38 @@ pub fn write_spec_reading(dir: &Path, model: &str, data: &Path, body: &str) -> P
     p
 }
 
+/// A deterministic text of ~12,000 characters over a 27-character alphabet.
+pub fn corpus(dir: &Path) -> PathBuf {
+    let words = [
+        "the ", "king ", "and ", "queen ", "of ", "a ", "land ", "far ", "away ", "said ", "to ",
+        "thee\n",
+    ];
+    let mut s = String::new();
+    let mut x: u64 = 7;
+    while s.len() < 12_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        s.push_str(words[(x >> 33) as usize % words.len()]);
+    }
+    let p = dir.join("input.txt");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+/// A small GPT spec on [`corpus`] in `dir` (6 steps, validated every 3); `train` is appended to
+/// its `[train]` section.
+pub fn gpt_spec(dir: &Path, train: &str) -> PathBuf {
+    let data = corpus(dir);
+    let body = format!(
+        "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 2\nheads = 2\nembd = 16\nblock = 16\n[data]\nname = \"text\"\npath = \"{}\"\nval_fraction = 0.1\n[train]\nsteps = 6\nbatch_size = 4\noptimizer = \"adamw\"\nlr = 0.003\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 3\neval_every = 3\n{train}\n",
+        data.display()
+    );
+    let p = dir.join("spec.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
 /// A command for the trainer with a clean distributed environment and 1 CPU thread.
 pub fn trainer() -> Command {
     let mut c = Command::new(BIN);
@@ -252,18 +284,32 @@ pub fn proc_env(pid: u32, var: &str) -> Option<String> {
 /// Waits until `OUT/metrics/rank-R.jsonl` holds a train record, i.e. training steps are running.
 /// Panics (with the process's output) when `child` exits first or `limit` passes.
 pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, limit: Duration) {
+    wait_for_train_step(out, rank, 1, child, limit);
+}
+
+/// Waits until `OUT/metrics/rank-R.jsonl` holds a train record of global step `step` or later.
+/// Panics (with the process's output) when `child` exits first or `limit` passes.
+pub fn wait_for_train_step(
+    out: &Path,
+    rank: usize,
+    step: u64,
+    child: &mut ChildGuard,
+    limit: Duration,
+) {
     let start = Instant::now();
     let file = out.join(format!("metrics/rank-{rank}.jsonl"));
     loop {
         if let Ok(recs) = read_metrics(&file)
-            && recs.iter().any(|r| r.kind == MetricKind::Train)
+            && recs
+                .iter()
+                .any(|r| r.kind == MetricKind::Train && r.step >= step)
         {
             return;
         }
         if child.child().try_wait().unwrap().is_some() {
             let o = child.take().wait_with_output().unwrap();
             panic!(
-                "the process exited ({:?}) before {} showed a train record\n{}",
+                "the process exited ({:?}) before {} showed a train record of step {step}\n{}",
                 o.status,
                 file.display(),
                 text(&o)
@@ -274,11 +320,11 @@ pub fn wait_for_train_record(out: &Path, rank: usize, child: &mut ChildGuard, li
             let _ = c.kill();
             let o = c.wait_with_output().unwrap();
             panic!(
-                "no train record in {} within {limit:?}\n{}",
+                "no train record of step {step} in {} within {limit:?}\n{}",
                 file.display(),
                 text(&o)
             );
         }
-        std::thread::sleep(Duration::from_millis(25));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
