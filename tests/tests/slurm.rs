@@ -1,16 +1,22 @@
 //! The test Slurm itself (two nodes on this machine: `scripts/slurm-cluster.sh`, taken through
 //! [`SlurmCluster`]) and the trainer on it: both nodes are idle, a killed node goes down and comes
 //! back, and `srun` on two nodes trains the weights a local 2-replica run does, bit for bit.
+//! Then workspace runs on it (`ddp run --on slurm`): a run goes queued → running → completed
+//! with the weights of a local run; `ddp stop` cancels its job and `ddp resume` submits it
+//! again; a replica killed mid-run fails the run naming its rank, or, with restarts, the job
+//! requeues itself and completes.
 //!
 //! Each test skips, saying so, where there is no cluster (`DDP_TEST_SLURM` unset); with
 //! `DDP_TEST_SLURM_REQUIRED=1` (CI) it fails instead. They take the cluster one at a time.
 
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use ddp_e2e::{SlurmCluster, repo, run_limited_with, trainer};
+use ddp_e2e::{Outcome, SlurmCluster, binaries, repo, run_limited_with, trainer};
 use ddp_trainer::test_util::worst_tensor;
+use serde_json::Value;
 
 #[test]
 fn sinfo_lists_both_nodes_idle() {
@@ -146,5 +152,296 @@ fn assert_same_weights(a: &Path, b: &Path) {
             fa.display(),
             fb.display()
         );
+    }
+}
+
+/// The reference MNIST recipe on part of the embedded sample, in few steps.
+const RUN_SETS: [&str; 3] = [
+    "data.limit_train=1000",
+    "data.limit_test=200",
+    "train.epochs=1",
+];
+
+/// A workspace and the `ddp` commands run on it against the cluster.
+struct Ws<'a> {
+    cluster: &'a SlurmCluster,
+    root: PathBuf,
+}
+
+impl Ws<'_> {
+    fn ddp(&self, args: &[&str]) -> Outcome {
+        let mut cmd: Command = self.cluster.command(binaries().ddp);
+        cmd.arg("--workspace")
+            .arg(&self.root)
+            .args(args)
+            .env("DDP_SLURM_POLL_MAX_S", "1")
+            .env("RAYON_NUM_THREADS", "1");
+        run_limited_with(cmd, Duration::from_secs(300), Vec::new)
+    }
+
+    /// `ddp ARGS`, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.ddp(args);
+        assert!(
+            o.status.is_some_and(|s| s.success()),
+            "`ddp {}` failed ({:?}):\n{}{}",
+            args.join(" "),
+            o.status,
+            o.stdout,
+            o.stderr
+        );
+        o.stdout
+    }
+
+    /// The one run of the workspace's experiment `mnist-cnn`.
+    fn run_dir(&self) -> PathBuf {
+        let runs = self.root.join("experiments/mnist-cnn/runs");
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs)
+            .unwrap_or_else(|e| panic!("{}: {e}", runs.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        dirs.sort();
+        dirs.pop().expect("a run")
+    }
+
+    /// Waits until the run's status is `want`, then returns its record.
+    fn wait_status(&self, want: &str, limit: Duration) -> Value {
+        let dir = self.run_dir();
+        let start = Instant::now();
+        loop {
+            let record = record(&dir);
+            if record["status"] == want {
+                return record;
+            }
+            if start.elapsed() > limit {
+                panic!(
+                    "the run did not become {want} within {limit:?}: run.json {record:#}\nevents:\n{}\njob log:\n{}\n{}",
+                    read(&dir.join("events.jsonl")),
+                    job_logs(&dir),
+                    self.cluster.snapshot()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+fn record(dir: &Path) -> Value {
+    serde_json::from_str(&read(&dir.join("run.json"))).unwrap_or(Value::Null)
+}
+
+/// The batch script's and the ranks' logs.
+fn job_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir.join("logs")).into_iter().flatten() {
+        let p = e.unwrap().path();
+        out.push_str(&format!("--- {}\n{}", p.display(), read(&p)));
+    }
+    out
+}
+
+/// The event names of the run, in order.
+fn events(dir: &Path) -> Vec<String> {
+    read(&dir.join("events.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["event"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn args<'a>(head: &[&'a str], sets: &[&'a str]) -> Vec<&'a str> {
+    let mut v = head.to_vec();
+    for s in sets {
+        v.extend(["--set", s]);
+    }
+    v
+}
+
+#[test]
+fn a_two_node_run_completes_with_the_weights_of_a_local_run() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/mnist.toml");
+    let spec = spec.to_str().unwrap();
+    let local = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("local"),
+    };
+    local.ok(&args(&["run", spec, "--replicas", "2"], &RUN_SETS));
+    assert_eq!(record(&local.run_dir())["status"], "completed");
+
+    let ws = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("slurm"),
+    };
+    let out = ws.ok(&args(
+        &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "10"],
+        &RUN_SETS,
+    ));
+    assert!(out.contains("submitted Slurm job"), "{out}");
+    let dir = ws.run_dir();
+    let script = read(&dir.join("job.sbatch"));
+    assert!(script.contains("#SBATCH --nodes=2\n") && script.contains("#SBATCH --time=10\n"));
+    let job_id = record(&dir)["slurm"]["job_id"]
+        .as_str()
+        .expect("run.json records the job id")
+        .to_string();
+    let done = ws.wait_status("completed", Duration::from_secs(300));
+    assert_eq!(done["slurm"]["state"], "COMPLETED", "{done:#}");
+    assert_eq!(done["slurm"]["node_list"], "ddp-n[1-2]", "{done:#}");
+    assert_eq!(events(&dir), ["queued", "started", "completed"]);
+    for rank in 0..2 {
+        let log = read(&dir.join(format!("logs/rank-{rank}.log")));
+        assert!(
+            log.contains(&format!("rank {rank}/2")),
+            "rank {rank}:\n{log}"
+        );
+    }
+    let show = ws.ok(&["show", "latest"]);
+    assert!(
+        show.contains(&format!("slurm       job {job_id} COMPLETED on ddp-n[1-2]")),
+        "{show}"
+    );
+    assert_same_weights(&local.run_dir(), &dir);
+}
+
+#[test]
+fn stop_cancels_the_job_and_resume_submits_it_again() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/mnist.toml");
+    let ws = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("ws"),
+    };
+    let sets = ["data.limit_test=200", "train.epochs=2"];
+    ws.ok(&args(
+        &[
+            "run",
+            spec.to_str().unwrap(),
+            "--on",
+            "slurm",
+            "--nodes",
+            "2",
+        ],
+        &sets,
+    ));
+    let dir = ws.run_dir();
+    ws.wait_status("running", Duration::from_secs(120));
+    // Once it has trained a little, stop it: the replicas checkpoint and the job is cancelled.
+    let metrics = dir.join("metrics/rank-0.jsonl");
+    let start = Instant::now();
+    while read(&metrics).lines().count() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no training records:\n{}",
+            job_logs(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = ws.ok(&["stop", "latest"]);
+    assert!(out.contains("cancelled Slurm job"), "{out}");
+    let stopped = ws.wait_status("stopped", Duration::from_secs(120));
+    assert_eq!(stopped["slurm"]["state"], "CANCELLED", "{stopped:#}");
+    assert!(stopped.get("error").is_none(), "{stopped:#}");
+    let first_job = stopped["slurm"]["job_id"].clone();
+
+    let out = ws.ok(&["resume", "latest"]);
+    assert!(out.contains("submitted Slurm job"), "{out}");
+    let done = ws.wait_status("completed", Duration::from_secs(300));
+    assert_ne!(done["slurm"]["job_id"], first_job, "{done:#}");
+    assert!(
+        job_logs(&dir).contains("resuming"),
+        "the second job did not resume:\n{}",
+        job_logs(&dir)
+    );
+}
+
+#[test]
+fn a_killed_replica_fails_the_run_naming_its_rank_or_requeues_it() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/mnist.toml");
+    for (restarts, end) in [(0, "failed"), (1, "completed")] {
+        let ws = Ws {
+            cluster: &cluster,
+            root: tmp.path().join(format!("ws-{restarts}")),
+        };
+        let restart = format!("restart.max_restarts={restarts}");
+        ws.ok(&args(
+            &[
+                "run",
+                spec.to_str().unwrap(),
+                "--on",
+                "slurm",
+                "--nodes",
+                "2",
+            ],
+            &["data.limit_test=200", "train.epochs=2", &restart],
+        ));
+        let dir = ws.run_dir();
+        ws.wait_status("running", Duration::from_secs(120));
+        let pid = replica_pid(&dir, 1, Duration::from_secs(120));
+        // SAFETY: kill(2) of the replica we found.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let last = ws.wait_status(end, Duration::from_secs(300));
+        if restarts == 0 {
+            let error = last["error"].as_str().unwrap_or("");
+            assert!(
+                error.contains("rank 1 failed (logs/rank-1.log)"),
+                "{last:#}\n{}",
+                job_logs(&dir)
+            );
+        } else {
+            assert_eq!(last["slurm"]["requeues"], 1, "{last:#}");
+            assert!(events(&dir).contains(&"restarting".to_string()));
+        }
+    }
+}
+
+/// The pid of the replica of `rank` of the run in `dir` (a process whose command line names
+/// the run folder and whose environment says `SLURM_PROCID=rank`).
+fn replica_pid(dir: &Path, rank: usize, limit: Duration) -> i32 {
+    let start = Instant::now();
+    let want = format!("SLURM_PROCID={rank}");
+    loop {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if !cmdline.contains("__replica") || !cmdline.contains(dir.to_str().unwrap()) {
+                continue;
+            }
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            if env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+                // It has trained at least one step.
+                if read(&dir.join(format!("metrics/rank-{rank}.jsonl")))
+                    .lines()
+                    .count()
+                    > 0
+                {
+                    return pid;
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < limit,
+            "no replica of rank {rank} in {} trained within {limit:?}:\n{}",
+            dir.display(),
+            job_logs(dir)
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -132,11 +132,12 @@ pub fn scancel(job_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Every job of this user that Slurm lists, in one call (`squeue --json --me`).
+/// Every job of this user that the controller still holds, ended ones included, in one call
+/// (`squeue --json --me --states=all`).
 pub fn squeue() -> Result<Vec<JobInfo>> {
-    let o = run("squeue", &["--json", "--me"], None)?;
+    let o = run("squeue", &["--json", "--me", "--states=all"], None)?;
     if !o.ok {
-        return Err(failed("squeue --json --me", &o));
+        return Err(failed("squeue --json --me --states=all", &o));
     }
     parse_squeue_json(&o.stdout)
 }

@@ -125,11 +125,16 @@ fn number(v: Option<&Value>) -> Option<i64> {
     }
 }
 
-/// The exit code and signal: a plain number is the wait status's code (22.05); an object has
-/// `return_code` and `signal.id` (later; `status` PENDING or RUNNING means not ended).
+/// The exit code and signal: a plain number is the raw wait status (22.05: `768` is exit code
+/// 3, `15` death by SIGTERM); an object has `return_code` and `signal.id` (later; `status`
+/// PENDING or RUNNING means not ended).
 fn exit(v: Option<&Value>) -> (Option<i32>, Option<i32>) {
     match v {
-        Some(Value::Number(n)) => (n.as_i64().map(|c| c as i32), None),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(status) if status & 0x7f != 0 => (None, Some((status & 0x7f) as i32)),
+            Some(status) => (Some(((status >> 8) & 0xff) as i32), None),
+            None => (None, None),
+        },
         Some(Value::Object(o)) => {
             let status: Vec<&str> = match o.get("status") {
                 Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
@@ -192,6 +197,7 @@ mod tests {
 
     const V22_05: &str = include_str!("fixtures/squeue-22.05.json");
     const V24_05: &str = include_str!("fixtures/squeue-24.05.json");
+    const V22_05_ENDED: &str = include_str!("fixtures/squeue-22.05-ended.json");
 
     #[test]
     fn slurm_22_05_states_are_strings() {
@@ -212,6 +218,17 @@ mod tests {
         assert_eq!(jobs[1].reason.as_deref(), Some("BeginTime"));
         assert_eq!(jobs[1].nodes, None);
         assert!(jobs.iter().all(|j| j.flags.is_empty() && j.restarts == 0));
+    }
+
+    #[test]
+    fn slurm_22_05_exit_codes_are_wait_statuses() {
+        // Real output: `exit 3`, and `sleep` cancelled (SIGTERM), still in the controller.
+        let jobs = parse_squeue_json(V22_05_ENDED).unwrap();
+        assert_eq!(jobs[0].state, "FAILED");
+        assert_eq!(jobs[0].reason.as_deref(), Some("NonZeroExitCode"));
+        assert_eq!((jobs[0].exit_code, jobs[0].signal), (Some(3), None));
+        assert_eq!(jobs[1].state, "CANCELLED");
+        assert_eq!((jobs[1].exit_code, jobs[1].signal), (None, Some(15)));
     }
 
     #[test]

@@ -29,8 +29,10 @@ pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
         }
     };
     let s = &spec.slurm;
+    // The job runs elsewhere, from another folder: every path it is given is absolute.
+    let run_dir = std::path::absolute(&run.dir).map_err(|e| Error::io(&run.dir, e))?;
     Ok(JobPlan {
-        run_dir: run.dir.clone(),
+        run_dir,
         job_name: format!("ddp-{}-{}", run.record.experiment, run.record.id),
         replica,
         nodes: s.node_count(),

@@ -1,7 +1,7 @@
 //! The workspace's Slurm watcher: one process per workspace (`EXE __slurm-watch ROOT`, started
 //! by whoever submits, stops or resumes a run on Slurm, and by readers that find a live Slurm
 //! run unwatched), detached from the front end, that keeps the `run.json` of every live Slurm
-//! run in step with its job. Each poll is ONE `squeue --json --me` for all of them; a job Slurm
+//! run in step with its job. Each poll is ONE `squeue --json --me --states=all` for all of them; a job Slurm
 //! no longer lists is asked of `sacct` (once found disabled, never again), then `scontrol show
 //! job`, then judged by its run folder. The poll interval doubles while nothing changes (1 s up
 //! to 30 s, `DDP_SLURM_POLL_MAX_S`), and drops back to 1 s on a change or when a front end
@@ -260,6 +260,19 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
         job.state = "GONE".into();
     }
     let status = verdict.status;
+    // A job that ran and ended between two polls: record that it started first, so that the
+    // run's events always tell queued → running → its end.
+    if status.is_terminal()
+        && matches!(before.status, RunStatus::Queued | RunStatus::Restarting)
+        && job.node_list.is_some()
+    {
+        let running = Verdict {
+            status: RunStatus::Running,
+            detail: None,
+        };
+        apply(run, seen, &running)?;
+        return apply(run, seen, verdict).map(|_| true);
+    }
     let requeued = job.requeues > before.slurm.as_ref().map_or(0, |j| j.requeues);
     if status == before.status && Some(&job) == before.slurm.as_ref() && !requeued {
         return Ok(false);
@@ -313,7 +326,7 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
         r.slurm = Some(job.clone());
         if status == RunStatus::Running {
             r.started.get_or_insert_with(now);
-            r.devices = where_.clone();
+            r.devices = format!("{} (Slurm)", job.node_list.as_deref().unwrap_or("?"));
         }
         if status.is_terminal() {
             r.ended.get_or_insert_with(now);
