@@ -666,7 +666,8 @@ fn a_replica_started_inside_the_pod_is_not_a_node() {
 
 #[test]
 fn kubeflow_variables_are_validated_by_name() {
-    let cases: &[(&[(&str, &str)], &str, &str)] = &[
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+    let cases: &[Case] = &[
         (
             &[("PET_NNODES", "")],
             "PET_NNODES",
