@@ -81,7 +81,8 @@ pub enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
     },
-    /// Export a run's metric records (rank 0's, or every rank's) as CSV.
+    /// Export a run's metric records as CSV, or a Kubernetes job (Kubeflow PyTorchJob or
+    /// TrainJob) that trains a run or a spec.
     Export(ExportArgs),
     /// Generate text from a language-model run (a gpt on text), printed as it is drawn; the
     /// same seed, weights and options give the same text.

@@ -1,4 +1,5 @@
-//! `ddp export RUN --csv [-o FILE] [--all-ranks]`: metric records as CSV.
+//! `ddp export RUN --csv [-o FILE] [--all-ranks]`: metric records as CSV;
+//! `ddp export RUN|SPEC --kubeflow|--trainjob ...`: a Kubernetes job's manifest.
 
 use std::io::Write;
 use std::path::Path;
@@ -6,11 +7,18 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use ddp_workspaces::analysis::write_csv;
+use ddp_workspaces::commands::ExportArgs;
 use ddp_workspaces::fsutil::write_atomic;
+use ddp_workspaces::kubernetes;
 use ddp_workspaces::metrics::read_metrics;
 use ddp_workspaces::{Error, Workspace};
 
-pub fn export(root: &Path, address: &str, out: Option<&Path>, all_ranks: bool) -> Result<ExitCode> {
+pub fn export_csv(
+    root: &Path,
+    address: &str,
+    out: Option<&Path>,
+    all_ranks: bool,
+) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
     let ranks = if all_ranks {
@@ -38,29 +46,51 @@ pub fn export(root: &Path, address: &str, out: Option<&Path>, all_ranks: bool) -
     }
     let mut csv = Vec::new();
     write_csv(&records, &mut csv).expect("writing to memory");
+    let what = format!("{} records of run {}", records.len(), run.record.id);
+    write_out(&csv, out, &what)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manifest of a PyTorchJob or TrainJob ([`kubernetes::export_job`]): every check passes
+/// before anything is written.
+pub fn export_job(root: &Path, args: &ExportArgs) -> Result<ExitCode> {
+    let m = kubernetes::export_job(root, args)?;
+    let p = &m.plan;
+    let what = format!(
+        "{} {} for {}, {} node(s) × {} replica(s)",
+        p.kind.kind(),
+        p.name,
+        p.source,
+        p.nodes,
+        p.procs_per_node
+    );
+    if let Some(file) = write_out(m.yaml.as_bytes(), args.output.as_deref(), &what)? {
+        eprintln!("start it with: kubectl apply -f {}", file.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to `out` (atomically; a bare file name is in the current folder and reported
+/// as `./FILE`) and says so on stderr, returning the file; or to stdout, returning `None`.
+fn write_out(bytes: &[u8], out: Option<&Path>, what: &str) -> Result<Option<std::path::PathBuf>> {
     match out {
         Some(file) => {
-            // A bare file name is in the current folder, and reported as `./FILE`.
             let file = match file.parent() {
                 Some(p) if !p.as_os_str().is_empty() => file.to_path_buf(),
                 _ => Path::new(".").join(file),
             };
-            write_atomic(&file, &csv)?;
-            eprintln!(
-                "wrote {} records of run {} to {}",
-                records.len(),
-                run.record.id,
-                file.display()
-            );
+            write_atomic(&file, bytes)?;
+            eprintln!("wrote {what} to {}", file.display());
+            Ok(Some(file))
         }
         None => {
             let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(&csv).and_then(|()| stdout.flush()) {
+            match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
                 // `ddp export RUN --csv | head` is fine.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                 r => r.context("writing to stdout")?,
             }
+            Ok(None)
         }
     }
-    Ok(ExitCode::SUCCESS)
 }

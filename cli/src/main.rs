@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ddp_cli::args::{Cli, Command};
 use ddp_workspaces::Workspace;
-use ddp_workspaces::commands::{ExportArgs, LogsArgs, LsArgs, PlotArgs, ShowArgs, TagArgs};
+use ddp_workspaces::commands::{ExportFormat, LogsArgs, LsArgs, PlotArgs, ShowArgs, TagArgs};
 
 fn main() -> ExitCode {
     // The hidden sub-commands run by the supervisor and the replicas, before clap sees anything.
@@ -53,12 +53,12 @@ fn main() -> ExitCode {
             args: PlotArgs { runs, sweep, x },
             output,
         } => plot::plot(&root, &runs, sweep.as_deref(), &output, x),
-        Command::Export(ExportArgs {
-            run,
-            csv: _,
-            output,
-            all_ranks,
-        }) => export::export(&root, &run.run, output.as_deref(), all_ranks),
+        Command::Export(args) => match args.format() {
+            ExportFormat::Csv => {
+                export::export_csv(&root, &args.target, args.output.as_deref(), args.all_ranks)
+            }
+            ExportFormat::PyTorchJob | ExportFormat::TrainJob => export::export_job(&root, &args),
+        },
         Command::Sample(args) => sample::sample(&root, &args),
     };
     match result {

@@ -463,3 +463,160 @@ fn bad_inputs_are_refused_and_create_nothing() {
         &["must end in .svg or .png"],
     );
 }
+
+/// `ddp export --kubeflow/--trainjob`: a spec's job on stdout creating nothing, a run's job into
+/// a file; bad options refused with exit code 2 and nothing written.
+#[test]
+fn export_writes_kubernetes_jobs_for_a_spec_and_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = spec(dir.path(), 2);
+    let image = [
+        "--image",
+        "registry.example.com/ddp:1",
+        "--volume",
+        "shared",
+    ];
+    let export = |args: &[&str]| {
+        let mut all = vec!["export"];
+        all.extend_from_slice(args);
+        run_ddp(&ws, &all, Duration::from_secs(30))
+    };
+
+    // A spec: its ConfigMap and the job on stdout; nothing created, not even the workspace.
+    let yaml = ok(export(
+        &[
+            &[
+                s(&spec),
+                "--trainjob",
+                "--nodes",
+                "2",
+                "--procs-per-node",
+                "2",
+            ],
+            &image[..],
+        ]
+        .concat(),
+    ));
+    assert!(!ws.exists(), "exporting a spec created {}", ws.display());
+    for want in [
+        "kind: \"ConfigMap\"",
+        "    replicas = 4\n",
+        "kind: \"TrainJob\"",
+        "numNodes: 2\n",
+        "numProcPerNode: 2\n",
+        "- \"/etc/ddp/spec.toml\"",
+        &format!("- \"{}/kubernetes/tiny\"", ws.display()),
+        "claimName: \"shared\"",
+    ] {
+        assert!(yaml.contains(want), "no {want:?} in\n{yaml}");
+    }
+
+    // A run: its job into a file, training in the run's folder.
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let run = ddp_workspaces::test_util::completed_run(&ws, &text);
+    let id = run.record.id.clone();
+    let file = dir.path().join("job.yaml");
+    let o = export(&[&[id.as_str(), "--kubeflow", "-o", s(&file)], &image[..]].concat());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    ok(o);
+    assert!(
+        err.contains(&format!("wrote PyTorchJob tiny-{id} for run {id}"))
+            && err.contains(&format!(
+                "start it with: kubectl apply -f {}",
+                file.display()
+            )),
+        "{err}"
+    );
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let dir_in_pods = run.dir.display().to_string();
+    for want in [
+        "kind: \"PyTorchJob\"".to_string(),
+        "nprocPerNode: \"1\"\n".to_string(),
+        "backoffLimit: 0\n".to_string(),
+        format!("- \"{dir_in_pods}/spec.toml\"\n"),
+        format!("- \"{dir_in_pods}\"\n"),
+        format!("mountPath: \"{}\"\n", ws.display()),
+    ] {
+        assert!(yaml.contains(&want), "no {want:?} in\n{yaml}");
+    }
+    assert!(!yaml.contains("Worker"), "{yaml}");
+
+    // Bad options: exit 2, nothing written.
+    let bad_file = dir.path().join("bad.yaml");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["nosuch", "--kubeflow", "--image", "i", "--volume", "v"],
+            "no run `nosuch`",
+        ),
+        (
+            vec![&id, "--kubeflow", "--image", "i"],
+            "--volume CLAIM is required",
+        ),
+        (
+            vec![&id, "--trainjob", "--volume", "v"],
+            "--image IMAGE is required",
+        ),
+        (
+            vec![
+                &id,
+                "--trainjob",
+                "--image",
+                "i",
+                "--volume",
+                "v",
+                "--nodes",
+                "0",
+            ],
+            "--nodes must be at least 1",
+        ),
+        (
+            vec![
+                &id,
+                "--kubeflow",
+                "--image",
+                "i",
+                "--volume",
+                "v",
+                "--nodes",
+                "2",
+            ],
+            "ddp.replicas = 1 does not spread evenly over --nodes 2",
+        ),
+        (
+            vec!["other.toml", "--kubeflow", "--image", "i", "--volume", "v"],
+            "spec file other.toml not found",
+        ),
+        (vec![&id, "--csv", "--kubeflow"], "cannot be used with"),
+        (vec![&id, "--csv", "--volume", "v"], "cannot be used with"),
+        (
+            vec![&id, "--kubeflow", "--all-ranks"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, want) in cases {
+        bad(
+            export(&[&args[..], &["-o", s(&bad_file)]].concat()),
+            &[want],
+        );
+        assert!(!bad_file.exists(), "{args:?} wrote {}", bad_file.display());
+    }
+
+    // A run that is still live is refused: only the job may write its folder.
+    let mut live = ddp_workspaces::test_util::completed_run(&ws, &text);
+    live.update(|r| r.status = RunStatus::Running).unwrap();
+    let o = export(
+        &[
+            &[live.record.id.as_str(), "--kubeflow", "-o", s(&bad_file)],
+            &image[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", self::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is running: stop it first"),
+        "{}",
+        self::text(&o)
+    );
+    assert!(!bad_file.exists());
+}

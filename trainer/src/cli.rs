@@ -1,6 +1,7 @@
 //! The `ddp-trainer` command line: one data-parallel replica, placed by the launcher's environment
 //! (torchrun, Slurm, Open MPI, or none = world of 1); with `--standalone --nproc N` a local
-//! launcher that starts N replicas of itself. In the library so that other binaries (the `ddp`
+//! launcher that starts N replicas of itself, and in a Kubeflow pod (`PET_*` variables) the
+//! launcher of that node's replicas. In the library so that other binaries (the `ddp`
 //! supervisor) can run replicas of themselves with exactly the same contract.
 
 use std::ffi::OsString;
@@ -11,7 +12,7 @@ use std::sync::atomic::Ordering;
 use clap::Parser;
 
 use crate::batch_parts;
-use crate::env::DistEnv;
+use crate::env::{DistEnv, NodeWorld, Placement};
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
 use crate::launcher::{Ended, LaunchOptions, launch_ended};
 use crate::spec::Spec;
@@ -81,10 +82,20 @@ fn run_status(args: Args) -> u8 {
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     };
     if args.standalone {
-        return standalone(&args, &spec);
+        let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
+        return launch_replicas(&args, &spec, nproc, None);
     }
-    let env = match DistEnv::from_env() {
-        Ok(e) => e,
+    let env = match Placement::from_env() {
+        Ok(Placement::Replica(e)) => e,
+        Ok(Placement::Node(node)) => {
+            println!(
+                "{} | {} | out {}",
+                spec.name,
+                node.describe(),
+                args.out.display()
+            );
+            return launch_replicas(&args, &spec, node.nproc_per_node, Some(&node));
+        }
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     };
     set_threads(&spec, &env);
@@ -111,8 +122,9 @@ fn run_status(args: Args) -> u8 {
     }
 }
 
-fn standalone(args: &Args, spec: &Spec) -> u8 {
-    let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
+/// The local launcher: `nproc` replicas of this executable with the same arguments, on one node
+/// (`--standalone`: free port on 127.0.0.1) or as `node` of a Kubeflow job (its rendezvous).
+fn launch_replicas(args: &Args, spec: &Spec, nproc: usize, node: Option<&NodeWorld>) -> u8 {
     if nproc == 0 {
         return fail("ddp-trainer: --nproc must be at least 1", EXIT_CONFIG);
     }
@@ -140,6 +152,12 @@ fn standalone(args: &Args, spec: &Spec) -> u8 {
     let mut opts = LaunchOptions::new(nproc, program, &args.out);
     opts.args = child_args;
     opts.threads_per_replica = spec.ddp.threads;
+    if let Some(node) = node {
+        opts.nnodes = node.nnodes;
+        opts.node_rank = node.node_rank;
+        opts.master_addr = node.master_addr.clone();
+        opts.master_port = Some(node.master_port);
+    }
     match launch_ended(&opts) {
         Ok(Ended::Completed) => 0,
         Ok(Ended::Stopped { signal }) => {

@@ -1,13 +1,14 @@
 //! `ddp-trainer`: data-parallel training of candle models across processes, with PyTorch DDP
 //! semantics (one process per replica, parameters broadcast from rank 0, gradients averaged by
-//! all-reduce), started by torchrun-style launchers or by itself (`--standalone`).
+//! all-reduce), started by torchrun-style launchers, by itself (`--standalone`), or by a Kubeflow
+//! pod (one process per node that starts the node's replicas).
 //!
 //! Layout:
 //! - `spec`: the experiment spec (TOML) and `--set` overrides (`load`: reading and overrides).
-//! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI; `nodelist`: Slurm's
-//!   host lists).
-//! - `launcher`: `--standalone --nproc N`, the local launcher (`options`, `ports`, `spawn`,
-//!   `output`, `exit`: which failure is reported, `signals`).
+//! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI; `kubeflow`: a Kubeflow
+//!   pod's node; `nodelist`: Slurm's host lists; `vars`: the variable lookup).
+//! - `launcher`: `--standalone --nproc N` and a Kubeflow pod's node, the local launcher
+//!   (`options`, `ports`, `spawn`, `output`, `exit`: which failure is reported, `signals`).
 //! - `dist`: process groups and collectives: `group` (rendezvous, then the ring and shared
 //!   memory), `store` (the rendezvous key-value store: `server`, `client`), `wire` (its frames
 //!   and messages), `handshake` (Hello and the HMAC challenge of every store connection and ring

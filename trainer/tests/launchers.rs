@@ -1,5 +1,6 @@
 //! The replica contract through the real binary: replicas placed by Slurm's and Open MPI's
-//! variables (not only torchrun's) form a group and train together.
+//! variables (not only torchrun's) form a group and train together, and pods of a Kubeflow job
+//! start their node's replicas themselves.
 
 mod common;
 use common::*;
@@ -96,4 +97,96 @@ fn torchrun_variables_place_the_replicas() {
             ("TORCHELASTIC_RESTART_COUNT".into(), "0".into()),
         ]
     });
+}
+
+/// Two pods of a PyTorchJob with 2 nodes × 2 replicas, as two processes on this machine with the
+/// variables the training operator sets (RANK = the pod's index, WORLD_SIZE = pods): each starts
+/// its two replicas, the four train as one world, and the weights are those of a local run of 4
+/// replicas, bit for bit.
+#[test]
+fn kubeflow_pods_start_their_replicas_and_match_a_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    // One thread per replica in both runs: the same batch parts, so the same sums.
+    let sets = ["ddp.threads=1", "ddp.timeout_s=30"];
+    let local = dir.path().join("local");
+    train_standalone(&spec, 4, &local, &sets);
+
+    let out = dir.path().join("pods");
+    let port = free_port().to_string();
+    let mut pods: Vec<ChildGuard> = (0..2)
+        .map(|node: usize| {
+            let mut c = trainer();
+            c.arg(&spec).arg("--out").arg(&out);
+            for s in sets {
+                c.arg("--set").arg(s);
+            }
+            c.env("PET_NNODES", "2")
+                .env("PET_NPROC_PER_NODE", "2")
+                .env("PET_NODE_RANK", node.to_string())
+                .env("RANK", node.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            ChildGuard::new(c.spawn().unwrap())
+        })
+        .collect();
+    for (node, pod) in pods.iter_mut().enumerate() {
+        let o = wait_output(pod.take(), Duration::from_secs(120));
+        assert!(o.status.success(), "pod {node} failed\n{}", text(&o));
+        let first = 2 * node;
+        let line = format!(
+            "node {node}/2 via kubeflow: ranks {first}-{} of 4",
+            first + 1
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(&line),
+            "{}",
+            text(&o)
+        );
+    }
+    for rank in 0..4 {
+        let log = std::fs::read_to_string(out.join(format!("logs/rank-{rank}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("rank {rank}/4 (local {}/2)", rank % 2)),
+            "{log}"
+        );
+    }
+    assert_eq!(test_record(&out).world_size, 4);
+    let weights = |d: &std::path::Path| std::fs::read(d.join("model.safetensors")).unwrap();
+    assert!(
+        weights(&out) == weights(&local),
+        "the pods' weights differ from the local run's: max |diff| {}",
+        max_abs_diff(
+            &load_model(&out.join("model.safetensors")),
+            &load_model(&local.join("model.safetensors"))
+        )
+    );
+}
+
+/// A pod whose variables do not add up fails at once, naming the variable, with exit code 2.
+#[test]
+fn a_pod_with_inconsistent_variables_names_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let mut c = trainer();
+    c.arg(&spec)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .env("PET_NNODES", "2")
+        .env("PET_NPROC_PER_NODE", "2")
+        .env("PET_NODE_RANK", "2")
+        .env("MASTER_ADDR", "127.0.0.1");
+    let o = run_with_timeout(c, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "environment variable PET_NODE_RANK: is 2 but PET_NNODES is 2; node ranks run from 0 to 1"
+        ),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.path().join("out").exists());
 }

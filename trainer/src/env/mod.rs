@@ -2,33 +2,38 @@
 //! variables its launcher set. The contract is documented in `docs/environment.md`.
 //!
 //! Layout:
-//! - [`LauncherKind`], [`DistEnv`]: the result, with [`DistEnv::describe`] for logs.
+//! - [`Placement`]: what this process is: one replica, or the launcher of a Kubeflow pod's
+//!   replicas ([`Placement::from_env`]).
+//! - [`LauncherKind`], [`DistEnv`]: a replica's place, with [`DistEnv::describe`] for logs.
 //! - [`DistEnv::from_env`] / [`DistEnv::from_vars`]: detection in the order torchrun > Slurm >
 //!   Open MPI > single process, then validation ([`Error::Env`] names the variable and its value).
+//! - `kubeflow.rs`: [`NodeWorld`], a Kubeflow pod's node (`PET_NNODES`, `PET_NODE_RANK`,
+//!   `PET_NPROC_PER_NODE`, `PET_MASTER_ADDR`, `PET_MASTER_PORT`).
 //! - `nodelist.rs`: [`expand_slurm_nodelist`], Slurm's compressed host lists (`node[01-04,07]`).
+//! - `vars.rs`: the variable lookup (trimmed, empty = unset, integers and ports parsed), the
+//!   rendezvous defaults.
 //! - `tests.rs`: detection and validation of each launcher's variables.
 
 use std::fmt;
-use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+mod kubeflow;
 mod nodelist;
+mod vars;
 
+pub use kubeflow::{KUBEFLOW_VARIABLES, NodeWorld};
 pub use nodelist::expand_slurm_nodelist;
 use nodelist::{MAX_HOSTS, expand_nodelist};
+pub use vars::{DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT};
+use vars::{Vars, env_err};
 
-/// Rendezvous host when a single node runs the whole world and nothing else was set.
-pub const DEFAULT_MASTER_ADDR: &str = "127.0.0.1";
-/// Rendezvous port when `MASTER_PORT` is not set (torchrun's default).
-pub const DEFAULT_MASTER_PORT: u16 = 29500;
-
-/// The variables that put a process into a launcher's world: the ones [`DistEnv::from_env`]
-/// detects torchrun, Slurm and Open MPI by, the placement read with them, the group's token and
-/// torchelastic's restart count. A process that starts a trainer outside its own launcher's
-/// world (a benchmark, a test) removes them from the child's environment, so that the child
-/// sees no launcher at all.
-pub const LAUNCHER_VARIABLES: [&str; 17] = [
+/// The variables that put a process into a launcher's world: the ones [`Placement::from_env`]
+/// detects torchrun, Slurm, Open MPI and a Kubeflow pod by, the placement read with them, the
+/// group's token and torchelastic's restart count. A process that starts a trainer outside its
+/// own launcher's world (a benchmark, a test) removes them from the child's environment, so that
+/// the child sees no launcher at all.
+pub const LAUNCHER_VARIABLES: [&str; 22] = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -46,6 +51,11 @@ pub const LAUNCHER_VARIABLES: [&str; 17] = [
     "DDP_TOKEN",
     "TORCHELASTIC_RESTART_COUNT",
     LAUNCHER_NAME_VARIABLE,
+    KUBEFLOW_VARIABLES[0],
+    KUBEFLOW_VARIABLES[1],
+    KUBEFLOW_VARIABLES[2],
+    KUBEFLOW_VARIABLES[3],
+    KUBEFLOW_VARIABLES[4],
 ];
 
 /// Set to [`DDP_LAUNCHER`] by ddp's own launcher (`ddp-trainer --standalone`, and so the `ddp`
@@ -64,12 +74,40 @@ const HINT_SLURM: &str = "srun sets SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID an
 const HINT_MPI: &str = "mpirun sets OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, \
                         OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE";
 
+/// What this process is, from its launcher's variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// One replica ([`DistEnv::from_vars`]).
+    Replica(DistEnv),
+    /// A Kubeflow pod without a launcher inside it: it starts its node's replicas itself
+    /// ([`NodeWorld::from_vars`]).
+    Node(NodeWorld),
+}
+
+impl Placement {
+    /// Reads the process environment; see [`Placement::from_vars`].
+    pub fn from_env() -> Result<Placement> {
+        Self::from_vars(|var| std::env::var_os(var).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// A Kubeflow pod's node when `PET_*` variables are set without a launcher's `LOCAL_RANK`
+    /// (so a PyTorchJob's `RANK`, the pod's index, is not taken for a replica's rank), else the
+    /// replica [`DistEnv::from_vars`] detects.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Placement> {
+        match NodeWorld::from_vars(&get)? {
+            Some(node) => Ok(Placement::Node(node)),
+            None => Ok(Placement::Replica(DistEnv::from_vars(get)?)),
+        }
+    }
+}
+
 /// Which launcher started this replica, as detected from its variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LauncherKind {
     /// No launcher variables: a world of one.
     Single,
-    /// `RANK` and `WORLD_SIZE` (torchrun, `ddp-trainer --standalone`, Kubernetes PyTorchJob).
+    /// `RANK` and `WORLD_SIZE` (torchrun, `ddp-trainer --standalone`, a Kubernetes pod's
+    /// one replica).
     Torchrun,
     /// torchrun's variables set by the `ddp` supervisor (`DDP_LAUNCHER=ddp` beside them).
     Ddp,
@@ -189,7 +227,8 @@ struct Names {
 fn torchrun(vars: &Vars<impl Fn(&str) -> Option<String>>) -> Result<DistEnv> {
     let rank = vars.required("RANK", HINT_TORCHRUN)?;
     let world = vars.required("WORLD_SIZE", HINT_TORCHRUN)?;
-    // Kubernetes' PyTorchJob sets neither local variable: one replica per pod.
+    // A PyTorchJob of an operator before v1.7 sets neither local variable (nor PET_*): one
+    // replica per pod.
     let (local_rank, local_world) = match (vars.int("LOCAL_RANK")?, vars.int("LOCAL_WORLD_SIZE")?) {
         (Some(lr), Some(lw)) => (lr, lw),
         (None, None) => (0, 1),
@@ -432,67 +471,12 @@ fn master_addr_or_local(
 
 /// `MASTER_PORT` in `1..=65535`, else [`DEFAULT_MASTER_PORT`].
 fn master_port(vars: &Vars<impl Fn(&str) -> Option<String>>) -> Result<u16> {
-    let Some(value) = vars.get("MASTER_PORT") else {
-        return Ok(DEFAULT_MASTER_PORT);
-    };
-    match value.parse::<u64>() {
-        Ok(port @ 1..=65535) => Ok(port as u16),
-        Ok(_) => Err(env_err(
-            "MASTER_PORT",
-            format!("{value} is out of range; set it to a TCP port in 1..=65535"),
-        )),
-        Err(_) => Err(env_err(
-            "MASTER_PORT",
-            format!("{value:?} is not a port number; set it to a TCP port in 1..=65535"),
-        )),
-    }
-}
-
-fn env_err(var: &str, msg: impl Into<String>) -> Error {
-    Error::Env {
-        var: var.to_string(),
-        msg: msg.into(),
-    }
+    Ok(vars.port("MASTER_PORT")?.unwrap_or(DEFAULT_MASTER_PORT))
 }
 
 /// `var` is missing although `because` is set.
 fn missing(var: &str, because: &str, hint: &str) -> Error {
     env_err(var, format!("is not set but {because} is; {hint}"))
-}
-
-/// The variable lookup, trimmed, with empty values treated as unset.
-struct Vars<F>(F);
-
-impl<F: Fn(&str) -> Option<String>> Vars<F> {
-    fn get(&self, var: &str) -> Option<String> {
-        let value = (self.0)(var)?;
-        let value = value.trim();
-        (!value.is_empty()).then(|| value.to_string())
-    }
-
-    fn has(&self, var: &str) -> bool {
-        self.get(var).is_some()
-    }
-
-    /// The variable as a non-negative integer, `None` when unset.
-    fn int<T: FromStr>(&self, var: &str) -> Result<Option<T>> {
-        let Some(value) = self.get(var) else {
-            return Ok(None);
-        };
-        match value.parse::<T>() {
-            Ok(n) => Ok(Some(n)),
-            Err(_) => Err(env_err(
-                var,
-                format!("{value:?} is not a non-negative integer; set {var} to a number like 0"),
-            )),
-        }
-    }
-
-    /// Like [`Vars::int`], but an unset variable is an error with `hint`.
-    fn required<T: FromStr>(&self, var: &str, hint: &str) -> Result<T> {
-        self.int(var)?
-            .ok_or_else(|| env_err(var, format!("is not set; {hint}")))
-    }
 }
 
 /// This machine's host name (`unknown` if it cannot be read); `/` and control characters are

@@ -508,3 +508,249 @@ fn tasks_per_node_parsing() {
     assert!(parse_tasks_per_node("4(x2").is_err());
     assert!(parse_tasks_per_node("1(x99999999)").is_err());
 }
+
+fn placement(pairs: &[(&str, &str)]) -> Result<Placement> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Placement::from_vars(|k| map.get(k).cloned())
+}
+
+fn node(pairs: &[(&str, &str)]) -> NodeWorld {
+    match placement(pairs) {
+        Ok(Placement::Node(n)) => n,
+        other => panic!("expected a Kubeflow node for {pairs:?}, got {other:?}"),
+    }
+}
+
+fn node_error(pairs: &[(&str, &str)]) -> (String, String) {
+    match placement(pairs) {
+        Err(Error::Env { var, msg }) => (var, msg),
+        other => panic!("expected Error::Env for {pairs:?}, got {other:?}"),
+    }
+}
+
+/// Pod 1 of a PyTorchJob with 2 nodes × 2 replicas (training operator v1.9): RANK is the pod's
+/// index and WORLD_SIZE pods × nprocPerNode.
+const PYTORCHJOB: &[(&str, &str)] = &[
+    ("PET_NNODES", "2"),
+    ("PET_NODE_RANK", "1"),
+    ("PET_NPROC_PER_NODE", "2"),
+    ("PET_MASTER_ADDR", "job-master-0"),
+    ("PET_MASTER_PORT", "23456"),
+    ("MASTER_ADDR", "job-master-0"),
+    ("MASTER_PORT", "23456"),
+    ("RANK", "1"),
+    ("WORLD_SIZE", "4"),
+    ("PYTHONUNBUFFERED", "1"),
+];
+
+/// Node 1 of a TrainJob on the torch runtime (Kubeflow Trainer v2): no RANK nor WORLD_SIZE.
+const TRAINJOB: &[(&str, &str)] = &[
+    ("PET_NNODES", "2"),
+    ("PET_NODE_RANK", "1"),
+    ("PET_NPROC_PER_NODE", "2"),
+    ("PET_MASTER_ADDR", "job-node-0-0.job"),
+    ("PET_MASTER_PORT", "29500"),
+];
+
+#[test]
+fn a_kubeflow_pod_is_a_node_that_launches_its_replicas() {
+    for (vars, addr, port) in [
+        (PYTORCHJOB, "job-master-0", 23456),
+        (TRAINJOB, "job-node-0-0.job", 29500),
+    ] {
+        let n = node(vars);
+        assert_eq!(
+            n,
+            NodeWorld {
+                nnodes: 2,
+                node_rank: 1,
+                nproc_per_node: 2,
+                master_addr: addr.into(),
+                master_port: port,
+            }
+        );
+        assert_eq!((n.world_size(), n.first_rank()), (4, 2));
+    }
+    assert_eq!(
+        node(PYTORCHJOB).describe(),
+        "node 1/2 via kubeflow: ranks 2-3 of 4, master job-master-0:23456"
+    );
+    // Older operators set WORLD_SIZE to the number of pods.
+    assert_eq!(
+        node(&with(PYTORCHJOB, &[("WORLD_SIZE", "2")])).world_size(),
+        4
+    );
+    // RANK alone gives the node rank; MASTER_ADDR/PORT stand in for the PET_ ones.
+    let n = node(&with(
+        PYTORCHJOB,
+        &[
+            ("PET_NODE_RANK", ""),
+            ("PET_MASTER_ADDR", ""),
+            ("PET_MASTER_PORT", ""),
+        ],
+    ));
+    assert_eq!(
+        (n.node_rank, n.master_addr.as_str(), n.master_port),
+        (1, "job-master-0", 23456)
+    );
+    // A job of one node needs no rendezvous host.
+    let n = node(&[
+        ("PET_NNODES", "1"),
+        ("PET_NODE_RANK", "0"),
+        ("PET_NPROC_PER_NODE", "3"),
+    ]);
+    assert_eq!(
+        (n.master_addr.as_str(), n.master_port),
+        ("127.0.0.1", 29500)
+    );
+    assert_eq!(
+        n.describe(),
+        "node 0/1 via kubeflow: ranks 0-2 of 3, master 127.0.0.1:29500"
+    );
+}
+
+#[test]
+fn a_pytorchjob_without_nproc_per_node_runs_one_replica_per_pod() {
+    // nprocPerNode defaults to `auto`, and WORLD_SIZE is then the number of pods.
+    let auto = with(
+        PYTORCHJOB,
+        &[("PET_NPROC_PER_NODE", "auto"), ("WORLD_SIZE", "2")],
+    );
+    let n = node(&auto);
+    assert_eq!(
+        (n.nproc_per_node, n.world_size(), n.first_rank()),
+        (1, 2, 1)
+    );
+    assert_eq!(
+        n.describe(),
+        "node 1/2 via kubeflow: rank 1 of 2, master job-master-0:23456"
+    );
+}
+
+#[test]
+fn a_replica_started_inside_the_pod_is_not_a_node() {
+    // The node's own launcher (or torchrun) sets LOCAL_RANK: the PET_ variables it inherited
+    // are ignored and RANK is the replica's.
+    let replica = with(
+        PYTORCHJOB,
+        &[
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+        ],
+    );
+    match placement(&replica).unwrap() {
+        Placement::Replica(env) => {
+            assert_eq!((env.rank, env.world_size, env.local_rank), (3, 4, 1));
+            assert_eq!(env.kind, LauncherKind::Torchrun);
+        }
+        other => panic!("expected a replica, got {other:?}"),
+    }
+    // Without PET_ variables nothing changes.
+    assert_eq!(
+        placement(TORCHRUN).unwrap(),
+        Placement::Replica(from(TORCHRUN).unwrap())
+    );
+    assert_eq!(
+        placement(&[]).unwrap(),
+        Placement::Replica(DistEnv::single())
+    );
+    for v in KUBEFLOW_VARIABLES {
+        assert!(LAUNCHER_VARIABLES.contains(&v), "{v}");
+    }
+}
+
+#[test]
+fn kubeflow_variables_are_validated_by_name() {
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+    let cases: &[Case] = &[
+        (
+            &[("PET_NNODES", "")],
+            "PET_NNODES",
+            "is not set but PET_NODE_RANK is",
+        ),
+        (
+            &[("PET_NNODES", "1:4")],
+            "PET_NNODES",
+            "\"1:4\" is a range of nodes (an elastic job)",
+        ),
+        (
+            &[("PET_NNODES", "two")],
+            "PET_NNODES",
+            "\"two\" is not a non-negative integer",
+        ),
+        (
+            &[("PET_NNODES", "0")],
+            "PET_NNODES",
+            "is 0; a job needs at least one node",
+        ),
+        (
+            &[("PET_NODE_RANK", "2"), ("RANK", "2")],
+            "PET_NODE_RANK",
+            "is 2 but PET_NNODES is 2; node ranks run from 0 to 1",
+        ),
+        (
+            &[("PET_NODE_RANK", "0")],
+            "PET_NODE_RANK",
+            "is 0 but RANK is 1; in a Kubeflow pod both are the pod's index",
+        ),
+        (
+            &[("PET_NODE_RANK", ""), ("RANK", "")],
+            "PET_NODE_RANK",
+            "is not set (nor RANK)",
+        ),
+        (
+            &[("PET_NPROC_PER_NODE", "0")],
+            "PET_NPROC_PER_NODE",
+            "is 0; a node needs at least one replica",
+        ),
+        (
+            &[("PET_NPROC_PER_NODE", "auto")],
+            "PET_NPROC_PER_NODE",
+            "is \"auto\"; ddp-trainer starts a fixed number of replicas in each pod: set nprocPerNode (PyTorchJob) or trainer.numProcPerNode (TrainJob)",
+        ),
+        (
+            &[("PET_NPROC_PER_NODE", "")],
+            "PET_NPROC_PER_NODE",
+            "is not set; ddp-trainer starts a fixed number",
+        ),
+        (
+            &[("WORLD_SIZE", "3")],
+            "WORLD_SIZE",
+            "is 3 but PET_NNODES × PET_NPROC_PER_NODE = 2 × 2 = 4",
+        ),
+        (
+            &[("PET_MASTER_ADDR", ""), ("MASTER_ADDR", "")],
+            "PET_MASTER_ADDR",
+            "is not set (nor MASTER_ADDR), and the job spans 2 nodes",
+        ),
+        (
+            &[("PET_MASTER_PORT", "70000")],
+            "PET_MASTER_PORT",
+            "70000 is out of range",
+        ),
+        (
+            &[("PET_MASTER_PORT", ""), ("MASTER_PORT", "x")],
+            "MASTER_PORT",
+            "\"x\" is not a port number",
+        ),
+    ];
+    for (changes, want_var, want_msg) in cases {
+        let (var, msg) = node_error(&with(PYTORCHJOB, changes));
+        assert_eq!(&var, want_var, "{changes:?}: {msg}");
+        assert!(msg.contains(want_msg), "{changes:?}: {msg}");
+    }
+    // TrainJob: `auto` (GPUs without numProcPerNode) cannot be resolved without WORLD_SIZE.
+    let (var, msg) = node_error(&with(TRAINJOB, &[("PET_NPROC_PER_NODE", "auto")]));
+    assert_eq!(var, "PET_NPROC_PER_NODE");
+    assert!(msg.contains("\"auto\""), "{msg}");
+    let e = Error::Env {
+        var: var.clone(),
+        msg,
+    };
+    assert_eq!(e.exit_code(), 2);
+}

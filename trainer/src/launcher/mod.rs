@@ -1,5 +1,7 @@
 //! `ddp-trainer --standalone --nproc N`: a local launcher that starts N replicas of a program with
-//! torchrun's variables, keeps their output, and stops them all as soon as one fails.
+//! torchrun's variables, keeps their output, and stops them all as soon as one fails. The same
+//! launcher starts one node's replicas of a world of several nodes (a Kubeflow pod:
+//! [`LaunchOptions::nnodes`], [`LaunchOptions::node_rank`]).
 //!
 //! Layout:
 //! - this file: [`launch`] and [`launch_ended`], the entry points, and supervision
@@ -10,8 +12,8 @@
 //! - `spawn`: starting a replica with the torchrun environment, one process group per replica,
 //!   and `PR_SET_PDEATHSIG(SIGKILL)` so that no replica outlives the launcher; reaping it.
 //! - `output` (`pump`, `drain`): one reader thread per stream writing whole lines to
-//!   `logs/rank-R.log` ([`log_path`], appended) and echoing rank 0's stdout and every rank's
-//!   stderr (prefixed `[rank R] `).
+//!   `logs/rank-R.log` ([`log_path`], appended) and echoing local replica 0's stdout and every
+//!   rank's stderr (prefixed `[rank R] `).
 //! - `exit`: how a replica ended and which failure is reported (pure policy).
 //! - `signals` (`SignalHandlers`): SIGINT/SIGTERM/SIGUSR2 on the launcher ask the supervisor to
 //!   stop.
@@ -56,7 +58,8 @@ pub enum Ended {
     Stopped { signal: Option<i32> },
 }
 
-/// Starts `opts.nproc` replicas and waits for them. `Ok(())` when every replica exits with 0.
+/// Starts `opts.nproc` replicas (global ranks from `node_rank × nproc`) and waits for them.
+/// `Ok(())` when every replica exits with 0.
 ///
 /// When a replica exits non-zero or is killed, the others get SIGTERM, SIGKILL after
 /// `opts.grace`, and the result is [`Error::Replica`] naming the first failure. SIGINT, SIGTERM
@@ -89,6 +92,12 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
     if opts.nproc == 0 {
         return Err(Error::Launch("--nproc must be at least 1".to_string()));
     }
+    if opts.nnodes == 0 || opts.node_rank >= opts.nnodes {
+        return Err(Error::Launch(format!(
+            "node rank {} of {} nodes: a world needs a node, and node ranks run from 0 to nodes - 1",
+            opts.node_rank, opts.nnodes
+        )));
+    }
     let port = match opts.master_port {
         Some(0) => {
             return Err(Error::Launch(
@@ -117,8 +126,8 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
 
     let mut replicas = Vec::with_capacity(opts.nproc);
     let mut readers = Vec::with_capacity(2 * opts.nproc);
-    for rank in 0..opts.nproc {
-        match spawn(&world, rank, &mut readers) {
+    for local in 0..opts.nproc {
+        match spawn(&world, local, &mut readers) {
             Ok(replica) => replicas.push(replica),
             Err(e) => {
                 stop(&mut replicas, opts.grace);

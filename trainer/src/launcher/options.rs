@@ -11,12 +11,16 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// What [`launch`](super::launch) starts.
 #[derive(Debug, Clone)]
 pub struct LaunchOptions {
-    /// Number of replicas, ranks `0..nproc`.
+    /// Number of replicas on this node, local ranks `0..nproc`.
     pub nproc: usize,
+    /// Nodes in the world, each running `nproc` replicas (1: this node is the whole world).
+    pub nnodes: usize,
+    /// This node, `0..nnodes`: its replicas have the global ranks `node_rank × nproc + local`.
+    pub node_rank: usize,
     /// The replica program (normally `ddp-trainer` itself) and its arguments.
     pub program: PathBuf,
     pub args: Vec<OsString>,
-    /// Logs go to `out_dir/logs/rank-R.log`.
+    /// Logs go to `out_dir/logs/rank-R.log` (R: the global rank).
     pub out_dir: PathBuf,
     /// `MASTER_ADDR` for the replicas.
     pub master_addr: String,
@@ -46,11 +50,13 @@ impl std::fmt::Debug for SpawnHook {
 }
 
 impl LaunchOptions {
-    /// `nproc` replicas of `program` with the defaults: 127.0.0.1, a free port, cores / nproc
-    /// threads each, no extra variables, [`DEFAULT_GRACE`].
+    /// `nproc` replicas of `program` with the defaults: one node, 127.0.0.1, a free port,
+    /// cores / nproc threads each, no extra variables, [`DEFAULT_GRACE`].
     pub fn new(nproc: usize, program: impl Into<PathBuf>, out_dir: impl Into<PathBuf>) -> Self {
         LaunchOptions {
             nproc,
+            nnodes: 1,
+            node_rank: 0,
             program: program.into(),
             args: Vec::new(),
             out_dir: out_dir.into(),

@@ -32,14 +32,16 @@ pub(super) struct Replica {
     pub(super) outcome: Option<Outcome>,
 }
 
-/// Starts rank `rank` with its environment, its own process group and the parent-death signal;
-/// pushes its two output threads onto `readers`.
+/// Starts local replica `local` (global rank `node_rank × nproc + local`) with its environment,
+/// its own process group and the parent-death signal; pushes its two output threads onto
+/// `readers`.
 pub(super) fn spawn(
     world: &World,
-    rank: usize,
+    local: usize,
     readers: &mut Vec<JoinHandle<()>>,
 ) -> Result<Replica> {
     let opts = world.opts;
+    let rank = opts.node_rank * opts.nproc + local;
     let log = log_path(&opts.out_dir, rank);
     let file = OpenOptions::new()
         .create(true)
@@ -51,10 +53,10 @@ pub(super) fn spawn(
     let mut cmd = Command::new(&opts.program);
     cmd.args(&opts.args)
         .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", opts.nproc.to_string())
-        .env("LOCAL_RANK", rank.to_string())
+        .env("WORLD_SIZE", (opts.nnodes * opts.nproc).to_string())
+        .env("LOCAL_RANK", local.to_string())
         .env("LOCAL_WORLD_SIZE", opts.nproc.to_string())
-        .env("GROUP_RANK", "0")
+        .env("GROUP_RANK", opts.node_rank.to_string())
         .env("MASTER_ADDR", &opts.master_addr)
         .env("MASTER_PORT", world.port.to_string())
         .env("TORCHELASTIC_RESTART_COUNT", &world.restart_count)
@@ -98,7 +100,7 @@ pub(super) fn spawn(
         (hook.0)(rank, pid);
     }
     if let Some(stdout) = child.stdout.take() {
-        let echo = if rank == 0 && opts.echo {
+        let echo = if local == 0 && opts.echo {
             Echo::Stdout
         } else {
             Echo::None

@@ -95,6 +95,32 @@ fn explicit_port_threads_and_extra_variables() {
 }
 
 #[test]
+fn a_node_of_several_starts_its_share_of_the_global_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = sh(
+        2,
+        dir.path(),
+        r#"echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT""#,
+    );
+    opts.nnodes = 3;
+    opts.node_rank = 1;
+    opts.master_addr = "job-master-0".into();
+    opts.master_port = Some(23456);
+    launch(&opts).unwrap();
+    // Logs are named by global rank: node 1 of 3 × 2 writes rank-2 and rank-3.
+    for (local, rank) in [(0, 2), (1, 3)] {
+        assert_eq!(
+            log(dir.path(), rank),
+            format!("{rank} 6 {local} 2 1 job-master-0 23456\n")
+        );
+    }
+    assert!(!log_path(dir.path(), 0).exists());
+    opts.node_rank = 3;
+    let e = launch(&opts).unwrap_err().to_string();
+    assert!(e.contains("node rank 3 of 3 nodes"), "{e}");
+}
+
+#[test]
 fn logs_are_appended_across_launches() {
     let dir = tempfile::tempdir().unwrap();
     let opts = sh(1, dir.path(), "echo run");

@@ -11,7 +11,8 @@
 //!   [`SweepArgs`].
 //! - `runs`: looking at and managing runs: [`LsArgs`] with its [`RunFilter`], [`ShowArgs`],
 //!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
-//! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`].
+//! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`] (with its
+//!   [`ExportFormat`] and the [`KubernetesOptions`] of a Kubernetes job).
 //! - `sample`: text from a language-model run: [`SampleArgs`] (`sample RUN`) with its
 //!   [`SampleOptions`] (what the TUI's Sample pane takes too) and [`Weights`]; the defaults.
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
@@ -27,7 +28,7 @@ mod runs;
 mod sample;
 mod words;
 
-pub use analysis::{CompareArgs, ExportArgs, PlotArgs};
+pub use analysis::{CompareArgs, ExportArgs, ExportFormat, KubernetesOptions, PlotArgs};
 pub use paths::{found_in_ancestors, missing_path, path_candidates};
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
