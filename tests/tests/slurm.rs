@@ -445,3 +445,47 @@ fn replica_pid(dir: &Path, rank: usize, limit: Duration) -> i32 {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_job_warned_of_its_time_limit_checkpoints_requeues_and_completes() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/mnist.toml");
+    let spec = spec.to_str().unwrap();
+    // Long enough (about 1.5 minutes on 2 cores) that a 1-minute job cannot finish it: Slurm warns the job (SIGUSR2, 10 s
+    // before its limit, or up to a minute earlier: its timer's resolution), the replicas
+    // checkpoint mid-epoch, and the job requeues itself until the run is done.
+    let sets = ["data.limit_test=200", "train.epochs=60"];
+    let local = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("local"),
+    };
+    local.ok(&args(&["run", spec, "--replicas", "2"], &sets));
+    let ws = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("slurm"),
+    };
+    ws.ok(&args(
+        &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "1"],
+        &[&sets[..], &["slurm.warn_s=10", "restart.max_restarts=8"]].concat(),
+    ));
+    let dir = ws.run_dir();
+    let done = ws.wait_status("completed", Duration::from_secs(900));
+    let log = job_logs(&dir);
+    assert!(
+        log.contains("warned by Slurm") && log.contains("resuming"),
+        "the job was not warned and resumed:\n{log}"
+    );
+    assert!(done["slurm"]["requeues"].as_u64().unwrap() >= 1, "{done:#}");
+    // The stop checkpoint lies inside an epoch (later epochs' checkpoints replace it on disk).
+    let resumed_inside_an_epoch = log.lines().any(|l| {
+        l.starts_with("resuming from") && l.contains("-step-") && l.contains("into epoch")
+    });
+    assert!(
+        resumed_inside_an_epoch,
+        "no resume from a mid-epoch checkpoint:\n{log}"
+    );
+    assert_same_weights(&local.run_dir(), &dir);
+}

@@ -281,6 +281,10 @@ impl Card {
         if let Some(d) = &devices {
             lines.push(("devices", d.clone()));
         }
+        let slurm = r.slurm.as_ref().map(|j| j.text());
+        if let Some(j) = &slurm {
+            lines.push(("slurm", j.clone()));
+        }
         let val = self.val();
         if let Some(v) = &val {
             lines.push(("val", v.clone()));
@@ -345,6 +349,9 @@ impl Card {
         );
         if let Some(d) = &devices {
             let _ = writeln!(h, "<div>devices: {}</div>", html_escape(d));
+        }
+        if let Some(j) = &slurm {
+            let _ = writeln!(h, "<div>slurm: {}</div>", html_escape(j));
         }
         if let Some(v) = &val {
             let _ = writeln!(h, "<div>val {}</div>", html_escape(v));

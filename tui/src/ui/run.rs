@@ -150,6 +150,9 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
             }
         )),
     ]));
+    if let Some(job) = &r.slurm {
+        lines.push(Line::from(vec![label("slurm"), Span::raw(job.text())]));
+    }
     lines.push(Line::from(vec![
         label("pids"),
         Span::raw(format!("{pids}  ")),
