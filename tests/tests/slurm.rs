@@ -489,3 +489,61 @@ fn a_job_warned_of_its_time_limit_checkpoints_requeues_and_completes() {
     );
     assert_same_weights(&local.run_dir(), &dir);
 }
+
+#[test]
+fn a_node_failure_requeues_or_fails_the_run_as_slurm_decides() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/mnist.toml");
+    let ws = Ws {
+        cluster: &cluster,
+        root: tmp.path().join("ws"),
+    };
+    ws.ok(&args(
+        &[
+            "run",
+            spec.to_str().unwrap(),
+            "--on",
+            "slurm",
+            "--nodes",
+            "2",
+        ],
+        &[
+            "data.limit_test=200",
+            "train.epochs=20",
+            "restart.max_restarts=2",
+        ],
+    ));
+    let dir = ws.run_dir();
+    ws.wait_status("running", Duration::from_secs(120));
+    replica_pid(&dir, 1, Duration::from_secs(120));
+    // The node's slurmd dies (SIGKILL): Slurm marks the node down and decides the job's fate.
+    cluster.kill_node("ddp-n2");
+    let start = Instant::now();
+    let fate = loop {
+        let r = record(&dir);
+        let requeued = r["slurm"]["requeues"].as_u64().unwrap_or(0) >= 1;
+        if r["status"] == "failed" || (r["status"] == "queued" && requeued) {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "run.json did not follow the node failure: {r:#}\n{}",
+            cluster.snapshot()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    if fate["status"] == "failed" {
+        let error = fate["error"].as_str().unwrap_or("");
+        assert!(error.starts_with("Slurm: NODE_FAIL"), "{fate:#}");
+    } else {
+        // Requeued: Slurm's reason says why it waits (the node is down), and it completes
+        // once the node is back.
+        assert!(fate["slurm"]["reason"].is_string(), "{fate:#}");
+        assert!(events(&dir).contains(&"restarting".to_string()));
+        cluster.start_node("ddp-n2");
+        ws.wait_status("completed", Duration::from_secs(600));
+    }
+}
