@@ -12,6 +12,8 @@ use ddp_workspaces::summary::RunOverview;
 pub fn ls(root: &Path, filter: &RunFilter, json: bool) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let (runs, bad) = ws.runs()?;
+    // A live Slurm run nobody follows (the watcher died with its machine) gets its watcher back.
+    let _ = ddp_workspaces::slurm::watcher::adopt(root, &runs);
     for b in &bad {
         eprintln!("ddp: skipping {}: {}", b.dir.display(), b.error);
     }

@@ -497,6 +497,12 @@ impl Scanner {
         for dir in found {
             self.check(&dir, out);
         }
+        let runs = self
+            .tracked
+            .values()
+            .filter_map(|t| t.entry.as_ref().map(|e| &e.run));
+        // Best effort: a watcher that cannot start leaves the runs as they are.
+        let _ = crate::slurm::watcher::adopt(&self.root, runs);
     }
 
     /// The folders notify named, and every live run.

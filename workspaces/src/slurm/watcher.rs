@@ -6,7 +6,7 @@
 //! job`, then judged by its run folder. The poll interval doubles while nothing changes (1 s up
 //! to 30 s, `DDP_SLURM_POLL_MAX_S`), and drops back to 1 s on a change or when a front end
 //! wakes it (`locks/slurm-watch.wake`). It exits when no Slurm run has been live for two
-//! minutes. Only one runs per workspace: it holds an exclusive lock (`locks/slurm-watch.lock`)
+//! minutes; a reader that finds a live Slurm run unwatched starts it again ([`adopt`]). Only one runs per workspace: it holds an exclusive lock (`locks/slurm-watch.lock`)
 //! for its life, which the kernel drops when it dies.
 
 use std::collections::HashMap;
@@ -58,9 +58,26 @@ fn try_lock(root: &Path) -> Result<Option<std::fs::File>> {
 }
 
 /// Starts the workspace's watcher unless one runs, and wakes it either way (so that it polls
-/// now rather than after its back-off).
+/// now rather than after its back-off): after submitting, stopping or resubmitting a job.
 pub fn ensure_watcher(root: &Path) -> Result<()> {
     wake(root);
+    ensure_running(root)
+}
+
+/// Starts the watcher when `runs` hold a live Slurm run and no watcher runs (its machine
+/// restarted, it was killed): readers of the run list call it, as they repair stale local runs.
+pub fn adopt<'a>(root: &Path, runs: impl IntoIterator<Item = &'a Run>) -> Result<()> {
+    if runs
+        .into_iter()
+        .any(|r| r.record.slurm.is_some() && !r.record.status.is_terminal())
+    {
+        ensure_running(root)?;
+    }
+    Ok(())
+}
+
+/// Starts the workspace's watcher unless one runs.
+fn ensure_running(root: &Path) -> Result<()> {
     if try_lock(root)?.is_none() {
         return Ok(());
     }
