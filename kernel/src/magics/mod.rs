@@ -286,7 +286,10 @@ mod tests {
         assert!(options("run").contains(&"--wait".to_string()));
         assert!(
             all.contains(
-                "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--wait] [--features FEATURES]..."
+                "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
+                 [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+                 [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
+                 [--wait] [--features FEATURES]..."
             ),
             "{all}"
         );

@@ -133,7 +133,7 @@ impl RunOptions {
     }
 }
 
-/// `run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME]`.
+/// `run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--on slurm ...]`.
 #[derive(Parser, Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunArgs {
     /// The experiment spec (TOML).
