@@ -148,6 +148,13 @@ pub fn watch(root: &Path) -> Result<()> {
     let mut last_live = Instant::now();
     let mut woken = wake_mark(root);
     loop {
+        if Workspace::open(root).is_err() {
+            println!(
+                "the workspace {} is gone: the watcher exits",
+                root.display()
+            );
+            return Ok(());
+        }
         let (runs, _) = ws.runs()?;
         let slurm: Vec<Run> = runs
             .into_iter()
