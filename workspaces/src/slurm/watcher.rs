@@ -3,9 +3,9 @@
 //! run unwatched), detached from the front end, that keeps the `run.json` of every live Slurm
 //! run in step with its job. Each poll is ONE `squeue --json --me --states=all` for all of them; a job Slurm
 //! no longer lists is asked of `sacct` (once found disabled, never again), then `scontrol show
-//! job`, then judged by its run folder. The poll interval doubles while nothing changes (1 s up
-//! to 30 s, `DDP_SLURM_POLL_MAX_S`), and drops back to 1 s on a change or when a front end
-//! wakes it (`locks/slurm-watch.wake`). It exits when no Slurm run has been live for two
+//! job`, then judged by its run folder. It polls every second for 15 s after it starts or a
+//! front end wakes it (`locks/slurm-watch.wake`: a job was submitted, stopped or resubmitted),
+//! and on any change; otherwise the interval doubles up to 30 s (`DDP_SLURM_POLL_MAX_S`). It exits when no Slurm run has been live for two
 //! minutes; a reader that finds a live Slurm run unwatched starts it again ([`adopt`]). Only one runs per workspace: it holds an exclusive lock (`locks/slurm-watch.lock`)
 //! for its life, which the kernel drops when it dies.
 
@@ -31,6 +31,9 @@ const LOG: &str = "slurm-watch.log";
 /// requeue itself).
 const LINGER: Duration = Duration::from_secs(120);
 const MIN_POLL: Duration = Duration::from_secs(1);
+/// How long after it starts or is woken the watcher polls at [`MIN_POLL`] before it backs off:
+/// a job just submitted usually starts within seconds.
+const EAGER: Duration = Duration::from_secs(15);
 const DEFAULT_MAX_POLL: Duration = Duration::from_secs(30);
 
 fn max_poll() -> Duration {
@@ -147,6 +150,7 @@ pub fn watch(root: &Path) -> Result<()> {
     let mut accounting = true;
     let mut last_live = Instant::now();
     let mut woken = wake_mark(root);
+    let mut eager_until = Instant::now() + EAGER;
     loop {
         if Workspace::open(root).is_err() {
             println!(
@@ -195,7 +199,7 @@ pub fn watch(root: &Path) -> Result<()> {
                 Err(e) => eprintln!("{e}"),
             }
         }
-        interval = if changed {
+        interval = if changed || Instant::now() < eager_until {
             MIN_POLL
         } else {
             (interval * 2).min(max)
@@ -208,6 +212,7 @@ pub fn watch(root: &Path) -> Result<()> {
             if mark != woken {
                 woken = mark;
                 interval = MIN_POLL;
+                eager_until = Instant::now() + EAGER;
                 break;
             }
         }
