@@ -71,6 +71,20 @@ impl Table {
     }
 }
 
+/// A run's status as `ddp ls` prints it: a live run on Slurm names its job, and why it waits
+/// (`queued (slurm 42: Priority)`, `running (slurm 42)`).
+fn status_text(rec: &crate::run::RunRecord) -> String {
+    match &rec.slurm {
+        Some(j) if rec.status == crate::run::RunStatus::Queued => format!(
+            "queued (slurm {}: {})",
+            j.job_id,
+            j.reason.as_deref().unwrap_or("pending")
+        ),
+        Some(j) if !rec.status.is_terminal() => format!("{} (slurm {})", rec.status, j.job_id),
+        _ => rec.status.to_string(),
+    }
+}
+
 /// The `ddp ls` table, one row per run in the order given.
 pub fn runs_table(runs: &[&Run]) -> Table {
     let rows = runs
@@ -82,7 +96,7 @@ pub fn runs_table(runs: &[&Run]) -> Table {
                 rec.id.clone(),
                 rec.experiment.clone(),
                 rec.name.clone().unwrap_or_default(),
-                rec.status.to_string(),
+                status_text(rec),
                 rec.replicas.to_string(),
                 rec.restarts.to_string(),
                 timestamp(rec.created),
@@ -504,6 +518,26 @@ mod tests {
         );
         std::fs::remove_file(run.dir.join("data.json")).unwrap();
         assert!(run_details(&run).fields.iter().all(|f| f.0 != "data"));
+    }
+
+    #[test]
+    fn ls_names_a_live_slurm_job() {
+        let mut rec = RunRecord::sample();
+        assert_eq!(status_text(&rec), rec.status.to_string());
+        rec.slurm = Some(crate::slurm::SlurmJob {
+            job_id: "42".into(),
+            state: "PENDING".into(),
+            reason: Some("Priority".into()),
+            nodes: 2,
+            node_list: None,
+            requeues: 0,
+        });
+        rec.status = crate::run::RunStatus::Queued;
+        assert_eq!(status_text(&rec), "queued (slurm 42: Priority)");
+        rec.status = crate::run::RunStatus::Running;
+        assert_eq!(status_text(&rec), "running (slurm 42)");
+        rec.status = crate::run::RunStatus::Completed;
+        assert_eq!(status_text(&rec), "completed");
     }
 
     #[test]
