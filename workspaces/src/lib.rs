@@ -17,6 +17,8 @@
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
 //!   processes) for a devices view.
+//! - `detach`: starting a hidden sub-command of this executable as a detached process (the
+//!   supervisor, the Slurm watcher).
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
 //! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
@@ -58,6 +60,7 @@ pub mod actions;
 pub mod analysis;
 pub mod commands;
 pub mod curves;
+pub mod detach;
 pub mod devices;
 pub mod error;
 pub mod events;

@@ -10,7 +10,7 @@
 //! the run stopped. The replicas die with it if it is killed (parent-death signal), and a reader
 //! that finds its pid gone marks the run failed.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -416,35 +416,11 @@ fn lock(run: &Arc<Mutex<Run>>) -> std::sync::MutexGuard<'_, Run> {
 /// terminal and the caller), with its output in `logs/supervisor.log`. The caller should reap
 /// the child if it outlives it (`wait` on it from a thread), or simply drop it.
 pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child> {
-    use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
-    let log_path = run_dir.join("logs").join("supervisor.log");
-    std::fs::create_dir_all(run_dir.join("logs")).map_err(|e| Error::io(run_dir, e))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(&log_path, e))?;
-    let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg(SUPERVISE_COMMAND).arg(run_dir);
+    let mut args: Vec<&OsStr> = vec![SUPERVISE_COMMAND.as_ref(), run_dir.as_os_str()];
     if resume {
-        cmd.arg("--resume");
+        args.push("--resume".as_ref());
     }
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(log)
-        .stderr(err);
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
-        .map_err(|e| Error::io(PathBuf::from("ddp __supervise"), e))
+    crate::detach::spawn_detached(args, &run_dir.join("logs").join("supervisor.log"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::client::{self, SacctAnswer};
@@ -85,34 +85,8 @@ fn ensure_running(root: &Path) -> Result<()> {
         return Ok(());
     }
     // Not running (the lock was free; it is released as the file drops here).
-    use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
-    let locks = Workspace::open(root)?.locks_dir();
-    let log_path = locks.join(LOG);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(&log_path, e))?;
-    let err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg(WATCH_COMMAND)
-        .arg(root)
-        .stdin(std::process::Stdio::null())
-        .stdout(log)
-        .stderr(err);
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd
-        .spawn()
-        .map_err(|e| Error::io(PathBuf::from("ddp __slurm-watch"), e))?;
+    let log = Workspace::open(root)?.locks_dir().join(LOG);
+    let child = crate::detach::spawn_detached([WATCH_COMMAND.as_ref(), root.as_os_str()], &log)?;
     // Reap it when it exits, from a thread, so that it never lingers as a zombie of a
     // long-lived front end (a TUI, a kernel).
     std::thread::spawn(move || {
