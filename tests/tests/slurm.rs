@@ -168,7 +168,15 @@ struct Ws<'a> {
     root: PathBuf,
 }
 
-impl Ws<'_> {
+impl<'a> Ws<'a> {
+    /// The workspace `name` in `tmp`.
+    fn new(cluster: &'a SlurmCluster, tmp: &tempfile::TempDir, name: &str) -> Ws<'a> {
+        Ws {
+            cluster,
+            root: tmp.path().join(name),
+        }
+    }
+
     fn ddp(&self, args: &[&str]) -> Outcome {
         let mut cmd: Command = self.cluster.command(binaries().ddp);
         cmd.arg("--workspace")
@@ -269,17 +277,11 @@ fn a_two_node_run_completes_with_the_weights_of_a_local_run() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = repo().join("examples/mnist.toml");
     let spec = spec.to_str().unwrap();
-    let local = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("local"),
-    };
+    let local = Ws::new(&cluster, &tmp, "local");
     local.ok(&args(&["run", spec, "--replicas", "2"], &RUN_SETS));
     assert_eq!(record(&local.run_dir())["status"], "completed");
 
-    let ws = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("slurm"),
-    };
+    let ws = Ws::new(&cluster, &tmp, "slurm");
     let out = ws.ok(&args(
         &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "10"],
         &RUN_SETS,
@@ -318,10 +320,7 @@ fn stop_cancels_the_job_and_resume_submits_it_again() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let spec = repo().join("examples/mnist.toml");
-    let ws = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("ws"),
-    };
+    let ws = Ws::new(&cluster, &tmp, "ws");
     let sets = ["data.limit_test=200", "train.epochs=2"];
     ws.ok(&args(
         &[
@@ -373,10 +372,7 @@ fn a_killed_replica_fails_the_run_naming_its_rank_or_requeues_it() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = repo().join("examples/mnist.toml");
     for (restarts, end) in [(0, "failed"), (1, "completed")] {
-        let ws = Ws {
-            cluster: &cluster,
-            root: tmp.path().join(format!("ws-{restarts}")),
-        };
+        let ws = Ws::new(&cluster, &tmp, &format!("ws-{restarts}"));
         let restart = format!("restart.max_restarts={restarts}");
         ws.ok(&args(
             &[
@@ -458,15 +454,9 @@ fn a_job_warned_of_its_time_limit_checkpoints_requeues_and_completes() {
     // before its limit, or up to a minute earlier: its timer's resolution), the replicas
     // checkpoint mid-epoch, and the job requeues itself until the run is done.
     let sets = ["data.limit_test=200", "train.epochs=60"];
-    let local = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("local"),
-    };
+    let local = Ws::new(&cluster, &tmp, "local");
     local.ok(&args(&["run", spec, "--replicas", "2"], &sets));
-    let ws = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("slurm"),
-    };
+    let ws = Ws::new(&cluster, &tmp, "slurm");
     ws.ok(&args(
         &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "1"],
         &[&sets[..], &["slurm.warn_s=10", "restart.max_restarts=8"]].concat(),
@@ -497,10 +487,7 @@ fn a_node_failure_requeues_or_fails_the_run_as_slurm_decides() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let spec = repo().join("examples/mnist.toml");
-    let ws = Ws {
-        cluster: &cluster,
-        root: tmp.path().join("ws"),
-    };
+    let ws = Ws::new(&cluster, &tmp, "ws");
     ws.ok(&args(
         &[
             "run",
