@@ -7,19 +7,24 @@
 //!
 //! Starting a run spawns its supervisor from `std::env::current_exe()`: the front end's binary
 //! must call [`crate::supervisor::run_hidden_command`] first thing in `main`.
+//!
+//! `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
+//! [`remove_run`]); this module the rest.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::{Duration, Instant};
 
 use ddp_trainer::spec::Spec;
 use serde::Serialize;
 
 use crate::run::{Run, RunStatus};
+
+mod stop;
 use crate::supervisor::spawn_supervisor;
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
 use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
+pub use stop::{StopRequest, remove_run, request_stop, wait_until_terminal};
 
 /// A request for a new run (what `ddp run` takes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -449,93 +454,6 @@ pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stopping and removing.
-
-/// What [`request_stop`] did.
-#[derive(Debug, Clone)]
-pub enum StopRequest {
-    /// The run had already ended: nothing was sent.
-    AlreadyTerminal(Run),
-    /// SIGTERM was sent to the run's supervisor (process `pid`): its replicas finish their step
-    /// and exit, then it marks the run stopped. [`wait_until_terminal`] waits for that.
-    Signalled { run: Run, pid: u32 },
-    /// The run's Slurm job was cancelled (`scancel`); the watcher records it stopped.
-    Cancelled { run: Run, job_id: String },
-}
-
-/// Asks a run to stop, without waiting: reads the run again (a supervisor found dead marks it
-/// failed), and unless it has ended sends SIGTERM to its supervisor. A live run without a
-/// supervisor yet (it is being started) is [`Error::Refused`]: try again in a moment.
-pub fn request_stop(run: &Run) -> Result<StopRequest> {
-    let run = Run::load_checked(&run.dir)?;
-    if run.record.status.is_terminal() {
-        return Ok(StopRequest::AlreadyTerminal(run));
-    }
-    if let Some(job) = &run.record.slurm {
-        let job_id = job.job_id.clone();
-        crate::slurm::submit::stop(&run)?;
-        return Ok(StopRequest::Cancelled { run, job_id });
-    }
-    let Some(sup) = run.record.supervisor.clone() else {
-        return Err(Error::Refused(format!(
-            "run {} has no supervisor yet (status {}); try again in a moment",
-            run.record.id, run.record.status
-        )));
-    };
-    // SAFETY: kill(2) with a pid we recorded and checked alive (load_checked).
-    if unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) } != 0 {
-        return Err(Error::Supervisor(format!(
-            "cannot signal the supervisor (pid {}): {}",
-            sup.pid,
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(StopRequest::Signalled { run, pid: sup.pid })
-}
-
-/// How often [`wait_until_terminal`] reads `run.json`.
-const POLL: Duration = Duration::from_millis(100);
-
-/// Blocks until the run in `dir` has ended (completed, failed or stopped) and returns it; after
-/// `timeout`, [`Error::Supervisor`] names the run, its supervisor's pid and its log. Meant for
-/// after [`request_stop`]: the message says the run "did not stop".
-pub fn wait_until_terminal(dir: &Path, timeout: Duration) -> Result<Run> {
-    let start = Instant::now();
-    loop {
-        let now = Run::load_checked(dir)?;
-        if now.record.status.is_terminal() {
-            return Ok(now);
-        }
-        if start.elapsed() > timeout {
-            let pid = now
-                .record
-                .supervisor
-                .as_ref()
-                .map_or_else(|| "none yet".to_string(), |p| p.pid.to_string());
-            return Err(Error::Supervisor(format!(
-                "run {} did not stop within {timeout:?} (supervisor pid {pid}); see {}",
-                now.record.id,
-                now.supervisor_log().display()
-            )));
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Deletes the run's folder. Reads the run again first and refuses a run that is still live
-/// ([`Error::Refused`]: stop it first).
-pub fn remove_run(run: &Run) -> Result<()> {
-    let run = Run::load_checked(&run.dir)?;
-    if !run.record.status.is_terminal() {
-        return Err(Error::Refused(format!(
-            "run {} is {}: stop it first (`ddp stop {}`)",
-            run.record.id, run.record.status, run.record.id
-        )));
-    }
-    std::fs::remove_dir_all(&run.dir).map_err(|e| Error::io(&run.dir, e))
-}
-
-// ---------------------------------------------------------------------------------------------
 // Tags.
 
 /// Tags are single non-empty lines; the first that is not is [`Error::Refused`].
@@ -583,6 +501,7 @@ pub fn remove_tags(run: &Run, tags: &[String]) -> Result<Vec<String>> {
 mod tests {
     use super::*;
     use crate::run::ProcessId;
+    use std::time::Duration;
 
     const SPEC: &str = "name = 'mnist cnn'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[train]\nepochs = 3\n[restart]\nmax_restarts = 4\n";
 
