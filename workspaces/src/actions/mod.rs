@@ -179,7 +179,7 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
         (None, _) => None,
     };
     let ws = Workspace::open_or_create(root)?;
-    let mut run = ws.create_run_with(
+    let run = ws.create_run_with(
         &spec,
         RunOrigin {
             command: req.command.clone(),
@@ -190,12 +190,7 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
         },
     )?;
     if req.on == RunOn::Slurm {
-        crate::slurm::submit::submit(&mut run, &spec)?;
-        return Ok(Started {
-            run,
-            spec: SpecSummary::of(&spec),
-            supervisor: None,
-        });
+        return submit(run, &spec);
     }
     launch(run, &spec, false)
 }
@@ -220,14 +215,19 @@ pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
     })?;
     if run.record.slurm.is_some() {
         // A new job from the same script: it resumes from the newest checkpoint.
-        crate::slurm::submit::submit(&mut run, &spec)?;
-        return Ok(Started {
-            run,
-            spec: SpecSummary::of(&spec),
-            supervisor: None,
-        });
+        return submit(run, &spec);
     }
     launch(run, &spec, true)
+}
+
+/// Submits the (queued) run as a Slurm job; the workspace's watcher follows it from there.
+fn submit(mut run: Run, spec: &Spec) -> Result<Started> {
+    crate::slurm::submit::submit(&mut run, spec)?;
+    Ok(Started {
+        run,
+        spec: SpecSummary::of(spec),
+        supervisor: None,
+    })
 }
 
 fn launch(mut run: Run, spec: &Spec, resume: bool) -> Result<Started> {
