@@ -11,8 +11,13 @@
 7. A run made by a `%%ddp train` cell is resumed by the CLI after the kernel is gone: its
    replicas run the trainer kept in the run folder (`code/target/release/ddp-cell`).
 
+`SlurmRun` (run alone, with a Slurm cluster): the notebook submits a run to Slurm (`%ddp run
+--on slurm --nodes 2`); its card and the dashboard show it live with its job id, Slurm state and
+nodes; the dashboard stops it (the job is cancelled) and both say so.
+
 Environment (set by front_ends.rs): DDP_WORKSPACE, DDP_REPO, DDP_BIN (the `ddp` CLI),
-DDP_TUI_BIN (`ddp-tui`), and the Jupyter folders with the `ddp` kernelspec installed.
+DDP_TUI_BIN (`ddp-tui`), and the Jupyter folders with the `ddp` kernelspec installed; for
+`SlurmRun`, SLURM_CONF (the test cluster's) and DDP_SLURM_POLL_MAX_S.
 """
 
 from __future__ import annotations
@@ -111,7 +116,8 @@ class Tmux:
         if shutil.which("tmux") is None:
             raise AssertionError("tmux is needed (the README's test command installs it)")
         self.socket = f"ddp-e2e-{os.getpid()}"
-        env = {k: os.environ[k] for k in ("PATH", "HOME", "DDP_WORKSPACE") if k in os.environ}
+        passed = ("PATH", "HOME", "DDP_WORKSPACE", "SLURM_CONF", "DDP_SLURM_POLL_MAX_S")
+        env = {k: os.environ[k] for k in passed if k in os.environ}
         env.update({"TERM": "xterm-256color", "NO_COLOR": "1", "EDITOR": "true"})
         args = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *command]
         self.tmux("new-session", "-d", "-s", "tui", "-x", str(width), "-y", str(height), *args)
@@ -142,7 +148,10 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
 
-class FrontEnds(unittest.TestCase):
+class Notebook(unittest.TestCase):
+    """A kernel for the test (killed or closed at the end), the dashboard once started, and every
+    run left live stopped."""
+
     def setUp(self) -> None:
         self.notebook_dir = Path(tempfile.mkdtemp(prefix="notebook-", dir=os.getcwd()))
         self.kernel = Kernel(cwd=self.notebook_dir)
@@ -163,6 +172,9 @@ class FrontEnds(unittest.TestCase):
         finally:
             if self.kernel_alive:
                 self.kernel.close()
+
+
+class FrontEnds(Notebook):
 
     def test_one_run_three_front_ends(self) -> None:
         k = self.kernel
@@ -265,6 +277,56 @@ class FrontEnds(unittest.TestCase):
         self.assertEqual(exes, {str(trainer)}, f"the resumed replicas' executables: {json.dumps(resumed)}")
         ddp("stop", run["id"], timeout=180)
         self.assertEqual(wait_run("cell-resume", TERMINAL, 30)["status"], "stopped")
+
+
+class SlurmRun(Notebook):
+    def test_a_slurm_run_live_in_the_notebook_and_the_dashboard(self) -> None:
+        if "SLURM_CONF" not in os.environ:
+            raise AssertionError("SlurmRun needs SLURM_CONF: front_ends.rs sets it to the test cluster's")
+        k = self.kernel
+        # 1. The notebook submits the run; its card follows the job.
+        outputs = k.execute_ok(
+            f"%ddp run {mnist_spec()} --on slurm --nodes 2 --time 10 "
+            "--set train.epochs=100 --set ddp.replicas=2 --name on-slurm",
+            timeout=60,
+        )
+        ident = display_id(card_of(outputs))
+        run = wait_run("on-slurm", ["queued", "running"], WAIT)
+        run_id, job = run["id"], run["slurm"]["job_id"]
+        running = f"job {job} RUNNING on ddp-n[1-2]"
+        k.wait_card(ident, lambda t: "running" in t and running in t, WAIT, f"'running' and '{running}'")
+        # the CLI lists it with its job
+        self.assertEqual(listed(run_id)["slurm"]["job_id"], job)
+        self.assertIn(f"running (slurm {job})", ddp("ls").stdout)
+
+        # 2. The dashboard lists it as a Slurm run (wide enough for the replicas column) and shows
+        # the job in the run view, live.
+        self.tui = Tmux([os.environ["DDP_TUI_BIN"], "--workspace", str(workspace())], width=200)
+        self.tui.wait_for(
+            "the Slurm run in the list", lambda s: run_id[9:] in s and "2× slurm" in s and "1 live" in s
+        )
+        self.tui.keys("Enter")
+        screen = self.tui.wait_for(
+            "the run view with the job, running",
+            lambda s: run_id in s and running in s and header_step(s) is not None,
+        )
+        first = header_step(screen)
+        self.tui.wait_for(f"the header's step to pass {first}", lambda s: (header_step(s) or 0) > first)
+
+        # 3. The dashboard stops it: the job is cancelled, and the card and the view say so.
+        self.tui.keys("s")
+        self.tui.wait_for("the stop question", lambda s: f"Stop run {run_id}" in s)
+        self.tui.keys("y")
+        stopped = wait_run("on-slurm", TERMINAL, WAIT)
+        self.assertEqual(stopped["status"], "stopped", json.dumps(stopped))
+        self.assertEqual(stopped["slurm"]["state"], "CANCELLED", json.dumps(stopped))
+        cancelled = f"job {job} CANCELLED"
+        self.tui.wait_for(
+            f"the header saying stopped and '{cancelled}'",
+            lambda s: cancelled in s and any(l.startswith("stopped ") for l in s.splitlines()),
+        )
+        text = k.wait_card(ident, lambda t: "stopped" in t and cancelled in t, WAIT, f"'stopped' and '{cancelled}'")
+        self.assertNotIn("completed", text)
 
 
 def test_accuracy(shown: dict[str, Any]) -> float:

@@ -201,6 +201,26 @@ impl<'a> Ws<'a> {
         o.stdout
     }
 
+    /// `ddp run examples/mnist.toml OPTIONS --set SET...` (the reference MNIST recipe), which
+    /// must succeed; its stdout.
+    fn run_mnist(&self, options: &[&str], sets: &[&str]) -> String {
+        let spec = repo().join("examples/mnist.toml");
+        let mut args = vec!["run", spec.to_str().unwrap()];
+        args.extend(options);
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        self.ok(&args)
+    }
+
+    /// [`Ws::run_mnist`] on Slurm, one replica on each of the 2 nodes, with `options` added;
+    /// `ddp run`'s stdout.
+    fn submit_mnist(&self, options: &[&str], sets: &[&str]) -> String {
+        let mut all = vec!["--on", "slurm", "--nodes", "2"];
+        all.extend(options);
+        self.run_mnist(&all, sets)
+    }
+
     /// The one run of the workspace's experiment `mnist-cnn`.
     fn run_dir(&self) -> PathBuf {
         let runs = self.root.join("experiments/mnist-cnn/runs");
@@ -261,31 +281,18 @@ fn events(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn args<'a>(head: &[&'a str], sets: &[&'a str]) -> Vec<&'a str> {
-    let mut v = head.to_vec();
-    for s in sets {
-        v.extend(["--set", s]);
-    }
-    v
-}
-
 #[test]
 fn a_two_node_run_completes_with_the_weights_of_a_local_run() {
     let Some(cluster) = SlurmCluster::or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repo().join("examples/mnist.toml");
-    let spec = spec.to_str().unwrap();
     let local = Ws::new(&cluster, &tmp, "local");
-    local.ok(&args(&["run", spec, "--replicas", "2"], &RUN_SETS));
+    local.run_mnist(&["--replicas", "2"], &RUN_SETS);
     assert_eq!(record(&local.run_dir())["status"], "completed");
 
     let ws = Ws::new(&cluster, &tmp, "slurm");
-    let out = ws.ok(&args(
-        &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "10"],
-        &RUN_SETS,
-    ));
+    let out = ws.submit_mnist(&["--time", "10"], &RUN_SETS);
     assert!(out.contains("submitted Slurm job"), "{out}");
     let dir = ws.run_dir();
     let script = read(&dir.join("job.sbatch"));
@@ -319,20 +326,8 @@ fn stop_cancels_the_job_and_resume_submits_it_again() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repo().join("examples/mnist.toml");
     let ws = Ws::new(&cluster, &tmp, "ws");
-    let sets = ["data.limit_test=200", "train.epochs=2"];
-    ws.ok(&args(
-        &[
-            "run",
-            spec.to_str().unwrap(),
-            "--on",
-            "slurm",
-            "--nodes",
-            "2",
-        ],
-        &sets,
-    ));
+    ws.submit_mnist(&[], &["data.limit_test=200", "train.epochs=2"]);
     let dir = ws.run_dir();
     ws.wait_status("running", Duration::from_secs(120));
     // Once it has trained a little, stop it: the replicas checkpoint and the job is cancelled.
@@ -370,21 +365,10 @@ fn a_killed_replica_fails_the_run_naming_its_rank_or_requeues_it() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repo().join("examples/mnist.toml");
     for (restarts, end) in [(0, "failed"), (1, "completed")] {
         let ws = Ws::new(&cluster, &tmp, &format!("ws-{restarts}"));
         let restart = format!("restart.max_restarts={restarts}");
-        ws.ok(&args(
-            &[
-                "run",
-                spec.to_str().unwrap(),
-                "--on",
-                "slurm",
-                "--nodes",
-                "2",
-            ],
-            &["data.limit_test=200", "train.epochs=2", &restart],
-        ));
+        ws.submit_mnist(&[], &["data.limit_test=200", "train.epochs=2", &restart]);
         let dir = ws.run_dir();
         ws.wait_status("running", Duration::from_secs(120));
         let pid = replica_pid(&dir, 1, Duration::from_secs(120));
@@ -448,19 +432,18 @@ fn a_job_warned_of_its_time_limit_checkpoints_requeues_and_completes() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repo().join("examples/mnist.toml");
-    let spec = spec.to_str().unwrap();
-    // Long enough (about 1.5 minutes on 2 cores) that a 1-minute job cannot finish it: Slurm warns the job (SIGUSR2, 10 s
-    // before its limit, or up to a minute earlier: its timer's resolution), the replicas
-    // checkpoint mid-epoch, and the job requeues itself until the run is done.
+    // Long enough (about 1.5 minutes on 2 cores) that a 1-minute job cannot finish it: Slurm
+    // warns the job (SIGUSR2, 10 s before its limit, or up to a minute earlier: its timer's
+    // resolution), the replicas checkpoint mid-epoch, and the job requeues itself until the run
+    // is done.
     let sets = ["data.limit_test=200", "train.epochs=60"];
     let local = Ws::new(&cluster, &tmp, "local");
-    local.ok(&args(&["run", spec, "--replicas", "2"], &sets));
+    local.run_mnist(&["--replicas", "2"], &sets);
     let ws = Ws::new(&cluster, &tmp, "slurm");
-    ws.ok(&args(
-        &["run", spec, "--on", "slurm", "--nodes", "2", "--time", "1"],
+    ws.submit_mnist(
+        &["--time", "1"],
         &[&sets[..], &["slurm.warn_s=10", "restart.max_restarts=8"]].concat(),
-    ));
+    );
     let dir = ws.run_dir();
     let done = ws.wait_status("completed", Duration::from_secs(900));
     let log = job_logs(&dir);
@@ -486,23 +469,15 @@ fn a_node_failure_requeues_or_fails_the_run_as_slurm_decides() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repo().join("examples/mnist.toml");
     let ws = Ws::new(&cluster, &tmp, "ws");
-    ws.ok(&args(
-        &[
-            "run",
-            spec.to_str().unwrap(),
-            "--on",
-            "slurm",
-            "--nodes",
-            "2",
-        ],
+    ws.submit_mnist(
+        &[],
         &[
             "data.limit_test=200",
             "train.epochs=20",
             "restart.max_restarts=2",
         ],
-    ));
+    );
     let dir = ws.run_dir();
     ws.wait_status("running", Duration::from_secs(120));
     replica_pid(&dir, 1, Duration::from_secs(120));

@@ -318,6 +318,8 @@ fn run_cell(app: &App, t: Theme, e: &RunEntry, col: Col, wide_ids: bool) -> Cell
                 Span::styled(bar(frac, 6), t.status(r.status)),
             ]))
         }
+        // a run on Slurm says so (its nodes and job are in the run view)
+        Col::Replicas if r.slurm.is_some() => Cell::from(format!("{}× slurm", r.replicas)),
         Col::Replicas => {
             let dev = r.devices.split(' ').next().unwrap_or("");
             Cell::from(format!("{}× {}", r.replicas, dev))

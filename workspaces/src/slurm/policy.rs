@@ -9,7 +9,9 @@
 //! | FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, BOOT_FAIL, DEADLINE | failed, with the state, exit code and failed rank |
 //!
 //! A job Slurm has forgotten is judged by what its batch script left in the run folder
-//! (`slurm/exit`) and by whether the trainer wrote its final model.
+//! (`slurm/exit`) and by whether the trainer wrote its final model. A job Slurm has just requeued
+//! shows as COMPLETING (its requeue count up) until its old allocation is cleaned up: the run is
+//! restarting meanwhile ([`while_requeued`]).
 
 use super::squeue::JobInfo;
 use crate::run::RunStatus;
@@ -138,6 +140,23 @@ pub fn failed_rank(log: &str) -> Option<usize> {
         })
 }
 
+/// The run's status while its job is being requeued: `status` (from [`judge`]) becomes
+/// restarting when the job is not `RUNNING` yet ran (COMPLETING: Slurm cleans up the allocation
+/// it requeued) and either its requeue count just went up or the run was restarting already.
+pub fn while_requeued(
+    status: RunStatus,
+    state: &str,
+    requeued: bool,
+    before: RunStatus,
+) -> RunStatus {
+    let winding_down = status == RunStatus::Running && state != "RUNNING";
+    if winding_down && (requeued || before == RunStatus::Restarting) {
+        RunStatus::Restarting
+    } else {
+        status
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +206,29 @@ mod tests {
                 detail: None
             }
         );
+    }
+
+    #[test]
+    fn a_requeued_job_winding_down_is_restarting() {
+        use RunStatus::*;
+        // Slurm 22.05 shows a job it requeued after a node failure as COMPLETING, its restart
+        // count up, until the allocation is cleaned up; then PENDING.
+        assert_eq!(
+            while_requeued(Running, "COMPLETING", true, Running),
+            Restarting
+        );
+        assert_eq!(
+            while_requeued(Running, "COMPLETING", false, Restarting),
+            Restarting
+        );
+        assert_eq!(while_requeued(Queued, "PENDING", false, Restarting), Queued);
+        // requeued and running again between two polls; a job that simply ends
+        assert_eq!(while_requeued(Running, "RUNNING", true, Running), Running);
+        assert_eq!(
+            while_requeued(Running, "COMPLETING", false, Running),
+            Running
+        );
+        assert_eq!(while_requeued(Failed, "NODE_FAIL", true, Running), Failed);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::client::{self, SacctAnswer};
-use super::policy::{FolderFacts, Verdict, failed_rank, judge, judge_forgotten};
+use super::policy::{FolderFacts, Verdict, failed_rank, judge, judge_forgotten, while_requeued};
 use super::squeue::JobInfo;
 use crate::run::{DataSummary, Run, RunStatus, SupervisorEvent, now};
 use crate::workspace::Workspace;
@@ -262,7 +262,8 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
     } else {
         job.state = "GONE".into();
     }
-    let status = verdict.status;
+    let requeued = job.requeues > before.slurm.as_ref().map_or(0, |j| j.requeues);
+    let status = while_requeued(verdict.status, &job.state, requeued, before.status);
     // A job that ran and ended between two polls: record that it started first, so that the
     // run's events always tell queued → running → its end.
     if status.is_terminal()
@@ -276,7 +277,6 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
         apply(run, seen, &running)?;
         return apply(run, seen, verdict).map(|_| true);
     }
-    let requeued = job.requeues > before.slurm.as_ref().map_or(0, |j| j.requeues);
     if status == before.status && Some(&job) == before.slurm.as_ref() && !requeued {
         return Ok(false);
     }
@@ -288,14 +288,17 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
             .map(|n| format!(" on {n}"))
             .unwrap_or_default()
     );
+    let restarting = SupervisorEvent::Restarting {
+        attempt: job.requeues,
+        after_s: 0.0,
+        reason: format!("Slurm requeued job {}", job.job_id),
+    };
+    if requeued && status == RunStatus::Running {
+        // requeued and running again between two polls: both are told
+        run.event(restarting.clone())?;
+    }
     let event = match status {
-        RunStatus::Queued | RunStatus::Restarting if requeued => {
-            Some(SupervisorEvent::Restarting {
-                attempt: job.requeues,
-                after_s: 0.0,
-                reason: format!("Slurm requeued job {}", job.job_id),
-            })
-        }
+        RunStatus::Queued | RunStatus::Restarting if requeued => Some(restarting),
         RunStatus::Queued | RunStatus::Restarting
             if status != before.status
                 || job.reason != before.slurm.as_ref().and_then(|j| j.reason.clone()) =>

@@ -207,3 +207,40 @@ fn a_language_models_run_view_counts_steps_and_charts_perplexity() {
     assert_has(&s, "+ val 1.45");
     assert_has(&s, "• val 4.263");
 }
+
+#[test]
+fn a_run_on_slurm_shows_its_job_in_the_list_and_the_run_view() {
+    let job = ddp_workspaces::slurm::SlurmJob {
+        job_id: "42".into(),
+        state: "RUNNING".into(),
+        reason: None,
+        nodes: 2,
+        node_list: Some("ddp-n[1-2]".into()),
+        requeues: 1,
+    };
+    let mut on_slurm = entries();
+    on_slurm[0].run.record.slurm = Some(job.clone());
+    on_slurm[0].run.record.devices = "ddp-n[1-2] (Slurm)".into();
+    let mut app = app_sized(100, 30);
+    app.update(Msg::RunList(RunListEvent::Snapshot {
+        entries: on_slurm.clone(),
+        unreadable: vec![],
+    }));
+    let s = screen(&app, 200, 30);
+    assert_eq!(
+        s[3],
+        "  running    mnist        20261104-120000-aaaaaa  2/3  ████·· 2× slurm     0   0.1234  █▄▂▁     96.50%  -       2026-11-18 11:06:40 1m39s   baseline lr-sweep"
+    );
+    key(&mut app, KeyCode::Enter);
+    run_event(&mut app, RunEvent::Status(on_slurm[0].run.record.clone()));
+    let s = screen(&app, 100, 30);
+    assert_rows(
+        &s,
+        2,
+        &[
+            "running    epoch 2/3  step -  time 1m39s  restarts 0  name -",
+            "host box  devices 2 × ddp-n[1-2] (Slurm)",
+            "slurm job 42 RUNNING on ddp-n[1-2], requeued 1 time",
+        ],
+    );
+}
