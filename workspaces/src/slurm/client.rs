@@ -193,6 +193,7 @@ pub fn parse_sacct(text: &str, job_id: &str) -> Option<JobInfo> {
             restarts: 0,
             exit_code: code.parse().ok(),
             signal: signal.parse().ok().filter(|&s: &i32| s > 0),
+            ..JobInfo::default()
         })
     })
 }

@@ -169,8 +169,7 @@ mod tests {
             reason: None,
             nodes: None,
             restarts: 0,
-            exit_code: None,
-            signal: None,
+            ..JobInfo::default()
         }
     }
 

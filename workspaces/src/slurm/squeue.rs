@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::{Error, Result};
 
 /// One job as Slurm reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobInfo {
     pub id: String,
     /// The base state: `PENDING`, `RUNNING`, `COMPLETED`, `FAILED`, `CANCELLED`, `TIMEOUT`,
@@ -26,6 +26,10 @@ pub struct JobInfo {
     pub exit_code: Option<i32>,
     /// The signal that ended it, if one did.
     pub signal: Option<i32>,
+    /// When it started (Unix seconds; squeue only). While pending, Slurm's estimate.
+    pub start_time: Option<i64>,
+    /// When it ended (Unix seconds; squeue only). While running, the end of its time limit.
+    pub end_time: Option<i64>,
 }
 
 /// The jobs of `squeue --json` output.
@@ -89,6 +93,8 @@ fn job(j: &Value) -> Result<JobInfo> {
         restarts: number(j.get("restart_cnt")).unwrap_or(0) as u32,
         exit_code,
         signal,
+        start_time: number(j.get("start_time")).filter(|&t| t > 0),
+        end_time: number(j.get("end_time")).filter(|&t| t > 0),
     })
 }
 
@@ -188,6 +194,7 @@ pub fn parse_scontrol_job(text: &str) -> Option<JobInfo> {
             .unwrap_or(0),
         exit_code,
         signal,
+        ..JobInfo::default()
     })
 }
 
@@ -229,6 +236,10 @@ mod tests {
         assert_eq!((jobs[0].exit_code, jobs[0].signal), (Some(3), None));
         assert_eq!(jobs[1].state, "CANCELLED");
         assert_eq!((jobs[1].exit_code, jobs[1].signal), (None, Some(15)));
+        assert_eq!(
+            (jobs[1].start_time, jobs[1].end_time),
+            (Some(1795606427), Some(1795606428))
+        );
     }
 
     #[test]

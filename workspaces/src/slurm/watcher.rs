@@ -330,12 +330,17 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
         r.status = status;
         r.restarts = job.requeues;
         r.slurm = Some(job.clone());
+        // Slurm's own times where it gives them, else when this poll saw the change
+        let slurm_time = |t: Option<i64>| t.map_or_else(now, |t| t as f64);
         if status == RunStatus::Running {
-            r.started.get_or_insert_with(now);
+            r.started
+                .get_or_insert_with(|| slurm_time(seen.and_then(|j| j.start_time)));
             r.devices = format!("{} (Slurm)", job.node_list.as_deref().unwrap_or("?"));
         }
         if status.is_terminal() {
-            r.ended.get_or_insert_with(now);
+            let ended = slurm_time(seen.and_then(|j| j.end_time));
+            r.ended
+                .get_or_insert(r.started.map_or(ended, |s| ended.max(s)));
             r.error = match status {
                 RunStatus::Failed | RunStatus::Stopped => verdict.detail.clone(),
                 _ => None,
@@ -351,4 +356,100 @@ fn apply(run: &mut Run, seen: Option<&JobInfo>, verdict: &Verdict) -> Result<boo
         None => run.update(write)?,
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunRecord;
+    use crate::slurm::SlurmJob;
+
+    fn seen(state: &str, restarts: u32) -> JobInfo {
+        JobInfo {
+            id: "42".into(),
+            state: state.into(),
+            nodes: Some("n[1-2]".into()),
+            restarts,
+            start_time: Some(1_000 + 100 * i64::from(restarts)),
+            end_time: Some(2_000),
+            ..JobInfo::default()
+        }
+    }
+
+    /// A run on Slurm job 42, saved in `dir`: `status`, the job last seen in `state`.
+    fn run_in(dir: &Path, status: RunStatus, state: &str, node_list: Option<&str>) -> Run {
+        let mut record = RunRecord::sample();
+        record.status = status;
+        record.slurm = Some(SlurmJob {
+            job_id: "42".into(),
+            state: state.into(),
+            reason: None,
+            nodes: 2,
+            node_list: node_list.map(String::from),
+            requeues: 0,
+        });
+        let run = record.in_dir(dir);
+        run.save().unwrap();
+        run
+    }
+
+    /// The run's event names, in order.
+    fn event_names(run: &Run) -> Vec<String> {
+        run.events()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                serde_json::to_value(&e.event).unwrap()["event"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// Applies what Slurm says next; the run's status.
+    fn step(run: &mut Run, info: &JobInfo) -> RunStatus {
+        apply(run, Some(info), &judge(info, &FolderFacts::default())).unwrap();
+        run.record.status
+    }
+
+    #[test]
+    fn a_run_follows_its_job_with_slurms_times_and_requeues() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut run = run_in(tmp.path(), RunStatus::Queued, "SUBMITTED", None);
+
+        assert_eq!(step(&mut run, &seen("RUNNING", 0)), RunStatus::Running);
+        assert_eq!(run.record.started, Some(1_000.0));
+        assert_eq!(run.record.devices, "n[1-2] (Slurm)");
+        // Requeued after a node failure: COMPLETING with the count up, then pending again.
+        assert_eq!(
+            step(&mut run, &seen("COMPLETING", 1)),
+            RunStatus::Restarting
+        );
+        assert_eq!(
+            step(&mut run, &seen("COMPLETING", 1)),
+            RunStatus::Restarting
+        );
+        assert_eq!(step(&mut run, &seen("PENDING", 1)), RunStatus::Queued);
+        assert_eq!(step(&mut run, &seen("RUNNING", 1)), RunStatus::Running);
+        assert_eq!(step(&mut run, &seen("COMPLETED", 1)), RunStatus::Completed);
+        // the first start stays; the end is Slurm's
+        assert_eq!(
+            (run.record.started, run.record.ended),
+            (Some(1_000.0), Some(2_000.0))
+        );
+        assert_eq!(run.record.restarts, 1);
+        assert_eq!(
+            event_names(&run),
+            ["started", "restarting", "queued", "started", "completed"]
+        );
+    }
+
+    #[test]
+    fn a_job_requeued_and_running_again_between_polls_tells_both() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut run = run_in(tmp.path(), RunStatus::Running, "RUNNING", Some("n[1-2]"));
+        assert_eq!(step(&mut run, &seen("RUNNING", 1)), RunStatus::Running);
+        assert_eq!(event_names(&run), ["restarting", "started"]);
+    }
 }
