@@ -1,7 +1,7 @@
 //! Submitting a run to Slurm, stopping its job and submitting it again: the executors behind
 //! `ddp run --on slurm`, `ddp stop` and `ddp resume` of such a run.
 
-use ddp_trainer::spec::{DEFAULT_WARN_S, Spec};
+use ddp_trainer::spec::{DEFAULT_WARN_S, DeviceKeyword, Devices, Spec};
 
 use super::client;
 use super::job::SlurmJob;
@@ -37,7 +37,8 @@ pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
         replica,
         nodes: s.node_count(),
         tasks_per_node: s.replicas_per_node(spec.ddp.replicas),
-        gpus_per_node: s.gpus_per_node,
+        // a CPU run's "GPUs per node" are its tasks per node: no GPU is asked for
+        gpus_per_node: s.gpus_per_node.filter(|_| !runs_on_cpu(spec)),
         partition: s.partition.clone(),
         time: s.time.clone(),
         account: s.account.clone(),
@@ -47,6 +48,11 @@ pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
         warn_s: s.warn_s.unwrap_or(DEFAULT_WARN_S),
         max_restarts: spec.restart.max_restarts,
     })
+}
+
+/// Whether the spec asks for CPUs only (`ddp.devices = "cpu"`).
+fn runs_on_cpu(spec: &Spec) -> bool {
+    spec.ddp.devices == Devices::Named(DeviceKeyword::Cpu)
 }
 
 /// Writes `job.sbatch` into the (queued) run's folder, submits it, records the job in
@@ -118,4 +124,36 @@ pub fn stop(run: &Run) -> Result<()> {
     crate::fsutil::write_atomic(&marker, b"stop requested by ddp stop\n")?;
     client::scancel(&job.job_id)?;
     ensure_watcher(&workspace_root(&run.dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunRecord;
+
+    fn plan(devices: &str) -> JobPlan {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("spec.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = 'gpus'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[ddp]\nreplicas = 4\n\
+                 devices = {devices}\n[slurm]\nnodes = 2\ngpus_per_node = 2\n"
+            ),
+        )
+        .unwrap();
+        let spec = Spec::load(&path, &[]).unwrap();
+        job_plan(&RunRecord::sample().in_dir(tmp.path()), &spec).unwrap()
+    }
+
+    #[test]
+    fn gpus_per_node_asks_for_gpus_unless_the_run_is_on_cpus() {
+        let gpus = plan("'auto'");
+        assert_eq!((gpus.tasks_per_node, gpus.gpus_per_node), (2, Some(2)));
+        assert!(gpus.script().contains("#SBATCH --gpus-per-node=2\n"));
+        let cpus = plan("'cpu'");
+        assert_eq!((cpus.tasks_per_node, cpus.gpus_per_node), (2, None));
+        assert!(!cpus.script().contains("--gpus-per-node"));
+        assert!(cpus.script().contains("#SBATCH --ntasks-per-node=2\n"));
+    }
 }
