@@ -13,6 +13,18 @@ fn sh(nproc: usize, dir: &Path, script: &str) -> LaunchOptions {
     opts
 }
 
+/// A script for 2 ranks: rank `waiting` runs `first` once the other rank has reached `READY`
+/// in `other` (after its `trap`: so the SIGTERM that `first` brings finds it set up, however
+/// loaded the machine; at most 10 s).
+fn once_ready(dir: &Path, waiting: usize, first: &str, other: &str) -> String {
+    let ready = dir.join("ready");
+    let ready = ready.display();
+    let other = other.replace("READY", &format!("touch '{ready}'"));
+    format!(
+        r#"if [ "$RANK" = {waiting} ]; then i=0; while [ ! -e '{ready}' ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; {first}; fi; {other}"#
+    )
+}
+
 fn log(dir: &Path, rank: usize) -> String {
     std::fs::read_to_string(log_path(dir, rank)).unwrap()
 }
@@ -358,14 +370,20 @@ fn replicas_that_stop_on_an_interrupt_end_the_launch_as_stopped() {
 fn replicas_that_all_stop_on_their_own_request_end_the_launch_as_stopped() {
     let dir = tempfile::tempdir().unwrap();
     // Rank 0 finishes its step (a SIGTERM only repeats the request to it), then stops too.
-    let script = r#"trap '' TERM; if [ "$RANK" = 0 ]; then sleep 0.2; fi; exit 143"#;
-    let (ended, reported) = run(&sh(2, dir.path(), script), &AtomicI32::new(0)).unwrap();
+    let script = once_ready(
+        dir.path(),
+        1,
+        "exit 143",
+        "trap '' TERM; READY; sleep 0.2; exit 143",
+    );
+    let (ended, reported) = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap();
     assert_eq!(ended, Ended::Stopped { signal: None });
     match reported {
         Some(Error::Replica { rank, code, .. }) => assert_eq!((rank, code), (1, Some(143))),
         other => panic!("expected Error::Replica, got {other:?}"),
     }
-    let err = launch(&sh(2, dir.path(), script)).unwrap_err();
+    std::fs::remove_file(dir.path().join("ready")).unwrap();
+    let err = launch(&sh(2, dir.path(), &script)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -381,8 +399,13 @@ fn replicas_that_all_stop_on_their_own_request_end_the_launch_as_stopped() {
 #[test]
 fn a_replica_that_fails_while_the_others_stop_is_the_failure() {
     let dir = tempfile::tempdir().unwrap();
-    let script = r#"if [ "$RANK" = 0 ]; then exit 143; fi; trap '' TERM; sleep 0.3; exit 3"#;
-    let err = run(&sh(2, dir.path(), script), &AtomicI32::new(0)).unwrap_err();
+    let script = once_ready(
+        dir.path(),
+        0,
+        "exit 143",
+        "trap '' TERM; READY; sleep 0.3; exit 3",
+    );
+    let err = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap_err();
     match err {
         Error::Replica { rank, code, .. } => assert_eq!((rank, code), (1, Some(3))),
         other => panic!("expected Error::Replica, got {other:?}"),
