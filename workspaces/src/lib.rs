@@ -50,7 +50,7 @@
 //! - `error`: the one `Error`, and `Error::exit_code` for front ends.
 //! - `test_util` (tests, feature `test-util`): builders for tests: `RunRecord::sample()` and a
 //!   run in a folder (`in_dir`, `in_workspace`), `metric` (a curve's point), a language model's
-//!   run (`lm_metrics`, `lm_run_in`), `Telemetry::sample()`, run folders on disk
+//!   run (`lm_metrics`, `lm_run_in`), `Telemetry::sample()`, `SlurmJob::sample()`, run folders on disk
 //!   (`completed_run`, `gpt_run`: a tiny GPT with its tokenizer and weights); the feature turns
 //!   on the trainer's builders (`MetricRecord::sample()`, `write_gpt`) too.
 //!

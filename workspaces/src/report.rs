@@ -525,12 +525,10 @@ mod tests {
         let mut rec = RunRecord::sample();
         assert_eq!(status_text(&rec), rec.status.to_string());
         rec.slurm = Some(crate::slurm::SlurmJob {
-            job_id: "42".into(),
             state: "PENDING".into(),
             reason: Some("Priority".into()),
-            nodes: 2,
             node_list: None,
-            requeues: 0,
+            ..crate::slurm::SlurmJob::sample()
         });
         rec.status = crate::run::RunStatus::Queued;
         assert_eq!(status_text(&rec), "queued (slurm 42: Priority)");
@@ -546,12 +544,8 @@ mod tests {
         let mut run = lm_run_in(dir.path());
         assert!(run_details(&run).fields.iter().all(|f| f.0 != "slurm"));
         run.record.slurm = Some(crate::slurm::SlurmJob {
-            job_id: "42".into(),
-            state: "RUNNING".into(),
-            reason: None,
-            nodes: 2,
-            node_list: Some("n[1-2]".into()),
             requeues: 1,
+            ..crate::slurm::SlurmJob::sample()
         });
         let d = run_details(&run);
         assert_eq!(d.fields[3].0, "slurm");

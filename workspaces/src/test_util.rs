@@ -10,7 +10,8 @@
 //! accuracy) most tests of plots, summaries and views draw from. [`lm_metrics`] are the records
 //! of a language model's run and [`lm_run_in`] that run in a folder (spec and metrics written),
 //! the one fixture every front end's tests of language models use. [`Telemetry::sample`] and
-//! [`ProcessSample::sample`] are readings for the devices views, built the same way.
+//! [`ProcessSample::sample`] are readings for the devices views, built the same way, and
+//! [`SlurmJob::sample`] the job of a run on Slurm.
 //!
 //! Run folders on disk: [`completed_run`] (a completed run of a spec, nothing trained) and
 //! [`gpt_run`] (a completed tiny GPT on text with its tokenizer and final weights, untrained:
@@ -46,6 +47,7 @@ use crate::devices::telemetry::{
 };
 use crate::metrics::{MetricKind, MetricRecord};
 use crate::run::{ProcessId, Run, RunRecord, RunStatus};
+use crate::slurm::SlurmJob;
 use crate::spec::Spec;
 
 /// The spec of [`gpt_run`]: a GPT of 1 layer, 2 heads, 16 channels and a context of 8
@@ -237,6 +239,21 @@ impl RunRecord {
         exit_codes: BTreeMap<usize, i32>, restarts: u32, trainer: Option<PathBuf>,
         error: Option<String>;
         into id: String, experiment: String, spec_hash: String, host: String, devices: String,
+    }
+}
+
+impl SlurmJob {
+    /// Job `42`, `RUNNING` on the 2 nodes `n[1-2]`, no reason, never requeued; vary it with
+    /// `SlurmJob { state: ..., ..SlurmJob::sample() }`.
+    pub fn sample() -> SlurmJob {
+        SlurmJob {
+            job_id: "42".into(),
+            state: "RUNNING".into(),
+            reason: None,
+            nodes: 2,
+            node_list: Some("n[1-2]".into()),
+            requeues: 0,
+        }
     }
 }
 

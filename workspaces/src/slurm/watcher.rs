@@ -381,12 +381,9 @@ mod tests {
         let mut record = RunRecord::sample();
         record.status = status;
         record.slurm = Some(SlurmJob {
-            job_id: "42".into(),
             state: state.into(),
-            reason: None,
-            nodes: 2,
             node_list: node_list.map(String::from),
-            requeues: 0,
+            ..SlurmJob::sample()
         });
         let run = record.in_dir(dir);
         run.save().unwrap();

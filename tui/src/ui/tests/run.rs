@@ -211,12 +211,9 @@ fn a_language_models_run_view_counts_steps_and_charts_perplexity() {
 #[test]
 fn a_run_on_slurm_shows_its_job_in_the_list_and_the_run_view() {
     let job = ddp_workspaces::slurm::SlurmJob {
-        job_id: "42".into(),
-        state: "RUNNING".into(),
-        reason: None,
-        nodes: 2,
         node_list: Some("ddp-n[1-2]".into()),
         requeues: 1,
+        ..ddp_workspaces::slurm::SlurmJob::sample()
     };
     let mut on_slurm = entries();
     on_slurm[0].run.record.slurm = Some(job.clone());
