@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
@@ -13,16 +13,26 @@ fn sh(nproc: usize, dir: &Path, script: &str) -> LaunchOptions {
     opts
 }
 
+/// Shell that waits until every file in `files` exists (at most 10 s, polling every 10 ms): a
+/// rank waits for the others to be set up, however loaded the machine.
+fn await_files(files: &[PathBuf]) -> String {
+    let missing: Vec<String> = files
+        .iter()
+        .map(|f| format!("[ ! -e '{}' ]", f.display()))
+        .collect();
+    format!(
+        "i=0; while {{ {}; }} && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done",
+        missing.join(" || ")
+    )
+}
+
 /// A script for 2 ranks: rank `waiting` runs `first` once the other rank has reached `READY`
-/// in `other` (after its `trap`: so the SIGTERM that `first` brings finds it set up, however
-/// loaded the machine; at most 10 s).
+/// in `other` (after its `trap`: so the SIGTERM that `first` brings finds it set up).
 fn once_ready(dir: &Path, waiting: usize, first: &str, other: &str) -> String {
     let ready = dir.join("ready");
-    let ready = ready.display();
-    let other = other.replace("READY", &format!("touch '{ready}'"));
-    format!(
-        r#"if [ "$RANK" = {waiting} ]; then i=0; while [ ! -e '{ready}' ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; {first}; fi; {other}"#
-    )
+    let other = other.replace("READY", &format!("touch '{}'", ready.display()));
+    let wait = await_files(&[ready]);
+    format!(r#"if [ "$RANK" = {waiting} ]; then {wait}; {first}; fi; {other}"#)
 }
 
 fn log(dir: &Path, rank: usize) -> String {
@@ -161,9 +171,10 @@ fn killed_replica_stops_the_others() {
     let dir = tempfile::tempdir().unwrap();
     // Rank 1 dies once every rank has said its pids (at most 10 s).
     let d = dir.path().display();
+    let wait = await_files(&[dir.path().join("ready-0"), dir.path().join("ready-2")]);
     let script = format!(
         r#"echo "pid $$"; sleep 30 & echo "sleeper $!"; touch '{d}/ready-'$RANK
-        if [ "$RANK" = 1 ]; then i=0; while [ ! -e '{d}/ready-0' -o ! -e '{d}/ready-2' ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; kill -9 $$; fi; wait"#
+        if [ "$RANK" = 1 ]; then {wait}; kill -9 $$; fi; wait"#
     );
     let err = fails_before_the_sleepers(&sh(3, dir.path(), &script));
     match &err {
