@@ -109,6 +109,11 @@ def header_step(screen: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def header_says(screen: str, status: str) -> bool:
+    """Whether the run view's header line starts with `status` (`stopped    epoch ...`)."""
+    return any(line.startswith(f"{status} ") for line in screen.splitlines())
+
+
 class Tmux:
     """`ddp-tui` in a real terminal: a detached tmux session on its own server socket."""
 
@@ -143,6 +148,12 @@ class Tmux:
             if time.monotonic() > deadline:
                 raise AssertionError(f"waited {timeout:.0f} s for {what} in ddp-tui; the screen:\n{s}")
             time.sleep(0.1)
+
+    def stop_run(self, run_id: str) -> None:
+        """Stops the run open in the run view: `s`, then `y` to the question."""
+        self.keys("s")
+        self.wait_for("the stop question", lambda s: f"Stop run {run_id}" in s)
+        self.keys("y")
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
@@ -199,11 +210,9 @@ class FrontEnds(Notebook):
         screen = self.tui.wait_for("the run view, running", lambda s: run_id in s and header_step(s) is not None)
         first = header_step(screen)
         self.tui.wait_for(f"the header's step to pass {first}", lambda s: (header_step(s) or 0) > first)
-        self.tui.keys("s")
-        self.tui.wait_for("the stop question", lambda s: f"Stop run {run_id}" in s)
-        self.tui.keys("y")
+        self.tui.stop_run(run_id)
         self.assertEqual(wait_run("e2e", TERMINAL, WAIT)["status"], "stopped")
-        self.tui.wait_for("the header saying stopped", lambda s: any(l.startswith("stopped ") for l in s.splitlines()))
+        self.tui.wait_for("the header saying stopped", lambda s: header_says(s, "stopped"))
 
         # 4. The notebook's card ends as stopped.
         text = k.wait_card(ident, lambda t: "stopped" in t, WAIT, "'stopped'")
@@ -219,7 +228,7 @@ class FrontEnds(Notebook):
         k.kc.stop_channels()
         self.assertEqual(wait_run("e2e", TERMINAL, TRAINING_TIMEOUT)["status"], "completed")
         self.assertEqual(listed(run_id)["status"], "completed")
-        self.tui.wait_for("the header saying completed", lambda s: any(l.startswith("completed ") for l in s.splitlines()))
+        self.tui.wait_for("the header saying completed", lambda s: header_says(s, "completed"))
         events = [json.loads(l)["event"] for l in (run_dir / "events.jsonl").read_text().splitlines()]
         self.assertEqual(events, ["started", "stopped", "started", "completed"], events)
 
@@ -314,16 +323,14 @@ class SlurmRun(Notebook):
         self.tui.wait_for(f"the header's step to pass {first}", lambda s: (header_step(s) or 0) > first)
 
         # 3. The dashboard stops it: the job is cancelled, and the card and the view say so.
-        self.tui.keys("s")
-        self.tui.wait_for("the stop question", lambda s: f"Stop run {run_id}" in s)
-        self.tui.keys("y")
+        self.tui.stop_run(run_id)
         stopped = wait_run("on-slurm", TERMINAL, WAIT)
         self.assertEqual(stopped["status"], "stopped", json.dumps(stopped))
         self.assertEqual(stopped["slurm"]["state"], "CANCELLED", json.dumps(stopped))
         cancelled = f"job {job} CANCELLED"
         self.tui.wait_for(
             f"the header saying stopped and '{cancelled}'",
-            lambda s: cancelled in s and any(l.startswith("stopped ") for l in s.splitlines()),
+            lambda s: cancelled in s and header_says(s, "stopped"),
         )
         text = k.wait_card(ident, lambda t: "stopped" in t and cancelled in t, WAIT, f"'stopped' and '{cancelled}'")
         self.assertNotIn("completed", text)
