@@ -5,7 +5,7 @@
 #   scripts/slurm-cluster.sh up DIR                # installs Slurm if needed, starts it, prints DIR/env
 #   source DIR/env && sinfo && srun -N2 hostname   # clients need only SLURM_CONF
 #   scripts/slurm-cluster.sh status DIR            # daemons and nodes
-#   scripts/slurm-cluster.sh kill-node DIR NODE    # SIGKILL one node's slurmd (a node failure)
+#   scripts/slurm-cluster.sh kill-node DIR NODE    # SIGKILL one node's slurmd, steps and tasks
 #   scripts/slurm-cluster.sh start-node DIR NODE   # start it again; it returns to service by itself
 #   scripts/slurm-cluster.sh down DIR              # stops every daemon and job process it started
 #
@@ -301,8 +301,11 @@ up() {
 # jobs' processes (this cluster's SLURM_CONF and a SLURM_JOB_ID in their environment) and the srun and
 # salloc clients of this cluster (they wait for its daemons forever once those are gone). Also a
 # daemon without a pid file: this cluster's marker in its environment.
+# With a NODE: only the step daemons and job processes of that node (a node failure kills them).
 cluster_pids() {
-  local p pid comm state var env=() mine job fd
+  local node=${1:-} p pid comm state var env=() mine job fd on
+  local log="$DIR/log/"
+  [ -z "$node" ] || log="$DIR/log/slurmd-$node.log"
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     { [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ]; } && continue
@@ -311,7 +314,7 @@ cluster_pids() {
     [ "$state" = Z ] && continue
     if [ "$comm" = slurmstepd ]; then
       for fd in "$p"/fd/*; do
-        if [[ $(readlink "$fd" 2>/dev/null) == "$DIR/log/"* ]]; then
+        if [[ $(readlink "$fd" 2>/dev/null) == "$log"* ]]; then
           echo "$pid"
           break
         fi
@@ -319,14 +322,19 @@ cluster_pids() {
       continue
     fi
     { mapfile -d '' -t env <"$p/environ"; } 2>/dev/null || continue
-    mine="" job=""
+    mine="" job="" on=""
     for var in "${env[@]}"; do
       case $var in
         "$MARKER=$DIR") mine=daemon ;;
         "SLURM_CONF=$CONF") mine=${mine:-client} ;;
         SLURM_JOB_ID=*) job=1 ;;
+        "SLURMD_NODENAME=$node") on=1 ;;
       esac
     done
+    if [ -n "$node" ]; then
+      [ "$mine" = client ] && [ -n "$job" ] && [ -n "$on" ] && echo "$pid"
+      continue
+    fi
     case $mine in
       daemon) echo "$pid" ;;
       client) [ -n "$job" ] || [ "$comm" = srun ] || [ "$comm" = salloc ] && echo "$pid" ;;
@@ -409,8 +417,11 @@ case $cmd in
   kill-node)
     [ $# -eq 1 ] || usage; node_arg "$1"
     pid=$(pid_of "$DIR/run/slurmd-$1.pid") || die "the slurmd of $1 is not running"
-    kill -KILL "$pid"
-    say "killed the slurmd of $1 (pid $pid)"
+    # A node failure: its slurmd, step daemons and job processes die together (a step daemon
+    # outlives its slurmd, so killing the slurmd alone lets the node's tasks finish the job).
+    mapfile -t others < <(cluster_pids "$1")
+    kill -KILL "$pid" "${others[@]}" 2>/dev/null || true
+    say "killed the slurmd of $1 (pid $pid) and its ${#others[@]} step and job processes"
     ;;
   start-node)
     [ $# -eq 1 ] || usage; node_arg "$1"

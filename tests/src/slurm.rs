@@ -212,9 +212,10 @@ impl SlurmCluster {
             .unwrap_or_else(|| panic!("sinfo does not list the node {node}"))
     }
 
-    /// A node failure: SIGKILL to `node`'s slurmd. Its step daemons and tasks run on; the
-    /// controller marks the node `down*` ("Not responding") after `SlurmdTimeout` (15 s; about
-    /// 20 to 35 s here), then ends or requeues its jobs (NODE_FAIL).
+    /// A node failure: SIGKILL to `node`'s slurmd, step daemons and tasks, all at once (a job
+    /// cannot finish on it any more); the controller marks the node `down*` ("Not responding")
+    /// after `SlurmdTimeout` (15 s; about 20 to 35 s here), then ends or requeues its jobs
+    /// (NODE_FAIL).
     pub fn kill_node(&self, node: &str) {
         self.script(&["kill-node", node]);
     }

@@ -497,6 +497,14 @@ fn a_node_failure_requeues_or_fails_the_run_as_slurm_decides() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
+    eprintln!(
+        "after the node failure: {} ({})",
+        fate["status"],
+        fate["error"]
+            .as_str()
+            .or(fate["slurm"]["reason"].as_str())
+            .unwrap_or("")
+    );
     if fate["status"] == "failed" {
         let error = fate["error"].as_str().unwrap_or("");
         assert!(error.starts_with("Slurm: NODE_FAIL"), "{fate:#}");
