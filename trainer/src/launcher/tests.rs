@@ -151,8 +151,6 @@ fn logs_are_appended_across_launches() {
     assert_eq!(log(dir.path(), 0), "run\nrun\n");
 }
 
-/// The launcher's error for `opts`, which must come within 5 s (the others are stopped, not
-/// waited for).
 /// The launch's error, which ends it well before its replicas' `sleep 30` would: the others
 /// were stopped, not waited for.
 fn fails_before_the_sleepers(opts: &LaunchOptions) -> Error {
