@@ -133,16 +133,11 @@ mod tests {
 
     fn plan(devices: &str) -> JobPlan {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("spec.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "name = 'gpus'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[ddp]\nreplicas = 4\n\
-                 devices = {devices}\n[slurm]\nnodes = 2\ngpus_per_node = 2\n"
-            ),
-        )
-        .unwrap();
-        let spec = Spec::load(&path, &[]).unwrap();
+        let text = format!(
+            "name = 'gpus'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[ddp]\nreplicas = 4\n\
+             devices = {devices}\n[slurm]\nnodes = 2\ngpus_per_node = 2\n"
+        );
+        let spec = Spec::parse(&text, std::path::Path::new("spec.toml"), &[]).unwrap();
         job_plan(&RunRecord::sample().in_dir(tmp.path()), &spec).unwrap()
     }
 
