@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's side of the image-folder benchmark (scripts/bench-image-folder.sh): the reference MNIST CNN
-(shared/bench/torch_ref.py's Net, Adam lr 0.001) trained for one epoch on an image folder read with
-torchvision's ImageFolder + DataLoader, then evaluated on its test/ part, in one process.
+(examples/pytorch/classifiers.py's mnist-cnn, as bench/pytorch/torch_ref.py trains it; Adam lr 0.001)
+trained for one epoch on an image folder read with torchvision's ImageFolder + DataLoader, then
+evaluated on its test/ part, in one process.
 
     torch-imagefolder.py DIR [--workers N] [--threads T] [--batch 32]
 
@@ -13,25 +14,16 @@ alone), samples_per_s (training samples / train_s), test_acc.
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from torchvision import datasets, transforms
 
-
-class Net(nn.Module):  # torch_ref.py's MNIST CNN (returns logits)
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1); self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.conv3 = nn.Conv2d(64, 64, 3, 1); self.pool = nn.MaxPool2d(2, 2)
-        self.dense1 = nn.Linear(576, 64); self.dense2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = self.pool(F.relu(self.conv1(x))); x = self.pool(F.relu(self.conv2(x)))
-        x = F.relu(self.conv3(x)); x = torch.flatten(x, 1)
-        return self.dense2(F.relu(self.dense1(x)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "pytorch"))
+from classifiers import MnistCnn  # noqa: E402
 
 
 def main():
@@ -50,7 +42,7 @@ def main():
     test = datasets.ImageFolder(f"{a.dir}/test", transform=tf)
     kw = dict(batch_size=a.batch, num_workers=a.workers)
     loader = torch.utils.data.DataLoader(train, shuffle=True, **kw)
-    net = Net()
+    net = MnistCnn(1, 28, 28, len(train.classes))
     opt = torch.optim.Adam(net.parameters(), lr=0.001)
     net.train()
     t1 = time.perf_counter()

@@ -6,6 +6,9 @@ ddp's parameter names, so `load_state_dict(strict=True)` takes a ddp `model.safe
 mnist-cnn (conv1..3, dense1..2), mlp (linear_relu_stack.{0,2,...}), convnet-bn (layer1/layer2
 conv + BatchNorm, fc), resnet18 (torchvision's names, a 3x3 stride-1 stem taking `channels`, no
 max-pool), linear (weight, bias).
+
+Used by load_classifier.py, by scripts/torch-imagefolder.py, and by the benchmark
+bench/pytorch/torch_ref.py, which trains mnist-cnn, mlp and resnet18 with PyTorch DDP.
 """
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,4 @@
-"""The GPT of the PyTorch benchmark (shared/bench/torch_gpt.py: nanoGPT's layout), as a module that
+"""The GPT of the PyTorch benchmark (bench/pytorch/torch_gpt.py: nanoGPT's layout), as a module that
 ddp's `gpt` checkpoints load into with `load_state_dict(strict=True)`.
 
 Parameter names: transformer.wte.weight [vocab, embd] (tied: lm_head.weight is the same tensor),
@@ -7,7 +7,8 @@ transformer.h.{i}.attn.c_attn.{weight,bias} [3·embd, embd], transformer.h.{i}.a
 transformer.h.{i}.ln_2.*, transformer.h.{i}.mlp.c_fc.* [4·embd, embd], transformer.h.{i}.mlp.c_proj.*,
 transformer.ln_f.*. Pre-norm blocks, causal attention, exact GELU, no dropout.
 
-Used by load_gpt.py and by trainer/tests/fixtures/gpt/make_fixtures.py. Needs torch only.
+Used by load_gpt.py, by trainer/tests/fixtures/gpt/make_fixtures.py and by the benchmark
+bench/pytorch/torch_gpt.py (which trains it). Needs torch only.
 """
 import math
 
