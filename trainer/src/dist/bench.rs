@@ -1,4 +1,4 @@
-//! All-reduce benchmark with the same protocol as `shared/bench/torch_allreduce.py` (the gloo
+//! All-reduce benchmark with the same protocol as `bench/pytorch/torch_allreduce.py` (the gloo
 //! reference): per size, 3 warm-up sums of a buffer of ones, then 10 timed ones each after a
 //! barrier; the median is `times[10 / 2]` of the sorted times. Bandwidths follow nccl-tests:
 //! algbw = bytes / median, busbw = algbw · 2(W−1)/W, in GB/s (10⁹ bytes).

@@ -1,5 +1,5 @@
 //! `ddp-bench`: the figures of `docs/performance.md`, measured the same way as the PyTorch
-//! references in `shared/bench/` (`torch_ref.py`, `torch_allreduce.py`).
+//! references in `bench/pytorch/` (`torch_ref.py`, `torch_gpt.py`, `torch_allreduce.py`).
 //!
 //! - **train**: for mnist-cnn and mlp (MNIST sample), ResNet-18 (synthetic 3x32x32 data, as
 //!   `torch_ref.py --model resnet18 --synthetic N`) and the baby GPT (`--model gpt`: a text file
@@ -116,8 +116,8 @@ impl ModelSel {
 #[command(
     name = "ddp-bench",
     version,
-    about = "Training throughput and all-reduce bandwidth, measured like shared/bench's PyTorch \
-             references (see docs/performance.md)"
+    about = "Training throughput and all-reduce bandwidth, measured like the PyTorch references \
+             in bench/pytorch/ (see docs/performance.md)"
 )]
 struct Args {
     /// What to measure.
@@ -146,12 +146,14 @@ struct Args {
     /// [default: the number of cores].
     #[arg(long, value_name = "T")]
     threads: Option<usize>,
-    /// Also run shared/bench/torch_ref.py (training) and torch_allreduce.py (all-reduce) with this
-    /// Python (one with torch), alternating with our runs, and print ddp / PyTorch ratios.
+    /// Also run bench/pytorch/torch_ref.py (training; torch_gpt.py for gpt) and torch_allreduce.py
+    /// (all-reduce) with this Python (one with torch), alternating with our runs, and print ddp /
+    /// PyTorch ratios.
     #[arg(long, value_name = "PYTHON")]
     compare_torch: Option<PathBuf>,
-    /// The PyTorch reference script for --compare-torch [default: ../shared/bench/torch_ref.py
-    /// from the repository root, else from the current folder].
+    /// The PyTorch reference script for --compare-torch; torch_gpt.py and torch_allreduce.py are
+    /// taken from beside it [default: bench/pytorch/torch_ref.py of the repository this was built
+    /// from, else of the current folder].
     #[arg(long, value_name = "PATH")]
     torch_ref: Option<PathBuf>,
     /// MNIST-format data folder (default: examples/data/mnist-sample); gpt: the text file

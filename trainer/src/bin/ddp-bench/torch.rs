@@ -1,4 +1,4 @@
-//! One run of the PyTorch reference `shared/bench/torch_ref.py` (`--compare-torch PYTHON`), or
+//! One run of the PyTorch reference `bench/pytorch/torch_ref.py` (`--compare-torch PYTHON`), or
 //! of `torch_gpt.py` beside it for the GPT: the script and torch version found before anything
 //! runs, the process, and its summary line; and one run of `torch_allreduce.py` beside it (gloo
 //! all-reduce bandwidth).
@@ -225,7 +225,7 @@ ddp-bench: running it once more"
         let script = self.script.with_file_name("torch_allreduce.py");
         if !script.is_file() {
             return Err(format!(
-                "{} not found: it sits beside torch_ref.py in shared/bench",
+                "{} not found: it sits beside torch_ref.py (bench/pytorch/ in the repository)",
                 script.display()
             ));
         }
@@ -258,7 +258,7 @@ ddp-bench: running it once more"
         let script = self.script.with_file_name("torch_gpt.py");
         if !script.is_file() {
             return Err(format!(
-                "{} not found: it sits beside torch_ref.py in shared/bench",
+                "{} not found: it sits beside torch_ref.py (bench/pytorch/ in the repository)",
                 script.display()
             ));
         }
@@ -320,14 +320,14 @@ fn script_name(w: &Workload) -> &'static str {
     }
 }
 
-/// `--torch-ref`, else `../shared/bench/torch_ref.py` from the repository root or from the
-/// current folder.
+/// `--torch-ref`, else `bench/pytorch/torch_ref.py` of the repository this was built from (found
+/// through `CARGO_MANIFEST_DIR`, the `trainer/` crate), else of the current folder.
 fn find_script(given: Option<&Path>) -> Result<PathBuf, String> {
     let candidates: Vec<PathBuf> = match given {
         Some(p) => vec![p.to_path_buf()],
         None => vec![
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/torch_ref.py"),
-            PathBuf::from("../shared/bench/torch_ref.py"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/pytorch/torch_ref.py"),
+            PathBuf::from("bench/pytorch/torch_ref.py"),
         ],
     };
     for c in &candidates {
@@ -339,8 +339,8 @@ fn find_script(given: Option<&Path>) -> Result<PathBuf, String> {
     }
     let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
     Err(format!(
-        "torch_ref.py not found ({}): pass --torch-ref PATH (the PyTorch reference of \
-         shared/bench, see shared/bench/README.md)",
+        "torch_ref.py not found ({}): pass --torch-ref PATH (the PyTorch reference in the \
+         repository's bench/pytorch/, see bench/pytorch/README.md)",
         tried.join(", ")
     ))
 }
