@@ -16,8 +16,9 @@
 //!   throughput is the samples of all ranks divided by that time. Scaling efficiency = world-2
 //!   throughput / (2 × world-1 throughput); "vs 1 thread" = world 1 × T over world 1 × 1. Peak RSS
 //!   is the largest resident set among a run's processes (`wait4`'s rusage of the child).
-//!   For the GPT the throughput counts tokens, and each round also times sampling 500 tokens from
-//!   its world-2 model.
+//!   For the GPT the throughput counts tokens (its records' `tokens / tokens_per_sec`: its
+//!   samples are windows of 64 tokens), and each round also times sampling 500 tokens from its
+//!   world-2 model.
 //! - **--compare-torch PYTHON**: also runs `torch_ref.py` (`torch_gpt.py`) at world 2 × 1 thread
 //!   and world 1 × T threads, alternating with our runs, and prints ddp / PyTorch ratios (medians
 //!   over rounds); for the all-reduce, `torch_allreduce.py` (gloo) after our engines in every
@@ -540,7 +541,7 @@ fn print_train_table(setup: &Setup, figures: &[TrainFigure]) {
     }
     println!(
         "{unit}/s = training {unit} of all ranks / training time of the slowest rank (sum of its \
-         train records' samples / samples_per_sec); scaling = world-2 {unit}/s / (2 x world-1)"
+         train records' {unit} / {unit}_per_sec); scaling = world-2 {unit}/s / (2 x world-1)"
     );
     println!(
         "world 1+1 = two independent world-1 runs at the same time (no communication): the scaling \

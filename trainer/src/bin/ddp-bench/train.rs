@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use ddp_trainer::metrics::{MetricKind, read_metrics};
+use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
 
 use crate::procs::{self, clean_env, kib_to_mb, spawn, tail, wait_deadline};
 
@@ -592,7 +592,31 @@ impl Trainer<'_> {
     }
 }
 
-/// Samples of all ranks, the slowest rank's training time, and rank 0's final test accuracy.
+/// What one train record counts and its rate: its samples and samples/s, or for a language
+/// model (a record with `tokens`) its tokens and tokens/s, since a language model's samples are
+/// its windows and its throughput is counted in tokens (`Model::unit`).
+fn train_count(r: &MetricRecord) -> Result<(u64, f64), String> {
+    let (count, rate, what) = match r.tokens {
+        Some(tokens) => (
+            tokens,
+            r.tokens_per_sec
+                .ok_or("a train record with tokens but no tokens_per_sec")?,
+            "tokens_per_sec",
+        ),
+        None => (
+            r.samples.ok_or("a train record without samples")?,
+            r.samples_per_sec,
+            "samples_per_sec",
+        ),
+    };
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("{what} {rate} in a train record"));
+    }
+    Ok((count, rate))
+}
+
+/// Samples (a language model's tokens) of all ranks, the slowest rank's training time, and rank
+/// 0's final test accuracy.
 fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
     let mut m = RunMetrics {
         samples: 0,
@@ -605,18 +629,9 @@ fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
         let records = read_metrics(&path).map_err(|e| e.to_string())?;
         let (mut n, mut t) = (0u64, 0f64);
         for r in records.iter().filter(|r| r.kind == MetricKind::Train) {
-            let s = r
-                .samples
-                .ok_or_else(|| format!("{}: a train record without samples", path.display()))?;
-            if !(r.samples_per_sec.is_finite() && r.samples_per_sec > 0.0) {
-                return Err(format!(
-                    "{}: samples_per_sec {} in a train record",
-                    path.display(),
-                    r.samples_per_sec
-                ));
-            }
-            n += s;
-            t += s as f64 / r.samples_per_sec;
+            let (count, rate) = train_count(r).map_err(|e| format!("{}: {e}", path.display()))?;
+            n += count;
+            t += count as f64 / rate;
         }
         if n == 0 {
             return Err(format!("{}: no train records", path.display()));
@@ -637,4 +652,42 @@ fn read_run_metrics(out: &Path, world: usize) -> Result<RunMetrics, String> {
         }
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(line: &str) -> MetricRecord {
+        serde_json::from_str(line).unwrap()
+    }
+
+    #[test]
+    fn a_classifier_counts_samples() {
+        let r = record(
+            r#"{"time":1.0,"rank":0,"kind":"train","epoch":1,"step":10,"loss":0.5,"lr":0.001,"samples_per_sec":1000.0,"samples":320,"world_size":2}"#,
+        );
+        assert_eq!(train_count(&r), Ok((320, 1000.0)));
+    }
+
+    #[test]
+    fn a_language_model_counts_tokens_not_windows() {
+        // 24 windows of 64 tokens at 50 windows/s: 1,536 tokens at 3,200 tokens/s, the same time.
+        let r = record(
+            r#"{"time":1.0,"rank":0,"kind":"train","epoch":1,"step":2,"loss":3.1,"lr":0.001,"samples_per_sec":50.0,"samples":24,"tokens_per_sec":3200.0,"tokens":1536,"world_size":2}"#,
+        );
+        assert_eq!(train_count(&r), Ok((1536, 3200.0)));
+    }
+
+    #[test]
+    fn a_record_without_a_rate_is_an_error() {
+        let r = record(
+            r#"{"time":1.0,"rank":0,"kind":"train","epoch":1,"step":2,"loss":3.1,"lr":0.001,"samples_per_sec":0.0,"samples":24,"world_size":2}"#,
+        );
+        assert!(train_count(&r).unwrap_err().contains("samples_per_sec 0"));
+        let r = record(
+            r#"{"time":1.0,"rank":0,"kind":"train","epoch":1,"step":2,"loss":3.1,"lr":0.001,"samples_per_sec":50.0,"tokens":1536,"world_size":2}"#,
+        );
+        assert!(train_count(&r).unwrap_err().contains("no tokens_per_sec"));
+    }
 }
