@@ -9,23 +9,21 @@ use std::path::PathBuf;
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
 use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
+use ddp_workspaces::devices::telemetry::Telemetry;
 use ddp_workspaces::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent, RunStatus};
 
-use crate::compare::{CompareTable, CompareView};
-use crate::dialog::{Confirm, Dialog, DialogOutcome};
-use crate::input::InputLine;
+use crate::dialogs::input::InputLine;
+use crate::dialogs::{Confirm, Dialog, DialogOutcome};
 use crate::keys::{self, Action, Context};
-use crate::run_view::{Pane, RunView};
-use crate::runs::RunsState;
-use crate::sample::{SampleEvent, SampleState, rows};
 use crate::scroll::scroll;
 use crate::theme::Theme;
+use crate::views::compare::{CompareTable, CompareView};
+use crate::views::devices::DevicesState;
+use crate::views::run::sample::{SampleEvent, SampleState, rows};
+use crate::views::run::{Pane, RunView};
+use crate::views::runs::RunsState;
 use crate::widgets::logview::LogBuffer;
-
-/// Telemetry samples kept for the devices sparklines (one a second).
-pub const DEVICE_HISTORY: usize = 120;
 /// How long a notice stays in the footer, seconds.
 const NOTICE_S: f64 = 6.0;
 
@@ -138,8 +136,7 @@ pub struct App {
     pub runs: RunsState,
     pub run: Option<RunView>,
     pub compare: Option<CompareView>,
-    pub telemetry: Option<Telemetry>,
-    pub history: TelemetryHistory,
+    pub devices: DevicesState,
     pub dialog: Option<Dialog>,
     pub notice: Option<Notice>,
     pub now: f64,
@@ -157,8 +154,7 @@ impl App {
             runs: RunsState::default(),
             run: None,
             compare: None,
-            telemetry: None,
-            history: TelemetryHistory::new(DEVICE_HISTORY),
+            devices: DevicesState::default(),
             dialog: None,
             notice: None,
             now,
@@ -282,13 +278,12 @@ impl App {
                 vec![]
             }
             Msg::Telemetry(t) => {
-                self.history.push(&t);
-                self.telemetry = Some(t);
+                self.devices.apply(t);
                 vec![]
             }
             Msg::Completions { typed, options } => {
                 if let Some(Dialog::NewRun { input, hint, .. }) = self.dialog.as_mut() {
-                    crate::dialog::complete(input, hint, &typed, &options);
+                    crate::dialogs::complete(input, hint, &typed, &options);
                 }
                 vec![]
             }
@@ -446,7 +441,7 @@ impl App {
                 View::Run => self.act_run(action, page),
                 View::Compare => {
                     if let Some(c) = self.compare.as_mut() {
-                        c.act(action, page);
+                        compare_key(c, action, page);
                     }
                     vec![]
                 }
@@ -714,6 +709,20 @@ fn sample_scroll(s: &mut SampleState, action: Action, page: usize, width: usize)
     }
     scroll(&mut s.top, action, page, last_top + 1);
     s.follow = s.top >= last_top;
+}
+
+/// Chart keys and the key table's scrolling in the Compare view.
+fn compare_key(c: &mut CompareView, action: Action, page: usize) {
+    match action {
+        Action::Smoother => c.chart.smoother(),
+        Action::Rougher => c.chart.rougher(),
+        Action::ToggleLogScale => c.chart.log_loss = !c.chart.log_loss,
+        Action::CycleX => c.chart.cycle_x(),
+        _ => {
+            let rows = c.table_rows();
+            scroll(&mut c.scroll, action, page, rows);
+        }
+    }
 }
 
 /// Scrolling, follow, wrap and search keys in the Logs pane.

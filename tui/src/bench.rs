@@ -22,9 +22,9 @@ use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 
 use crate::app::{App, Effect, Msg, View};
-use crate::run_view::{LOG_BACKLOG, Pane};
 use crate::runtime::{Executor, now};
 use crate::theme::Theme;
+use crate::views::run::{LOG_BACKLOG, Pane};
 
 const W: u16 = 200;
 const H: u16 = 60;

@@ -3,7 +3,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::run_view::Pane;
+use crate::views::run::Pane;
 
 /// What a key asks for; its meaning depends on the view ([`crate::app::App::act`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

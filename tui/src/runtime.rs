@@ -36,9 +36,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::app::{App, Effect, Msg, Outcome};
-use crate::run_view::LOG_BACKLOG;
-use crate::sample::SampleEvent;
 use crate::theme::Theme;
+use crate::views::run::LOG_BACKLOG;
+use crate::views::run::sample::SampleEvent;
 
 /// The shortest time between two frames.
 pub const FRAME: Duration = Duration::from_millis(16);
@@ -470,7 +470,7 @@ fn telemetry_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::SampleEvent;
+    use crate::views::run::sample::SampleEvent;
     use ddp_workspaces::test_util::gpt_run;
 
     /// The next event of generation `generation` of `run` (other messages skipped).

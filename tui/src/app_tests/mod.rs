@@ -23,12 +23,12 @@ use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 
 use crate::app::{App, Effect, Msg, Notice, Outcome, View};
-use crate::dialog::{Confirm, Dialog};
-use crate::input::InputLine;
-use crate::run_view::{LogTab, Pane};
-use crate::runs::SortKey;
-use crate::runs::tests::entry;
+use crate::dialogs::input::InputLine;
+use crate::dialogs::{Confirm, Dialog};
 use crate::theme::Theme;
+use crate::views::run::{LogTab, Pane};
+use crate::views::runs::SortKey;
+use crate::views::runs::tests::entry;
 use crate::widgets::logview::LogSource;
 use ddp_workspaces::actions::NewRun;
 

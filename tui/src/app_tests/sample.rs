@@ -2,7 +2,7 @@
 //! text as events, scrolling.
 
 use super::*;
-use crate::sample::{SampleEvent, SampleStatus};
+use crate::views::run::sample::{SampleEvent, SampleStatus};
 use ddp_workspaces::commands::SampleOptions;
 use ddp_workspaces::sample::Sampled;
 use ddp_workspaces::test_util::{GPT_SPEC, MLP_SPEC};
@@ -16,7 +16,7 @@ fn open_with_spec(app: &mut App, id: &str, spec: &str) {
     });
 }
 
-fn sample(app: &App) -> &crate::sample::SampleState {
+fn sample(app: &App) -> &crate::views::run::sample::SampleState {
     &app.run.as_ref().unwrap().sample
 }
 

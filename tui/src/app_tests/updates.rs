@@ -215,8 +215,8 @@ fn telemetry_is_kept_with_its_history() {
         .processes(vec![]);
     app.update(Msg::Telemetry(t.clone()));
     app.update(Msg::Telemetry(t.clone()));
-    assert_eq!(app.telemetry, Some(t));
-    assert_eq!(app.history.len(), 2);
-    assert_eq!(app.history.cpu_total_pct().to_vec(), [50.0, 50.0]);
-    assert_eq!(app.history.memory_used_pct().to_vec(), [75.0, 75.0]);
+    assert_eq!(app.devices.telemetry, Some(t));
+    assert_eq!(app.devices.history.len(), 2);
+    assert_eq!(app.devices.history.cpu_total_pct().to_vec(), [50.0, 50.0]);
+    assert_eq!(app.devices.history.memory_used_pct().to_vec(), [75.0, 75.0]);
 }

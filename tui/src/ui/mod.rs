@@ -1,13 +1,6 @@
-//! Drawing: `impl Widget for &App` lays out the header, the current view, the footer and any
-//! dialog. Rendering only reads the state (everything shown is derived from it here).
-
-mod compare;
-mod devices;
-mod dialogs;
-mod run;
-mod runs;
-mod sample;
-pub(crate) mod text;
+//! The frame: `impl Widget for &App` lays out the header, the current view, the footer and any
+//! dialog. The views and dialogs draw themselves (each folder's `draw.rs`); this draws what is
+//! around them. Rendering only reads the state (everything shown is derived from it here).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -17,7 +10,9 @@ use ratatui::widgets::Widget;
 use unicode_width::UnicodeWidthStr;
 
 use crate::app::{App, View};
+use crate::dialogs;
 use crate::keys;
+use crate::views::{compare, devices, run, runs};
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -27,22 +22,29 @@ impl Widget for &App {
             Constraint::Length(1),
         ])
         .areas(area);
+        let t = self.theme;
         render_header(self, header, buf);
+        let runs = |buf: &mut Buffer| {
+            runs::draw::render(t, &self.runs, &self.workspace, self.now, body, buf);
+        };
         match self.view {
-            View::Runs => runs::render(self, body, buf),
+            View::Runs => runs(buf),
             View::Run => match &self.run {
-                Some(v) => run::render(self, v, body, buf),
-                None => runs::render(self, body, buf),
+                Some(v) => {
+                    let listed = self.runs.entry(&v.dir);
+                    run::draw::render(t, v, listed, self.now, body, buf);
+                }
+                None => runs(buf),
             },
-            View::Devices => devices::render(self, body, buf),
+            View::Devices => devices::draw::render(t, &self.devices, body, buf),
             View::Compare => match &self.compare {
-                Some(c) => compare::render(self, c, body, buf),
-                None => runs::render(self, body, buf),
+                Some(c) => compare::draw::render(t, c, body, buf),
+                None => runs(buf),
             },
         }
         render_footer(self, footer, buf);
         if let Some(d) = &self.dialog {
-            dialogs::render(self, d, area, buf);
+            dialogs::draw::render(t, self.context(), d, area, buf);
         }
     }
 }
@@ -117,4 +119,4 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,53 +1,47 @@
-//! Drawing every view and dialog into a `TestBackend` and reading the text back.
+//! Drawing the whole screen into a `TestBackend` and reading the text back.
 //!
 //! Layout: this file holds the fixtures (runs A–C, metrics, logs, events, telemetry, a
-//! comparison) and the screen readers; `runs`, `run`, `devices`, `compare` and `dialogs` test
-//! one view each, `sample` the Run view's Sample pane; `screens` every view and dialog at once
-//! (footer, sizes, `NO_COLOR`).
+//! comparison) and the screen readers, for the tests of every view and dialog, which sit at the
+//! end of their `draw.rs` (`use crate::ui::tests::*`); `screens` tests every view and dialog at
+//! once (footer, sizes, `NO_COLOR`).
 
-mod compare;
-mod devices;
-mod dialogs;
-mod run;
-mod runs;
-mod sample;
 mod screens;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+pub(crate) use std::collections::BTreeMap;
+pub(crate) use std::path::PathBuf;
 
-use crossterm::event::{KeyCode, KeyEvent};
-use ddp_workspaces::analysis::{ComparedRun, Comparison};
-use ddp_workspaces::devices::telemetry::{ProcessOwners, Telemetry, TelemetrySampler};
-use ddp_workspaces::metrics::{MetricKind, MetricRecord};
-use ddp_workspaces::run::{EventRecord, ProcessId};
-use ddp_workspaces::run_list::{MetricDigest, RunEntry, RunListEvent};
-use ddp_workspaces::test_util;
-use ddp_workspaces::workspace::Unreadable;
-use ddp_workspaces::{RunEvent, RunStatus, Summary, SupervisorEvent};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
-use ratatui::style::Color;
-use unicode_width::UnicodeWidthStr;
+pub(crate) use crossterm::event::{KeyCode, KeyEvent};
+pub(crate) use ddp_workspaces::analysis::{ComparedRun, Comparison};
+pub(crate) use ddp_workspaces::devices::telemetry::{ProcessOwners, Telemetry, TelemetrySampler};
+pub(crate) use ddp_workspaces::metrics::{MetricKind, MetricRecord};
+pub(crate) use ddp_workspaces::run::{EventRecord, ProcessId};
+pub(crate) use ddp_workspaces::run_list::{MetricDigest, RunEntry, RunListEvent};
+pub(crate) use ddp_workspaces::test_util;
+pub(crate) use ddp_workspaces::workspace::Unreadable;
+pub(crate) use ddp_workspaces::{RunEvent, RunStatus, Summary, SupervisorEvent};
+pub(crate) use ratatui::Terminal;
+pub(crate) use ratatui::backend::TestBackend;
+pub(crate) use ratatui::buffer::Buffer;
+pub(crate) use ratatui::style::Color;
+pub(crate) use unicode_width::UnicodeWidthStr;
 
-use crate::app::{App, Msg, Outcome, View};
-use crate::runs::tests::entry;
-use crate::theme::Theme;
+pub(crate) use crate::app::{App, Msg, Outcome, View};
+pub(crate) use crate::theme::Theme;
+pub(crate) use crate::views::runs::tests::entry;
 
-const NOW: f64 = 1_795_000_100.0;
-const A: &str = "20261104-120000-aaaaaa";
-const B: &str = "20261103-120000-bbbbbb";
-const C: &str = "20261102-120000-cccccc";
+pub(crate) const NOW: f64 = 1_795_000_100.0;
+pub(crate) const A: &str = "20261104-120000-aaaaaa";
+pub(crate) const B: &str = "20261103-120000-bbbbbb";
+pub(crate) const C: &str = "20261102-120000-cccccc";
 
-fn draw(app: &App, w: u16, h: u16) -> Buffer {
+pub(crate) fn draw(app: &App, w: u16, h: u16) -> Buffer {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
     terminal.draw(|f| f.render_widget(app, f.area())).unwrap();
     terminal.backend().buffer().clone()
 }
 
 /// The rows of a buffer as text (cells hidden by a wide character skipped), right-trimmed.
-fn rows(buf: &Buffer) -> Vec<String> {
+pub(crate) fn rows(buf: &Buffer) -> Vec<String> {
     let area = buf.area;
     (area.top()..area.bottom())
         .map(|y| {
@@ -67,35 +61,35 @@ fn rows(buf: &Buffer) -> Vec<String> {
         .collect()
 }
 
-fn screen(app: &App, w: u16, h: u16) -> Vec<String> {
+pub(crate) fn screen(app: &App, w: u16, h: u16) -> Vec<String> {
     rows(&draw(app, w, h))
 }
 
-fn text(lines: &[String]) -> String {
+pub(crate) fn text(lines: &[String]) -> String {
     lines.join("\n")
 }
 
-fn app_sized(w: u16, h: u16) -> App {
+pub(crate) fn app_sized(w: u16, h: u16) -> App {
     App::new(PathBuf::from("/ws"), Theme { color: false }, NOW, (w, h))
 }
 
-fn key(app: &mut App, code: KeyCode) {
+pub(crate) fn key(app: &mut App, code: KeyCode) {
     app.update(Msg::Key(KeyEvent::from(code)));
 }
 
-fn keys(app: &mut App, s: &str) {
+pub(crate) fn keys(app: &mut App, s: &str) {
     for c in s.chars() {
         key(app, KeyCode::Char(c));
     }
 }
 
-fn dir(exp: &str, id: &str) -> PathBuf {
+pub(crate) fn dir(exp: &str, id: &str) -> PathBuf {
     PathBuf::from(format!("/ws/experiments/{exp}/runs/{id}"))
 }
 
 /// A running mnist run 2/3 epochs in, with 96.5% best val and tags; a completed cifar run; a
 /// failed mnist run; an unreadable folder.
-fn entries() -> Vec<RunEntry> {
+pub(crate) fn entries() -> Vec<RunEntry> {
     let mut a = entry(A, "mnist", RunStatus::Running);
     a.metrics.epochs_done = 2;
     a.metrics.best_val_accuracy = Some(0.965);
@@ -114,14 +108,14 @@ fn entries() -> Vec<RunEntry> {
     vec![a, b, c]
 }
 
-fn unreadable() -> Unreadable {
+pub(crate) fn unreadable() -> Unreadable {
     Unreadable {
         dir: dir("broken", "20261101-000000-zzzzzz"),
         error: "run.json: not a valid run record".into(),
     }
 }
 
-fn app_with_runs(w: u16, h: u16) -> App {
+pub(crate) fn app_with_runs(w: u16, h: u16) -> App {
     let mut app = app_sized(w, h);
     app.update(Msg::RunList(RunListEvent::Snapshot {
         entries: entries(),
@@ -131,7 +125,7 @@ fn app_with_runs(w: u16, h: u16) -> App {
 }
 
 /// The run view of A, its record filled in.
-fn run_app(w: u16, h: u16) -> App {
+pub(crate) fn run_app(w: u16, h: u16) -> App {
     let mut app = app_with_runs(w, h);
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Run);
@@ -148,18 +142,24 @@ fn run_app(w: u16, h: u16) -> App {
     app
 }
 
-fn run_event(app: &mut App, event: RunEvent) {
+pub(crate) fn run_event(app: &mut App, event: RunEvent) {
     app.update(Msg::Run {
         dir: dir("mnist", A),
         event,
     });
 }
 
-fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>) -> MetricRecord {
+pub(crate) fn metric(
+    kind: MetricKind,
+    epoch: usize,
+    step: u64,
+    loss: f64,
+    acc: Option<f64>,
+) -> MetricRecord {
     test_util::metric(kind, epoch, step, loss, acc).time(NOW + step as f64)
 }
 
-fn add_metrics(app: &mut App) {
+pub(crate) fn add_metrics(app: &mut App) {
     for step in 1..=20u64 {
         let loss = 2.0 / step as f64;
         run_event(
@@ -183,7 +183,7 @@ fn add_metrics(app: &mut App) {
     );
 }
 
-fn add_logs(app: &mut App) {
+pub(crate) fn add_logs(app: &mut App) {
     for (rank, line) in [
         (None, "supervisor: starting 2 replicas"),
         (Some(0), "rank 0/2 launcher local"),
@@ -200,7 +200,7 @@ fn add_logs(app: &mut App) {
     }
 }
 
-fn add_events(app: &mut App) {
+pub(crate) fn add_events(app: &mut App) {
     for (dt, event) in [
         (
             0.0,
@@ -237,14 +237,14 @@ fn add_events(app: &mut App) {
     }
 }
 
-fn cpu_telemetry() -> Telemetry {
+pub(crate) fn cpu_telemetry() -> Telemetry {
     let note = "no NVIDIA driver (libnvidia-ml.so.1 not found)";
     let mut t = Telemetry::sample().time(NOW).gpu_note(Some(note.into()));
     t.processes[0].owner.run_id = A.into();
     t
 }
 
-fn gpu_telemetry() -> Telemetry {
+pub(crate) fn gpu_telemetry() -> Telemetry {
     let mut t = TelemetrySampler::new(None)
         .with_simulated_gpus(2)
         .sample(&ProcessOwners::new());
@@ -259,7 +259,7 @@ fn gpu_telemetry() -> Telemetry {
     t
 }
 
-fn compare_app(w: u16, h: u16) -> App {
+pub(crate) fn compare_app(w: u16, h: u16) -> App {
     let mut app = app_with_runs(w, h);
     keys(&mut app, "  c");
     assert_eq!(app.view, View::Compare);
@@ -289,7 +289,7 @@ fn compare_app(w: u16, h: u16) -> App {
 
 /// `lines[start..]` begin with `want`, row for row.
 #[track_caller]
-fn assert_rows(lines: &[String], start: usize, want: &[&str]) {
+pub(crate) fn assert_rows(lines: &[String], start: usize, want: &[&str]) {
     let got: Vec<&str> = lines[start..start + want.len()]
         .iter()
         .map(String::as_str)
@@ -298,7 +298,7 @@ fn assert_rows(lines: &[String], start: usize, want: &[&str]) {
 }
 
 #[track_caller]
-fn assert_has(lines: &[String], needle: &str) {
+pub(crate) fn assert_has(lines: &[String], needle: &str) {
     assert!(
         lines.iter().any(|l| l.contains(needle)),
         "{needle:?} not on screen:\n{}",
@@ -307,7 +307,7 @@ fn assert_has(lines: &[String], needle: &str) {
 }
 
 #[track_caller]
-fn assert_lacks(lines: &[String], needle: &str) {
+pub(crate) fn assert_lacks(lines: &[String], needle: &str) {
     assert!(
         !lines.iter().any(|l| l.contains(needle)),
         "{needle:?} on screen:\n{}",

@@ -1,25 +1,24 @@
 //! The Devices view: each GPU (utilisation, memory, temperature, power, history, holder), or
 //! without GPUs the CPU cores and memory; then the processes of live runs.
 
-use ddp_workspaces::devices::telemetry::{GpuSample, History, Telemetry};
+use ddp_workspaces::devices::telemetry::{GpuSample, History, Telemetry, TelemetryHistory};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Widget};
 
-use super::text::{bar, bytes, sparkline, truncate};
-use crate::app::App;
+use super::DevicesState;
 use crate::theme::Theme;
+use crate::views::text::{bar, bytes, sparkline, truncate};
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+pub fn render(t: Theme, devices: &DevicesState, area: Rect, buf: &mut Buffer) {
     let block = Block::default()
         .borders(Borders::TOP)
         .title(Span::styled(" Devices ", t.title()));
     let inner = block.inner(area);
     block.render(area, buf);
-    let Some(tel) = &app.telemetry else {
+    let Some(tel) = &devices.telemetry else {
         Paragraph::new(" Sampling devices …")
             .style(t.dim())
             .render(inner, buf);
@@ -43,9 +42,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     ])
     .areas(inner);
     if !tel.gpus.is_empty() {
-        render_gpus(app, tel, top, buf);
+        render_gpus(t, &devices.history, tel, top, buf);
     }
-    render_cpu(app, tel, mid, buf);
+    render_cpu(t, &devices.history, tel, mid, buf);
     render_processes(t, tel, procs, buf);
 }
 
@@ -65,8 +64,13 @@ fn history_of(h: &History<Option<f64>>) -> Vec<f64> {
     h.iter().map(|v| v.unwrap_or(f64::NAN)).collect()
 }
 
-fn render_gpus(app: &App, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+fn render_gpus(
+    t: Theme,
+    history: &TelemetryHistory,
+    tel: &Telemetry,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let mut lines = Vec::new();
     if let Some(note) = &tel.gpu_note {
         lines.push(Line::from(Span::styled(format!(" {note}"), t.dim())));
@@ -76,7 +80,7 @@ fn render_gpus(app: &App, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
         .saturating_sub(bar_w + 50)
         .clamp(0, 40);
     for g in &tel.gpus {
-        let hist = app.history.gpu(g.index);
+        let hist = history.gpu(g.index);
         lines.push(gpu_title(t, g));
         let mut spans = vec![Span::raw("  ")];
         spans.extend(pct_line(t, "util", g.utilization_pct, bar_w));
@@ -144,8 +148,7 @@ fn gpu_title(t: Theme, g: &GpuSample) -> Line<'static> {
     ])
 }
 
-fn render_cpu(app: &App, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+fn render_cpu(t: Theme, history: &TelemetryHistory, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
     let cores = &tel.cpu.per_core_pct;
     let mut lines = Vec::new();
     let spark_w = (area.width as usize).saturating_sub(40).min(60);
@@ -153,7 +156,7 @@ fn render_cpu(app: &App, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
     total.extend(pct_line(t, "cpu", Some(tel.cpu.total_pct), 20));
     total.push(Span::raw(format!(" {} cores ", cores.len())));
     total.push(Span::styled(
-        sparkline(&app.history.cpu_total_pct().to_vec(), spark_w),
+        sparkline(&history.cpu_total_pct().to_vec(), spark_w),
         t.ok(),
     ));
     lines.push(Line::from(total));
@@ -166,7 +169,7 @@ fn render_cpu(app: &App, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
         bytes(m.total_bytes)
     )));
     mem.push(Span::styled(
-        sparkline(&app.history.memory_used_pct().to_vec(), spark_w),
+        sparkline(&history.memory_used_pct().to_vec(), spark_w),
         t.ok(),
     ));
     lines.push(Line::from(mem));
@@ -248,4 +251,72 @@ fn render_processes(t: Theme, tel: &Telemetry, area: Rect, buf: &mut Buffer) {
     .header(header)
     .column_spacing(1)
     .render(inner, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    //! The Devices view, with and without GPUs.
+
+    use crate::ui::tests::*;
+
+    #[test]
+    fn devices_without_gpus() {
+        let mut app = app_with_runs(100, 30);
+        keys(&mut app, "D");
+        let s = screen(&app, 100, 30);
+        assert_eq!(s[1], format!(" Devices {}", "─".repeat(91)));
+        assert_eq!(s[2], " Sampling devices …");
+        app.update(Msg::Telemetry(cpu_telemetry()));
+        let s = screen(&app, 100, 30);
+        assert_rows(
+            &s,
+            2,
+            &[
+                " cpu  █████████···········  45.0% 4 cores ▄",
+                " mem  █████···············  25.0% 4.0 GiB/16.0 GiB ▄",
+                " no GPU: no NVIDIA driver (libnvidia-ml.so.1 not found)",
+                "   0  ███···························  10.0%      1  ███████████████···············  50.0%",
+                "   2  ███████████████████████████···  90.0%      3  █████████·····················  30.0%",
+                &format!(" Processes of live runs {}", "─".repeat(76)),
+                "PID      RUN                      ROLE       CPU   RSS        COMMAND",
+                "4242     mnist 120000-aaaaaa      rank 0     97%   512.0 MiB  ddp-trainer --rank 0",
+                "",
+            ],
+        );
+        assert_eq!(s[29], " ? help  Esc back  q quit (runs keep running)");
+        // Narrow: one core a row; no live runs.
+        let mut t = cpu_telemetry();
+        t.processes.clear();
+        app.update(Msg::Telemetry(t));
+        let s = screen(&app, 80, 24);
+        assert_has(&s, "   3  ");
+        assert_has(&s, " No live runs.");
+        assert_lacks(&s, "      1  ");
+    }
+
+    #[test]
+    fn devices_with_two_simulated_gpus() {
+        let mut app = app_with_runs(100, 30);
+        keys(&mut app, "D");
+        app.update(Msg::Telemetry(gpu_telemetry()));
+        let s = screen(&app, 100, 30);
+        assert_rows(
+            &s,
+            2,
+            &[
+                " simulated: 2 GPU(s) from DDP_SIMULATED_GPUS (NVML not used)",
+                &format!(" GPU 0 Simulated GPU  58°C  360/700 W  run {A}"),
+            ],
+        );
+        assert!(s[4].starts_with("  util "), "{}", s[4]);
+        assert!(s[4].contains("50.0%"), "{}", s[4]);
+        assert!(s[4].ends_with(" 40.0 GiB/80.0 GiB"), "{}", s[4]);
+        assert_eq!(s[5], " GPU 1 Simulated GPU  77°C  618/700 W  free");
+        assert!(s[6].ends_with("75.8% 60.6 GiB/80.0 GiB"), "{}", s[6]);
+        assert_has(&s, " cpu  █████████···········  45.0% 4 cores");
+        // With GPUs, no per-core bars and no "no GPU" note.
+        assert_lacks(&s, "no GPU");
+        assert_lacks(&s, "  90.0%");
+        assert_has(&s, "4242     mnist 120000-aaaaaa      rank 0");
+    }
 }

@@ -1,6 +1,8 @@
 //! The runs list: every run of the workspace as the run-list watch reports it, and what the
 //! user did to the list (filter, sort, grouping, marks, selection). Pure state; the rows shown
-//! are derived on demand ([`RunsState::rows`]), never stored twice.
+//! are derived on demand ([`RunsState::rows`]), never stored twice; [`draw`] draws them.
+
+pub mod draw;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

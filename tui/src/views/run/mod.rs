@@ -1,6 +1,12 @@
 //! The state of one open run: its record, metrics of every rank, logs per rank and merged,
 //! supervisor events and frozen spec, fed by the run's [`ddp_workspaces::RunWatch`] events.
-//! Pure state: the watch and the spec file are read elsewhere and arrive as messages.
+//! Pure state: the watch and the spec file are read elsewhere and arrive as messages. [`draw`]
+//! draws it (with [`charts`], which the Compare view shares); [`sample`] is the Sample pane's
+//! state and drawing.
+
+pub mod charts;
+pub mod draw;
+pub mod sample;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,7 +16,7 @@ use ddp_workspaces::metrics::MetricRecord;
 use ddp_workspaces::run::EventRecord;
 use ddp_workspaces::{RunEvent, RunRecord};
 
-use crate::sample::SampleState;
+use self::sample::SampleState;
 use crate::widgets::logview::{LogBuffer, LogLine, LogSource, LogViewState};
 
 /// Lines kept per log source, and in the merged view (the files keep everything: `ddp logs`).
@@ -294,7 +300,7 @@ impl RunView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::tests::entry;
+    use crate::views::runs::tests::entry;
     use ddp_workspaces::RunStatus;
 
     #[test]

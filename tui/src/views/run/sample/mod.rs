@@ -2,6 +2,9 @@
 //! as [`SampleEvent`]s from a generation the runtime runs off the UI thread
 //! (`ddp_workspaces::sample`, the same text as `ddp sample` for the same options). Pure: a
 //! generation to start is returned as its options, for `update` to ask the runtime for it.
+//! [`draw`] draws the pane.
+
+pub mod draw;
 
 use ddp_workspaces::commands::{DEFAULT_PROMPT, DEFAULT_SEED, SampleOptions};
 use ddp_workspaces::sample::Sampled;

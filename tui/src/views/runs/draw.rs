@@ -1,5 +1,7 @@
 //! The Runs view: one row per run, columns chosen by priority to fit the width.
 
+use std::path::Path;
+
 use ddp_workspaces::format;
 use ddp_workspaces::run_list::RunEntry;
 use ratatui::buffer::Buffer;
@@ -11,10 +13,9 @@ use ratatui::widgets::{
     Wrap,
 };
 
-use super::text::{bar, sparkline, truncate};
-use crate::app::App;
-use crate::runs::{Row, duration, progress};
+use super::{Row, RunsState, duration, progress};
 use crate::theme::Theme;
+use crate::views::text::{bar, sparkline, truncate};
 
 /// A column: its header, width, and priority (lower stays longer when space runs out).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -118,9 +119,15 @@ fn columns(width: u16) -> (Vec<Col>, bool) {
     (vec![Col::Mark, Col::Status, Col::Id], false)
 }
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
-    let runs = &app.runs;
+/// The list of `runs` in `workspace`, with live runs' durations up to `now`.
+pub fn render(
+    t: Theme,
+    runs: &RunsState,
+    workspace: &Path,
+    now: f64,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let mut title = vec![Span::styled(" Runs ", t.title())];
     title.push(Span::styled(
         format!(
@@ -150,13 +157,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     if !runs.loaded {
-        Paragraph::new(format!("Reading {} …", app.workspace.display()))
+        Paragraph::new(format!("Reading {} …", workspace.display()))
             .style(t.dim())
             .render(inner, buf);
         return;
     }
     if runs.entries.is_empty() && runs.unreadable.is_empty() {
-        render_empty(app, inner, buf);
+        render_empty(t, workspace, inner, buf);
         return;
     }
     let rows = runs.rows();
@@ -180,7 +187,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .skip(offset)
         .take(height)
-        .map(|r| table_row(app, r, &cols, wide_ids))
+        .map(|r| table_row(t, runs, now, r, &cols, wide_ids))
         .collect();
     let widths: Vec<Constraint> = cols
         .iter()
@@ -200,12 +207,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     StatefulWidget::render(table, inner, buf, &mut state);
 }
 
-fn render_empty(app: &App, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+fn render_empty(t: Theme, workspace: &Path, area: Rect, buf: &mut Buffer) {
     let text = Text::from(vec![
         Line::from(""),
         Line::from(Span::styled(
-            format!("  No runs in {} yet.", app.workspace.display()),
+            format!("  No runs in {} yet.", workspace.display()),
             Style::new().add_modifier(Modifier::BOLD),
         )),
         Line::from(""),
@@ -226,8 +232,14 @@ fn render_empty(app: &App, area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
-fn table_row<'a>(app: &App, row: &Row<'a>, cols: &[Col], wide_ids: bool) -> TableRow<'a> {
-    let t = app.theme;
+fn table_row<'a>(
+    t: Theme,
+    runs: &RunsState,
+    now: f64,
+    row: &Row<'a>,
+    cols: &[Col],
+    wide_ids: bool,
+) -> TableRow<'a> {
     match row {
         Row::Group(exp, n) => TableRow::new(cols.iter().map(|c| match c {
             Col::Status => Cell::from(Span::styled(format!("▾ {exp}"), t.title())),
@@ -257,18 +269,25 @@ fn table_row<'a>(app: &App, row: &Row<'a>, cols: &[Col], wide_ids: bool) -> Tabl
         }
         Row::Run(e) => TableRow::new(
             cols.iter()
-                .map(|c| run_cell(app, t, e, *c, wide_ids))
+                .map(|c| run_cell(t, runs, now, e, *c, wide_ids))
                 .collect::<Vec<_>>(),
         ),
     }
 }
 
-fn run_cell(app: &App, t: Theme, e: &RunEntry, col: Col, wide_ids: bool) -> Cell<'static> {
+fn run_cell(
+    t: Theme,
+    runs: &RunsState,
+    now: f64,
+    e: &RunEntry,
+    col: Col,
+    wide_ids: bool,
+) -> Cell<'static> {
     let r = &e.run.record;
     let m = &e.metrics;
     match col {
         Col::Mark => {
-            if app.runs.marked.contains(&e.run.dir) {
+            if runs.marked.contains(&e.run.dir) {
                 Cell::from(Span::styled("●", t.marked()))
             } else {
                 Cell::from(" ")
@@ -335,14 +354,17 @@ fn run_cell(app: &App, t: Theme, e: &RunEntry, col: Col, wide_ids: bool) -> Cell
         Col::BestVal => Cell::from(format::percent(m.best_val_accuracy)),
         Col::Test => Cell::from(format::percent(m.test_accuracy)),
         Col::Created => Cell::from(format::timestamp(r.created)),
-        Col::Duration => Cell::from(format::opt_duration(duration(e, Some(app.now)))),
+        Col::Duration => Cell::from(format::opt_duration(duration(e, Some(now)))),
         Col::Tags => Cell::from(Span::styled(e.tags.join(" "), t.marked())),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    //! The Runs view: the table, its columns, title, filter, groups and marks.
+
     use super::*;
+    use crate::ui::tests::*;
 
     #[test]
     fn columns_fit_the_width() {
@@ -364,5 +386,123 @@ mod tests {
         assert_eq!(c.len(), ORDER.len());
         let (c, _) = columns(20);
         assert_eq!(c, [Col::Mark, Col::Status, Col::Id]);
+    }
+
+    #[test]
+    fn empty_workspace_explains_how_to_start_a_run() {
+        let mut app = app_sized(80, 24);
+        app.update(Msg::RunList(RunListEvent::Snapshot {
+            entries: vec![],
+            unreadable: vec![],
+        }));
+        let s = screen(&app, 80, 24);
+        assert_rows(
+            &s,
+            0,
+            &[
+                " ddp  Runs Devices  0 runs, 0 live  /ws",
+                &format!(" Runs sorted by created {}", "─".repeat(56)),
+                "",
+                "  No runs in /ws yet.",
+                "",
+                "  Press n to start one from a spec, or in another terminal:",
+                "",
+                "      ddp run examples/mnist.toml",
+                "",
+            ],
+        );
+        assert_has(
+            &s,
+            "Runs started anywhere (the ddp CLI, a notebook, this dashboard)",
+        );
+    }
+
+    #[test]
+    fn reading_until_the_first_snapshot() {
+        let app = app_sized(80, 24);
+        let s = screen(&app, 80, 24);
+        assert_eq!(s[2], "Reading /ws …");
+        assert_lacks(&s, "No runs");
+        assert_lacks(&s, "STATUS");
+    }
+
+    #[test]
+    fn runs_table_at_80x24() {
+        let app = app_with_runs(80, 24);
+        let s = screen(&app, 80, 24);
+        assert_rows(
+            &s,
+            0,
+            &[
+                " ddp  Runs Devices  3 runs, 1 live  /ws",
+                &format!(" Runs sorted by created {}", "─".repeat(56)),
+                "  STATUS     EXPERIMENT   RUN           PROGRESS     TRAIN LOSS       BEST",
+                "  running    mnist        120000-aaaaaa  2/3  ████·· 0.1234  █▄▂▁     96.50%",
+                "  completed  cifar/wide   120000-bbbbbb  3/3  ██████ -                50.00%",
+                "  failed     mnist        120000-cccccc  0/3  ······ -                -",
+                "  unreadable broken       20261101-0000 run.json: no",
+                "",
+            ],
+        );
+        // Nothing wider than the screen was drawn past it, and the footer fits.
+        assert_eq!(
+            s[23],
+            " Enter open run  / filter  c compare marked runs  n new run  ? help"
+        );
+    }
+
+    #[test]
+    fn runs_table_at_200x60_shows_every_column() {
+        let app = app_with_runs(200, 60);
+        let s = screen(&app, 200, 60);
+        assert_rows(
+            &s,
+            2,
+            &[
+                "  STATUS     EXPERIMENT   RUN                    PROGRESS     REPLICAS     RST TRAIN LOSS       BEST    TEST    CREATED             TIME    TAGS",
+                "  running    mnist        20261104-120000-aaaaaa  2/3  ████·· 2× cpu       0   0.1234  █▄▂▁     96.50%  -       2026-11-18 11:06:40 1m39s   baseline lr-sweep",
+                "  completed  cifar/wide   20261103-120000-bbbbbb  3/3  ██████ 2× cpu       0   -                50.00%  49.00%  2026-11-18 11:06:40 1m00s",
+                "  failed     mnist        20261102-120000-cccccc  0/3  ······ 2× cpu       0   -                -       -       2026-11-18 11:06:40 30.0s",
+                "  unreadable broken       20261101-000000-zzzzzz run.json: no",
+                "",
+            ],
+        );
+        assert_eq!(
+            s[59],
+            " Enter open run  / filter  c compare marked runs  n new run  s stop (asks)  r resume  ? help  Esc back  q quit (runs keep running)"
+        );
+    }
+
+    #[test]
+    fn runs_title_filter_grouping_and_marks() {
+        let mut app = app_with_runs(80, 24);
+        keys(&mut app, "/mni");
+        key(&mut app, KeyCode::Enter);
+        keys(&mut app, "x ");
+        let s = screen(&app, 80, 24);
+        assert_rows(
+            &s,
+            1,
+            &[
+                " Runs sorted by created, grouped by experiment filter /mni 1 marked (c compares)",
+                "  STATUS     EXPERIMENT   RUN           PROGRESS     TRAIN LOSS       BEST",
+                "  ▾ mnist    2 runs",
+                "● running    mnist        120000-aaaaaa  2/3  ████·· 0.1234  █▄▂▁     96.50%",
+                "  failed     mnist        120000-cccccc  0/3  ······ -                -",
+                "",
+            ],
+        );
+        // Sorting shows in the title; `/` edits the filter; a filter nothing matches says so.
+        keys(&mut app, "oO/zzz");
+        key(&mut app, KeyCode::Enter);
+        let s = screen(&app, 80, 24);
+        assert!(
+            s[1].starts_with(
+                " Runs sorted by status (reversed), grouped by experiment filter /mnizzz 1 marked"
+            ),
+            "{}",
+            s[1]
+        );
+        assert_eq!(s[2], "No run matches the filter /mnizzz (Esc clears it).");
     }
 }

@@ -11,13 +11,12 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Widget};
 
-use super::run::{Figure, eval_series, line, render_pair};
-use super::text::truncate;
-use crate::app::App;
-use crate::compare::CompareView;
+use super::CompareView;
+use crate::theme::Theme;
+use crate::views::run::charts::{Figure, eval_series, line, render_pair};
+use crate::views::text::truncate;
 
-pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+pub fn render(t: Theme, c: &CompareView, area: Rect, buf: &mut Buffer) {
     let block = Block::default().borders(Borders::TOP).title(Span::styled(
         format!(" Compare {} runs ", c.runs.len()),
         t.title(),
@@ -72,7 +71,7 @@ pub fn render(app: &App, c: &CompareView, area: Rect, buf: &mut Buffer) {
         }));
     }
     render_pair(t, &loss, (figure.title(), &acc), &c.chart, charts, buf);
-    render_table(app, c, shown, table, buf);
+    render_table(t, c, shown, table, buf);
 }
 
 /// Which figures the table shows besides the status and the train loss.
@@ -92,8 +91,7 @@ impl Shown {
 }
 
 /// The figures and the differing spec keys, a column per run.
-fn render_table(app: &App, c: &CompareView, shown: Shown, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
+fn render_table(t: Theme, c: &CompareView, shown: Shown, area: Rect, buf: &mut Buffer) {
     let tab = match &c.table {
         None => {
             Paragraph::new(" Reading the specs …")
@@ -183,4 +181,109 @@ fn render_table(app: &App, c: &CompareView, shown: Shown, area: Rect, buf: &mut 
             t.title(),
         )))
         .render(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    //! The Compare view: the differing keys and the charts of the compared runs.
+
+    use crate::ui::tests::*;
+
+    #[test]
+    fn compare_shows_the_differing_keys_and_values() {
+        let mut app = app_with_runs(100, 30);
+        keys(&mut app, "  c");
+        let s = screen(&app, 100, 30);
+        assert_has(&s, " Reading the specs …");
+        app.update(Msg::CompareSpecs(Err("spec.toml of x: unreadable".into())));
+        assert_has(&screen(&app, 100, 30), " spec.toml of x: unreadable");
+
+        let app = compare_app(100, 30);
+        let s = screen(&app, 100, 30);
+        assert_eq!(s[0], " ddp  Runs Devices Compare  3 runs, 1 live  /ws");
+        assert_eq!(s[1], format!(" Compare 2 runs {}", "─".repeat(84)));
+        assert_rows(
+            &s,
+            21,
+            &[
+                &format!(" 2 differing spec keys {}", "─".repeat(77)),
+                "             aaaaaa                   wide",
+                "status       running                  completed",
+                "best val     -                        -",
+                "test         -                        -",
+                "train loss   -                        -",
+                "model.hidden 128                      256",
+                "train.lr     0.01                     -",
+            ],
+        );
+        // Identical specs are said to be.
+        let mut app = compare_app(100, 30);
+        app.update(Msg::CompareSpecs(Ok(Comparison {
+            sweep: None,
+            differing_keys: vec![],
+            runs: vec![],
+        })));
+        let s = screen(&app, 100, 30);
+        assert_has(&s, " 0 differing spec keys ");
+        assert_has(&s, "the specs are identical");
+    }
+
+    #[test]
+    fn compare_charts_follow_the_runs_metrics() {
+        let mut app = compare_app(100, 40);
+        for step in 1..=10u64 {
+            app.update(Msg::Run {
+                dir: dir("mnist", A),
+                event: RunEvent::Metric(metric(
+                    MetricKind::Train,
+                    1,
+                    step,
+                    1.0 / step as f64,
+                    None,
+                )),
+            });
+        }
+        app.update(Msg::Run {
+            dir: dir("mnist", A),
+            event: RunEvent::Metric(metric(MetricKind::Val, 1, 10, 0.3, Some(0.8))),
+        });
+        let s = screen(&app, 100, 40);
+        // A legend entry per run, named by its label.
+        assert_has(&s, "aaaaaa");
+        assert_has(&s, "aaaaaa val");
+        assert_has(&s, "best val     80.00%");
+    }
+
+    #[test]
+    fn compared_language_models_chart_perplexity_with_their_figures() {
+        let mut app = compare_app(100, 40);
+        for dir in [dir("mnist", A), dir("cifar", B)] {
+            for m in test_util::lm_metrics() {
+                app.update(Msg::Run {
+                    dir: dir.clone(),
+                    event: RunEvent::Metric(m),
+                });
+            }
+        }
+        let s = screen(&app, 100, 40);
+        assert_has(&s, "┌ perplexity smoothing 0.60 ─");
+        assert_lacks(&s, "accuracy");
+        assert_has(&s, "aaaaaa val 4.263");
+        // No accuracy rows: language models have none.
+        assert_rows(
+            &s,
+            30,
+            &[
+                &format!(" 2 differing spec keys {}", "─".repeat(77)),
+                "             aaaaaa                   wide",
+                "status       running                  completed",
+                "train loss   1.4000                   1.4000",
+                "val loss     1.4500                   1.4500",
+                "perplexity   4.26                     4.26",
+                "tokens/s     16640                    16640",
+                "model.hidden 128                      256",
+                "train.lr     0.01                     -",
+            ],
+        );
+    }
 }

@@ -1,14 +1,18 @@
 //! Dialogs and input lines over the views: help, confirmations, the new-run command line (with
-//! path completion), tags, the runs filter, the log search and the Sample pane's prompt. Keys go to the open dialog first:
-//! [`Dialog::key`] changes the dialog and says what the key came to ([`DialogOutcome`]), which
-//! [`App::update`](crate::app::App::update) applies.
+//! path completion), tags, the runs filter, the log search and the Sample pane's prompt. Keys go
+//! to the open dialog first: [`Dialog::key`] changes the dialog and says what the key came to
+//! ([`DialogOutcome`]), which [`App::update`](crate::app::App::update) applies. [`draw`] draws
+//! them; [`input`] is their one-line input.
+
+pub mod draw;
+pub mod input;
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::Run;
 use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::commands::{self, RunArgs};
 
-use crate::input::{Edit, InputLine};
+use self::input::{Edit, InputLine};
 
 /// An action that asks `y`/`n` first.
 #[derive(Debug, Clone, PartialEq)]

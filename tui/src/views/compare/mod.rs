@@ -1,5 +1,8 @@
 //! The Compare view's state: the marked runs, their metrics (followed live) and the spec keys
 //! that differ between them (`ddp compare`'s logic, [`ddp_workspaces::analysis::comparison`]).
+//! [`draw`] draws it.
+
+pub mod draw;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,9 +11,7 @@ use ddp_workspaces::analysis::Comparison;
 use ddp_workspaces::metrics::MetricRecord;
 use ddp_workspaces::{Run, RunEvent, RunRecord};
 
-use crate::keys::Action;
-use crate::run_view::ChartSettings;
-use crate::scroll::scroll;
+use crate::views::run::ChartSettings;
 
 /// The differing spec keys with each run's values and figures.
 pub type CompareTable = Comparison;
@@ -53,17 +54,11 @@ impl CompareView {
         }
     }
 
-    pub fn act(&mut self, action: Action, page: usize) {
-        let rows = match &self.table {
+    /// Rows of the key table: the spec keys that differ (none until the specs are read).
+    pub fn table_rows(&self) -> usize {
+        match &self.table {
             Some(Ok(t)) => t.differing_keys.len(),
             _ => 0,
-        };
-        match action {
-            Action::Smoother => self.chart.smoother(),
-            Action::Rougher => self.chart.rougher(),
-            Action::ToggleLogScale => self.chart.log_loss = !self.chart.log_loss,
-            Action::CycleX => self.chart.cycle_x(),
-            _ => scroll(&mut self.scroll, action, page, rows),
         }
     }
 

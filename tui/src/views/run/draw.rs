@@ -1,27 +1,35 @@
-//! The Run view: a header (status, processes, devices, errors) and the Charts, Logs, Events and
-//! Spec panes (the Sample pane is `sample`'s). A language model's run ([`is_language_model`])
+//! The Run view: a header (status, processes, devices, errors) and the Charts (drawn by
+//! `charts`), Logs, Events and Spec panes (the Sample pane is `sample`'s). A language model's run ([`is_language_model`])
 //! counts steps, with its tokens/s and learning rate in the header, and charts its loss and
 //! perplexity instead of the accuracy.
 
-use ddp_workspaces::curves::{Curves, XAxis, curves};
 use ddp_workspaces::format;
-use ddp_workspaces::metrics::{MetricKind, MetricRecord, is_language_model};
+use ddp_workspaces::metrics::{MetricKind, is_language_model};
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
+use ddp_workspaces::run_list::RunEntry;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
-use crate::app::App;
-use crate::run_view::{ChartSettings, LogTab, Pane, RunView};
+use super::{LogTab, Pane, RunView};
 use crate::theme::Theme;
-use crate::widgets::chart::{LineChart, Scale, Series, SeriesStyle};
-use crate::widgets::logview::LogPane;
+use crate::views::run::charts::render_charts;
+use crate::views::run::sample;
+use crate::widgets::logview::{LogPane, LogViewState};
 
-pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
-    let t = app.theme;
-    let header_lines = header(app, v);
+/// The open run `v`; `listed`: its entry in the runs list (the totals of its spec), `now`: the
+/// clock its duration runs to while it is live.
+pub fn render(
+    t: Theme,
+    v: &RunView,
+    listed: Option<&RunEntry>,
+    now: f64,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let header_lines = header(t, v, listed, now);
     let [head, tabs, body] = Layout::vertical([
         Constraint::Length(header_lines.len() as u16 + 1),
         Constraint::Length(1),
@@ -55,13 +63,12 @@ pub fn render(app: &App, v: &RunView, area: Rect, buf: &mut Buffer) {
         Pane::Logs => render_logs(t, v, body, buf),
         Pane::Events => render_events(t, v, body, buf),
         Pane::Spec => render_spec(t, v, body, buf),
-        Pane::Sample => super::sample::render(t, &v.sample, body, buf),
+        Pane::Sample => sample::draw::render(t, &v.sample, body, buf),
     }
 }
 
 /// Status, epoch, processes, devices, restarts, spec hash; then the error and warnings.
-fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
-    let t = app.theme;
+fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Line<'static>> {
     let r = &v.record;
     let label = |s: &str| Span::styled(format!("{s} "), t.dim());
     // The epoch in progress (the latest record's), of the spec's total.
@@ -70,15 +77,13 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
         .get(&0)
         .and_then(|m| m.last())
         .map_or(0, |m| m.epoch);
-    let epochs = app
-        .runs
-        .entry(&v.dir)
+    let epochs = listed
         .map(|e| {
             let total = e.epochs_total.map_or("?".into(), |n| n.to_string());
             format!("{}/{total}", current.max(e.metrics.epochs_done))
         })
         .unwrap_or_else(|| "-".into());
-    let steps_total = app.runs.entry(&v.dir).and_then(|e| e.steps_total);
+    let steps_total = listed.and_then(|e| e.steps_total);
     let step = v
         .metrics
         .get(&0)
@@ -91,7 +96,7 @@ fn header(app: &App, v: &RunView) -> Vec<Line<'static>> {
     };
     let duration = r
         .started
-        .map(|s| r.ended.unwrap_or(app.now) - s)
+        .map(|s| r.ended.unwrap_or(now) - s)
         .map_or("-".into(), format::duration);
     let mut first = vec![Span::styled(
         format!("{:<10} ", r.status.as_str()),
@@ -194,176 +199,6 @@ fn language_model_rates(v: &RunView) -> Option<(String, String)> {
     ))
 }
 
-/// The loss and accuracy (a language model: perplexity) charts of a run's records (every
-/// rank's).
-pub(super) fn render_charts(
-    t: Theme,
-    metrics: &std::collections::BTreeMap<usize, Vec<MetricRecord>>,
-    settings: &ChartSettings,
-    area: Rect,
-    buf: &mut Buffer,
-) {
-    let (loss, second, figure) = run_series(t, metrics, settings.x);
-    render_pair(t, &loss, (figure.title(), &second), settings, area, buf);
-}
-
-/// What the second chart shows: the accuracy, or a language model's perplexity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Figure {
-    Accuracy,
-    Perplexity,
-}
-
-impl Figure {
-    pub(super) fn title(self) -> &'static str {
-        match self {
-            Figure::Accuracy => "accuracy",
-            Figure::Perplexity => "perplexity",
-        }
-    }
-
-    /// The perplexity for curves of a language model, else the accuracy.
-    pub(super) fn of(c: &Curves) -> Figure {
-        if c.language_model {
-            Figure::Perplexity
-        } else {
-            Figure::Accuracy
-        }
-    }
-}
-
-/// The loss chart and a second one (its title and series) side by side (wide) or stacked
-/// (narrow).
-pub(super) fn render_pair(
-    t: Theme,
-    loss: &[Series],
-    (title, second): (&'static str, &[Series]),
-    settings: &ChartSettings,
-    area: Rect,
-    buf: &mut Buffer,
-) {
-    let [a, b] = if area.width >= 110 {
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(area)
-    } else {
-        Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(area)
-    };
-    let x_title = x_title(settings.x);
-    LineChart {
-        title: "loss",
-        x_title,
-        series: loss,
-        scale: if settings.log_loss {
-            Scale::Log10
-        } else {
-            Scale::Linear
-        },
-        smoothing: settings.smoothing_weight(),
-        color: t.color,
-    }
-    .render(a, buf);
-    LineChart {
-        title,
-        x_title,
-        series: second,
-        scale: Scale::Linear,
-        smoothing: settings.smoothing_weight(),
-        color: t.color,
-    }
-    .render(b, buf);
-}
-
-pub(super) fn x_title(x: XAxis) -> &'static str {
-    match x {
-        XAxis::Step => "step",
-        XAxis::Epoch => "epoch",
-        XAxis::Time => "time (s)",
-    }
-}
-
-/// The series of one run: train loss per rank where the ranks differ (else rank 0's), val and
-/// test loss; val and test accuracy, or a language model's val perplexity.
-fn run_series(
-    t: Theme,
-    metrics: &std::collections::BTreeMap<usize, Vec<MetricRecord>>,
-    x: XAxis,
-) -> (Vec<Series>, Vec<Series>, Figure) {
-    let empty = Vec::new();
-    let rank0 = metrics.get(&0).unwrap_or(&empty);
-    let main = curves(rank0, x, Some(0));
-    let mut per_rank: Vec<(usize, Vec<(f64, f64)>)> = metrics
-        .iter()
-        .filter(|(r, _)| **r != 0)
-        .map(|(r, recs)| (*r, curves(recs, x, Some(*r)).train_loss))
-        .filter(|(_, pts)| !pts.is_empty())
-        .collect();
-    let differ = per_rank.iter().any(|(_, pts)| *pts != main.train_loss);
-    let mut loss = Vec::new();
-    if differ {
-        loss.push(line(t, "train r0", 0, main.train_loss.clone()));
-        for (r, pts) in per_rank.drain(..) {
-            loss.push(line(t, &format!("train r{r}"), r + 3, pts));
-        }
-    } else {
-        loss.push(line(t, "train", 0, main.train_loss.clone()));
-    }
-    let figure = Figure::of(&main);
-    let (loss_eval, second) = eval_series(t, &main, 1, "", figure);
-    loss.extend(loss_eval);
-    (loss, second, figure)
-}
-
-/// Val and test series of one run's curves (loss; accuracy or perplexity as `figure` says),
-/// coloured from `color`.
-pub(super) fn eval_series(
-    t: Theme,
-    c: &Curves,
-    color: usize,
-    prefix: &str,
-    figure: Figure,
-) -> (Vec<Series>, Vec<Series>) {
-    let mut loss = vec![Series {
-        label: format!("{prefix}val"),
-        color: t.series(color),
-        points: c.val_loss.clone(),
-        style: SeriesStyle::Dots,
-    }];
-    let mut acc = vec![Series {
-        label: format!("{prefix}val"),
-        color: t.series(color),
-        points: match figure {
-            Figure::Accuracy => c.val_acc.clone(),
-            Figure::Perplexity => c.val_perplexity.clone(),
-        },
-        style: SeriesStyle::Dots,
-    }];
-    if let Some(p) = c.test_loss {
-        loss.push(Series {
-            label: format!("{prefix}test"),
-            color: t.series(color + 1),
-            points: vec![p],
-            style: SeriesStyle::Dots,
-        });
-    }
-    if let Some(p) = c.test_acc.filter(|_| figure == Figure::Accuracy) {
-        acc.push(Series {
-            label: format!("{prefix}test"),
-            color: t.series(color + 1),
-            points: vec![p],
-            style: SeriesStyle::Dots,
-        });
-    }
-    (loss, acc)
-}
-
-pub(super) fn line(t: Theme, label: &str, color: usize, points: Vec<(f64, f64)>) -> Series {
-    Series {
-        label: label.to_string(),
-        color: t.series(color),
-        points,
-        style: SeriesStyle::Line,
-    }
-}
-
 fn render_logs(t: Theme, v: &RunView, area: Rect, buf: &mut Buffer) {
     let [tabs, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
     let logs = &v.logs;
@@ -395,7 +230,7 @@ fn render_logs(t: Theme, v: &RunView, area: Rect, buf: &mut Buffer) {
         Paragraph::new(what).style(t.dim()).render(body, buf);
         return;
     };
-    let default_state = crate::widgets::logview::LogViewState::default();
+    let default_state = LogViewState::default();
     LogPane {
         buf: buffer,
         state: state.unwrap_or(&default_state),
@@ -511,5 +346,252 @@ fn render_spec(t: Theme, v: &RunView, area: Rect, buf: &mut Buffer) {
                 .collect();
             Paragraph::new(lines).render(area, buf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The Run view: its header and its charts, logs, events and spec panes.
+
+    use crate::ui::tests::*;
+
+    #[test]
+    fn run_view_header() {
+        let app = run_app(100, 30);
+        let s = screen(&app, 100, 30);
+        assert_rows(
+            &s,
+            0,
+            &[
+                " ddp  Runs Run Devices  3 runs, 1 live  /ws",
+                &format!(" Run {A} mnist {}", "─".repeat(66)),
+                "running    epoch 2/3  step -  time 1m39s  restarts 1  name -",
+                "host box  devices 2 × cpu (1 thread per replica)",
+                "pids 0:4242 1:4243  supervisor 4240  spec 0123456789ab",
+                "error: rank 1 exited with code 1 (attempt 1)",
+                " 1 Charts  2 Logs  3 Events  4 Spec",
+            ],
+        );
+        // Warnings and a deleted folder are said too.
+        let mut app = run_app(100, 30);
+        run_event(
+            &mut app,
+            RunEvent::Unparsed {
+                path: "metrics/rank-0.jsonl".into(),
+                line: "{oops".into(),
+                error: "EOF while parsing".into(),
+            },
+        );
+        let s = screen(&app, 100, 30);
+        assert_eq!(
+            s[6],
+            "warning: metrics/rank-0.jsonl: a line does not parse (EOF while parsing)"
+        );
+        assert_eq!(s[7], " 1 Charts  2 Logs  3 Events  4 Spec");
+    }
+
+    #[test]
+    fn charts_pane_with_and_without_records() {
+        let app = run_app(100, 30);
+        let s = screen(&app, 100, 30);
+        assert_eq!(s.iter().filter(|l| l.contains("no data yet")).count(), 2);
+        assert_has(&s, "┌ loss smoothing 0.60 ─");
+        assert_has(&s, "┌ accuracy smoothing 0.60 ─");
+
+        let mut app = run_app(100, 30);
+        add_metrics(&mut app);
+        let s = screen(&app, 100, 30);
+        assert_lacks(&s, "no data yet");
+        assert_eq!(
+            s[2],
+            "running    epoch 2/3  step 20  time 1m39s  restarts 1  name -"
+        );
+        // Legends: train and val in the loss chart (latest values), val in the accuracy chart.
+        assert_has(&s, "• train 0.1098│");
+        assert_has(&s, "+ val 0.2     │");
+        assert_has(&s, "• val 0.965");
+        assert_has(&s, "── step ┘");
+        // Wide: side by side.
+        let s = screen(&app, 160, 30);
+        let titles = s.iter().find(|l| l.contains("┌ loss")).unwrap();
+        assert!(titles.contains("┌ accuracy"), "{titles}");
+        // Log scale and x axis settings show.
+        keys(&mut app, "lX");
+        let s = screen(&app, 100, 30);
+        assert_has(&s, "── epoch ┘");
+    }
+
+    #[test]
+    fn logs_pane_merged_per_rank_and_search() {
+        let mut app = run_app(100, 30);
+        key(&mut app, KeyCode::Char('2'));
+        let s = screen(&app, 100, 30);
+        assert_eq!(
+            s[7],
+            " all  rank 0  rank 1  supervisor  │ follow on  wrap off"
+        );
+        assert!(s[8..29].iter().all(String::is_empty), "{}", text(&s));
+        // A rank that has not logged yet.
+        key(&mut app, KeyCode::Char(']'));
+        assert_eq!(screen(&app, 100, 30)[8], "No lines from rank 0 yet.");
+        key(&mut app, KeyCode::Char('['));
+
+        add_logs(&mut app);
+        let s = screen(&app, 100, 30);
+        // Merged, newest at the bottom, each line with its source.
+        assert_rows(
+            &s,
+            25,
+            &[
+                "[supervisor] supervisor: starting 2 replicas",
+                "[rank 0] rank 0/2 launcher local",
+                "[rank 1] rank 1/2 launcher local",
+                "[rank 1] epoch 1 loss 0.6",
+            ],
+        );
+        assert_eq!(
+            s[29],
+            " Tab next pane  [ ] ← → previous / next log  f follow  w wrap  / search  s stop (asks)  ? help"
+        );
+        // Rank 1's own log, without prefixes.
+        keys(&mut app, "]]");
+        let s = screen(&app, 100, 30);
+        assert_rows(&s, 27, &["rank 1/2 launcher local", "epoch 1 loss 0.6"]);
+        assert!(s[8..27].iter().all(String::is_empty), "{}", text(&s));
+        assert_lacks(&s, "[rank");
+        assert_lacks(&s, "supervisor: starting");
+        // Follow off, wrap on.
+        keys(&mut app, "fw");
+        assert_eq!(
+            screen(&app, 100, 30)[7],
+            " all  rank 0  rank 1  supervisor  │ follow off  wrap on"
+        );
+        keys(&mut app, "fw");
+        // A search: the line at the bottom while typing, then its status.
+        keys(&mut app, "/epoch");
+        let s = screen(&app, 100, 30);
+        assert_eq!(s[29], "search /epoch");
+        key(&mut app, KeyCode::Enter);
+        let s = screen(&app, 100, 30);
+        assert_eq!(
+            s[7],
+            " all  rank 0  rank 1  supervisor  │ follow off  wrap off  /epoch  1 of 1"
+        );
+        assert_has(&s, "epoch 1 loss 0.6");
+    }
+
+    #[test]
+    fn events_pane_lists_what_the_supervisor_did() {
+        let mut app = run_app(100, 30);
+        key(&mut app, KeyCode::Char('3'));
+        assert_eq!(screen(&app, 100, 30)[7], " No supervisor events yet.");
+        add_events(&mut app);
+        let s = screen(&app, 100, 30);
+        assert_rows(
+            &s,
+            7,
+            &[
+                " 2026-11-18 11:08:20 +0.0s    started    attempt 1 on cpu",
+                " 2026-11-18 11:08:25 +5.0s    exited     rank 1 exited with code 1",
+                " 2026-11-18 11:08:25 +5.5s    restarting attempt 2 in 1.5s: rank 1 exited with code 1",
+                "",
+            ],
+        );
+        key(&mut app, KeyCode::Char('j'));
+        assert_eq!(
+            screen(&app, 100, 30)[7],
+            " 2026-11-18 11:08:25 +5.0s    exited     rank 1 exited with code 1"
+        );
+    }
+
+    #[test]
+    fn spec_pane_shows_the_frozen_spec() {
+        let mut app = run_app(100, 30);
+        key(&mut app, KeyCode::Char('4'));
+        assert_eq!(screen(&app, 100, 30)[7], " Reading spec.toml …");
+        app.update(Msg::Spec {
+            dir: dir("mnist", A),
+            text: Ok("[train]\nepochs = 3\nlr = 0.01\n".into()),
+        });
+        assert_rows(
+            &screen(&app, 100, 30),
+            7,
+            &[" [train]", " epochs = 3", " lr = 0.01", ""],
+        );
+        app.update(Msg::Spec {
+            dir: dir("mnist", A),
+            text: Err("spec.toml: permission denied".into()),
+        });
+        assert_eq!(screen(&app, 100, 30)[7], " spec.toml: permission denied");
+    }
+
+    /// The run view of A as a language model's run of 2000 steps (the run list's plan), its records
+    /// those of the language-model fixture, stopped at step 1200.
+    fn lm_app(w: u16, h: u16) -> App {
+        let mut app = app_sized(w, h);
+        let mut e = entries();
+        e[0].epochs_total = None;
+        e[0].steps_total = Some(2000);
+        e[0].metrics = MetricDigest::of(&test_util::lm_metrics());
+        app.update(Msg::RunList(RunListEvent::Snapshot {
+            entries: e,
+            unreadable: vec![],
+        }));
+        key(&mut app, KeyCode::Enter);
+        for m in test_util::lm_metrics() {
+            run_event(&mut app, RunEvent::Metric(m));
+        }
+        app
+    }
+
+    #[test]
+    fn a_language_models_run_view_counts_steps_and_charts_perplexity() {
+        let app = lm_app(100, 30);
+        let s = screen(&app, 100, 30);
+        assert_eq!(
+            s[2],
+            "running    step 1200/2000  tokens/s 16640  lr 0.0005  time 1m39s  restarts 0  name -"
+        );
+        assert_has(&s, "┌ loss smoothing 0.60 ─");
+        assert_has(&s, "┌ perplexity smoothing 0.60 ─");
+        assert_lacks(&s, "accuracy");
+        // Legends: the latest train (smoothed) and val loss, the latest val perplexity.
+        assert_has(&s, "• train 1.59│");
+        assert_has(&s, "+ val 1.45");
+        assert_has(&s, "• val 4.263");
+    }
+
+    #[test]
+    fn a_run_on_slurm_shows_its_job_in_the_list_and_the_run_view() {
+        let job = ddp_workspaces::slurm::SlurmJob {
+            node_list: Some("ddp-n[1-2]".into()),
+            requeues: 1,
+            ..ddp_workspaces::slurm::SlurmJob::sample()
+        };
+        let mut on_slurm = entries();
+        on_slurm[0].run.record.slurm = Some(job.clone());
+        on_slurm[0].run.record.devices = "ddp-n[1-2] (Slurm)".into();
+        let mut app = app_sized(100, 30);
+        app.update(Msg::RunList(RunListEvent::Snapshot {
+            entries: on_slurm.clone(),
+            unreadable: vec![],
+        }));
+        let s = screen(&app, 200, 30);
+        assert_eq!(
+            s[3],
+            "  running    mnist        20261104-120000-aaaaaa  2/3  ████·· 2× slurm     0   0.1234  █▄▂▁     96.50%  -       2026-11-18 11:06:40 1m39s   baseline lr-sweep"
+        );
+        key(&mut app, KeyCode::Enter);
+        run_event(&mut app, RunEvent::Status(on_slurm[0].run.record.clone()));
+        let s = screen(&app, 100, 30);
+        assert_rows(
+            &s,
+            2,
+            &[
+                "running    epoch 2/3  step -  time 1m39s  restarts 0  name -",
+                "host box  devices 2 × ddp-n[1-2] (Slurm)",
+                "slurm job 42 RUNNING on ddp-n[1-2], requeued 1 time",
+            ],
+        );
     }
 }
