@@ -32,12 +32,13 @@
 //! - [`theme`]: colours, honouring `NO_COLOR`.
 //! - [`runtime`]: the terminal, the producers (run-list watch, run watches, telemetry), the
 //!   effect executor and the event loop.
-//! - [`bench`](mod@bench): the performance benchmark (`ddp-tui --bench`).
+//!
+//! The performance benchmark is a bench target, `benches/dashboard.rs`
+//! (`cargo bench -p ddp-tui --bench dashboard`), built on this library's public items.
 
 pub mod app;
 #[cfg(test)]
 mod app_tests;
-pub mod bench;
 pub mod dialogs;
 pub mod keys;
 pub mod runtime;

@@ -17,10 +17,6 @@ struct Cli {
     /// Workspace folder (default: $DDP_WORKSPACE, else ./ddp-workspace).
     #[arg(long)]
     workspace: Option<PathBuf>,
-    /// Measure instead of showing the dashboard: first frame, log opening, following, frame
-    /// times and idle CPU on generated workspaces (figures for docs/performance.md).
-    #[arg(long, hide = true)]
-    bench: bool,
 }
 
 fn main() -> ExitCode {
@@ -31,6 +27,10 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let root = Workspace::resolve(cli.workspace.as_deref());
+    if let Err(e) = check_workspace(&root) {
+        eprintln!("ddp-tui: {e}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -42,16 +42,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = if cli.bench {
-        runtime.block_on(ddp_tui::bench::main())
-    } else {
-        if let Err(e) = check_workspace(&root) {
-            eprintln!("ddp-tui: {e}");
-            return ExitCode::from(2);
-        }
-        runtime.block_on(ddp_tui::runtime::run(root))
-    };
-    match result {
+    match runtime.block_on(ddp_tui::runtime::run(root)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ddp-tui: {e:#}");

@@ -1,6 +1,7 @@
-//! `ddp-tui --bench`: the dashboard's performance figures (docs/performance.md), measured on
-//! generated workspaces in a temporary folder, through the same producers, `update` and
-//! rendering as the terminal (rendered into a 200×60 in-memory buffer):
+//! The dashboard's performance figures (docs/performance.md):
+//! `cargo bench -p ddp-tui --bench dashboard`. Measured on generated workspaces in a temporary
+//! folder, through the same producers, `update` and rendering as the terminal (rendered into a
+//! 200×60 in-memory buffer):
 //! - first frame with 1,000 runs: from starting the run-list watch to the first frame that
 //!   lists them;
 //! - opening the Logs pane of a run with 8 replicas whose logs hold 1,000,000 lines each, and the
@@ -8,10 +9,12 @@
 //! - following 10,000 new lines per second (spread over the 8 logs): lines applied per second
 //!   and the delay from a line's write to its frame;
 //! - frame render times (p50, p99) of the runs list, the charts and the logs at 200×60;
-//! - idle CPU of the real binary (in tmux) on the 1,000-run workspace, over 10 s.
+//! - idle CPU of the real binary (`ddp-tui`, built by cargo for the bench) in tmux on the
+//!   1,000-run workspace, over 10 s.
 
 use std::io::Write;
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -21,15 +24,32 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 
-use crate::app::{App, Effect, Msg, View};
-use crate::runtime::{Executor, now};
-use crate::theme::Theme;
-use crate::views::run::{LOG_BACKLOG, Pane};
+use ddp_tui::app::{App, Effect, Msg, View};
+use ddp_tui::runtime::{Executor, FRAME, now};
+use ddp_tui::theme::Theme;
+use ddp_tui::views::run::{LOG_BACKLOG, Pane};
 
 const W: u16 = 200;
 const H: u16 = 60;
 
-pub async fn main() -> Result<()> {
+/// The dashboard's own runtime: two worker threads, as `ddp-tui` starts.
+fn main() -> ExitCode {
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+        .and_then(|runtime| runtime.block_on(bench()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dashboard bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bench() -> Result<()> {
     let tmp = tempfile::Builder::new()
         .prefix("ddp-tui-bench")
         .tempdir()
@@ -340,7 +360,7 @@ async fn open_logs_and_follow(root: &Path, run: &Run) -> Result<()> {
                 }
             }
         }
-        if last_draw.elapsed() >= crate::runtime::FRAME {
+        if last_draw.elapsed() >= FRAME {
             term.draw(|f| f.render_widget(&app, f.area()))?;
             last_draw = Instant::now();
             let now_ns = t0.elapsed().as_nanos();
@@ -363,7 +383,7 @@ async fn open_logs_and_follow(root: &Path, run: &Run) -> Result<()> {
 
 /// CPU time of the real binary, idle in a terminal on `root`, over 10 s.
 fn idle_cpu(root: &Path) -> Result<()> {
-    let exe = std::env::current_exe()?;
+    let exe = Path::new(env!("CARGO_BIN_EXE_ddp-tui"));
     let name = format!("ddp-tui-bench-{}", std::process::id());
     let ok = std::process::Command::new("tmux")
         .args(["new-session", "-d", "-s", &name, "-x", "200", "-y", "60"])
