@@ -2,9 +2,14 @@
 //! diagnostics parsed from cargo's JSON messages (one typed [`Message`] per line, parsed here at
 //! the edge), interrupt and a time limit that stop cargo and every rustc it started.
 //!
-//! Compiled dependencies are shared between cells through cargo's build directory
-//! (`CARGO_BUILD_BUILD_DIR`, under the workspace); the binary lands in the crate's own
-//! `target/release/`, so each run keeps its own trainer.
+//! Compiled dependencies are shared between cells, and between workspaces, through cargo's build
+//! directory (`CARGO_BUILD_BUILD_DIR`, the user's cell cache: `super::shared_cache`); the binary
+//! lands in the crate's own `target/release/`, so each run keeps its own trainer.
+//!
+//! Two builds at once (two kernels, or a kernel and `ddp-kernel install --warm`) are safe: cargo
+//! holds an exclusive lock on the build directory (`<build dir>/release/.cargo-lock`, flock) for
+//! the whole build, and the second one waits for it, printing `Blocking waiting for file lock on
+//! build directory`. That line is passed on, followed by one that names the cache and says why.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -35,6 +40,9 @@ pub enum Message {
     CompilerArtifact {
         target: Target,
         executable: Option<PathBuf>,
+        /// Reused from the build directory (not compiled by this build).
+        #[serde(default)]
+        fresh: bool,
     },
     #[serde(other)]
     Other,
@@ -61,6 +69,9 @@ pub struct BuildRequest<'a> {
     /// Features of ddp-trainer (`cuda`).
     pub features: &'a [String],
     pub limit: Duration,
+    /// Whether cargo's own count of units done and to do is wanted
+    /// ([`BuildObserver::units`]; cargo's progress bar, parsed).
+    pub counts: bool,
 }
 
 /// A successful build.
@@ -68,7 +79,26 @@ pub struct BuildRequest<'a> {
 pub struct Built {
     pub binary: PathBuf,
     pub seconds: f64,
+    /// The targets this build compiled (`ddp-cell` alone when the dependencies were reused).
+    pub compiled: Vec<String>,
+    /// How many compiled units it reused from the build directory.
+    pub reused: usize,
 }
+
+impl Built {
+    /// `N crates compiled, M reused from the cache`.
+    pub fn summary(&self) -> String {
+        let n = self.compiled.len();
+        format!(
+            "{n} crate{} compiled, {} reused from the cache",
+            if n == 1 { "" } else { "s" },
+            self.reused
+        )
+    }
+}
+
+/// The line cargo prints when another build holds the build directory's lock.
+pub const LOCK_WAIT: &str = "Blocking waiting for file lock on build directory";
 
 /// What a build tells its caller as it goes.
 pub trait BuildObserver {
@@ -78,6 +108,27 @@ pub trait BuildObserver {
     fn warning(&mut self, rendered: &str);
     /// Whether the user asked to stop (interrupt).
     fn interrupted(&self) -> bool;
+    /// Cargo's count of units (crates and build scripts) done so far, of `total`; only with
+    /// [`BuildRequest::counts`].
+    fn units(&mut self, _done: usize, _total: usize) {}
+}
+
+/// The explanation that follows cargo's [`LOCK_WAIT`] line.
+pub fn lock_wait_note(build_dir: &Path) -> String {
+    format!(
+        "waiting for the build cache {}: another build is using it (a cell in another notebook, \
+         or `ddp-kernel install --warm`); this one starts when that one ends",
+        build_dir.display()
+    )
+}
+
+/// `(done, total)` of a segment of cargo's progress bar (`    Building [===>   ] 12/310: ...`).
+pub fn progress_counts(segment: &str) -> Option<(usize, usize)> {
+    let rest = segment.trim_start().strip_prefix("Building [")?;
+    let (_, rest) = rest.split_once("] ")?;
+    let counts = rest.split([':', ' ']).next()?;
+    let (done, total) = counts.split_once('/')?;
+    Some((done.parse().ok()?, total.parse().ok()?))
 }
 
 /// The cargo command line of `req` (without the program).
@@ -112,12 +163,19 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
         .env("CARGO_TARGET_DIR", req.crate_dir.join("target"))
         .env("CARGO_BUILD_BUILD_DIR", req.build_dir)
         .env("CARGO_TERM_COLOR", "never")
-        .env("CARGO_TERM_PROGRESS_WHEN", "never")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group: stopping the build stops every rustc too.
         .process_group(0);
+    if req.counts {
+        // The bar goes to a pipe: `always` needs a width; its segments end in `\r`.
+        command
+            .env("CARGO_TERM_PROGRESS_WHEN", "always")
+            .env("CARGO_TERM_PROGRESS_WIDTH", "100");
+    } else {
+        command.env("CARGO_TERM_PROGRESS_WHEN", "never");
+    }
     let described = format!(
         "`{} {}` in {}",
         Path::new(&cargo).display(),
@@ -136,6 +194,8 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
     ];
     let mut errors = Vec::new();
     let mut binary = None;
+    let mut compiled = Vec::new();
+    let mut reused = 0;
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let outcome = loop {
         if observer.interrupted() {
@@ -162,15 +222,35 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
                 }
                 Ok(Message::CompilerArtifact {
                     target,
-                    executable: Some(exe),
-                }) if target.name == PACKAGE => binary = Some(exe),
+                    executable,
+                    fresh,
+                }) => {
+                    if fresh {
+                        reused += 1;
+                    } else {
+                        compiled.push(target.name.clone());
+                    }
+                    if let Some(exe) = executable.filter(|_| target.name == PACKAGE) {
+                        binary = Some(exe);
+                    }
+                }
                 Ok(_) => {}
                 // Not JSON: a build script's stray output; show it as progress.
                 Err(_) => observer.progress(&line),
             },
             Ok((Stream::Stderr, line)) => {
+                if let Some((done, total)) = progress_counts(&line) {
+                    observer.units(done, total);
+                    continue;
+                }
+                if line.trim().is_empty() {
+                    continue;
+                }
                 if !line.starts_with("error: could not compile") {
                     observer.progress(&line);
+                }
+                if line.trim_start().starts_with(LOCK_WAIT) {
+                    observer.progress(&lock_wait_note(req.build_dir));
                 }
                 stderr_tail.push_back(line);
                 if stderr_tail.len() > 40 {
@@ -201,19 +281,40 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
     }
     match (status.success(), binary) {
         (true, Some(binary)) => {
+            let in_cache = cached_copy(&binary, req.build_dir);
             own_copy(&binary)?;
+            if let Some(unit) = in_cache {
+                forget(&unit, req.build_dir);
+            }
             Ok(Built {
                 binary,
                 seconds: started.elapsed().as_secs_f64(),
+                compiled,
+                reused,
             })
         }
         (true, None) => Err(Error::Build(format!(
             "{described} succeeded but reported no `{PACKAGE}` executable"
         ))),
-        (false, _) => Err(Error::Build(format!(
-            "{described} failed ({status}):\n{}",
-            Vec::from(stderr_tail).join("\n")
-        ))),
+        (false, _) => {
+            let tail = Vec::from(stderr_tail).join("\n");
+            Err(Error::Build(format!(
+                "{described} failed ({status}):\n{tail}{}",
+                failure_hint(&tail)
+            )))
+        }
+    }
+}
+
+/// What to do about a failed build, when cargo's output shows the cause: builds are offline, so
+/// crates that are not in cargo's cache yet must be fetched once.
+pub fn failure_hint(stderr: &str) -> &'static str {
+    if stderr.contains("--offline") || stderr.contains("offline mode") {
+        "\nCells are built offline, from the crates in cargo's cache (~/.cargo/registry): fetch \
+         them once, online, with `cargo fetch --locked` in the ddp checkout ($DDP_SOURCE_DIR, \
+         else the one ddp-kernel was built from), then try again."
+    } else {
+        ""
     }
 }
 
@@ -223,6 +324,8 @@ enum Stream {
     Stderr,
 }
 
+/// Sends the lines of `pipe`; on stderr a `\r` ends a line too (cargo's progress bar redraws
+/// itself after one, without a newline).
 fn read_lines(
     pipe: Option<impl Read + Send + 'static>,
     stream: Stream,
@@ -230,9 +333,36 @@ fn read_lines(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let Some(pipe) = pipe else { return };
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            if tx.send((stream, line)).is_err() {
+        let ends = |b: u8| b == b'\n' || (matches!(stream, Stream::Stderr) && b == b'\r');
+        let mut reader = BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            let (taken, ended) = match buf.iter().position(|&b| ends(b)) {
+                Some(i) => (i + 1, true),
+                None if buf.is_empty() => (0, true),
+                None => (buf.len(), false),
+            };
+            let eof = buf.is_empty();
+            line.extend_from_slice(&buf[..taken]);
+            reader.consume(taken);
+            if ended {
+                while line.last().is_some_and(|&b| ends(b)) {
+                    line.pop();
+                }
+                if !(eof && line.is_empty()) {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if tx.send((stream, text)).is_err() {
+                        return;
+                    }
+                }
+                line.clear();
+            }
+            if eof {
                 return;
             }
         }
@@ -248,6 +378,42 @@ fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The file in the build directory's `release/deps/` that `binary` is a hard link of (the
+/// cell's unit there: `ddp_cell-HASH`), if any.
+fn cached_copy(binary: &Path, build_dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(binary).ok()?;
+    let prefix = format!("{}-", PACKAGE.replace('-', "_"));
+    std::fs::read_dir(build_dir.join("release").join("deps"))
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .find(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+        })
+        .map(|e| e.path())
+}
+
+/// Removes the cell's own unit (`deps/ddp_cell-HASH`, its `.d` and `.fingerprint/ddp-cell-HASH`)
+/// from the shared build directory once the binary has been copied out: each cell is a unit of
+/// its own (`project::cell_version`), which no other build reuses, and its executable is about
+/// 100 MB. Best effort: what cannot be removed stays, unused.
+fn forget(unit: &Path, build_dir: &Path) {
+    let Some(name) = unit.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let _ = std::fs::remove_file(unit);
+    let _ = std::fs::remove_file(unit.with_file_name(format!("{name}.d")));
+    if let Some(hash) = name.rsplit('-').next() {
+        let fingerprint = build_dir
+            .join("release")
+            .join(".fingerprint")
+            .join(format!("{PACKAGE}-{hash}"));
+        let _ = std::fs::remove_dir_all(fingerprint);
+    }
 }
 
 /// Makes `binary` a file of its own: cargo may hard-link it to the shared build directory, where
@@ -300,6 +466,7 @@ mod tests {
             build_dir: dir,
             features: &["cuda".to_string()],
             limit: BUILD_LIMIT,
+            counts: false,
         };
         assert_eq!(
             cargo_args(&req),

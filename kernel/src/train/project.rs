@@ -233,6 +233,19 @@ pub struct CellInput<'a> {
     pub cargo_lock: Option<String>,
     /// The checkout's patched crates ([`Source::patches`]).
     pub patches: &'a [(String, PathBuf)],
+    /// The cell's build id (its staging folder's name): the crate's version is
+    /// `0.1.0+cell.ID`, so that no two cells share a compiled unit in the shared build cache
+    /// ([`cell_version`]).
+    pub id: &'a str,
+}
+
+/// The version of the cell crate `id`. Every cell crate is the root package of its own cargo
+/// workspace, so with one version they would all be the same unit to cargo (same hash, same
+/// fingerprint in the shared build directory), told apart only by file times: a cell staged
+/// while another one was being built would be taken as up to date and get the other's binary.
+/// Build metadata (`+cell.ID`) makes each cell a unit of its own, and changes nothing else.
+pub fn cell_version(id: &str) -> String {
+    format!("0.1.0+cell.{id}")
 }
 
 /// The crate of a cell whose body has `entry` (see [`entry_point`]).
@@ -256,6 +269,7 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
         );
         main_rs.push_str(&parts.main_fn());
     }
+    let version = toml::Value::String(cell_version(input.id));
     let trainer = toml::Value::String(input.trainer_dir.display().to_string());
     let candle = toml::Value::String(input.candle_version.to_string());
     let mut patches = String::new();
@@ -272,7 +286,7 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
          # from the run's folder; the run's trainer is code/target/release/{PACKAGE}.\n\
          [package]\n\
          name = \"{PACKAGE}\"\n\
-         version = \"0.1.0\"\n\
+         version = {version}\n\
          edition = \"2024\"\n\
          publish = false\n\
          \n\
@@ -331,6 +345,7 @@ mod tests {
             candle_version: "0.11.1",
             cargo_lock: None,
             patches: &[],
+            id: "5fe7edbd",
         }
     }
 
@@ -427,6 +442,12 @@ mod tests {
         );
         let doc: toml::Table = k.cargo_toml.parse().unwrap();
         assert_eq!(doc["package"]["name"].as_str(), Some(PACKAGE));
+        assert_eq!(
+            doc["package"]["version"].as_str(),
+            Some("0.1.0+cell.5fe7edbd")
+        );
+        // A valid version whose build metadata tells cells apart.
+        assert_eq!(cell_version("a1"), "0.1.0+cell.a1");
         assert_eq!(
             doc["dependencies"]["ddp-trainer"]["path"].as_str(),
             Some("/src/ddp/trainer")
