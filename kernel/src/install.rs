@@ -1,10 +1,15 @@
 //! Installing the kernelspec `ddp` where Jupyter looks for kernels, as
 //! `jupyter kernelspec install` would place it: `--user` (the default),
-//! `--sys-prefix` (the active Python environment), `--prefix DIR`.
+//! `--sys-prefix` (the active Python environment), `--prefix DIR`; with `--warm`, then building
+//! a small cell into the cells' build cache (`crate::train::warm`), so that the first
+//! `%%ddp train` cell of any workspace compiles only its own crate.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::train;
 
 /// The kernelspec's name (the folder under `kernels/`).
 pub const KERNEL_NAME: &str = "ddp";
@@ -13,6 +18,91 @@ pub const DISPLAY_NAME: &str = "Rust (ddp)";
 
 const LOGO_32: &[u8] = include_bytes!("../assets/logo-32x32.png");
 const LOGO_64: &[u8] = include_bytes!("../assets/logo-64x64.png");
+
+/// The options of `ddp-kernel install`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct InstallArgs {
+    #[command(flatten)]
+    pub place: Where,
+    /// Then warm the `%%ddp train` cells' build cache: build a small cell into it (candle and
+    /// ddp-trainer in release mode: minutes the first time, seconds once warm), so that the first
+    /// cell of any workspace compiles only its own crate. The cache is $DDP_BUILD_CACHE, else
+    /// $XDG_CACHE_HOME/ddp/cells, else ~/.cache/ddp/cells.
+    #[arg(long)]
+    pub warm: bool,
+}
+
+/// Where `install` and `uninstall` put the kernelspec (one of them; `--user` by default).
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+#[group(multiple = false)]
+pub struct Where {
+    /// Into the user's Jupyter data folder (the default).
+    #[arg(long)]
+    pub user: bool,
+    /// Into the active Python environment (virtualenv, conda).
+    #[arg(long)]
+    pub sys_prefix: bool,
+    /// Into DIR/share/jupyter/kernels.
+    #[arg(long, value_name = "DIR")]
+    pub prefix: Option<PathBuf>,
+}
+
+impl Where {
+    pub fn destination(&self) -> Destination {
+        match (&self.prefix, self.sys_prefix) {
+            (Some(p), _) => Destination::Prefix(p.clone()),
+            (None, true) => Destination::SysPrefix,
+            _ => Destination::User,
+        }
+    }
+}
+
+/// `ddp-kernel install`: the kernelspec for `exe`, then (`--warm`) the warm cache; says what it
+/// did on stdout (the warm-up's progress on stderr).
+pub fn run(args: &InstallArgs, exe: &Path) -> Result<()> {
+    let dir = install(&args.place.destination(), exe)?;
+    println!("installed kernelspec {KERNEL_NAME} in {}", dir.display());
+    if args.warm {
+        warm()?;
+    }
+    Ok(())
+}
+
+/// Builds the built-in cell into the cells' build cache, showing its progress, then says how
+/// long it took and where the cache is.
+pub fn warm() -> Result<()> {
+    let cache = train::shared_cache().ok_or_else(|| {
+        Error::Build(format!(
+            "--warm: no folder for the cells' build cache ({0}, XDG_CACHE_HOME and HOME are \
+             unset): set {0} to one",
+            train::CACHE_ENV
+        ))
+    })?;
+    println!(
+        "warming the cell build cache {} (compiles candle and ddp-trainer in release mode the \
+         first time: 10 to 20 minutes on 2 cores; seconds when it is warm)",
+        cache.display()
+    );
+    train::warm::stop_on_signals();
+    let started = Instant::now();
+    let stderr = std::io::stderr();
+    let tty = stderr.is_terminal();
+    let mut progress = train::warm::Progress::new(stderr.lock(), tty);
+    let built = train::warm::warm(&cache, &mut progress);
+    progress.finish();
+    let built = built.map_err(|e| {
+        let hint = train::warm::error_hint(&e);
+        Error::Build(format!("--warm: {e}\n{hint}"))
+    })?;
+    println!(
+        "the cell build cache is warm: {:.1} s ({}); it is {}\n\
+         a `%%ddp train` cell now compiles only its own crate, in any workspace",
+        started.elapsed().as_secs_f64(),
+        built.summary(),
+        cache.display()
+    );
+    Ok(())
+}
 
 /// Where the kernelspec goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +205,44 @@ fn sys_prefix() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// `ddp-kernel install ...` as main.rs parses it.
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(clap::Subcommand, Debug)]
+    enum Command {
+        Install(InstallArgs),
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<InstallArgs, clap::Error> {
+        let argv = ["ddp-kernel", "install"].iter().chain(args);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Install(a) => a,
+        })
+    }
+
+    #[test]
+    fn warm_goes_with_any_destination() {
+        let a = parse(&[]).unwrap();
+        assert!(!a.warm);
+        assert_eq!(a.place.destination(), Destination::User);
+        let a = parse(&["--warm"]).unwrap();
+        assert!(a.warm);
+        assert_eq!(a.place.destination(), Destination::User);
+        let a = parse(&["--prefix", "/p", "--warm"]).unwrap();
+        assert!(a.warm);
+        assert_eq!(a.place.destination(), Destination::Prefix("/p".into()));
+        let a = parse(&["--warm", "--sys-prefix"]).unwrap();
+        assert_eq!(a.place.destination(), Destination::SysPrefix);
+        // One destination at most; --warm takes no value.
+        assert!(parse(&["--user", "--sys-prefix", "--warm"]).is_err());
+        assert!(parse(&["--warm=yes"]).is_err());
+    }
 
     #[test]
     fn installs_and_uninstalls_under_a_prefix() {

@@ -21,7 +21,7 @@
 //! - `render`: rich outputs (HTML + faithful text, SVG/PNG plots, JSON) for magics and cards.
 //! - `output`: the outputs of one request (`stream`, `display_data`, `execute_result`, ...).
 //! - `interrupt`, `history`: interrupt state; executed inputs for `history_request`.
-//! - `install`: the `ddp` kernelspec (`ddp-kernel install`).
+//! - `install`: the `ddp` kernelspec (`ddp-kernel install`) and the cells' cache (`--warm`).
 //! - `server`: starting and shutting down the kernel process.
 
 pub mod cards;

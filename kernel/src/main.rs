@@ -1,11 +1,11 @@
 //! `ddp-kernel`: the Jupyter kernel (`-f CONNECTION_FILE`, as Jupyter starts it) and its
-//! kernelspec installer (`install`, `uninstall`).
+//! kernelspec installer (`install [--warm]`, `uninstall`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use ddp_kernel::install::{self, Destination};
+use clap::{Parser, Subcommand};
+use ddp_kernel::install::{self, InstallArgs, Where};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -24,34 +24,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Install the kernelspec `ddp` (display name "Rust (ddp)") for this executable.
-    Install(Where),
+    /// Install the kernelspec `ddp` (display name "Rust (ddp)") for this executable; `--warm`
+    /// also prepares the `%%ddp train` cells' build cache.
+    Install(InstallArgs),
     /// Remove the kernelspec `ddp`.
     Uninstall(Where),
-}
-
-#[derive(Args, Debug)]
-#[group(multiple = false)]
-struct Where {
-    /// Into the user's Jupyter data folder (the default).
-    #[arg(long)]
-    user: bool,
-    /// Into the active Python environment (virtualenv, conda).
-    #[arg(long)]
-    sys_prefix: bool,
-    /// Into DIR/share/jupyter/kernels.
-    #[arg(long, value_name = "DIR")]
-    prefix: Option<PathBuf>,
-}
-
-impl Where {
-    fn destination(&self) -> Destination {
-        match (&self.prefix, self.sys_prefix) {
-            (Some(p), _) => Destination::Prefix(p.clone()),
-            (None, true) => Destination::SysPrefix,
-            _ => Destination::User,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -65,16 +42,9 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let result = match (&cli.command, &cli.connection_file) {
-        (Some(Command::Install(w)), _) => std::env::current_exe()
+        (Some(Command::Install(args)), _) => std::env::current_exe()
             .map_err(|e| ddp_kernel::Error::io("current executable", e))
-            .and_then(|exe| install::install(&w.destination(), &exe))
-            .map(|dir| {
-                println!(
-                    "installed kernelspec {} in {}",
-                    install::KERNEL_NAME,
-                    dir.display()
-                )
-            }),
+            .and_then(|exe| install::run(args, &exe)),
         (Some(Command::Uninstall(w)), _) => {
             install::uninstall(&w.destination()).map(|dir| match dir {
                 Some(dir) => println!(

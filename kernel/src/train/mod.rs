@@ -8,10 +8,12 @@
 //! `code/target/release/ddp-cell` as its trainer. A failed build leaves no run and no staging
 //! folder.
 //!
-//! Layout: `project` (the crate's files, pure), `cargo` (the build).
+//! Layout: `project` (the crate's files, pure), `cargo` (the build), `warm` (`ddp-kernel install
+//! --warm`: a built-in cell built into the cache ahead of the first real one).
 
 pub mod cargo;
 pub mod project;
+pub mod warm;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
