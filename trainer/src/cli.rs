@@ -11,68 +11,130 @@ use std::sync::atomic::Ordering;
 
 use clap::Parser;
 
-use crate::batch_parts;
 use crate::env::{DistEnv, NodeWorld, Placement};
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
 use crate::launcher::{Ended, LaunchOptions, launch_ended};
 use crate::spec::Spec;
+use crate::step::batch_parts;
 use crate::train::{self, RunOptions, STOP_REQUESTED};
 
-#[derive(Parser, Debug)]
+/// The command line of one replica (or, with `--standalone`, of the local launcher): the one
+/// contract every launcher starts a replica with — the supervisor of a local run, the local
+/// launcher itself, a Slurm job's `srun` line and a Kubernetes pod's command. Parsed here by
+/// [`ReplicaArgs::parse_from`] and written by [`ReplicaArgs::to_args`], which round-trip.
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
 #[command(
     name = "ddp-trainer",
     version,
     about = "Train a candle model data-parallel (one process per replica)"
 )]
-pub struct Args {
+pub struct ReplicaArgs {
     /// Experiment spec (TOML), e.g. examples/mnist.toml.
-    spec: PathBuf,
+    pub spec: PathBuf,
     /// Run folder: metrics/, checkpoints/, tb/, logs/, model.safetensors.
     #[arg(long)]
-    out: PathBuf,
+    pub out: PathBuf,
     /// Override a spec key, e.g. --set train.lr=0.01 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
-    overrides: Vec<String>,
-    /// Continue from the newest complete checkpoint in OUT/checkpoints.
+    pub overrides: Vec<String>,
+    /// Continue from the newest complete checkpoint in OUT/checkpoints (none yet: from the start).
     #[arg(long)]
-    resume: bool,
+    pub resume: bool,
     /// Launch the replicas locally (free port, per-rank logs in OUT/logs, all stopped if one fails).
     #[arg(long)]
-    standalone: bool,
+    pub standalone: bool,
     /// Number of local replicas with --standalone (default: ddp.replicas of the spec).
     #[arg(long, requires = "standalone")]
-    nproc: Option<usize>,
+    pub nproc: Option<usize>,
+}
+
+impl ReplicaArgs {
+    /// One replica training `spec` into `out`, from the start.
+    pub fn new(spec: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        ReplicaArgs {
+            spec: spec.into(),
+            out: out.into(),
+            overrides: Vec::new(),
+            resume: false,
+            standalone: false,
+            nproc: None,
+        }
+    }
+
+    /// The same, continuing from the newest checkpoint when `resume`.
+    pub fn resuming(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// The arguments after the program name (what [`ReplicaArgs::parse_from`] reads back).
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![self.spec.clone().into(), "--out".into()];
+        args.push(self.out.clone().into());
+        for o in &self.overrides {
+            args.push("--set".into());
+            args.push(o.into());
+        }
+        if self.resume {
+            args.push("--resume".into());
+        }
+        if self.standalone {
+            args.push("--standalone".into());
+        }
+        if let Some(n) = self.nproc {
+            args.push("--nproc".into());
+            args.push(n.to_string().into());
+        }
+        args
+    }
+
+    /// [`ReplicaArgs::to_args`] as strings (for a script or a manifest; paths are made UTF-8
+    /// lossily, which is why the launchers of this crate pass [`ReplicaArgs::to_args`]).
+    pub fn to_strings(&self) -> Vec<String> {
+        self.to_args()
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The arguments of one of the replicas this launcher starts: the same run, not standalone.
+    pub fn for_replica(&self) -> Self {
+        ReplicaArgs {
+            standalone: false,
+            nproc: None,
+            ..self.clone()
+        }
+    }
+
+    /// Parses a replica's command line: the arguments after the program name.
+    pub fn parse_from<I, T>(args: I) -> std::result::Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Self::try_parse_from(
+            std::iter::once(OsString::from("ddp-trainer")).chain(args.into_iter().map(Into::into)),
+        )
+    }
 }
 
 /// `ddp-trainer`'s main: parses the process arguments.
 pub fn main() -> ExitCode {
-    run_args(Args::parse())
-}
-
-/// Runs a replica (or the standalone launcher) from arguments given as strings; the first is the
-/// program name, as for [`clap::Parser::parse_from`].
-pub fn main_from<I: IntoIterator<Item = T>, T: Into<OsString> + Clone>(args: I) -> ExitCode {
-    match Args::try_parse_from(args) {
-        Ok(a) => run_args(a),
-        Err(e) => {
-            let _ = e.print();
-            ExitCode::from(EXIT_CONFIG as u8)
-        }
-    }
+    run_args(ReplicaArgs::parse())
 }
 
 /// The replica (or, with `--standalone`, the local launcher, which starts replicas of the
 /// current executable with the same arguments).
-pub fn run_args(args: Args) -> ExitCode {
+pub fn run_args(args: ReplicaArgs) -> ExitCode {
     ExitCode::from(run_status(args))
 }
 
 /// [`main`]'s exit status as a number (for [`crate::main_with`], which exits the process).
 pub fn main_status() -> u8 {
-    run_status(Args::parse())
+    run_status(ReplicaArgs::parse())
 }
 
-fn run_status(args: Args) -> u8 {
+fn run_status(args: ReplicaArgs) -> u8 {
     if !args.standalone {
         // First, so that a stop request during start-up is kept for the first step.
         install_stop_handler();
@@ -124,7 +186,7 @@ fn run_status(args: Args) -> u8 {
 
 /// The local launcher: `nproc` replicas of this executable with the same arguments, on one node
 /// (`--standalone`: free port on 127.0.0.1) or as `node` of a Kubeflow job (its rendezvous).
-fn launch_replicas(args: &Args, spec: &Spec, nproc: usize, node: Option<&NodeWorld>) -> u8 {
+fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&NodeWorld>) -> u8 {
     if nproc == 0 {
         return fail("ddp-trainer: --nproc must be at least 1", EXIT_CONFIG);
     }
@@ -137,20 +199,8 @@ fn launch_replicas(args: &Args, spec: &Spec, nproc: usize, node: Option<&NodeWor
             );
         }
     };
-    let mut child_args: Vec<OsString> = vec![
-        args.spec.clone().into(),
-        "--out".into(),
-        args.out.clone().into(),
-    ];
-    for o in &args.overrides {
-        child_args.push("--set".into());
-        child_args.push(o.into());
-    }
-    if args.resume {
-        child_args.push("--resume".into());
-    }
     let mut opts = LaunchOptions::new(nproc, program, &args.out);
-    opts.args = child_args;
+    opts.args = args.for_replica().to_args();
     opts.threads_per_replica = spec.ddp.threads;
     if let Some(node) = node {
         opts.nnodes = node.nnodes;
@@ -241,4 +291,43 @@ fn install_stop_handler() {
 fn fail(msg: &str, code: i32) -> u8 {
     eprintln!("{msg}");
     code.clamp(1, 255) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_args_round_trip() {
+        let mut every = ReplicaArgs::new("/ws/runs/a b/spec.toml", "/ws/runs/a b").resuming(true);
+        every.overrides = vec!["train.lr=0.01".into(), "model.name=mlp".into()];
+        every.standalone = true;
+        every.nproc = Some(3);
+        for args in [
+            ReplicaArgs::new("spec.toml", "out"),
+            ReplicaArgs::new("spec.toml", "out").resuming(true),
+            every.clone(),
+            every.for_replica(),
+        ] {
+            assert_eq!(ReplicaArgs::parse_from(args.to_args()).unwrap(), args);
+        }
+        let child = every.for_replica();
+        assert!(!child.standalone && child.nproc.is_none() && child.resume);
+        assert_eq!(child.overrides, every.overrides);
+    }
+
+    #[test]
+    fn a_replica_command_line_reads_as_the_launchers_write_it() {
+        let a = ReplicaArgs::parse_from(["s.toml", "--out", "o", "--resume"]).unwrap();
+        assert_eq!(a, ReplicaArgs::new("s.toml", "o").resuming(true));
+        assert_eq!(
+            ReplicaArgs::new("s.toml", "o").resuming(true).to_strings(),
+            ["s.toml", "--out", "o", "--resume"]
+        );
+        assert!(
+            ReplicaArgs::parse_from(["s.toml"]).is_err(),
+            "--out is required"
+        );
+        assert!(ReplicaArgs::parse_from(["s.toml", "--out", "o", "--nproc", "2"]).is_err());
+    }
 }

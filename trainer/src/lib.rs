@@ -4,7 +4,8 @@
 //! pod (one process per node that starts the node's replicas).
 //!
 //! Layout:
-//! - `spec`: the experiment spec (TOML) and `--set` overrides (`load`: reading and overrides).
+//! - `spec`: the experiment spec (TOML) and `--set` overrides (`load`: reading and overrides),
+//!   the words of its keys; it imports nothing of its siblings.
 //! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI; `kubeflow`: a Kubeflow
 //!   pod's node; `nodelist`: Slurm's host lists; `vars`: the variable lookup).
 //! - `launcher`: `--standalone --nproc N` and a Kubeflow pod's node, the local launcher
@@ -26,10 +27,12 @@
 //!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
 //!   language model (`config`, `layers`, `ops`: its fused CPU ops, `init`, `state`: the tied
 //!   `lm_head` in checkpoints), `weight_op`: a layer with a weight and a bias as one custom op.
-//! - `ddp`: the DDP step (flat gradient buckets reduce-scattered, the optimizer on this rank's
-//!   shard, parameters all-gathered; broadcast of parameters and buffers).
-//! - `device_step`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
-//! - `placement`: a replica's device, backend and collectives.
+//! - `step`: one DDP step of a replica: `ddp` (flat gradient buckets reduce-scattered, the
+//!   optimizer on this rank's shard, parameters all-gathered; broadcast of parameters and
+//!   buffers), `device` (the same step kept on a GPU: NCCL or host all-reduce, tensor-op
+//!   optimizer), `engine` (which of the two a replica runs), `batch_parts` (a batch trained in
+//!   parts side by side, one per thread), `placement` (a replica's device, backend and
+//!   collectives).
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').
@@ -37,8 +40,11 @@
 //! - `generate`: text from a trained GPT (KV cache, temperature, top-k, seeded).
 //! - `lm`: a language model's token data (text tokenized, token files mapped), the loss of a
 //!   batch of windows and the world-size-invariant validation loss.
-//! - `train`: one replica's training run (set up, restore, epochs, finish); `batch_parts`: a
-//!   batch trained in parts side by side, one per thread; `cli`: the `ddp-trainer` command line.
+//! - `train`: one replica's training run (set up, restore, epochs, finish); `cli`: the
+//!   `ddp-trainer` command line ([`cli::ReplicaArgs`], the one contract a replica is started
+//!   with).
+//! - `preflight`: the checks a front end runs before it creates a run (the data the replicas
+//!   read whole: text, token files, tables), with the replicas' own reading code.
 //! - `objective`: the loss and evaluation figures of sample tasks (built in, or registered).
 //! - `builder`: [`Trainer`], an executable with the user's own model, data set, loss, metrics.
 //! - `error`: the crate's error type and exit codes.
@@ -48,13 +54,10 @@
 //! the figures of `docs/performance.md`: training throughput against PyTorch's in rounds, the
 //! all-reduce, the cost of lock-step).
 
-pub mod batch_parts;
 pub mod builder;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;
-pub mod ddp;
-pub mod device_step;
 pub mod dist;
 pub mod env;
 pub mod error;
@@ -66,10 +69,11 @@ pub mod metrics;
 pub mod models;
 pub mod objective;
 pub mod optim;
-pub mod placement;
+pub mod preflight;
 pub mod report;
 pub mod schedule;
 pub mod spec;
+pub mod step;
 pub mod tensorboard;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;

@@ -15,16 +15,17 @@ use std::time::Instant;
 
 use candle_core::{DType, Tensor};
 
+use crate::data::text::corpus::check_text;
 use crate::data::text::windows::check_part_len;
 use crate::data::text::{
-    EvalSum, EvalWindows, LmBatch, TOKENIZER_FILE, TokenSource, Tokenizer, load_text,
+    EvalSum, EvalWindows, LmBatch, TOKENIZER_FILE, TokenDtype, TokenSource, Tokenizer, load_text,
 };
-use crate::ddp::{SharedCollective, with_comm};
 use crate::dist::ReduceOp;
 use crate::models::Network;
-use crate::models::gpt::lm_loss;
+use crate::models::gpt::{GptConfig, lm_loss};
 use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
+use crate::step::ddp::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// A language model's tokens: the training and validation parts, the vocabulary size and the
@@ -42,7 +43,7 @@ impl LmData {
     /// The token data of `spec`. For text, the tokenizer of the run folder `out` is reused when it
     /// has one (a resumed run), else built from the text; `save` writes it there (rank 0).
     pub fn load(spec: &Spec, out: &Path, save: bool) -> Result<LmData> {
-        let block = spec.gpt_config(1).block;
+        let block = GptConfig::from_spec(spec, 1).block;
         let path = spec.data.path.clone().unwrap_or_default();
         match spec.data.name {
             DataName::Text => {
@@ -79,24 +80,13 @@ impl LmData {
             DataName::Tokens => {
                 let vocab = spec.data.vocab_size.unwrap_or(0);
                 let dtype = spec.data.dtype.unwrap_or_default();
-                let part = |file: &str, what: &str| -> Result<TokenSource> {
-                    let p = path.join(file);
-                    let src = TokenSource::map(&p, dtype, vocab)?;
-                    check_part_len(
-                        &p,
-                        what,
-                        src.len(),
-                        block,
-                        "use a longer file or a smaller model.block",
-                    )?;
-                    Ok(src)
-                };
+                let part = |(file, what)| token_part(&path, file, what, dtype, Some(vocab), block);
                 Ok(LmData {
                     tokenizer: None,
                     vocab,
                     block,
-                    train: part("train.bin", "training")?,
-                    val: part("val.bin", "validation")?,
+                    train: part(TOKEN_PARTS[0])?,
+                    val: part(TOKEN_PARTS[1])?,
                 })
             }
             other => Err(Error::data(
@@ -105,6 +95,61 @@ impl LmData {
             )),
         }
     }
+
+    /// Checks the token data of a new run's `spec` as [`LmData::load`] would refuse it, with the
+    /// same code and messages, at the cost of reading what a replica reads whole anyway: a text
+    /// is read and checked (not empty, UTF-8 for the `char` tokenizer, each part a window long)
+    /// but its tokens are not kept; token files are mapped and their lengths checked (a multiple
+    /// of the id size, each part a window long), not their ids (that reads every page of them:
+    /// the replicas do it). Other data: nothing to check here.
+    pub fn check(spec: &Spec) -> Result<()> {
+        let block = GptConfig::from_spec(spec, 1).block;
+        let path = spec.data.path.clone().unwrap_or_default();
+        match spec.data.name {
+            DataName::Text => check_text(
+                &path,
+                spec.data.tokenizer.unwrap_or_default(),
+                spec.data.val_fraction,
+                block,
+            ),
+            DataName::Tokens => {
+                let dtype = spec.data.dtype.unwrap_or_default();
+                for (file, what) in TOKEN_PARTS {
+                    token_part(&path, file, what, dtype, None, block)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The token files of `data.name = "tokens"`, and what their parts are called in messages.
+const TOKEN_PARTS: [(&str, &str); 2] = [("train.bin", "training"), ("val.bin", "validation")];
+
+/// Maps the token file `dir/file` of `dtype` ids and checks that it holds at least one window of
+/// `block + 1` tokens and, with `vocab`, that every id is below it (which reads the whole file).
+fn token_part(
+    dir: &Path,
+    file: &str,
+    what: &str,
+    dtype: TokenDtype,
+    vocab: Option<usize>,
+    block: usize,
+) -> Result<TokenSource> {
+    let p = dir.join(file);
+    let src = match vocab {
+        Some(vocab) => TokenSource::map(&p, dtype, vocab)?,
+        None => TokenSource::map_unchecked(&p, dtype)?,
+    };
+    check_part_len(
+        &p,
+        what,
+        src.len(),
+        block,
+        "use a longer file or a smaller model.block",
+    )?;
+    Ok(src)
 }
 
 /// Checks that a language model `net` (a custom one: the GPT is built to fit) maps token ids
@@ -204,7 +249,6 @@ fn join_f64<const N: usize>(parts: Vec<f32>) -> [f64; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::gpt::GptConfig;
     use candle_core::Device;
 
     const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\nThe slings and arrows of outrageous fortune,\nOr to take arms against a sea of troubles\n";
@@ -241,11 +285,67 @@ mod tests {
     }
 
     #[test]
+    fn the_up_front_check_refuses_what_loading_refuses_with_the_same_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let refusals = |s: &Spec| {
+            let checked = LmData::check(s).err().map(|e| e.to_string());
+            let loaded = LmData::load(s, &out, false).err().map(|e| e.to_string());
+            assert_eq!(checked, loaded);
+            checked
+        };
+        let byte = spec(dir.path(), &["data.tokenizer=\"byte\""]);
+        let s = spec(dir.path(), &[]);
+        assert_eq!(refusals(&s), None);
+        let mut bad = TEXT.as_bytes().to_vec();
+        bad[20] = 0xfe;
+        std::fs::write(dir.path().join("input.txt"), &bad).unwrap();
+        let e = refusals(&s).unwrap();
+        assert!(
+            e.contains("the byte 0xfe at offset 20 is not valid UTF-8"),
+            "{e}"
+        );
+        // The same bytes are a fine text for the byte tokenizer.
+        assert_eq!(refusals(&byte), None);
+        // A validation part shorter than a window.
+        let e = refusals(&spec(dir.path(), &["data.val_fraction=0.01"])).unwrap();
+        assert!(e.contains("the validation part has 2 tokens"), "{e}");
+        // Token files: their lengths are checked, their ids only when loading.
+        let tokens = dir.path().join("tokens");
+        std::fs::create_dir(&tokens).unwrap();
+        let ids: Vec<u8> = (0..40u16).flat_map(u16::to_le_bytes).collect();
+        std::fs::write(tokens.join("train.bin"), &ids).unwrap();
+        std::fs::write(tokens.join("val.bin"), &ids[..20]).unwrap();
+        let token_spec = |dir: &Path, vocab: usize| {
+            let text = format!(
+                "name = \"lm\"\n[model]\nname = \"gpt\"\nlayers = 1\nheads = 2\nembd = 8\nblock = 8\n[data]\nname = \"tokens\"\npath = \"tokens\"\nvocab_size = {vocab}\n[train]\nsteps = 10\n"
+            );
+            Spec::parse_at(&text, &dir.join("lm.toml"), &[]).unwrap()
+        };
+        assert_eq!(refusals(&token_spec(dir.path(), 40)), None);
+        let s = token_spec(dir.path(), 30);
+        LmData::check(&s).unwrap();
+        let e = LmData::load(&s, &out, false).err().unwrap().to_string();
+        assert!(
+            e.contains("token 30 has id 30, not below vocab_size = 30"),
+            "{e}"
+        );
+        std::fs::write(tokens.join("val.bin"), &ids[..21]).unwrap();
+        let e = refusals(&token_spec(dir.path(), 40)).unwrap();
+        assert!(e.contains("val.bin: the token file has 21 bytes"), "{e}");
+        std::fs::write(tokens.join("val.bin"), &ids[..16]).unwrap();
+        let e = refusals(&token_spec(dir.path(), 40)).unwrap();
+        assert!(e.contains("the validation part has 8 tokens"), "{e}");
+        std::fs::remove_file(tokens.join("val.bin")).unwrap();
+        assert!(refusals(&token_spec(dir.path(), 40)).is_some());
+    }
+
+    #[test]
     fn the_evaluation_does_not_depend_on_the_world_size() {
         let dir = tempfile::tempdir().unwrap();
         let s = spec(dir.path(), &[]);
         let d = LmData::load(&s, dir.path(), false).unwrap();
-        let cfg: GptConfig = s.gpt_config(d.vocab);
+        let cfg: GptConfig = GptConfig::from_spec(&s, d.vocab);
         let net = Network::gpt(&cfg, &Device::Cpu, 5).unwrap();
         let whole = eval_sum(&net, &d.val, d.block, 0, 1, 3).unwrap();
         assert_eq!(
@@ -265,7 +365,16 @@ mod tests {
                 whole.mean()
             );
         }
-        let e = evaluate(&net, &d.val, d.block, 0, 1, 3, &crate::ddp::tests::solo()).unwrap();
+        let e = evaluate(
+            &net,
+            &d.val,
+            d.block,
+            0,
+            1,
+            3,
+            &crate::step::ddp::tests::solo(),
+        )
+        .unwrap();
         assert!((e.loss - whole.mean()).abs() < 1e-12);
         assert_eq!(e.samples, whole.windows as usize);
     }

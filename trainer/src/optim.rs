@@ -8,7 +8,7 @@
 //! kernels; not biases and normalisation weights), as the GPT recipes group it, unless
 //! `train.decay_all` ([`Optimizer::from_spec`]). Gradient clipping to a global norm
 //! (`train.grad_clip`, [`clip_coef`]) needs the norm over every rank's shard: the DDP steps apply
-//! it ([`crate::ddp::Ddp::sync_and_step`], [`crate::device_step`]).
+//! it ([`crate::step::ddp::Ddp::sync_and_step`], [`crate::step::device`]).
 
 use std::ops::Range;
 
@@ -146,7 +146,7 @@ impl Optimizer {
     }
 
     /// One step that updates only the elements in `parts` (of `params`, `grads` and the state
-    /// slots): a rank's shard in the sharded DDP step ([`crate::ddp::Ddp::sync_and_step`]). The
+    /// slots): a rank's shard in the sharded DDP step ([`crate::step::ddp::Ddp::sync_and_step`]). The
     /// other elements, state included, are left as they are; each element's update is the one
     /// [`Optimizer::step`] makes, bit for bit.
     pub fn step_parts(

@@ -70,7 +70,7 @@ pub trait Collective: Send {
     /// the reduction across all ranks, bit for bit what [`Collective::all_reduce`] would give
     /// there; the rest of `buf` is unspecified. Half of an all-reduce: with
     /// [`Collective::all_gather_shards`] after it, each rank can work on its own shard alone
-    /// (the DDP step updates the parameters of its shard only, see [`crate::ddp`]).
+    /// (the DDP step updates the parameters of its shard only, see [`crate::step::ddp`]).
     fn reduce_scatter(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
         self.all_reduce(buf, op)
     }

@@ -126,18 +126,6 @@ impl Spec {
         }
         Ok(())
     }
-
-    /// The GPT's shape for a vocabulary of `vocab` ids: the `[model]` keys, else the baby GPT's.
-    pub fn gpt_config(&self, vocab: usize) -> crate::models::gpt::GptConfig {
-        let m = &self.model;
-        let mut c = crate::models::gpt::GptConfig::baby(vocab);
-        c.layers = m.layers.unwrap_or(c.layers);
-        c.heads = m.heads.unwrap_or(c.heads);
-        c.embd = m.embd.unwrap_or(c.embd);
-        c.block = m.block.unwrap_or(c.block);
-        c.dropout = m.dropout.unwrap_or(0.0) as f32;
-        c
-    }
 }
 
 /// A data name as the spec spells it.
@@ -174,7 +162,7 @@ steps = 100
     fn a_custom_language_model_takes_model_block_and_only_it() {
         let custom = GPT.replace("name = \"gpt\"", "name = \"custom\"");
         let s = check(&custom, &["model.block=32"]).unwrap();
-        assert_eq!(s.gpt_config(79).block, 32);
+        assert_eq!(crate::models::gpt::GptConfig::from_spec(&s, 79).block, 32);
         assert_eq!(
             check(&custom, &["model.embd=32"]).unwrap_err(),
             "g.toml: model.embd: applies to model.name = \"gpt\" only: remove it"
@@ -191,7 +179,7 @@ steps = 100
     #[test]
     fn a_gpt_spec_takes_the_baby_gpt_shape_unless_told() {
         let s = check(GPT, &[]).unwrap();
-        let c = s.gpt_config(65);
+        let c = crate::models::gpt::GptConfig::from_spec(&s, 65);
         assert_eq!(
             (c.vocab, c.block, c.layers, c.heads, c.embd),
             (65, 64, 4, 4, 128)
@@ -207,7 +195,7 @@ steps = 100
             ],
         )
         .unwrap();
-        let c = s.gpt_config(65);
+        let c = crate::models::gpt::GptConfig::from_spec(&s, 65);
         assert_eq!((c.block, c.layers, c.heads, c.embd), (32, 2, 2, 64));
     }
 
@@ -282,7 +270,7 @@ steps = 100
         )
         .unwrap();
         assert_eq!(s.data.vocab_size, Some(50304));
-        assert_eq!(s.data.dtype, Some(crate::data::text::TokenDtype::U32));
+        assert_eq!(s.data.dtype, Some(crate::spec::TokenDtype::U32));
     }
 
     #[test]

@@ -13,9 +13,11 @@ mod language_model;
 mod load;
 mod own_data;
 mod slurm;
+mod text_keys;
 
 pub use load::{KEYS, edit_distance, parse_override};
 pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
+pub use text_keys::{TokenDtype, TokenizerKind};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -194,10 +196,10 @@ pub struct DataSpec {
     pub noise: f32,
     /// `text`: `char` (the text's sorted distinct characters) or `byte` (256 ids); default char.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokenizer: Option<crate::data::text::TokenizerKind>,
+    pub tokenizer: Option<TokenizerKind>,
     /// `tokens`: the id type of `train.bin`/`val.bin`, `u16` (default) or `u32`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dtype: Option<crate::data::text::TokenDtype>,
+    pub dtype: Option<TokenDtype>,
     /// `tokens`: the number of distinct ids (every id in the files must be below it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocab_size: Option<usize>,

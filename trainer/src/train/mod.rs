@@ -8,7 +8,6 @@
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
 //! - `tokens`: a language model's training windows and micro-batches.
-//! - `engine`: the step engine (host or device) that accumulates, all-reduces and steps.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,30 +15,30 @@ use std::time::{Duration, Instant};
 
 use candle_core::Device;
 
-use crate::batch_parts;
 use crate::checkpoint::{self, TrainState};
 use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
-use crate::ddp::{Ddp, SharedCollective, with_comm};
-use crate::device_step::{self, DeviceStep, Reducer};
 use crate::dist::ReduceOp;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::lm::LmData;
 use crate::metrics::MetricKind;
+use crate::models::gpt::GptConfig;
 use crate::models::{BnMode, Network};
 use crate::optim::Optimizer;
-use crate::placement::{backend_for, collectives, device_for};
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
 use crate::spec::{ModelName, Spec};
+use crate::step::batch_parts;
+use crate::step::ddp::{Ddp, SharedCollective, with_comm};
+use crate::step::device::{self as device_step, DeviceStep, Reducer};
+use crate::step::placement::{backend_for, collectives, device_for};
 use crate::{Error, Result};
 
-mod engine;
 mod position;
 mod samples;
 mod tokens;
 
-use engine::Engine;
+use crate::step::engine::Engine;
 use position::Position;
 use samples::{Loop, build_network, evaluate};
 use tokens::Tokens;
@@ -202,7 +201,11 @@ impl Replica {
                 crate::lm::check_logits(&net, d.vocab, d.block)?;
                 net
             }
-            Data::Tokens(d) => Network::gpt(&spec.gpt_config(d.vocab), &device, spec.train.seed)?,
+            Data::Tokens(d) => Network::gpt(
+                &GptConfig::from_spec(&spec, d.vocab),
+                &device,
+                spec.train.seed,
+            )?,
         };
         // The data's record, once the model is known to fit it (nothing is written before).
         if let Data::Samples(Splits {

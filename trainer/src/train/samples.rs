@@ -9,18 +9,18 @@ use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
-use crate::batch_parts;
+use crate::step::batch_parts;
 
 use crate::data::{
     self, Augment, Batch, BatchRows, DataRecord, Loader, OpenContext, SharedDataset, Split, Subset,
     TargetKind,
 };
-use crate::ddp::{CollectiveStats, SharedCollective, with_comm};
 use crate::dist::ReduceOp;
 use crate::models::{Arch, BnMode, Network, serially};
 use crate::objective;
 use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
+use crate::step::ddp::{CollectiveStats, SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// The train, validation and test sets of a spec, and the record of a user's data.

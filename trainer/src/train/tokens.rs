@@ -9,11 +9,11 @@ use candle_core::backprop::GradStore;
 
 use crate::Result;
 use crate::data::text::{LmBatch, TrainWindows};
-use crate::ddp::SharedCollective;
 use crate::lm::{self, LmData};
 use crate::models::Network;
 use crate::report::{Evaluation, TokenCounting};
 use crate::spec::Spec;
+use crate::step::ddp::SharedCollective;
 
 /// A replica's token data and the buffers of its batches.
 pub(super) struct Tokens {

@@ -78,13 +78,34 @@ pub fn split_tokens(
     val_fraction: f64,
     block: usize,
 ) -> Result<(TokenSource, TokenSource)> {
+    let n = ids.len();
+    let cut = check_split(path, n, val_fraction, block)?;
+    let all = TokenSource::memory(ids);
+    Ok((all.slice(0..cut), all.slice(cut..n)))
+}
+
+/// Checks the text file `path` as [`load_text`] reads it for a new run, without keeping its
+/// tokens: not empty, UTF-8 for a `char` tokenizer (the first bad byte named by its offset), and
+/// both parts at least one window long. The same errors as [`load_text`], from the same code.
+pub fn check_text(path: &Path, kind: TokenizerKind, val_fraction: f64, block: usize) -> Result<()> {
+    let bytes = read_text_file(path)?;
+    let n = match kind {
+        TokenizerKind::Byte => bytes.len(),
+        // A fresh tokenizer holds every character of the text: one token per character.
+        TokenizerKind::Char => utf8(&bytes, path)?.chars().count(),
+    };
+    check_split(path, n, val_fraction, block).map(drop)
+}
+
+/// Where [`split_tokens`] cuts `n` tokens of `path`, after checking `val_fraction` and that each
+/// part holds a window.
+fn check_split(path: &Path, n: usize, val_fraction: f64, block: usize) -> Result<usize> {
     if !(0.0..1.0).contains(&val_fraction) {
         return Err(Error::data(
             path,
             format!("val_fraction = {val_fraction} is outside [0, 1)"),
         ));
     }
-    let n = ids.len();
     let cut = train_len(n, val_fraction);
     let sizes = format!("the text has {n} tokens and val_fraction = {val_fraction}");
     check_part_len(
@@ -103,8 +124,7 @@ pub fn split_tokens(
             &format!("{sizes}; use a longer text, a larger val_fraction or a smaller block"),
         )?;
     }
-    let all = TokenSource::memory(ids);
-    Ok((all.slice(0..cut), all.slice(cut..n)))
+    Ok(cut)
 }
 
 /// [`tokenize_file`] (or [`encode_file`] with `tokenizer`, on resume) then [`split_tokens`].

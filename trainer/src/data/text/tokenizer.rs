@@ -17,46 +17,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+pub use crate::spec::TokenizerKind;
 
 /// The file name of a saved tokenizer in a run folder.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
-
-/// Which tokenizer a text is encoded with (`data.tokenizer`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum TokenizerKind {
-    #[default]
-    /// One id per Unicode character; the vocabulary is the text's sorted distinct characters.
-    Char,
-    /// One id per byte (0..256); any file encodes.
-    Byte,
-}
-
-impl TokenizerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenizerKind::Char => "char",
-            TokenizerKind::Byte => "byte",
-        }
-    }
-
-    /// `"char"` or `"byte"`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "char" => Some(TokenizerKind::Char),
-            "byte" => Some(TokenizerKind::Byte),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for TokenizerKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// `bytes` as text, or an error naming `path`, the byte offset of the first byte that is not
 /// UTF-8 (or of a character cut off by the end of the file) and the way out: `tokenizer = "byte"`.

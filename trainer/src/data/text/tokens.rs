@@ -25,56 +25,7 @@ use rayon::prelude::*;
 
 use crate::data::mapped::MappedFile;
 use crate::error::{Error, Result};
-
-/// The id type of a token file (`data.dtype`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum TokenDtype {
-    /// Little-endian `u16`: vocabularies up to 65,536 ids.
-    #[default]
-    U16,
-    /// Little-endian `u32`.
-    U32,
-}
-
-impl TokenDtype {
-    /// Bytes per id.
-    pub fn size(self) -> usize {
-        match self {
-            TokenDtype::U16 => 2,
-            TokenDtype::U32 => 4,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenDtype::U16 => "u16",
-            TokenDtype::U32 => "u32",
-        }
-    }
-
-    /// `"u16"` or `"u32"`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "u16" => Some(TokenDtype::U16),
-            "u32" => Some(TokenDtype::U32),
-            _ => None,
-        }
-    }
-
-    /// The number of distinct ids the type holds.
-    fn ids(self) -> u64 {
-        1u64 << (8 * self.size())
-    }
-}
-
-impl std::fmt::Display for TokenDtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::spec::TokenDtype;
 
 /// A mapped token file.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! The GPT's hyperparameters, their validation and the parameter count they imply.
 
+use crate::spec::Spec;
 use crate::{Error, Result};
 
 /// A GPT's shape: `vocab` token ids, contexts of up to `block` positions, `layers` pre-norm
@@ -30,6 +31,19 @@ impl GptConfig {
     /// The "baby GPT" of character-level Shakespeare (layers 4, heads 4, embd 128, block 64).
     pub fn baby(vocab: usize) -> Self {
         Self::new(vocab, 64, 4, 4, 128)
+    }
+
+    /// The GPT of `spec` for a vocabulary of `vocab` ids: its `[model]` keys, else the baby
+    /// GPT's.
+    pub fn from_spec(spec: &Spec, vocab: usize) -> Self {
+        let m = &spec.model;
+        let mut c = Self::baby(vocab);
+        c.layers = m.layers.unwrap_or(c.layers);
+        c.heads = m.heads.unwrap_or(c.heads);
+        c.embd = m.embd.unwrap_or(c.embd);
+        c.block = m.block.unwrap_or(c.block);
+        c.dropout = m.dropout.unwrap_or(0.0) as f32;
+        c
     }
 
     /// Channels per attention head.

@@ -8,11 +8,11 @@ use std::time::Duration;
 use candle_core::Device;
 
 use crate::Result;
-use crate::ddp::SharedCollective;
-use crate::device_step::Reducer;
 use crate::dist::group::ProcessGroup;
 use crate::env::DistEnv;
 use crate::spec::{Backend, Spec};
+use crate::step::ddp::SharedCollective;
+use crate::step::device::Reducer;
 
 /// CUDA devices this process can use (0 without the `cuda` feature, without a driver, or when
 /// the driver finds no GPU).

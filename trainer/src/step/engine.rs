@@ -3,20 +3,20 @@
 use candle_core::backprop::GradStore;
 
 use crate::Result;
-use crate::ddp::Ddp;
-use crate::device_step::DeviceStep;
 use crate::models::Network;
 use crate::optim::Optimizer;
+use crate::step::ddp::Ddp;
+use crate::step::device::DeviceStep;
 
 /// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
-/// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::device_step`]).
-pub(super) enum Engine {
+/// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::step::device`]).
+pub(crate) enum Engine {
     Host,
     Device(DeviceStep),
 }
 
 impl Engine {
-    pub(super) fn accumulate(
+    pub(crate) fn accumulate(
         &mut self,
         ddp: &mut Ddp,
         net: &Network,
@@ -31,7 +31,7 @@ impl Engine {
 
     /// Reduces the step's gradients and updates the parameters; says whether any replica asked
     /// to stop.
-    pub(super) fn sync_and_step(
+    pub(crate) fn sync_and_step(
         &mut self,
         ddp: &mut Ddp,
         opt: &mut Optimizer,
@@ -56,7 +56,7 @@ impl Engine {
     /// Brings rank 0's host optimizer up to date before it writes a checkpoint. Every rank calls
     /// it: the host step's ranks each hold the current state of their own shards only and
     /// gather it together; the device step's copy to the host is needed on rank 0 only.
-    pub(super) fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer, rank: usize) -> Result<()> {
+    pub(crate) fn export(&self, ddp: &mut Ddp, opt: &mut Optimizer, rank: usize) -> Result<()> {
         match self {
             Engine::Host => ddp.gather_optimizer_state(opt),
             Engine::Device(d) if rank == 0 => d.export(opt),

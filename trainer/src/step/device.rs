@@ -1,6 +1,6 @@
 //! The DDP step kept on the model's device, for replicas that train on GPUs.
 //!
-//! The host step ([`crate::ddp::Ddp`] + [`crate::optim::Optimizer`]) copies gradients into host
+//! The host step ([`crate::step::ddp::Ddp`] + [`crate::optim::Optimizer`]) copies gradients into host
 //! memory, all-reduces them there and runs the optimizer on the CPU: right for CPU replicas,
 //! wasteful for GPU ones. This step keeps everything on the device instead: the gradients are
 //! concatenated into one flat device tensor (plus the stop flag, as in the host step), that
@@ -23,10 +23,10 @@ use std::ops::Range;
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Layout, Tensor, Var};
 
-use crate::ddp::{SharedCollective, with_comm};
 use crate::dist::ReduceOp;
 use crate::models::Network;
 use crate::optim::{Optimizer, OptimizerConfig};
+use crate::step::ddp::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// Environment variable that makes CPU replicas use the device step (for tests).
@@ -375,10 +375,10 @@ fn flatten(ts: impl Iterator<Item = Tensor>) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ddp::Ddp;
-    use crate::ddp::tests::solo;
     use crate::models::BnMode;
     use crate::spec::ModelName;
+    use crate::step::ddp::Ddp;
+    use crate::step::ddp::tests::solo;
     use candle_core::Device;
 
     fn mlp(seed: u64) -> Network {

@@ -7,6 +7,9 @@
 //! [`write_gpt`] puts a GPT's weights into a run folder (its final model or a step's
 //! checkpoint), as training would.
 //!
+//! [`fixtures`]: the sample data, specs written from their keys ([`fixtures::TestSpec`]) and
+//! waits with a deadline that every crate's tests share.
+//!
 //! [`MetricRecord::sample`] is a complete record with plain values; chain the setters (one per
 //! field, named after it; [`MetricRecord::at`] sets kind, epoch and step at once) or use struct
 //! update syntax to change what a test is about:
@@ -25,6 +28,8 @@
 //! };
 //! assert_eq!(other_rank.loss, 0.5);
 //! ```
+
+pub mod fixtures;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,15 @@
+//! One DDP step of a replica, from gradients to updated parameters, and where it runs.
+//!
+//! Layout:
+//! - `ddp`: the host step (flat gradient buckets reduce-scattered, the optimizer on this rank's
+//!   shard, parameters all-gathered; broadcast of parameters and buffers).
+//! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
+//! - `engine`: which of the two a replica runs (`Engine`): accumulate, reduce and step.
+//! - `batch_parts`: a batch trained in parts side by side, one per thread.
+//! - `placement`: a replica's device, backend and collectives.
+
+pub mod batch_parts;
+pub mod ddp;
+pub mod device;
+pub mod engine;
+pub mod placement;
