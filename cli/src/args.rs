@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use ddp_workspaces::commands::{
-    CompareArgs, ExportArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, SampleArgs, ShowArgs,
-    SweepArgs, TagArgs,
+    ExportArgs, LogsArgs, PlotArgs, RunAddress, RunArgs, SharedCommand, SweepArgs, TagArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -26,6 +25,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// ls, show, stop, compare, sample: the subcommands every front end has.
+    #[command(flatten)]
+    Shared(SharedCommand),
     /// Start a run of SPEC: shows progress until it ends (or returns at once with --detach).
     Run {
         #[command(flatten)]
@@ -34,10 +36,6 @@ pub enum Command {
         #[arg(long)]
         detach: bool,
     },
-    /// List runs (newest first).
-    Ls(LsArgs),
-    /// Show one run: spec, status, devices, metrics, restarts, durations.
-    Show(ShowArgs),
     /// Print a run's logs (all ranks, prefixed), optionally following them.
     Logs {
         #[command(flatten)]
@@ -46,8 +44,6 @@ pub enum Command {
         #[arg(short, long)]
         follow: bool,
     },
-    /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
-    Stop(RunAddress),
     /// Continue a stopped or failed run from its newest checkpoint, in the same folder.
     Resume {
         #[command(flatten)]
@@ -71,8 +67,6 @@ pub enum Command {
         #[arg(long)]
         detach: bool,
     },
-    /// Compare runs: the spec keys that differ between them, and their final figures.
-    Compare(CompareArgs),
     /// Plot the loss and accuracy (language models: perplexity) of runs into one SVG or PNG file.
     Plot {
         #[command(flatten)]
@@ -84,7 +78,4 @@ pub enum Command {
     /// Export a run's metric records as CSV, or a Kubernetes job (Kubeflow PyTorchJob or
     /// TrainJob) that trains a run or a spec.
     Export(ExportArgs),
-    /// Generate text from a language-model run (a gpt on text), printed as it is drawn; the
-    /// same seed, weights and options give the same text.
-    Sample(SampleArgs),
 }

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ddp_workspaces::actions::{self, NewRun, SpecSummary, Started};
+use ddp_workspaces::events::blocking::Next;
+use ddp_workspaces::events::{RunEvent, RunWatchOptions, WatchFrom};
 use ddp_workspaces::format::{self, opt_duration, percent};
-use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, is_language_model, metrics_path};
-use ddp_workspaces::tail::{LineTailer, TailFrom};
-use ddp_workspaces::{Run, RunStatus, Summary};
+use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, is_language_model};
+use ddp_workspaces::{Run, RunStatus, Summary, Workspace, policy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::table;
@@ -36,14 +37,14 @@ pub(super) fn interrupted() -> bool {
 }
 
 pub fn run(root: &Path, req: NewRun, detach: bool) -> Result<ExitCode> {
-    start(actions::start_run(root, &req)?, detach)
+    start(root, actions::start_run(root, &req)?, detach)
 }
 
 pub fn resume(root: &Path, address: &str, detach: bool) -> Result<ExitCode> {
-    start(actions::resume_run(root, address)?, detach)
+    start(root, actions::resume_run(root, address)?, detach)
 }
 
-fn start(started: Started, detach: bool) -> Result<ExitCode> {
+fn start(root: &Path, started: Started, detach: bool) -> Result<ExitCode> {
     let run = &started.run;
     println!(
         "run {} ({}) in {}",
@@ -73,11 +74,12 @@ fn start(started: Started, detach: bool) -> Result<ExitCode> {
     let spec = started.spec.clone();
     // The supervisor outlives us if we are interrupted: that is fine.
     let run = started.reap_in_background();
-    follow(&run.dir, &spec)
+    follow(&Workspace::open(root)?, &run, &spec)
 }
 
-/// Shows progress until the run ends; Ctrl-C stops the run (and keeps following until it has).
-fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
+/// Shows progress until the run ends, following it with the workspace's watcher (as the
+/// dashboard and the notebook do); Ctrl-C stops the run (and keeps following until it has).
+fn follow(ws: &Workspace, run: &Run, spec: &SpecSummary) -> Result<ExitCode> {
     catch_interrupt();
     let epochs = spec.epochs as u64;
     // A run counted in steps (a language model) progresses by steps, not epochs.
@@ -94,68 +96,89 @@ fn follow(dir: &Path, spec: &SpecSummary) -> Result<ExitCode> {
         .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let mut metrics = LineTailer::new(metrics_path(dir, 0), TailFrom::Start);
+    // The metrics in full, no old log lines (the progress is drawn from rank 0's metrics).
+    let options = RunWatchOptions {
+        log_backlog: Some(0),
+        ..RunWatchOptions::default()
+    };
+    let mut watch = ws.watch_blocking(run, WatchFrom::Start, options)?;
     let mut sent_stop = false;
     let mut last_status = None;
     let mut last_train_loss: Option<f64> = None;
+    let mut ended = false;
     loop {
-        let run = Run::load_checked(dir)?;
-        if interrupted() && !sent_stop && run.record.supervisor.is_some() {
-            bar.println("interrupted: stopping the run (replicas finish their step)...");
-            // A failure means the supervisor is gone: the next read marks the run failed.
-            let _ = actions::request_stop(&run);
-            sent_stop = true;
-        }
-        if last_status != Some(run.record.status) {
-            if run.record.status == RunStatus::Restarting {
-                bar.println(format!(
-                    "restarting (restart {} of {})",
-                    run.record.restarts, spec.max_restarts
-                ));
-            }
-            last_status = Some(run.record.status);
-        }
-        for line in metrics.poll()? {
-            let Ok(m) = serde_json::from_str::<MetricRecord>(&line) else {
-                continue;
-            };
-            let lm = is_language_model(&m);
-            match m.kind {
-                MetricKind::Train => {
-                    last_train_loss = Some(m.loss);
-                    if lm {
-                        bar.set_position(m.step);
+        // How often Ctrl-C is looked at; once the run has ended, how long its last lines take.
+        let limit = if ended {
+            watch.settle_time()
+        } else {
+            Duration::from_millis(100)
+        };
+        let event = match watch.next_within(limit) {
+            Next::Event(e) => e,
+            Next::Quiet | Next::Ended if ended => break,
+            Next::Quiet | Next::Ended => {
+                if interrupted() && !sent_stop {
+                    let now = Run::load_checked(&run.dir)?;
+                    if now.record.supervisor.is_some() {
+                        bar.println(
+                            "interrupted: stopping the run (replicas finish their step)...",
+                        );
+                        // A failure means the supervisor is gone: the next read marks it failed.
+                        let _ = actions::request_stop(&now);
+                        sent_stop = true;
                     }
-                    bar.set_message(train_message(&m));
                 }
-                MetricKind::Val if lm => {
-                    bar.set_position(m.step);
-                    bar.println(format!(
-                        "step {}/{len}  train loss {}  {}",
-                        m.step,
-                        format::loss(last_train_loss),
-                        val_figures(&m)
-                    ));
-                }
-                MetricKind::Val => {
-                    bar.set_position(m.epoch as u64);
-                    bar.println(format!(
-                        "epoch {}/{epochs}  train loss {}  val loss {:.4}  val accuracy {}",
-                        m.epoch,
-                        format::loss(last_train_loss),
-                        m.loss,
-                        percent(m.accuracy)
-                    ));
-                }
-                MetricKind::Test => bar.set_position(len),
+                continue;
             }
+        };
+        match event {
+            RunEvent::Status(record) => {
+                if last_status != Some(record.status) && record.status == RunStatus::Restarting {
+                    bar.println(format!(
+                        "restarting (restart {} of {})",
+                        record.restarts, spec.max_restarts
+                    ));
+                }
+                last_status = Some(record.status);
+                ended = record.status.is_terminal();
+            }
+            RunEvent::Metric(m) if m.rank == 0 => {
+                let lm = is_language_model(&m);
+                match m.kind {
+                    MetricKind::Train => {
+                        last_train_loss = Some(m.loss);
+                        if lm {
+                            bar.set_position(m.step);
+                        }
+                        bar.set_message(train_message(&m));
+                    }
+                    MetricKind::Val if lm => {
+                        bar.set_position(m.step);
+                        bar.println(format!(
+                            "step {}/{len}  train loss {}  {}",
+                            m.step,
+                            format::loss(last_train_loss),
+                            val_figures(&m)
+                        ));
+                    }
+                    MetricKind::Val => {
+                        bar.set_position(m.epoch as u64);
+                        bar.println(format!(
+                            "epoch {}/{epochs}  train loss {}  val loss {:.4}  val accuracy {}",
+                            m.epoch,
+                            format::loss(last_train_loss),
+                            m.loss,
+                            percent(m.accuracy)
+                        ));
+                    }
+                    MetricKind::Test => bar.set_position(len),
+                }
+            }
+            _ => {}
         }
-        if run.record.status.is_terminal() {
-            bar.finish_and_clear();
-            return Ok(report(&run));
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
+    bar.finish_and_clear();
+    Ok(report(&Run::load_checked(&run.dir)?))
 }
 
 /// The progress bar's message after a train record: its step, loss, learning rate and the run's
@@ -211,10 +234,17 @@ fn figure_rows(s: &Summary) -> Vec<Vec<String>> {
     rows
 }
 
-/// The results table at the end of a foreground run; the exit code follows the status.
+/// The results table at the end of a foreground run; the exit code follows the status
+/// ([`policy::exit_code`]: 2 for a replica's configuration or data error). A run that failed on
+/// such an error before any figure has no table: its error (the replica's error line) says it.
 fn report(run: &Run) -> ExitCode {
     let s = Summary::of(run);
     let r = &run.record;
+    let code = policy::exit_code(r);
+    if policy::failed_on_bad_input(r) && s.steps == 0 {
+        eprintln!("ddp: run {} failed: {}", r.id, failure(r));
+        return ExitCode::from(code as u8);
+    }
     let progress = if s.language_model {
         vec!["steps".into(), s.steps.to_string()]
     } else {
@@ -236,14 +266,15 @@ fn report(run: &Run) -> ExitCode {
         RunStatus::Completed => ExitCode::SUCCESS,
         RunStatus::Stopped => ExitCode::from(143),
         _ => {
-            eprintln!(
-                "ddp: run {} failed: {}",
-                r.id,
-                r.error.as_deref().unwrap_or("see its logs")
-            );
-            ExitCode::from(1)
+            eprintln!("ddp: run {} failed: {}", r.id, failure(r));
+            ExitCode::from(code as u8)
         }
     }
+}
+
+/// Why a run failed, as its record says.
+fn failure(r: &ddp_workspaces::RunRecord) -> &str {
+    r.error.as_deref().unwrap_or("see its logs")
 }
 
 #[cfg(test)]
@@ -286,6 +317,27 @@ mod tests {
         assert_eq!(
             figure_rows(&image)[2],
             ["test accuracy".to_string(), "96.90%".into()]
+        );
+    }
+
+    #[test]
+    fn a_language_model_that_failed_before_its_first_record_shows_its_own_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = ddp_workspaces::RunRecord::sample()
+            .status(RunStatus::Failed)
+            .in_dir(dir.path());
+        std::fs::write(
+            run.spec_path(),
+            "name = 'g'\n[model]\nname = 'gpt'\n[data]\nname = 'tokens'\n[train]\nsteps = 9\n",
+        )
+        .unwrap();
+        let rows = figure_rows(&Summary::of(&run));
+        assert_eq!(
+            table::render(&["run", "x"], &rows),
+            "run             x\n\
+             val loss        -\n\
+             val perplexity  -\n\
+             tokens/s        -\n"
         );
     }
 }

@@ -2,11 +2,12 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
-use ddp_workspaces::tail::{LineTailer, TailFrom};
-use ddp_workspaces::{Run, Workspace};
+use ddp_workspaces::Workspace;
+use ddp_workspaces::events::blocking::Next;
+use ddp_workspaces::events::{RunEvent, RunWatchOptions, WatchFrom};
+use ddp_workspaces::logs::{log_lines, ranks, shown_line};
 
 pub fn logs(
     root: &Path,
@@ -17,41 +18,40 @@ pub fn logs(
 ) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;
-    let ranks: Vec<usize> = match rank {
-        Some(r) => vec![r],
-        None => (0..run.record.replicas.max(1)).collect(),
-    };
-    let prefix = |r: usize| {
-        if ranks.len() > 1 {
-            format!("[rank {r}] ")
-        } else {
-            String::new()
-        }
-    };
-    let mut tailers: Vec<(usize, LineTailer)> = Vec::new();
-    for &r in &ranks {
-        let mut t = LineTailer::new(run.log_path(r), TailFrom::Start);
-        let lines = t.poll()?;
-        let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
-        for l in &lines[skip..] {
-            println!("{}{l}", prefix(r));
-        }
-        tailers.push((r, t));
-    }
     if !follow {
+        for line in log_lines(&run, rank, tail)? {
+            println!("{line}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    // Follow: interleave new lines of every rank as they come, until the run ends (then drain).
+    // Follow with the workspace's watcher (as the dashboard and the notebook do): the lines
+    // already there (the last N of each rank with --tail), then every new one, until the run
+    // has ended and its last lines are in.
+    let shown = ranks(&run, rank);
+    let several = shown.len() > 1;
+    let options = RunWatchOptions {
+        log_backlog: tail,
+        ..RunWatchOptions::default()
+    };
+    let mut watch = ws.watch_blocking(&run, WatchFrom::Start, options)?;
+    let settle = watch.settle_time();
+    let mut ended = false;
     loop {
-        let done = Run::load_checked(&run.dir)?.record.status.is_terminal();
-        for (r, t) in tailers.iter_mut() {
-            for l in t.poll()? {
-                println!("{}{l}", prefix(*r));
-            }
+        let limit = if ended {
+            settle
+        } else {
+            std::time::Duration::from_secs(3600)
+        };
+        match watch.next_within(limit) {
+            Next::Event(RunEvent::Log {
+                rank: Some(r),
+                line,
+            }) if shown.contains(&r) => println!("{}", shown_line(r, several, &line)),
+            Next::Event(RunEvent::Status(record)) => ended = record.status.is_terminal(),
+            Next::Event(_) => {}
+            Next::Quiet if ended => return Ok(ExitCode::SUCCESS),
+            Next::Quiet => {}
+            Next::Ended => return Ok(ExitCode::SUCCESS),
         }
-        if done {
-            return Ok(ExitCode::SUCCESS);
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -23,32 +23,41 @@ use std::process::ExitCode;
 use clap::Parser;
 use ddp_cli::args::{Cli, Command};
 use ddp_workspaces::Workspace;
-use ddp_workspaces::commands::{ExportFormat, LogsArgs, LsArgs, PlotArgs, ShowArgs, TagArgs};
+use ddp_workspaces::commands::{
+    ExportFormat, LogsArgs, LsArgs, PlotArgs, SharedCommand, ShowArgs, TagArgs,
+};
 
 fn main() -> ExitCode {
     // The hidden sub-commands run by the supervisor and the replicas, before clap sees anything.
     let args: Vec<OsString> = std::env::args_os().collect();
-    if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
+    if let Some(code) = ddp_workspaces::run_hidden_command(&args) {
         return code;
     }
+    end_quietly_on_closed_pipe();
     let cli = Cli::parse();
     let root = Workspace::resolve(cli.workspace.as_deref());
     let result = match cli.command {
         Command::Run { args, detach } => {
             follow::run(&root, args.new_run(std::env::args().collect()), detach)
         }
-        Command::Ls(LsArgs { filter, json }) => list::ls(&root, &filter, json),
-        Command::Show(ShowArgs { run, json }) => list::show(&root, &run.run, json),
+        Command::Shared(SharedCommand::Ls(LsArgs { filter, json })) => {
+            list::ls(&root, &filter, json)
+        }
+        Command::Shared(SharedCommand::Show(ShowArgs { run, json })) => {
+            list::show(&root, &run.run, json)
+        }
         Command::Logs {
             args: LogsArgs { run, rank, tail },
             follow,
         } => logs::logs(&root, &run.run, rank, follow, tail),
-        Command::Stop(run) => manage::stop(&root, &run.run),
+        Command::Shared(SharedCommand::Stop(run)) => manage::stop(&root, &run.run),
         Command::Resume { run, detach } => follow::resume(&root, &run.run, detach),
         Command::Rm(run) => manage::rm(&root, &run.run),
         Command::Tag(TagArgs { run, tags, remove }) => manage::tag(&root, &run.run, &tags, remove),
         Command::Sweep { args, detach } => sweep::sweep(&root, &args, detach),
-        Command::Compare(c) => compare::compare(&root, &c.runs, c.sweep.as_deref(), c.json),
+        Command::Shared(SharedCommand::Compare(c)) => {
+            compare::compare(&root, &c.runs, c.sweep.as_deref(), c.json)
+        }
         Command::Plot {
             args: PlotArgs { runs, sweep, x },
             output,
@@ -59,7 +68,7 @@ fn main() -> ExitCode {
             }
             ExportFormat::PyTorchJob | ExportFormat::TrainJob => export::export_job(&root, &args),
         },
-        Command::Sample(args) => sample::sample(&root, &args),
+        Command::Shared(SharedCommand::Sample(args)) => sample::sample(&root, &args),
     };
     match result {
         Ok(code) => code,
@@ -68,6 +77,15 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// A reader that goes away (`ddp ls | head`) ends the command at its next write, silently, as it
+/// ends Unix tools: the default action of SIGPIPE, which Rust programs otherwise ignore (their
+/// writes then fail and `println!` panics). Only for the public commands: the hidden ones (the
+/// supervisor, the replicas) keep Rust's handling, and a run outlives whoever was following it.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 /// The library's exit code for its errors ([`ddp_workspaces::Error::exit_code`]), 1 otherwise.

@@ -35,8 +35,7 @@ fn main() -> ExitCode {
     // evcxr runs cells in a child process of this executable: in that child this never returns.
     evcxr::runtime_hook();
     // Runs started from a notebook are supervised by this executable too.
-    if let Some(code) =
-        ddp_workspaces::supervisor::run_hidden_command(&std::env::args_os().collect::<Vec<_>>())
+    if let Some(code) = ddp_workspaces::run_hidden_command(&std::env::args_os().collect::<Vec<_>>())
     {
         return code;
     }

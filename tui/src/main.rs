@@ -22,7 +22,7 @@ struct Cli {
 fn main() -> ExitCode {
     // Runs started from the dashboard are supervised by this executable (hidden sub-commands).
     let args: Vec<OsString> = std::env::args_os().collect();
-    if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
+    if let Some(code) = ddp_workspaces::run_hidden_command(&args) {
         return code;
     }
     let cli = Cli::parse();

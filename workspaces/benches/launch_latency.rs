@@ -9,7 +9,7 @@
 //! The command is this executable started as `EXE __launch WORKSPACE SPEC`, which does what
 //! `ddp run --detach SPEC` does (`actions::start_run`, then exit), so the bench is a front end of
 //! its own: the run's supervisor and replicas are started from it too
-//! (`supervisor::run_hidden_command`).
+//! (`ddp_workspaces::run_hidden_command`).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -18,14 +18,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ddp_workspaces::actions::{self, NewRun};
 use ddp_workspaces::metrics::MetricKind;
-use ddp_workspaces::{Run, Workspace, supervisor};
+use ddp_workspaces::{Run, Workspace};
 
 /// The hidden sub-command that starts one detached run, as `ddp run --detach` does.
 const LAUNCH: &str = "__launch";
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if let Some(code) = supervisor::run_hidden_command(&args) {
+    if let Some(code) = ddp_workspaces::run_hidden_command(&args) {
         return code;
     }
     if args.get(1).is_some_and(|a| a == LAUNCH) {

@@ -6,24 +6,32 @@
 //! - `commands`: the arguments of every command (`RunArgs`, `LsArgs`, ...), one `clap::Args`
 //!   struct each, flattened by the CLI, the kernel's magics and the TUI's dialogs; the one word
 //!   splitter and path completion of typed command lines.
+//! - `request`: what a front end asks for when it starts runs (`NewRun`, `RunOn`, `NewSweep`),
+//!   built by `commands` and carried out by `actions`; it imports nothing of its siblings.
 //! - `actions`: what front ends do to runs, returning data and printing nothing: validate and
 //!   start a run or a sweep, resume, stop (request, wait), remove, tag.
 //! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
-//! - `run`: one run folder: `run.json` (atomic), `events.jsonl`, stale-supervisor detection.
+//! - `run`: one run folder: `run.json` (atomic; `slurm_job`: a Slurm run's job as it records it),
+//!   `events.jsonl`, stale-supervisor detection, the workspace a run folder belongs to.
 //! - `policy`: the restart policy (pure).
-//! - `supervisor`: the per-run supervisor process (launch, restart, stop), and the hidden
-//!   sub-commands (`__supervise`, `__replica`, `__slurm-watch`) every front end that starts runs must handle first
-//!   thing in `main` (`supervisor::run_hidden_command`).
+//! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+//! - `invocation`: the hidden sub-commands of a front end's executable (`__supervise`,
+//!   `__replica`, `__slurm-watch`) as one enum, `HiddenCommand`, parsed and written in one place;
+//!   `hidden`: running them ([`run_hidden_command`], which every front end that starts runs
+//!   calls first thing in `main`).
 //! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
 //!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
 //!   processes) for a devices view.
 //! - `detach`: starting a hidden sub-command of this executable as a detached process (the
 //!   supervisor, the Slurm watcher).
+//! - `lockfile`: the workspace's lock files (`locks/`: a GPU, a sweep's slot, the Slurm
+//!   watcher), an exclusive `flock` held by a value, and who holds one.
+//! - `logs`: a run's replica logs as front ends print them (rank prefixes, `--tail`).
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
 //! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
 //! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
-//!   `RunEvent`).
+//!   `RunEvent`; `events::blocking`: the same for plain code, with a time limit per event).
 //! - `curves`: metric records turned into points (x = step, epoch or time), for plots and charts.
 //! - `plot`: loss/accuracy plots (SVG, PNG) of one or several runs.
 //! - `slurm`: runs on Slurm (`--on slurm`): the batch script, submitting, stopping and
@@ -66,12 +74,17 @@ pub mod error;
 pub mod events;
 pub mod format;
 pub mod fsutil;
+pub mod hidden;
+pub mod invocation;
 pub mod kubernetes;
+pub mod lockfile;
+pub mod logs;
 pub mod metrics;
 pub mod plan;
 pub mod plot;
 pub mod policy;
 pub mod report;
+pub mod request;
 pub mod run;
 pub mod run_list;
 pub mod sample;
@@ -88,6 +101,7 @@ pub mod workspace;
 
 pub use error::{Error, Result};
 pub use events::{RunEvent, RunWatch, WatchFrom};
+pub use hidden::run_hidden_command;
 pub use run::{Run, RunRecord, RunStatus, SupervisorEvent};
 pub use summary::Summary;
 pub use workspace::Workspace;

@@ -1,9 +1,17 @@
-//! The restart policy: given how an attempt ended, decide what the supervisor does next. Pure:
-//! no processes, no files (the supervisor acts on the decision).
+//! The restart policy: given how an attempt ended, decide what the supervisor does next; and
+//! what a front end reports for a run that ended ([`exit_code`]). Pure: no processes, no files
+//! (the supervisor acts on the decision, and reads the failed replica's error line from its log
+//! with [`last_error_line`]).
+//!
+//! A replica's configuration or data error (exit code 2, [`EXIT_CONFIG`]: a bad spec, a corrupt
+//! image, ...) is never restarted: the same input fails again. The run fails with the replica's
+//! error line as its error, and the front ends report it as bad input (exit code 2).
 
 use std::time::Duration;
 
-use ddp_trainer::error::{EXIT_CONFIG, EXIT_RESTART};
+use ddp_trainer::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_RESTART, EXIT_STOPPED};
+
+use crate::run::{RunRecord, RunStatus};
 
 /// How one attempt (all replicas of one launch) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,8 +20,13 @@ pub enum Outcome {
     Completed,
     /// The supervisor was asked to stop (and the replicas stopped).
     Stopped,
-    /// The first replica to fail, and how.
-    ReplicaFailed { rank: usize, exit: Exit },
+    /// The first replica to fail, and how; `error` is the last error line it wrote in this
+    /// attempt ([`last_error_line`] of its log), if any.
+    ReplicaFailed {
+        rank: usize,
+        exit: Exit,
+        error: Option<String>,
+    },
     /// Launching itself failed (no executable, no logs folder...).
     LaunchFailed(String),
 }
@@ -70,21 +83,30 @@ pub fn decide(
         Outcome::LaunchFailed(msg) => Decision::Fail {
             reason: msg.clone(),
         },
-        Outcome::ReplicaFailed { rank, exit } => {
+        Outcome::ReplicaFailed { rank, exit, error } => {
             let what = format!("rank {rank} {exit}");
+            // The replica's own words when it wrote them, else where to look.
+            let said = |why: &str| match error {
+                Some(line) => format!("{what}{why}: {line}"),
+                None => format!("{what}{why}; see its log"),
+            };
             if *exit == Exit::Code(EXIT_CONFIG) {
                 Decision::Fail {
-                    reason: format!("{what} (configuration error: not restarted; see its log)"),
+                    reason: said(", a configuration or data error (not restarted)"),
                 }
             } else if !restartable(*exit) {
                 Decision::Fail {
-                    reason: format!("{what} (not a restartable failure; see its log)"),
+                    reason: said(" (not a restartable failure)"),
                 }
             } else if restarts_used >= max_restarts {
+                let used = format!(
+                    "; restart.max_restarts = {max_restarts} used up ({restarts_used} restarts)"
+                );
                 Decision::Fail {
-                    reason: format!(
-                        "{what}; restart.max_restarts = {max_restarts} used up ({restarts_used} restarts)"
-                    ),
+                    reason: match error {
+                        Some(line) => format!("{what}{used}: {line}"),
+                        None => format!("{what}{used}"),
+                    },
                 }
             } else {
                 Decision::Restart {
@@ -97,6 +119,34 @@ pub fn decide(
     }
 }
 
+/// The last error line of a replica's log text: the last line starting with `ddp-trainer: `
+/// (what a replica prints on stderr before it exits with an error, e.g. `ddp-trainer: rank 0:
+/// PATH: MESSAGE`), trimmed.
+pub fn last_error_line(log: &str) -> Option<&str> {
+    log.lines()
+        .rev()
+        .map(str::trim_end)
+        .find(|l| l.starts_with("ddp-trainer: "))
+}
+
+/// Whether `record` is a run that failed because a replica reported a configuration or data
+/// error (exit code 2): retrying cannot help, the input must change.
+pub fn failed_on_bad_input(record: &RunRecord) -> bool {
+    record.status == RunStatus::Failed && record.exit_codes.values().any(|&c| c == EXIT_CONFIG)
+}
+
+/// The exit code a front end that waited for the run reports once it has ended: 0 completed,
+/// 143 stopped, 2 failed on a replica's configuration or data error ([`failed_on_bad_input`],
+/// the code of bad input), 1 any other failure.
+pub fn exit_code(record: &RunRecord) -> i32 {
+    match record.status {
+        RunStatus::Completed => 0,
+        RunStatus::Stopped => EXIT_STOPPED,
+        _ if failed_on_bad_input(record) => EXIT_CONFIG,
+        _ => EXIT_FAILURE,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,7 +154,19 @@ mod tests {
     const B: Duration = Duration::from_millis(500);
 
     fn failed(exit: Exit) -> Outcome {
-        Outcome::ReplicaFailed { rank: 1, exit }
+        Outcome::ReplicaFailed {
+            rank: 1,
+            exit,
+            error: None,
+        }
+    }
+
+    fn failed_saying(exit: Exit, line: &str) -> Outcome {
+        Outcome::ReplicaFailed {
+            rank: 1,
+            exit,
+            error: Some(line.into()),
+        }
     }
 
     #[test]
@@ -136,17 +198,93 @@ mod tests {
 
     #[test]
     fn config_errors_and_plain_failures_never_restart() {
-        match decide(&failed(Exit::Code(2)), 0, 3, B) {
-            Decision::Fail { reason } => assert!(
-                reason.contains("configuration error: not restarted"),
-                "{reason}"
-            ),
+        let fail = |o: &Outcome| match decide(o, 0, 3, B) {
+            Decision::Fail { reason } => reason,
             d => panic!("{d:?}"),
-        }
+        };
+        assert_eq!(
+            fail(&failed(Exit::Code(2))),
+            "rank 1 exited with code 2, a configuration or data error (not restarted); see its log"
+        );
+        assert_eq!(
+            fail(&failed(Exit::Code(1))),
+            "rank 1 exited with code 1 (not a restartable failure); see its log"
+        );
+        // The replica's error line is the reason's end.
+        let line = "ddp-trainer: rank 1: /d/train/3/7.png: cannot be decoded as PNG: (corrupt or truncated)";
+        assert_eq!(
+            fail(&failed_saying(Exit::Code(2), line)),
+            format!(
+                "rank 1 exited with code 2, a configuration or data error (not restarted): {line}"
+            )
+        );
+        assert_eq!(
+            fail(&failed_saying(
+                Exit::Code(1),
+                "ddp-trainer: rank 1: disk full"
+            )),
+            "rank 1 exited with code 1 (not a restartable failure): ddp-trainer: rank 1: disk full"
+        );
+        // Not restarted even with restarts left and a line that says nothing of it.
         assert!(matches!(
-            decide(&failed(Exit::Code(1)), 0, 3, B),
+            decide(&failed_saying(Exit::Code(2), "ddp-trainer: x"), 0, 9, B),
             Decision::Fail { .. }
         ));
+    }
+
+    #[test]
+    fn a_restart_keeps_its_short_reason_and_the_last_failure_says_why() {
+        let o = failed_saying(
+            Exit::Code(EXIT_RESTART),
+            "ddp-trainer: rank 1: all_reduce #3 failed",
+        );
+        assert!(matches!(
+            decide(&o, 0, 1, B),
+            Decision::Restart { reason, .. } if reason == "rank 1 exited with code 75"
+        ));
+        assert_eq!(
+            decide(&o, 1, 1, B),
+            Decision::Fail {
+                reason: "rank 1 exited with code 75; restart.max_restarts = 1 used up (1 restarts): ddp-trainer: rank 1: all_reduce #3 failed".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_error_line_is_the_last_one_the_trainer_wrote() {
+        let log = "mnist | rank 0 of 1 | out /r\n\
+                   ddp-trainer: rank 0: an old failure\n\
+                   epoch 1 step 3 loss 2.3\n\
+                   ddp-trainer: rank 0: /d/x.png: cannot be decoded as PNG  \n\
+                   trailing noise\n";
+        assert_eq!(
+            last_error_line(log),
+            Some("ddp-trainer: rank 0: /d/x.png: cannot be decoded as PNG")
+        );
+        assert_eq!(last_error_line("epoch 1\nnothing wrong\n"), None);
+        assert_eq!(last_error_line(""), None);
+    }
+
+    #[test]
+    fn exit_codes_of_ended_runs() {
+        let mut r = RunRecord::sample();
+        let code = |r: &RunRecord| exit_code(r);
+        r.status = RunStatus::Completed;
+        assert_eq!(code(&r), 0);
+        r.status = RunStatus::Stopped;
+        assert_eq!(code(&r), 143);
+        r.status = RunStatus::Failed;
+        assert_eq!(code(&r), 1, "no exit code recorded: the supervisor is gone");
+        r.exit_codes.insert(1, 1);
+        assert_eq!(code(&r), 1);
+        assert!(!failed_on_bad_input(&r));
+        r.exit_codes.insert(0, EXIT_CONFIG);
+        assert_eq!(code(&r), 2);
+        assert!(failed_on_bad_input(&r));
+        // A stopped run with a recorded code 2 is still stopped.
+        r.status = RunStatus::Stopped;
+        assert!(!failed_on_bad_input(&r));
+        assert_eq!(code(&r), 143);
     }
 
     #[test]

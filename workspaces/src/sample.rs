@@ -18,7 +18,7 @@ use std::time::Instant;
 use ddp_trainer::checkpoint::{self, Mark};
 use ddp_trainer::data::text::{TOKENIZER_FILE, Tokenizer, TokenizerKind};
 use ddp_trainer::generate;
-use ddp_trainer::models::gpt::Gpt;
+use ddp_trainer::models::gpt::{Gpt, GptConfig};
 use ddp_trainer::spec::{DataName, ModelName};
 
 use crate::commands::{SampleArgs, SampleOptions, Weights};
@@ -128,7 +128,7 @@ impl Sampler {
         let prompt = encode_prompt(&tokenizer, &options.prompt, &id)?;
         let mut warnings = Vec::new();
         let weights = pick_weights(&run, options.checkpoint.as_ref(), &mut warnings)?;
-        let cfg = spec.gpt_config(tokenizer.vocab_size());
+        let cfg = GptConfig::from_spec(&spec, tokenizer.vocab_size());
         let model = generate::load_gpt_file(&cfg, &weights)?;
         Ok(Sampler {
             run,
@@ -500,7 +500,7 @@ mod tests {
             )),
             "{err}"
         );
-        let cfg = Spec::load(&run.spec_path(), &[]).unwrap().gpt_config(27);
+        let cfg = GptConfig::from_spec(&Spec::load(&run.spec_path(), &[]).unwrap(), 27);
         let step = |n: u64| write_gpt(&run.dir, &cfg, n, Some(n));
         let (s2, s4, s6) = (step(2), step(4), step(6));
         assert_eq!(
@@ -575,7 +575,7 @@ mod tests {
         );
         let run = completed_run(dir.path(), &spec);
         tok.save(&run.dir.join(TOKENIZER_FILE)).unwrap();
-        let cfg = Spec::load(&run.spec_path(), &[]).unwrap().gpt_config(256);
+        let cfg = GptConfig::from_spec(&Spec::load(&run.spec_path(), &[]).unwrap(), 256);
         write_gpt(&run.dir, &cfg, 3, None);
         let (got, done) = pieces(&run, &options("\u{e9}t\u{e9}", 200, 2)).unwrap();
         assert_eq!(got[0], "\u{e9}t\u{e9}");

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::metrics::MetricRecord;
+use crate::plan::Plan;
 use crate::run::{Run, RunRecord, now};
 use crate::run_list::MetricDigest;
 
@@ -48,9 +49,15 @@ pub struct Summary {
 
 impl Summary {
     /// Reads the run's rank-0 metrics and summarises them; a run without readable metrics gets
-    /// the figures of no records.
+    /// the figures of no records. Whether it is a language model's run is its frozen spec's say
+    /// ([`Plan::language_model`]: a run that failed before its first record is one too), else
+    /// its records'.
     pub fn of(run: &Run) -> Summary {
-        summarize(run, &run.metrics().unwrap_or_default())
+        let mut s = summarize(run, &run.metrics().unwrap_or_default());
+        if let Some(lm) = Plan::read(&run.spec_path()).language_model {
+            s.language_model = lm;
+        }
+        s
     }
 }
 
@@ -180,6 +187,35 @@ mod tests {
         let v = serde_json::to_value(Summary::default()).unwrap();
         assert_eq!(v["language_model"], false);
         assert!(v.get("tokens_per_sec").is_none() && v.get("final_val_perplexity").is_none());
+    }
+
+    #[test]
+    fn a_language_model_is_one_by_its_spec_before_any_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = RunRecord::sample()
+            .status(RunStatus::Failed)
+            .in_dir(dir.path().join("run"));
+        std::fs::create_dir_all(&r.dir).unwrap();
+        // No spec, no metrics: nothing says it is one.
+        assert!(!Summary::of(&r).language_model);
+        let gpt = "name = 'gpt'\n[model]\nname = 'gpt'\n[data]\nname = 'text'\npath = 'a.txt'\n[train]\nsteps = 100\n";
+        std::fs::write(r.spec_path(), gpt).unwrap();
+        let s = Summary::of(&r);
+        assert!(s.language_model && s.steps == 0, "{s:?}");
+        // What `ddp run` and `ddp show` print of it: no accuracy, no test.
+        let shown = crate::report::show_text(&r);
+        assert!(shown.contains("steps       0/100"), "{shown}");
+        assert!(
+            !shown.contains("accuracy") && !shown.contains("\ntest "),
+            "{shown}"
+        );
+        // The spec says an image run is none, whatever its records.
+        std::fs::write(r.spec_path(), "name = 'm'\n[data]\nname = 'mnist'\n").unwrap();
+        let m = crate::metrics::metrics_path(&r.dir, 0);
+        std::fs::create_dir_all(m.parent().unwrap()).unwrap();
+        let lm = lm_metrics();
+        std::fs::write(&m, serde_json::to_string(&lm[0]).unwrap() + "\n").unwrap();
+        assert!(!Summary::of(&r).language_model);
     }
 
     #[test]

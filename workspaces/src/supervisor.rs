@@ -1,7 +1,8 @@
 //! The supervisor: one process per run (`EXE __supervise RUN_DIR`, where `EXE` is the binary of
 //! the front end that started the run: `ddp`, a TUI, ...), detached from whoever started it. It
 //! launches the replicas (replicas of that same executable, `EXE __replica`, with the trainer's
-//! environment contract; every such front end calls [`run_hidden_command`] first in `main`), records every change in `run.json` and `events.jsonl`,
+//! environment contract; every such front end calls [`crate::run_hidden_command`] first in
+//! `main`), records every change in `run.json` and `events.jsonl`,
 //! and applies the restart policy ([`crate::policy`]) when a replica dies. Before anything else,
 //! a run of a sweep with a parallelism limit waits for one of the sweep's slots
 //! ([`crate::sweep`]); then it waits for its devices ([`crate::devices`]).
@@ -10,94 +11,20 @@
 //! the run stopped. The replicas die with it if it is killed (parent-death signal), and a reader
 //! that finds its pid gone marks the run failed.
 
-use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ddp_trainer::cli::ReplicaArgs;
 use ddp_trainer::launcher::{LaunchOptions, SpawnHook, launch};
 use ddp_trainer::spec::Spec;
 
 use crate::devices;
+use crate::invocation::HiddenCommand;
 use crate::policy::{Decision, Exit, Outcome, decide};
-use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now};
+use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now, workspace_root};
 use crate::{Error, Result};
-
-/// The hidden sub-command that runs one replica (the `ddp-trainer` contract).
-pub const REPLICA_COMMAND: &str = "__replica";
-/// The hidden sub-command that runs a run's supervisor: `EXE __supervise RUN_DIR [--resume]`.
-pub const SUPERVISE_COMMAND: &str = "__supervise";
-
-/// Runs the hidden sub-command named by `args` (the whole command line, `args[0]` being the
-/// executable), if it names one, and returns its exit code; `None` for any other command line.
-///
-/// **Call this first in `main` of every front end that starts runs** (the `ddp` CLI, a TUI, a
-/// notebook kernel), before parsing arguments or starting anything:
-///
-/// ```no_run
-/// fn main() -> std::process::ExitCode {
-///     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-///     if let Some(code) = ddp_workspaces::supervisor::run_hidden_command(&args) {
-///         return code;
-///     }
-///     // ... the front end itself
-///     std::process::ExitCode::SUCCESS
-/// }
-/// ```
-///
-/// A run's supervisor ([`spawn_supervisor`]) and its replicas are started from
-/// `std::env::current_exe()`, that is from the front end's own binary, with these arguments:
-/// - `EXE __supervise RUN_DIR [--resume]` runs the supervisor of the run in `RUN_DIR`
-///   ([`supervise`]); exit code 0 when the run completed, 1 otherwise, 2 without `RUN_DIR`.
-/// - `EXE __replica ...` runs one replica (delegating to the trainer's command line).
-pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
-    let rest = args.get(2..).unwrap_or_default();
-    match args.get(1).and_then(|a| a.to_str()) {
-        Some(REPLICA_COMMAND) => Some(ddp_trainer::cli::main_from(
-            std::iter::once(OsString::from("ddp-trainer")).chain(rest.iter().cloned()),
-        )),
-        Some(SUPERVISE_COMMAND) => Some(supervise_main(rest)),
-        Some(crate::slurm::WATCH_COMMAND) => Some(watch_main(rest)),
-        _ => None,
-    }
-}
-
-/// `EXE __slurm-watch ROOT`: the workspace's Slurm watcher ([`crate::slurm::watcher`]).
-fn watch_main(args: &[OsString]) -> ExitCode {
-    let Some(root) = args.first() else {
-        eprintln!("ddp __slurm-watch: missing workspace folder");
-        return ExitCode::from(2);
-    };
-    match crate::slurm::watcher::watch(Path::new(root)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ddp __slurm-watch: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// `EXE __supervise RUN_DIR [--resume]`, its arguments after the sub-command.
-fn supervise_main(args: &[OsString]) -> ExitCode {
-    let resume = args.iter().any(|a| a == "--resume");
-    let Some(dir) = args.iter().find(|a| *a != "--resume") else {
-        eprintln!("ddp __supervise: missing run folder");
-        return ExitCode::from(2);
-    };
-    match supervise(Path::new(dir), resume) {
-        Ok(RunStatus::Completed) => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("ddp supervisor: run {status}");
-            ExitCode::from(1)
-        }
-        Err(e) => {
-            eprintln!("ddp supervisor: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -165,7 +92,7 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
             )?;
         }
         let outcome = launch_once(&run, &program, &spec, threads, &replica_env, resume_next);
-        if let Outcome::ReplicaFailed { rank, exit } = &outcome {
+        if let Outcome::ReplicaFailed { rank, exit, .. } = &outcome {
             let (code, signal) = match exit {
                 Exit::Code(c) => (Some(*c), None),
                 Exit::Signal(s) => (None, Some(*s)),
@@ -222,19 +149,12 @@ fn launch_once(
     resume: bool,
 ) -> Outcome {
     let dir = lock(run).dir.clone();
-    let own_trainer = lock(run).record.trainer.is_some();
-    let mut args: Vec<OsString> = Vec::new();
-    if !own_trainer {
-        args.push(REPLICA_COMMAND.into());
-    }
-    args.extend([
-        lock(run).spec_path().into(),
-        "--out".into(),
-        dir.clone().into(),
-    ]);
-    if resume {
-        args.push("--resume".into());
-    }
+    let replica = ReplicaArgs::new(lock(run).spec_path(), &dir).resuming(resume);
+    // The run's own trainer is a `ddp-trainer`; this executable runs it as a hidden command.
+    let args = match lock(run).record.trainer {
+        Some(_) => replica.to_args(),
+        None => HiddenCommand::Replica(replica).to_args(),
+    };
     let mut opts = LaunchOptions::new(spec.ddp.replicas, program, &dir);
     opts.args = args;
     opts.threads_per_replica = Some(threads);
@@ -244,6 +164,13 @@ fn launch_once(
         "TORCHELASTIC_RESTART_COUNT".into(),
         lock(run).record.restarts.to_string(),
     ));
+    // Where this attempt's lines start in each rank's log (logs are appended across restarts).
+    let log_starts: Vec<u64> = (0..spec.ddp.replicas)
+        .map(|rank| {
+            let log = ddp_trainer::launcher::log_path(&dir, rank);
+            std::fs::metadata(log).map_or(0, |m| m.len())
+        })
+        .collect();
     let hook_run = run.clone();
     opts.on_spawn = Some(SpawnHook(Arc::new(move |rank, pid| {
         let mut r = lock(&hook_run);
@@ -266,7 +193,15 @@ fn launch_once(
             if STOP.load(Ordering::SeqCst) && exit == Exit::Code(143) {
                 Outcome::Stopped
             } else {
-                Outcome::ReplicaFailed { rank, exit }
+                // A replica that exited (not killed) said why on its last error line.
+                let error = match exit {
+                    Exit::Code(_) => replica_error(
+                        &ddp_trainer::launcher::log_path(&dir, rank),
+                        log_starts.get(rank).copied().unwrap_or(0),
+                    ),
+                    Exit::Signal(_) => None,
+                };
+                Outcome::ReplicaFailed { rank, exit, error }
             }
         }
         Err(ddp_trainer::Error::Launch(msg)) if msg.contains("interrupted") => {
@@ -275,6 +210,20 @@ fn launch_once(
         }
         Err(e) => Outcome::LaunchFailed(e.to_string()),
     }
+}
+
+/// The last error line ([`crate::policy::last_error_line`]) a replica wrote to its log `log`
+/// after byte `from` (this attempt's part), read from the log's last 64 KiB at most.
+fn replica_error(log: &Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 << 10;
+    let mut file = std::fs::File::open(log).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = from.max(len.saturating_sub(TAIL)).min(len);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(len - start).read_to_end(&mut bytes).ok()?;
+    crate::policy::last_error_line(&String::from_utf8_lossy(&bytes)).map(str::to_string)
 }
 
 /// Waits (status queued, one event per change) for a slot of the run's sweep when the sweep
@@ -308,16 +257,6 @@ fn take_sweep_slot(run: &Arc<Mutex<Run>>) -> Result<Option<crate::sweep::SlotWai
             Err(e)
         }
     }
-}
-
-/// `<ws>` of the run folder `<ws>/experiments/<experiment>/runs/<id>`.
-/// The workspace a run folder belongs to (`ROOT/experiments/EXP/runs/ID`).
-pub(crate) fn workspace_root(run_dir: &Path) -> PathBuf {
-    run_dir
-        .ancestors()
-        .nth(4)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| run_dir.to_path_buf())
 }
 
 /// Plans devices and waits (status queued, one event per change) until they are free. `None`
@@ -411,16 +350,16 @@ fn lock(run: &Arc<Mutex<Run>>) -> std::sync::MutexGuard<'_, Run> {
     run.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts `EXE __supervise RUN_DIR` (`EXE`: this executable, see [`run_hidden_command`]) as a
-/// detached process (its own session, so it survives the
-/// terminal and the caller), with its output in `logs/supervisor.log`. The caller should reap
-/// the child if it outlives it (`wait` on it from a thread), or simply drop it.
+/// Starts `EXE __supervise RUN_DIR` (`EXE`: this executable, see [`crate::run_hidden_command`])
+/// as a detached process (its own session, so it survives the terminal and the caller), with its
+/// output in `logs/supervisor.log`. The caller should reap the child if it outlives it (`wait` on
+/// it from a thread), or simply drop it.
 pub fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child> {
-    let mut args: Vec<&OsStr> = vec![SUPERVISE_COMMAND.as_ref(), run_dir.as_os_str()];
-    if resume {
-        args.push("--resume".as_ref());
-    }
-    crate::detach::spawn_detached(args, &run_dir.join("logs").join("supervisor.log"))
+    let cmd = HiddenCommand::Supervise {
+        run_dir: run_dir.to_path_buf(),
+        resume,
+    };
+    crate::detach::spawn_detached(cmd.to_args(), &run_dir.join("logs").join("supervisor.log"))
 }
 
 #[cfg(test)]
@@ -428,24 +367,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hidden_commands_are_recognised() {
-        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(run_hidden_command(&args(&["ddp", "ls"])), None);
-        assert_eq!(run_hidden_command(&args(&["ddp"])), None);
-        assert_eq!(run_hidden_command(&[]), None);
+    fn a_replicas_error_is_read_from_this_attempts_part_of_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rank-0.log");
+        assert_eq!(replica_error(&log, 0), None, "no log yet");
+        std::fs::write(
+            &log,
+            "x | rank 0 of 1\nddp-trainer: rank 0: the first attempt's\n",
+        )
+        .unwrap();
+        let start = std::fs::metadata(&log).unwrap().len();
         assert_eq!(
-            run_hidden_command(&args(&["ddp", SUPERVISE_COMMAND])),
-            Some(ExitCode::from(2))
+            replica_error(&log, 0).as_deref(),
+            Some("ddp-trainer: rank 0: the first attempt's")
         );
-    }
-
-    #[test]
-    fn workspace_of_a_run_folder() {
+        // The next attempt wrote no error line: the old one is not its error.
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str("x | rank 0 of 1\nepoch 1\n");
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(replica_error(&log, start), None);
+        text.push_str("ddp-trainer: rank 0: /d/a.csv: line 3 has 2 fields\n");
+        std::fs::write(&log, &text).unwrap();
         assert_eq!(
-            workspace_root(Path::new(
-                "/ws/experiments/mnist/runs/20261121-101500-abc123"
-            )),
-            Path::new("/ws")
+            replica_error(&log, start).as_deref(),
+            Some("ddp-trainer: rank 0: /d/a.csv: line 3 has 2 fields")
+        );
+        // A long log is read from its end.
+        let long = format!(
+            "{}ddp-trainer: rank 0: late\n",
+            "epoch 1 loss 2.3\n".repeat(10_000)
+        );
+        std::fs::write(&log, long).unwrap();
+        assert_eq!(
+            replica_error(&log, 0).as_deref(),
+            Some("ddp-trainer: rank 0: late")
         );
     }
 }

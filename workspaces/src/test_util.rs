@@ -40,6 +40,9 @@ use std::path::{Path, PathBuf};
 pub use ddp_trainer::test_util::{max_abs_diff, tensor_diff, worst_tensor, write_gpt};
 
 use ddp_trainer::data::text::{TOKENIZER_FILE, Tokenizer};
+use ddp_trainer::models::gpt::GptConfig;
+/// The fixtures every crate's tests share (specs, sample data, waits): the trainer's.
+pub use ddp_trainer::test_util::fixtures;
 
 use crate::Workspace;
 use crate::devices::telemetry::{
@@ -87,7 +90,12 @@ pub fn gpt_run(root: &Path) -> Run {
         .save(&run.dir.join(TOKENIZER_FILE))
         .expect("tokenizer.json written");
     let spec = Spec::load(&run.spec_path(), &[]).expect("the frozen spec");
-    write_gpt(&run.dir, &spec.gpt_config(tokenizer.vocab_size()), 1, None);
+    write_gpt(
+        &run.dir,
+        &GptConfig::from_spec(&spec, tokenizer.vocab_size()),
+        1,
+        None,
+    );
     run
 }
 

@@ -6,14 +6,13 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ddp_workspaces::actions::{self, NewRun, StopRequest};
+use ddp_workspaces::actions::{self, NewRun};
 use ddp_workspaces::analysis::{self, comparison};
 use ddp_workspaces::commands::{
-    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, SampleArgs, ShowArgs,
+    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, SampleArgs, SharedCommand, ShowArgs,
 };
 use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
 use ddp_workspaces::plot::Series;
-use ddp_workspaces::tail::{LineTailer, TailFrom};
 use ddp_workspaces::{Run, Workspace};
 
 use super::{CellCommand, Command, help, parse_cell, parse_line};
@@ -24,8 +23,6 @@ use crate::render::{self, Output};
 use crate::shared::Shared;
 use crate::train::{self, TrainCell};
 
-/// How long `%ddp stop` waits for the run to stop.
-const STOP_LIMIT: Duration = Duration::from_secs(120);
 /// How often a wait looks at the run and at interrupts.
 const WAIT_POLL: Duration = Duration::from_millis(50);
 
@@ -43,7 +40,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
         }
         Command::Watch(run) => card(&open(&root)?.run(&run.run)?, false, shared, out),
         Command::Wait(run) => card(&open(&root)?.run(&run.run)?, true, shared, out),
-        Command::Ls(LsArgs { filter, json }) => {
+        Command::Shared(SharedCommand::Ls(LsArgs { filter, json })) => {
             let ws = open(&root)?;
             let (runs, bad) = ws.runs()?;
             report_unreadable(&bad, out);
@@ -56,7 +53,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&shown, None);
             Ok(())
         }
-        Command::Show(ShowArgs { run, json }) => {
+        Command::Shared(SharedCommand::Show(ShowArgs { run, json })) => {
             let run = open(&root)?.run(&run.run)?;
             let shown = if json {
                 render::runs::show_json(&run)
@@ -69,7 +66,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
         Command::Logs(LogsArgs { run, rank, tail }) => {
             logs(&open(&root)?.run(&run.run)?, rank, tail, out)
         }
-        Command::Stop(run) => stop(&open(&root)?.run(&run.run)?, out),
+        Command::Shared(SharedCommand::Stop(run)) => stop(&open(&root)?.run(&run.run)?, out),
         Command::Resume { run, wait } => {
             let started = actions::resume_run(&root, &run.run)?;
             let run = started.reap_in_background();
@@ -82,7 +79,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             );
             card(&run, wait.wait, shared, out)
         }
-        Command::Compare(CompareArgs { runs, sweep, json }) => {
+        Command::Shared(SharedCommand::Compare(CompareArgs { runs, sweep, json })) => {
             let ws = open(&root)?;
             let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
             report_unreadable(&bad, out);
@@ -106,7 +103,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&render::runs::plot(&Series::of_runs(&selected)?, x)?, None);
             Ok(())
         }
-        Command::Sample(args) => sample(&open(&root)?, &args, shared, out),
+        Command::Shared(SharedCommand::Sample(args)) => sample(&open(&root)?, &args, shared, out),
         Command::Devices => {
             let runs = match Workspace::open(&root) {
                 Ok(ws) => ws.runs()?.0,
@@ -225,18 +222,31 @@ fn start(root: &Path, req: &NewRun, wait: bool, shared: &Shared, out: &Out) -> R
 /// Shows `run`'s live card; with `wait`, returns when the run reaches a final status (or the
 /// request is interrupted: then only the waiting stops, which is what the interrupt asks for,
 /// so it is a notice on stdout, not an error).
+/// Shows the run's live card; with `wait`, until the run ends. A run that ended failed on a
+/// replica's configuration or data error (exit code 2) ends the cell in an error saying it (the
+/// replica's error line), as `ddp run` exits 2 with it.
 fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
     let live = shared.cards.show(&shared.workspace(), run, out);
-    if wait {
-        wait_for(&live, shared, out);
+    if wait && wait_for(&live, shared, out) {
+        let ended = Run::load_checked(&run.dir)?;
+        let r = &ended.record;
+        if ddp_workspaces::policy::failed_on_bad_input(r) {
+            return Err(ddp_workspaces::Error::Invalid(format!(
+                "run {} failed: {}",
+                r.id,
+                r.error.as_deref().unwrap_or("see its logs")
+            ))
+            .into());
+        }
     }
     Ok(())
 }
 
-fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) {
+/// Waits until the run of `live` ends (true) or the user interrupts the wait (false).
+fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) -> bool {
     loop {
         if live.is_done() {
-            return;
+            return true;
         }
         if shared.interrupt.requested() {
             out.stream(
@@ -246,7 +256,7 @@ fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) {
                     id = live.run_id
                 ),
             );
-            return;
+            return false;
         }
         std::thread::sleep(WAIT_POLL);
     }
@@ -277,54 +287,15 @@ fn sample(ws: &Workspace, args: &SampleArgs, shared: &Shared, out: &Out) -> Resu
 }
 
 fn stop(run: &Run, out: &Out) -> Result<()> {
-    match actions::request_stop(run)? {
-        StopRequest::AlreadyTerminal(run) => {
-            out.stream(
-                false,
-                &format!("run {} is already {}\n", run.record.id, run.record.status),
-            );
-            return Ok(());
-        }
-        StopRequest::Signalled { run, .. } => out.stream(
-            false,
-            &format!(
-                "stopping run {} (replicas finish their step)...\n",
-                run.record.id
-            ),
-        ),
-        StopRequest::Cancelled { run, job_id } => out.stream(
-            false,
-            &format!(
-                "stopping run {}: cancelled Slurm job {job_id} (replicas checkpoint and stop)...\n",
-                run.record.id
-            ),
-        ),
-    }
-    let now = actions::wait_until_terminal(&run.dir, STOP_LIMIT)?;
-    out.stream(
-        false,
-        &format!("run {} {}\n", now.record.id, now.record.status),
-    );
+    actions::stop_and_wait(run, |line| out.stream(false, &format!("{line}\n")))?;
     Ok(())
 }
 
 fn logs(run: &Run, rank: Option<usize>, tail: Option<usize>, out: &Out) -> Result<()> {
-    let ranks: Vec<usize> = match rank {
-        Some(r) => vec![r],
-        None => (0..run.record.replicas.max(1)).collect(),
-    };
     let mut text = String::new();
-    for &r in &ranks {
-        let mut t = LineTailer::new(run.log_path(r), TailFrom::Start);
-        let lines = t.poll()?;
-        let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
-        for l in &lines[skip..] {
-            if ranks.len() > 1 {
-                text.push_str(&format!("[rank {r}] "));
-            }
-            text.push_str(l);
-            text.push('\n');
-        }
+    for line in ddp_workspaces::logs::log_lines(run, rank, tail)? {
+        text.push_str(&line);
+        text.push('\n');
     }
     out.stream(false, &text);
     Ok(())

@@ -11,8 +11,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use ddp_workspaces::commands::{
-    self, CompareArgs, LogsArgs, LsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, SampleArgs,
-    ShowArgs,
+    self, LogsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, SharedCommand,
 };
 
 use crate::error::{Error, Result};
@@ -55,14 +54,11 @@ pub enum Command {
     Watch(RunAddress),
     /// Show a run's card and wait until the run ends (interrupt: stop waiting; the run goes on).
     Wait(RunAddress),
-    /// List runs (newest first).
-    Ls(LsArgs),
-    /// Show one run: spec, status, devices, metrics, restarts, durations.
-    Show(ShowArgs),
+    /// ls, show, stop, compare, sample (interrupt: stop drawing): as in every front end.
+    #[command(flatten)]
+    Shared(SharedCommand),
     /// Print a run's logs (all ranks, prefixed).
     Logs(LogsArgs),
-    /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
-    Stop(RunAddress),
     /// Continue a stopped or failed run from its newest checkpoint, with a live card.
     Resume {
         #[command(flatten)]
@@ -70,13 +66,8 @@ pub enum Command {
         #[command(flatten)]
         wait: Wait,
     },
-    /// Compare runs: the spec keys that differ between them, and their final figures.
-    Compare(CompareArgs),
     /// Plot the loss and accuracy of runs (SVG and PNG).
     Plot(PlotArgs),
-    /// Generate text from a language-model run (a gpt on text), streamed into the cell as it is
-    /// drawn (interrupt: stop); the same seed, weights and options give the same text.
-    Sample(SampleArgs),
     /// The machine's devices: GPUs (and which run holds each), CPU, memory, the runs' processes.
     Devices,
     /// Show the workspace, or change it to DIR (relative to the notebook's folder).

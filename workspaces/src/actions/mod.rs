@@ -6,7 +6,7 @@
 //! the same functions and gets the same checks and messages.
 //!
 //! Starting a run spawns its supervisor from `std::env::current_exe()`: the front end's binary
-//! must call [`crate::supervisor::run_hidden_command`] first thing in `main`.
+//! must call [`crate::run_hidden_command`] first thing in `main`.
 //!
 //! `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
 //! [`remove_run`]); this module the rest.
@@ -17,6 +17,7 @@ use std::process::Child;
 use ddp_trainer::spec::Spec;
 use serde::Serialize;
 
+pub use crate::request::{NewRun, NewSweep, RunOn};
 use crate::run::{Run, RunStatus};
 
 mod stop;
@@ -24,66 +25,9 @@ use crate::supervisor::spawn_supervisor;
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
 use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
-pub use stop::{StopRequest, remove_run, request_stop, wait_until_terminal};
-
-/// A request for a new run (what `ddp run` takes).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NewRun {
-    /// The spec file; with `spec_text`, the name the spec goes by in messages, and relative data
-    /// paths resolve against its folder (the file itself need not exist).
-    pub spec: PathBuf,
-    /// The spec itself (TOML), instead of reading `spec`: a spec written in a notebook cell.
-    pub spec_text: Option<String>,
-    /// The executable the replicas run instead of the built-in trainer (`--trainer PATH`: a
-    /// program made with `ddp_trainer::main_with`); checked before anything is created.
-    pub trainer: Option<PathBuf>,
-    /// A folder moved into the new run as `code/` (the crate a notebook cell was built from,
-    /// with its build); a `trainer` inside it is recorded at its new place. Before the trainer
-    /// is built, a request with `code` and no `trainer` passes [`check_new_run`] for a custom
-    /// model; [`start_run`] needs both.
-    pub code: Option<PathBuf>,
-    /// `KEY=VALUE` spec overrides (`--set`), applied in order.
-    pub overrides: Vec<String>,
-    /// The number of replicas (`ddp.replicas`), applied after `overrides`.
-    pub replicas: Option<usize>,
-    /// A name for the run (shown by `ddp ls` / `ddp show`).
-    pub name: Option<String>,
-    /// The command line recorded in `run.json` (`ddp run ...`, or what the front end did).
-    pub command: Vec<String>,
-    /// Where the replicas run: on this machine under a supervisor, or in a Slurm job.
-    pub on: RunOn,
-    /// The Slurm options given on the command line (`--nodes`, ...): refused for a local run.
-    pub slurm_options: Vec<String>,
-}
-
-/// Where a run's replicas run (`--on`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum RunOn {
-    /// On this machine, under a supervisor process.
-    #[default]
-    Local,
-    /// In a Slurm job submitted with `sbatch` (docs/slurm.md).
-    Slurm,
-}
-
-impl NewRun {
-    /// A request for `spec` with no overrides, name or command.
-    pub fn new(spec: impl Into<PathBuf>) -> NewRun {
-        NewRun {
-            spec: spec.into(),
-            ..NewRun::default()
-        }
-    }
-
-    /// `overrides` with `replicas` appended as `ddp.replicas=N`.
-    fn all_overrides(&self) -> Vec<String> {
-        let mut all = self.overrides.clone();
-        if let Some(n) = self.replicas {
-            all.push(format!("ddp.replicas={n}"));
-        }
-        all
-    }
-}
+pub use stop::{
+    STOP_LIMIT, StopRequest, remove_run, request_stop, stop_and_wait, wait_until_terminal,
+};
 
 /// The essentials of a validated spec, for a front end to show (a "new run" dialog, a progress
 /// bar's length, the restart budget).
@@ -313,6 +257,8 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
     }
     if req.on == RunOn::Local {
         check_devices(&spec, &req.spec)?;
+        // Last: the costliest check (a text or a table is read as a replica reads it).
+        ddp_trainer::preflight::check(&spec)?;
     }
     Ok(spec)
 }
@@ -352,26 +298,6 @@ fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
 
 // ---------------------------------------------------------------------------------------------
 // Sweeps.
-
-/// A request for a sweep (what `ddp sweep` takes).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NewSweep {
-    pub spec: PathBuf,
-    /// `KEY=V1,V2,...` axes (`--grid`): one run per combination.
-    pub grid: Vec<String>,
-    /// `KEY=VALUE` overrides of every run (`--set`).
-    pub overrides: Vec<String>,
-    /// The number of replicas of every run (`ddp.replicas`), applied after `overrides`.
-    pub replicas: Option<usize>,
-    /// At most this many runs of the sweep at a time (at least 1; `None`: as devices allow).
-    pub max_parallel: Option<usize>,
-    /// A name for the sweep (its runs are named `NAME/<combination>`).
-    pub name: Option<String>,
-    /// The command line recorded in the sweep's manifest and its runs.
-    pub command: Vec<String>,
-    /// The executable every run's replicas run (`--trainer`), as for [`NewRun::trainer`].
-    pub trainer: Option<PathBuf>,
-}
 
 /// A sweep whose runs were created and whose supervisors were spawned.
 #[derive(Debug)]
@@ -418,7 +344,24 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
     {
         return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
+    check_sweep_data(&plan)?;
     Ok(plan)
+}
+
+/// [`ddp_trainer::preflight::check`] of every combination's data, each distinct one once (a grid
+/// over `train.lr` reads its table once, a grid over `data.path` each file).
+fn check_sweep_data(plan: &SweepPlan) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for run in &plan.runs {
+        let s = &run.spec;
+        // What the check reads: the data keys, the model's window, the hold-out seed.
+        let key = serde_json::to_string(&(&s.data, &s.model, s.train.seed))
+            .expect("a spec always serialises");
+        if seen.insert(key) {
+            ddp_trainer::preflight::check(s)?;
+        }
+    }
+    Ok(())
 }
 
 /// Starts a sweep: validates as [`check_new_sweep`] does before creating anything, then creates
@@ -568,6 +511,50 @@ mod tests {
         let e = start_run(&root, &NewRun::new(dir.path().join("missing.toml"))).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(!root.exists());
+    }
+
+    #[test]
+    fn bad_data_read_whole_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let text = dir.path().join("corpus.txt");
+        let mut bytes = "to be or not to be\n".repeat(10).into_bytes();
+        bytes[30] = 0xc3;
+        std::fs::write(&text, &bytes).unwrap();
+        let spec = dir.path().join("gpt.toml");
+        std::fs::write(
+            &spec,
+            format!(
+                "name = 'gpt'\n[model]\nname = 'gpt'\nlayers = 1\nheads = 1\nembd = 8\nblock = 4\n[data]\nname = 'text'\npath = '{}'\n[train]\nsteps = 2\n",
+                text.display()
+            ),
+        )
+        .unwrap();
+        let want = format!(
+            "{}: not a UTF-8 text file: the byte 0xc3 at offset 30 is not valid UTF-8; use \
+             tokenizer = \"byte\" to train on its bytes",
+            text.display()
+        );
+        let e = check_new_run(&NewRun::new(&spec)).unwrap_err();
+        assert_eq!(e.to_string(), want);
+        assert_eq!(e.exit_code(), 2);
+        let e = start_run(&root, &NewRun::new(&spec)).unwrap_err();
+        assert_eq!((e.to_string(), e.exit_code()), (want.clone(), 2));
+        let sweep = NewSweep {
+            spec: spec.clone(),
+            grid: vec!["train.lr=0.1,0.01".into()],
+            ..NewSweep::default()
+        };
+        let e = start_sweep(&root, &sweep).unwrap_err();
+        assert_eq!((e.to_string(), e.exit_code()), (want, 2));
+        assert!(!root.exists());
+        // The byte tokenizer reads any bytes; a run on Slurm is checked on its nodes.
+        let mut req = NewRun::new(&spec);
+        req.overrides = vec!["data.tokenizer=\"byte\"".into()];
+        check_new_run(&req).unwrap();
+        let mut req = NewRun::new(&spec);
+        req.on = RunOn::Slurm;
+        check_new_run(&req).unwrap();
     }
 
     #[test]

@@ -18,6 +18,52 @@ pub enum StopRequest {
     Cancelled { run: Run, job_id: String },
 }
 
+impl StopRequest {
+    /// The run as read when the request was made.
+    pub fn run(&self) -> &Run {
+        match self {
+            StopRequest::AlreadyTerminal(run)
+            | StopRequest::Signalled { run, .. }
+            | StopRequest::Cancelled { run, .. } => run,
+        }
+    }
+
+    /// What every front end says of it.
+    pub fn message(&self) -> String {
+        match self {
+            StopRequest::AlreadyTerminal(run) => {
+                format!("run {} is already {}", run.record.id, run.record.status)
+            }
+            StopRequest::Signalled { run, .. } => format!(
+                "stopping run {} (replicas finish their step)...",
+                run.record.id
+            ),
+            StopRequest::Cancelled { run, job_id } => format!(
+                "stopping run {}: cancelled Slurm job {job_id} (replicas checkpoint and stop)...",
+                run.record.id
+            ),
+        }
+    }
+}
+
+/// How long a front end waits for a run it asked to stop: its replicas finish their step and
+/// rank 0 checkpoints, which a large model on a slow disk can take a while for.
+pub const STOP_LIMIT: Duration = Duration::from_secs(120);
+
+/// Stops a run and waits for it (`ddp stop`, `%ddp stop`): [`request_stop`], then
+/// [`wait_until_terminal`] within [`STOP_LIMIT`]. `say` gets each line to show, as it happens
+/// ([`StopRequest::message`], then `run ID STATUS`); the run as it ended is returned.
+pub fn stop_and_wait(run: &Run, mut say: impl FnMut(&str)) -> Result<Run> {
+    let request = request_stop(run)?;
+    say(&request.message());
+    if let StopRequest::AlreadyTerminal(run) = request {
+        return Ok(run);
+    }
+    let now = wait_until_terminal(&run.dir, STOP_LIMIT)?;
+    say(&format!("run {} {}", now.record.id, now.record.status));
+    Ok(now)
+}
+
 /// Asks a run to stop, without waiting: reads the run again (a supervisor found dead marks it
 /// failed), and unless it has ended sends SIGTERM to its supervisor. A live run without a
 /// supervisor yet (it is being started) is [`Error::Refused`]: try again in a moment.

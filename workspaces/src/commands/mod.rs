@@ -15,6 +15,8 @@
 //!   [`ExportFormat`] and the [`KubernetesOptions`] of a Kubernetes job).
 //! - `sample`: text from a language-model run: [`SampleArgs`] (`sample RUN`) with its
 //!   [`SampleOptions`] (what the TUI's Sample pane takes too) and [`Weights`]; the defaults.
+//! - `shared`: [`SharedCommand`], the subcommands every front end has (ls, show, stop, compare,
+//!   sample), with their help text once.
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
 //!   into one of these structs ([`parse_line`], [`parse_words`]) with clap's messages as plain text ([`one_line`]
 //!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
@@ -26,6 +28,7 @@ mod paths;
 mod run;
 mod runs;
 mod sample;
+mod shared;
 mod words;
 
 pub use analysis::{CompareArgs, ExportArgs, ExportFormat, KubernetesOptions, PlotArgs};
@@ -36,4 +39,5 @@ pub use sample::{
     DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleArgs,
     SampleOptions, Weights,
 };
+pub use shared::SharedCommand;
 pub use words::{one_line, parse_line, parse_words, split, synopsis, synopsis_of};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::actions::{NewRun, NewSweep, RunOn};
+use crate::request::{NewRun, NewSweep, RunOn};
 
 /// How a spec is changed and run: overrides, replicas, the trainer executable.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]

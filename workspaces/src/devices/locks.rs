@@ -2,79 +2,42 @@
 //! GPU.
 //!
 //! GPU `N` (its NVML index, the number `nvidia-smi` shows, whatever `CUDA_VISIBLE_DEVICES` says)
-//! is held while some process holds `flock(2)` `LOCK_EX` on `<workspace>/locks/gpu-N.lock`. The
-//! lock lives on an open file held by a [`DeviceLease`]: dropping the lease releases it, and so
-//! does the death of the process, `kill -9` included, so a lost supervisor never leaks a GPU. The
-//! file is opened close-on-exec: replicas the supervisor spawns do not inherit it (they die with
-//! the supervisor anyway, through the launcher's parent-death signal).
-//!
-//! The file's content (`{"run":"...","pid":N}`) only says who holds it, for `ddp ls` and the TUI;
-//! the lock is the truth: a file left behind by a killed supervisor still names it but is free.
+//! is held while some process holds the lock file `<workspace>/locks/gpu-N.lock`
+//! ([`crate::lockfile`]), through a [`DeviceLease`]: dropping the lease releases it, and so does
+//! the death of the process, so a lost supervisor never leaks a GPU. Replicas the supervisor
+//! spawns do not inherit it (they die with the supervisor anyway, through the launcher's
+//! parent-death signal).
 //! [`acquire`] is all-or-nothing (it holds no GPU unless it got all of them), so two runs that
 //! want overlapping GPUs cannot each hold half and wait for the other.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// The folder of a workspace that holds the lock files.
-pub const LOCKS_DIR: &str = "locks";
+use crate::lockfile::{self, Holder, LOCKS_DIR, LockFile};
 
 /// `<workspace>/locks/gpu-N.lock`.
 pub fn lock_path(ws_root: &Path, physical: usize) -> PathBuf {
-    ws_root.join(LOCKS_DIR).join(format!("gpu-{physical}.lock"))
-}
-
-/// Who holds a GPU, as its lock file says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// The run id, or `(unknown)` for a file caught between locking and writing.
-    pub run: String,
-    /// The supervisor's process id.
-    pub pid: Option<u32>,
+    lockfile::lock_path(ws_root, &format!("gpu-{physical}.lock"))
 }
 
 /// The GPUs (NVML indices) a run holds; dropping it releases them.
 #[derive(Debug)]
 pub struct DeviceLease {
     run_id: String,
-    held: Vec<HeldLock>,
+    held: Vec<(usize, LockFile)>,
 }
 
 impl DeviceLease {
     /// The NVML indices held, ascending.
     pub fn gpus(&self) -> Vec<usize> {
-        self.held.iter().map(|h| h.gpu).collect()
+        self.held.iter().map(|(gpu, _)| *gpu).collect()
     }
 
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-}
-
-/// One locked file; dropping it empties the file and unlocks it.
-#[derive(Debug)]
-struct HeldLock {
-    gpu: usize,
-    file: File,
-}
-
-impl Drop for HeldLock {
-    fn drop(&mut self) {
-        // Only the lock is released: the holder's record stays in the file, which `holders`
-        // ignores once the file is free and the next lease rewrites. Emptying it first let a
-        // reader that saw the lock still held read an empty file and name the holder
-        // "(unknown)".
-        // SAFETY: flock on a file descriptor this struct owns.
-        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -89,33 +52,13 @@ pub fn acquire(ws_root: &Path, gpus: &[usize], run_id: &str) -> Result<Option<De
             pair[0]
         )));
     }
-    let dir = ws_root.join(LOCKS_DIR);
-    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let record = Holder {
-        run: run_id.to_string(),
-        pid: Some(std::process::id()),
-    };
-    let record = serde_json::to_string(&record).expect("a holder serialises") + "\n";
+    let holder = Holder::this_process(run_id);
     let mut held = Vec::with_capacity(sorted.len());
     for gpu in sorted {
-        let path = lock_path(ws_root, gpu);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        // A few tries: `holders` probing the file at this instant must not look like a holder.
-        if !try_flock(&file, libc::LOCK_EX, 3, &path)? {
-            return Ok(None); // `held` drops: the GPUs taken so far are released
+        match lockfile::try_lock(&lock_path(ws_root, gpu), Some(&holder))? {
+            Some(lock) => held.push((gpu, lock)),
+            None => return Ok(None), // `held` drops: the GPUs taken so far are released
         }
-        let lock = HeldLock { gpu, file };
-        lock.file
-            .set_len(0)
-            .and_then(|()| lock.file.write_all_at(record.as_bytes(), 0))
-            .map_err(|e| Error::io(&path, e))?;
-        held.push(lock);
     }
     Ok(Some(DeviceLease {
         run_id: run_id.to_string(),
@@ -142,22 +85,9 @@ pub fn holders(ws_root: &Path) -> Result<BTreeMap<usize, Holder>> {
         else {
             continue;
         };
-        let path = entry.path();
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        if try_flock(&file, libc::LOCK_SH, 1, &path)? {
-            continue; // nobody holds it (the shared lock goes with `file`)
+        if let Some(holder) = lockfile::holder(&entry.path())? {
+            found.insert(gpu, holder);
         }
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut &file, &mut text).map_err(|e| Error::io(&path, e))?;
-        let holder = serde_json::from_str(text.trim()).unwrap_or_else(|_| Holder {
-            run: "(unknown)".to_string(),
-            pid: None,
-        });
-        found.insert(gpu, holder);
     }
     Ok(found)
 }
@@ -170,34 +100,12 @@ pub fn held_by(ws_root: &Path) -> Result<BTreeMap<usize, String>> {
         .collect())
 }
 
-/// `flock(op | LOCK_NB)`, up to `tries` times 2 ms apart: `Ok(false)` when it stays held.
-pub(crate) fn try_flock(file: &File, op: libc::c_int, tries: usize, path: &Path) -> Result<bool> {
-    let mut tries_left = tries;
-    loop {
-        // SAFETY: flock on a file descriptor `file` keeps open.
-        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            ErrorKind::Interrupted => continue,
-            ErrorKind::WouldBlock => {
-                tries_left = tries_left.saturating_sub(1);
-                if tries_left == 0 {
-                    return Ok(false);
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            _ => return Err(Error::io(path, e)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+    use std::time::Duration;
 
     fn ws() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
@@ -272,8 +180,8 @@ mod tests {
         assert!(held_by(ws.path()).unwrap().is_empty());
         // A held file whose content is not a record: the holder is unknown.
         let path = lock_path(ws.path(), 4);
-        let file = File::create(&path).unwrap();
-        assert!(try_flock(&file, libc::LOCK_EX, 1, &path).unwrap());
+        fs::write(&path, "").unwrap();
+        let _held = lockfile::try_lock(&path, None).unwrap().unwrap();
         assert_eq!(
             holders(ws.path()).unwrap()[&4],
             Holder {

@@ -31,9 +31,10 @@ pub mod queue;
 pub mod telemetry;
 pub mod visible;
 
+pub use crate::lockfile::{Holder, LOCKS_DIR};
 pub use discover::{Discovery, SIMULATED_GPUS_VAR, discover};
 pub use gpu::{CUDA_VISIBLE_DEVICES, Gpu};
-pub use locks::{DeviceLease, Holder, LOCKS_DIR, acquire, held_by, holders, lock_path};
+pub use locks::{DeviceLease, acquire, held_by, holders, lock_path};
 pub use plan::{DeviceRequest, Plan, available_cores, plan, threads_per_replica};
 pub use queue::{Assignment, WaitOptions, Waited, Waiting, wait_for};
 pub use telemetry::{

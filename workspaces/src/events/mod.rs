@@ -31,6 +31,7 @@
 //!   (both pure).
 //! - `StatusPoller`: re-reads `run.json` and says whether it changed.
 //! - `pump`: the owner task merging file lines and status polls into the event channel.
+//! - `blocking`: [`blocking::BlockingRunWatch`], the same watch for plain code (`ddp run`, `ddp logs -f`).
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,6 +50,8 @@ use crate::run::{EVENTS, EventRecord, Run, RunRecord};
 use crate::tail::TailFrom;
 use crate::watch::{FileLine, WatchOptions, watch_dir_starting};
 use crate::{Error, Workspace};
+
+pub mod blocking;
 
 /// One thing that happened in a run folder.
 // `Status` is the big variant (~350 bytes) but rare; unboxed, it matches like the others.

@@ -4,6 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use ddp_trainer::cli::ReplicaArgs;
 use ddp_trainer::spec::Spec;
 
 use crate::commands::{ExportFormat, KubernetesOptions};
@@ -97,15 +98,10 @@ impl JobPlan {
     /// `ddp-trainer SPEC --out RUN_DIR --resume`: a restarted pod continues from the newest
     /// checkpoint (none yet: from the start).
     pub fn command(&self) -> Vec<String> {
-        [
-            "ddp-trainer",
-            &self.spec_path,
-            "--out",
-            &self.run_dir,
-            "--resume",
-        ]
-        .map(String::from)
-        .to_vec()
+        let replica = ReplicaArgs::new(&self.spec_path, &self.run_dir).resuming(true);
+        std::iter::once("ddp-trainer".to_string())
+            .chain(replica.to_strings())
+            .collect()
     }
 }
 

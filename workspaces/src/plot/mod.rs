@@ -30,9 +30,8 @@
 //! - `legend`: the legend strip under the panels, its entries in rows that fit the width.
 //! - `tests` (its own file).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -443,28 +442,10 @@ fn drawing_failed(out: Option<&Path>, e: String) -> Error {
     }
 }
 
-/// Writes `bytes` to `out` through a temporary file in the same folder renamed over `out`, so
-/// readers never see a half-written image; errors are I/O errors naming `out`.
+/// Writes `bytes` to `out` atomically ([`crate::fsutil::write_atomic`]), so readers never see a
+/// half-written image.
 fn write_file(out: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_path(out);
-    let result = std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, out))
-        .map_err(|e| Error::io(out, e));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// `DIR/.NAME.tmp-PID-N`: hidden, unique per process and call.
-fn temp_path(out: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    out.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+    crate::fsutil::write_atomic(out, bytes)
 }
 
 // ---------------------------------------------------------------------------------------------

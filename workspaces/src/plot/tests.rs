@@ -199,7 +199,7 @@ fn unwritable_destination_names_the_file() {
         let out = dir.path().join(name);
         let err = plot_runs(&[run("a", 1, true, 1.0)], XAxis::Step, &out).unwrap_err();
         assert!(
-            matches!(err, Error::Io { ref path, .. } if *path == out),
+            matches!(err, Error::Write { ref path, .. } if *path == out),
             "{err:?}"
         );
         assert!(err.to_string().starts_with(&format!("{}: ", out.display())));

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod slurm_job;
+pub use slurm_job::SlurmJob;
+
 /// Lifecycle: queued → running → completed | failed | stopped, with restarting in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "lowercase")]
@@ -144,7 +147,7 @@ pub struct RunRecord {
     pub data: Option<DataSummary>,
     /// The Slurm job of a run submitted with `--on slurm` (none: a local run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<crate::slurm::SlurmJob>,
+    pub slurm: Option<SlurmJob>,
 }
 
 /// The run's own data in a line: its format, samples per part, classes, files skipped.
@@ -438,9 +441,28 @@ pub fn now() -> f64 {
     crate::metrics::unix_time()
 }
 
+/// The workspace a run folder belongs to (`ROOT/experiments/EXP/runs/ID`).
+pub fn workspace_root(run_dir: &Path) -> PathBuf {
+    run_dir
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| run_dir.to_path_buf())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_of_a_run_folder() {
+        assert_eq!(
+            workspace_root(Path::new(
+                "/ws/experiments/mnist/runs/20261121-101500-abc123"
+            )),
+            Path::new("/ws")
+        );
+    }
 
     /// Timestamps (f64 seconds) must survive run.json exactly: a record read back equals the one
     /// written (serde_json's `float_roundtrip`; without it this value comes back 2e-7 off).

@@ -5,7 +5,7 @@
 //! workspace keeps the `run.json` of every live Slurm run in step with its job.
 //!
 //! Layout:
-//! - `job`: [`SlurmJob`], the job as `run.json` records it.
+//! - [`SlurmJob`], the job as `run.json` records it, is the run record's (`crate::run`).
 //! - `script`: [`JobPlan`] and the batch script it writes (pure).
 //! - `squeue`: [`JobInfo`], parsed from `squeue --json` (Slurm 22.05 and later forms) and
 //!   `scontrol show job`.
@@ -16,14 +16,13 @@
 //! - `watcher`: the workspace's watcher process and how front ends start and wake it.
 
 pub mod client;
-pub mod job;
 pub mod policy;
 pub mod script;
 pub mod squeue;
 pub mod submit;
 pub mod watcher;
 
-pub use job::SlurmJob;
+pub use crate::run::SlurmJob;
 pub use script::JobPlan;
 pub use squeue::JobInfo;
-pub use watcher::{WATCH_COMMAND, ensure_watcher};
+pub use watcher::ensure_watcher;

@@ -20,8 +20,9 @@ pub struct JobPlan {
     pub run_dir: PathBuf,
     /// `sbatch --job-name`.
     pub job_name: String,
-    /// The command of one replica before its arguments: `[EXE, "__replica"]` for the built-in
-    /// trainer, `[TRAINER]` for a run's own.
+    /// The command line of one replica, without `--resume` (the script adds it when a checkpoint
+    /// exists): `EXE __replica SPEC --out RUN_DIR` for the built-in trainer, `TRAINER SPEC --out
+    /// RUN_DIR` for a run's own (written by `ddp_trainer::cli::ReplicaArgs`).
     pub replica: Vec<String>,
     pub nodes: usize,
     pub tasks_per_node: usize,
@@ -118,7 +119,7 @@ fi
 echo "ddp: job ${{SLURM_JOB_ID:-?}} attempt $((attempt + 1)) on ${{SLURM_JOB_NODELIST:-?}}: {tasks} replicas${{resume:+, resuming}}"
 srun --kill-on-bad-exit=1 --ntasks={tasks} --ntasks-per-node={per_node} \
     --output="$run/logs/rank-%t.log" --error="$run/logs/rank-%t.log" --open-mode=append \
-    {replica} "$run/spec.toml" --out "$run" "${{resume[@]}}" &
+    {replica} "${{resume[@]}}" &
 step=$!
 # The warning before the time limit or a preemption, and scancel's TERM: the replicas finish
 # their step, rank 0 checkpoints, and they stop.
@@ -158,7 +159,15 @@ mod tests {
         JobPlan {
             run_dir: "/shared/ws/experiments/mnist/runs/r1".into(),
             job_name: "ddp-mnist-r1".into(),
-            replica: vec!["/opt/ddp/bin/ddp".into(), "__replica".into()],
+            replica: [
+                "/opt/ddp/bin/ddp",
+                "__replica",
+                "/shared/ws/experiments/mnist/runs/r1/spec.toml",
+                "--out",
+                "/shared/ws/experiments/mnist/runs/r1",
+            ]
+            .map(String::from)
+            .to_vec(),
             nodes: 2,
             tasks_per_node: 1,
             gpus_per_node: None,
@@ -190,7 +199,8 @@ mod tests {
             "#SBATCH --mem=4G\n",
             "srun --kill-on-bad-exit=1 --ntasks=2 --ntasks-per-node=1 \\\n",
             "--output=\"$run/logs/rank-%t.log\"",
-            "/opt/ddp/bin/ddp __replica \"$run/spec.toml\" --out \"$run\"",
+            "/opt/ddp/bin/ddp __replica /shared/ws/experiments/mnist/runs/r1/spec.toml --out \
+             /shared/ws/experiments/mnist/runs/r1 \"${resume[@]}\" &\n",
             "max_restarts=3\n",
         ] {
             assert!(s.contains(line), "{line:?} missing from\n{s}");

@@ -1,14 +1,14 @@
 //! Submitting a run to Slurm, stopping its job and submitting it again: the executors behind
 //! `ddp run --on slurm`, `ddp stop` and `ddp resume` of such a run.
 
+use ddp_trainer::cli::ReplicaArgs;
 use ddp_trainer::spec::{DEFAULT_WARN_S, DeviceKeyword, Devices, Spec};
 
 use super::client;
-use super::job::SlurmJob;
 use super::script::{JobPlan, SCRIPT};
 use super::watcher::ensure_watcher;
-use crate::run::{Run, RunStatus, SupervisorEvent};
-use crate::supervisor::workspace_root;
+use crate::invocation::HiddenCommand;
+use crate::run::{Run, RunStatus, SlurmJob, SupervisorEvent, workspace_root};
 use crate::{Error, Result};
 
 /// The marker `ddp stop` leaves so that the job's script does not requeue it and the watcher
@@ -18,19 +18,21 @@ pub const STOP_MARKER: &str = "slurm/stop";
 /// The batch script's plan for `run` (its frozen `spec`): the replicas run this executable's
 /// built-in trainer (`EXE __replica`), or the run's own (`--trainer`).
 pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
-    let replica = match &run.record.trainer {
-        Some(t) => vec![t.display().to_string()],
-        None => {
-            let exe = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
-            vec![
-                exe.display().to_string(),
-                crate::supervisor::REPLICA_COMMAND.to_string(),
-            ]
-        }
-    };
-    let s = &spec.slurm;
     // The job runs elsewhere, from another folder: every path it is given is absolute.
     let run_dir = std::path::absolute(&run.dir).map_err(|e| Error::io(&run.dir, e))?;
+    let replica_args = ReplicaArgs::new(run_dir.join(crate::run::SPEC), &run_dir);
+    let (program, args) = match &run.record.trainer {
+        Some(t) => (t.clone(), replica_args.to_args()),
+        None => (
+            std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?,
+            HiddenCommand::Replica(replica_args).to_args(),
+        ),
+    };
+    let replica = std::iter::once(program.into_os_string())
+        .chain(args)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let s = &spec.slurm;
     Ok(JobPlan {
         run_dir,
         job_name: format!("ddp-{}-{}", run.record.experiment, run.record.id),

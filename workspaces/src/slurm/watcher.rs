@@ -10,19 +10,16 @@
 //! for its life, which the kernel drops when it dies.
 
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::client::{self, SacctAnswer};
 use super::policy::{FolderFacts, Verdict, failed_rank, judge, judge_forgotten, while_requeued};
 use super::squeue::JobInfo;
+use crate::Result;
+use crate::lockfile::{self, LockFile};
 use crate::run::{DataSummary, Run, RunStatus, SupervisorEvent, now};
 use crate::workspace::Workspace;
-use crate::{Error, Result};
-
-/// The hidden sub-command that runs a workspace's watcher: `EXE __slurm-watch ROOT`.
-pub const WATCH_COMMAND: &str = "__slurm-watch";
 
 const LOCK: &str = "slurm-watch.lock";
 const WAKE: &str = "slurm-watch.wake";
@@ -44,20 +41,10 @@ fn max_poll() -> Duration {
         .map_or(DEFAULT_MAX_POLL, Duration::from_secs_f64)
 }
 
-/// The lock file, open; `Some` when this process now holds the watcher's lock.
-fn try_lock(root: &Path) -> Result<Option<std::fs::File>> {
+/// `Some` when this process now holds the watcher's lock.
+fn try_lock(root: &Path) -> Result<Option<LockFile>> {
     let dir = Workspace::open(root)?.locks_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let path = dir.join(LOCK);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    // SAFETY: flock on a descriptor we own.
-    let got = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    Ok(got.then_some(file))
+    lockfile::try_lock(&dir.join(LOCK), None)
 }
 
 /// Starts the workspace's watcher unless one runs, and wakes it either way (so that it polls
@@ -86,7 +73,10 @@ fn ensure_running(root: &Path) -> Result<()> {
     }
     // Not running (the lock was free; it is released as the file drops here).
     let log = Workspace::open(root)?.locks_dir().join(LOG);
-    let child = crate::detach::spawn_detached([WATCH_COMMAND.as_ref(), root.as_os_str()], &log)?;
+    let cmd = crate::invocation::HiddenCommand::SlurmWatch {
+        root: root.to_path_buf(),
+    };
+    let child = crate::detach::spawn_detached(cmd.to_args(), &log)?;
     // Reap it when it exits, from a thread, so that it never lingers as a zombie of a
     // long-lived front end (a TUI, a kernel).
     std::thread::spawn(move || {

@@ -17,7 +17,7 @@
 //! asks for devices, a supervisor whose run belongs to a sweep with a limit takes one of the
 //! sweep's N slots ([`wait_for_slot`]): an exclusive `flock(2)` on
 //! `<ws>/locks/sweep-<id>-slot-<k>.lock` for some k in `0..N` (the GPU locks' mechanism, see
-//! [`crate::devices::locks`]). Until it gets one the run stays `queued`, with a `queued` event
+//! [`crate::lockfile`]). Until it gets one the run stays `queued`, with a `queued` event
 //! "waiting for a sweep slot: ..." each time the slots' holders change. It keeps its slot until
 //! the supervisor exits: through restarts and while it waits for GPUs, so at most N runs of the
 //! sweep are past that point at any time. The kernel frees the slot of a killed supervisor. Runs
@@ -26,10 +26,7 @@
 //! without a limit. A slot file holds `{"run": ..., "pid": ...}` of its holder while held.
 
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -37,7 +34,7 @@ use std::time::Duration;
 use ddp_trainer::spec::{KEYS, Spec};
 use serde::{Deserialize, Serialize};
 
-use crate::devices::locks::{Holder, LOCKS_DIR, try_flock};
+use crate::lockfile::{self, Holder, LockFile};
 use crate::run::{Run, RunRecord, now};
 use crate::workspace::{RunOrigin, Unreadable, Workspace, nearest, new_run_id};
 use crate::{Error, Result};
@@ -554,31 +551,20 @@ pub fn create(
 
 /// `<ws>/locks/sweep-<id>-slot-<k>.lock`.
 pub fn slot_path(ws_root: &Path, sweep: &str, k: usize) -> PathBuf {
-    ws_root
-        .join(LOCKS_DIR)
-        .join(format!("sweep-{sweep}-slot-{k}.lock"))
+    lockfile::lock_path(ws_root, &format!("sweep-{sweep}-slot-{k}.lock"))
 }
 
 /// One held slot of a sweep; dropping it (or the death of the process) frees it.
 #[derive(Debug)]
 pub struct SweepSlot {
     index: usize,
-    file: File,
+    _lock: LockFile,
 }
 
 impl SweepSlot {
     /// Which slot (0-based).
     pub fn index(&self) -> usize {
         self.index
-    }
-}
-
-impl Drop for SweepSlot {
-    fn drop(&mut self) {
-        // Best effort: a stale name in a free file is ignored by `slot_holders`.
-        let _ = self.file.set_len(0);
-        // SAFETY: flock on a file descriptor this struct owns.
-        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -590,31 +576,13 @@ pub fn try_slot(
     run_id: &str,
 ) -> Result<Option<SweepSlot>> {
     check_id(sweep)?;
-    let dir = ws_root.join(LOCKS_DIR);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let record = serde_json::to_string(&Holder {
-        run: run_id.to_string(),
-        pid: Some(std::process::id()),
-    })
-    .expect("a holder serialises")
-        + "\n";
+    let holder = Holder::this_process(run_id);
     for k in 0..slots {
-        let path = slot_path(ws_root, sweep, k);
-        // Rust opens files close-on-exec: the replicas do not inherit the lock.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        if try_flock(&file, libc::LOCK_EX, 3, &path)? {
-            let slot = SweepSlot { index: k, file };
-            slot.file
-                .set_len(0)
-                .and_then(|()| slot.file.write_all_at(record.as_bytes(), 0))
-                .map_err(|e| Error::io(&path, e))?;
-            return Ok(Some(slot));
+        if let Some(lock) = lockfile::try_lock(&slot_path(ws_root, sweep, k), Some(&holder))? {
+            return Ok(Some(SweepSlot {
+                index: k,
+                _lock: lock,
+            }));
         }
     }
     Ok(None)
@@ -625,22 +593,9 @@ pub fn slot_holders(ws_root: &Path, sweep: &str, slots: usize) -> Result<Vec<(us
     check_id(sweep)?;
     let mut out = Vec::new();
     for k in 0..slots {
-        let path = slot_path(ws_root, sweep, k);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        if try_flock(&file, libc::LOCK_SH, 1, &path)? {
-            continue; // free
+        if let Some(holder) = lockfile::holder(&slot_path(ws_root, sweep, k))? {
+            out.push((k, holder));
         }
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut &file, &mut text).map_err(|e| Error::io(&path, e))?;
-        let holder = serde_json::from_str(text.trim()).unwrap_or_else(|_| Holder {
-            run: "(unknown)".to_string(),
-            pid: None,
-        });
-        out.push((k, holder));
     }
     Ok(out)
 }

@@ -1,0 +1,23 @@
+//! The subcommands every front end has, with one help text each: the `ddp` CLI and the kernel's
+//! `%ddp` magics flatten [`SharedCommand`] into their own subcommand lists and add theirs (the
+//! CLI's `run --detach`, `logs -f`, `plot --output`; the kernel's `--wait`, `watch`, `devices`).
+
+use super::analysis::CompareArgs;
+use super::runs::{LsArgs, RunAddress, ShowArgs};
+use super::sample::SampleArgs;
+
+/// A subcommand every front end has.
+#[derive(clap::Subcommand, Debug, Clone, PartialEq)]
+pub enum SharedCommand {
+    /// List runs (newest first).
+    Ls(LsArgs),
+    /// Show one run: spec, status, devices, metrics, restarts, durations.
+    Show(ShowArgs),
+    /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
+    Stop(RunAddress),
+    /// Compare runs: the spec keys that differ between them, and their final figures.
+    Compare(CompareArgs),
+    /// Generate text from a language-model run (a gpt on text), shown as it is drawn; the same
+    /// seed, weights and options give the same text.
+    Sample(SampleArgs),
+}

@@ -1,0 +1,81 @@
+//! A run's replica logs as every front end prints them: `logs/rank-R.log`, each line prefixed
+//! with `[rank R] ` when several ranks are shown, the last N lines of each with `--tail N`.
+
+use crate::Result;
+use crate::run::Run;
+use crate::tail::{LineTailer, TailFrom};
+
+/// Which of a run's logs are shown: one rank, or all of them.
+pub fn ranks(run: &Run, rank: Option<usize>) -> Vec<usize> {
+    match rank {
+        Some(r) => vec![r],
+        None => (0..run.record.replicas.max(1)).collect(),
+    }
+}
+
+/// A log line as shown: `[rank R] line` when several ranks are shown, else the line itself.
+pub fn shown_line(rank: usize, several: bool, line: &str) -> String {
+    if several {
+        format!("[rank {rank}] {line}")
+    } else {
+        line.to_string()
+    }
+}
+
+/// The lines of the run's logs (`rank`: one, `None`: every rank, one after the other), the last
+/// `tail` of each when given, each as [`shown_line`] makes it. A log not written yet has none.
+pub fn log_lines(run: &Run, rank: Option<usize>, tail: Option<usize>) -> Result<Vec<String>> {
+    let ranks = ranks(run, rank);
+    let several = ranks.len() > 1;
+    let mut shown = Vec::new();
+    for r in ranks {
+        let from = tail.map_or(TailFrom::Start, TailFrom::LastLines);
+        let lines = LineTailer::new(run.log_path(r), from).poll()?;
+        let skip = tail.map_or(0, |n| lines.len().saturating_sub(n));
+        shown.extend(lines[skip..].iter().map(|l| shown_line(r, several, l)));
+    }
+    Ok(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RunRecord;
+
+    #[test]
+    fn lines_of_every_rank_prefixed_and_tailed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut record = RunRecord::sample();
+        record.replicas = 2;
+        let run = record.in_dir(tmp.path().join("r"));
+        std::fs::create_dir_all(run.dir.join("logs")).unwrap();
+        std::fs::write(run.log_path(0), "a\nb\nc\n").unwrap();
+        std::fs::write(run.log_path(1), "x\ny\n").unwrap();
+        assert_eq!(
+            log_lines(&run, None, None).unwrap(),
+            [
+                "[rank 0] a",
+                "[rank 0] b",
+                "[rank 0] c",
+                "[rank 1] x",
+                "[rank 1] y"
+            ]
+        );
+        assert_eq!(
+            log_lines(&run, None, Some(1)).unwrap(),
+            ["[rank 0] c", "[rank 1] y"]
+        );
+        assert_eq!(log_lines(&run, Some(1), Some(5)).unwrap(), ["x", "y"]);
+        assert_eq!(
+            log_lines(&run, Some(0), Some(0)).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_log_not_written_yet_has_no_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunRecord::sample().in_dir(tmp.path().join("r"));
+        assert!(log_lines(&run, Some(0), None).unwrap().is_empty());
+    }
+}
