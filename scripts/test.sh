@@ -3,7 +3,7 @@
 # warnings as errors), installs what the tests need that cargo does not (tmux, for the
 # dashboard's end-to-end test in a real terminal; Chromium and chromedriver, for the notebook in a
 # real browser; a Python venv with pinned Jupyter clients, JupyterLab and Selenium, for the
-# kernel's tests with real Jupyter clients), brings up a two-node Slurm test cluster
+# kernel's tests with real Jupyter clients), brings up two two-node Slurm test clusters
 # (scripts/slurm-cluster.sh; stopped at the end), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,29 +53,41 @@ fi
 # kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON
-# A real two-node Slurm (scripts/slurm-cluster.sh, docs/slurm.md) in a temporary folder, for the
-# tests that submit to Slurm (they find it through DDP_TEST_SLURM), stopped when this script exits
-# however it ends. Where it cannot be brought up they are skipped, saying so; with
+# Two real two-node Slurm clusters (scripts/slurm-cluster.sh, docs/slurm.md) in temporary
+# folders, for the tests that submit to Slurm (they find them through DDP_TEST_SLURM, a list like
+# PATH; each test holds one cluster, so two run side by side), stopped when this script exits
+# however it ends. Where they cannot be brought up the tests are skipped, saying so; with
 # DDP_TEST_SLURM_REQUIRED=1 (CI's .ci/run sets it) that is a failure instead, here at once.
-slurm_dir=$(mktemp -d "${TMPDIR:-/tmp}/ddp-slurm.XXXXXX")
+slurm_dirs=()
 stop_slurm() {
-  if ! scripts/slurm-cluster.sh down "$slurm_dir" >/dev/null 2>"$slurm_dir.down.log"; then
-    echo "scripts/test.sh: stopping the Slurm test cluster in $slurm_dir failed:" >&2
-    cat "$slurm_dir.down.log" >&2
-  else
-    rm -rf "$slurm_dir"
-  fi
-  rm -f "$slurm_dir.down.log"
+  local dir
+  for dir in "${slurm_dirs[@]}"; do
+    if ! scripts/slurm-cluster.sh down "$dir" >/dev/null 2>"$dir.down.log"; then
+      echo "scripts/test.sh: stopping the Slurm test cluster in $dir failed:" >&2
+      cat "$dir.down.log" >&2
+    else
+      rm -rf "$dir"
+    fi
+    rm -f "$dir.down.log"
+  done
 }
 trap stop_slurm EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if scripts/slurm-cluster.sh up "$slurm_dir"; then
-  export DDP_TEST_SLURM=$slurm_dir
+slurm_ok=1
+# One after the other: the first may install Slurm with apt-get.
+for _ in 1 2; do
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/ddp-slurm.XXXXXX")
+  slurm_dirs+=("$dir")
+  scripts/slurm-cluster.sh up "$dir" || { slurm_ok=0; break; }
+done
+if [ $slurm_ok = 1 ]; then
+  DDP_TEST_SLURM=$(IFS=:; echo "${slurm_dirs[*]}")
+  export DDP_TEST_SLURM
 elif [ "${DDP_TEST_SLURM_REQUIRED:-}" = 1 ]; then
-  echo "scripts/test.sh: the Slurm test cluster could not be brought up (see above) and DDP_TEST_SLURM_REQUIRED=1: failing" >&2
+  echo "scripts/test.sh: the Slurm test clusters could not be brought up (see above) and DDP_TEST_SLURM_REQUIRED=1: failing" >&2
   exit 1
 else
-  echo "scripts/test.sh: no Slurm test cluster (see above): the Slurm tests (tests/tests/slurm.rs and every test that needs a real Slurm) will be SKIPPED" >&2
+  echo "scripts/test.sh: no Slurm test clusters (see above): the Slurm tests (tests/tests/slurm.rs and every test that needs a real Slurm) will be SKIPPED" >&2
 fi
 cargo test --workspace --locked "$@"

@@ -13,15 +13,14 @@ use ddp_workspaces::spec::Spec;
 use ddp_workspaces::sweep::{GridAxis, SweepPlan};
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
-/// A tiny MNIST spec: 1 replica, 256 training samples, `max_steps` steps, one epoch.
+/// The small MNIST CNN on 256 samples, stopped after `max_steps` steps.
 fn spec(dir: &Path, max_steps: usize) -> PathBuf {
-    let text = format!(
-        "name = \"tiny\"\n[model]\nname = \"mnist-cnn\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.1\nlimit_train = 256\nlimit_test = 128\n[train]\nepochs = 1\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.001\nmax_steps = {max_steps}\nlog_every = 1\n[ddp]\nreplicas = 1\ntimeout_s = 30\n[restart]\nmax_restarts = 0\n",
-        repo().join("examples/data/mnist-sample").display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    TestSpec::small_mnist_cnn()
+        .name("tiny")
+        .set("data.limit_train", 256)
+        .set("data.limit_test", 128)
+        .set("train.max_steps", max_steps)
+        .write(dir)
 }
 
 /// Exit code 2 (bad input) and a message containing every one of `wanted`.

@@ -9,15 +9,18 @@ use std::time::Duration;
 
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
-/// A small MNIST spec: 2 replicas, `epochs` epochs of 512 samples, checkpoint every epoch.
-fn spec(dir: &Path, epochs: usize, extra: &str) -> PathBuf {
-    let text = format!(
-        "name = \"mnist-small\"\n[model]\nname = \"mnist-cnn\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.1\nlimit_train = 1024\nlimit_test = 256\n[train]\nepochs = {epochs}\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.001\nlog_every = 1\n[ddp]\nreplicas = 2\ntimeout_s = 30\n[checkpoint]\nevery_epochs = 1\nkeep_last = 5\n[restart]\nmax_restarts = 2\nbackoff_s = 0.2\n{extra}",
-        repo().join("examples/data/mnist-sample").display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+/// A small MNIST spec: 2 replicas, `epochs` epochs of 1,024 samples, checkpoint every epoch,
+/// two restarts.
+fn spec(dir: &Path, epochs: usize) -> PathBuf {
+    TestSpec::small_mnist_cnn()
+        .name("mnist-small")
+        .set("train.epochs", epochs)
+        .set("ddp.replicas", 2)
+        .set("checkpoint.every_epochs", 1)
+        .set("checkpoint.keep_last", 5)
+        .set("restart.max_restarts", 2)
+        .set("restart.backoff_s", 0.2)
+        .write(dir)
 }
 
 fn only_run(ws: &Path) -> Run {
@@ -49,7 +52,7 @@ fn run_in_the_foreground_to_completion() {
     let ws = dir.path().join("ws");
     let mut c = ddp(&ws);
     c.arg("run")
-        .arg(spec(dir.path(), 2, ""))
+        .arg(spec(dir.path(), 2))
         .arg("--name")
         .arg("first");
     let out = ok(output(c, Duration::from_secs(120)));
@@ -109,7 +112,7 @@ fn detach_logs_stop_and_resume() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let mut c = ddp(&ws);
-    c.arg("run").arg(spec(dir.path(), 6, "")).arg("--detach");
+    c.arg("run").arg(spec(dir.path(), 6)).arg("--detach");
     let out = ok(output(c, Duration::from_secs(30)));
     assert!(out.contains("detached"), "{out}");
     let run = only_run(&ws);
@@ -174,7 +177,7 @@ fn detach_logs_stop_and_resume() {
 #[test]
 fn killed_replica_restarts_from_checkpoint_with_identical_weights() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = spec(dir.path(), 3, "");
+    let spec = spec(dir.path(), 3);
     let clean_ws = dir.path().join("clean");
     ok(output(
         {
@@ -268,7 +271,7 @@ fn killed_replica_restarts_from_checkpoint_with_identical_weights() {
 fn exceeding_max_restarts_fails_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
-    let spec = spec(dir.path(), 6, "").to_path_buf();
+    let spec = spec(dir.path(), 6).to_path_buf();
     let mut c = ddp(&ws);
     c.arg("run")
         .arg(&spec)
@@ -304,7 +307,7 @@ fn killing_the_supervisor_leaves_no_replica_and_marks_the_run_failed() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let mut c = ddp(&ws);
-    c.arg("run").arg(spec(dir.path(), 6, "")).arg("--detach");
+    c.arg("run").arg(spec(dir.path(), 6)).arg("--detach");
     ok(output(c, Duration::from_secs(30)));
     let run = only_run(&ws);
     wait_for("replica pids", Duration::from_secs(60), || {
@@ -347,7 +350,7 @@ fn bad_inputs_are_clear_and_lose_nothing() {
         "{}",
         text(&o)
     );
-    let spec = spec(dir.path(), 1, "");
+    let spec = spec(dir.path(), 1);
     ok(output(
         {
             let mut c = ddp(&ws);
@@ -498,7 +501,7 @@ fn bad_inputs_are_clear_and_lose_nothing() {
 fn runs_wanting_the_same_devices_queue() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
-    let spec = spec(dir.path(), 2, "");
+    let spec = spec(dir.path(), 2);
     let start = |name: &str| {
         let mut c = ddp(&ws);
         c.env("DDP_SIMULATED_GPUS", "2")

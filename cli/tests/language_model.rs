@@ -10,16 +10,11 @@ use std::time::Duration;
 
 use ddp_workspaces::Workspace;
 
-/// A tiny GPT on the bundled Shakespeare: 2 replicas, 6 steps, validated at steps 3 and 6 on the
-/// last 1 % of the text.
+/// The tiny GPT on 2 replicas.
 fn spec(dir: &Path) -> PathBuf {
-    let text = format!(
-        "name = \"tiny-gpt\"\n[model]\nname = \"gpt\"\nlayers = 1\nheads = 2\nembd = 32\nblock = 16\n[data]\nname = \"text\"\npath = \"{}\"\nval_fraction = 0.01\n[train]\nsteps = 6\neval_every = 3\nbatch_size = 4\noptimizer = \"adamw\"\nlr = 0.003\n[ddp]\nreplicas = 2\ntimeout_s = 30\n[restart]\nmax_restarts = 0\n",
-        repo().join("examples/data/shakespeare/input.txt").display()
-    );
-    let p = dir.join("gpt.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    TestSpec::tiny_gpt()
+        .set("ddp.replicas", 2)
+        .write_as(&dir.join("gpt.toml"))
 }
 
 /// The value of the row `key` of a `key  value` listing.

@@ -11,14 +11,18 @@ use std::time::Duration;
 
 use ddp_workspaces::{RunStatus, Workspace};
 
+/// The MNIST CNN on 512 samples, one epoch on 2 replicas.
 fn spec(dir: &Path) -> PathBuf {
-    let text = format!(
-        "name = \"own-trainer\"\n[model]\nname = \"mnist-cnn\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.1\nlimit_train = 512\nlimit_test = 128\n[train]\nepochs = 1\nbatch_size = 32\n[ddp]\nreplicas = 2\ntimeout_s = 30\n",
-        repo().join("examples/data/mnist-sample").display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    TestSpec::mnist("mnist-cnn")
+        .name("own-trainer")
+        .set("data.val_fraction", 0.1)
+        .set("data.limit_train", 512)
+        .set("data.limit_test", 128)
+        .set("train.epochs", 1)
+        .set("train.batch_size", 32)
+        .set("ddp.replicas", 2)
+        .set("ddp.timeout_s", 30)
+        .write(dir)
 }
 
 /// A trainer executable of our own: a script that leaves a mark, then runs the built-in replica.

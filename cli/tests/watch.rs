@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{ok, repo, run_ddp};
+use common::{TestSpec, ok, run_ddp};
 
 use ddp_workspaces::events::{RunEvent, RunWatch, WatchFrom};
 use ddp_workspaces::metrics::{MetricRecord, read_metrics};
@@ -18,15 +18,15 @@ const LIMIT: Duration = Duration::from_secs(25);
 /// Silence after the run has ended that counts as "everything delivered".
 const QUIET: Duration = Duration::from_millis(1000);
 
-/// A small MNIST spec: 2 replicas, 3 epochs of 1024 samples (a few seconds on a CPU).
+/// The small MNIST CNN: 3 epochs on 2 replicas, checkpointed every epoch.
 fn spec(dir: &Path) -> PathBuf {
-    let text = format!(
-        "name = \"mnist-watch\"\n[model]\nname = \"mnist-cnn\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.1\nlimit_train = 1024\nlimit_test = 256\n[train]\nepochs = 3\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.001\nlog_every = 1\n[ddp]\nreplicas = 2\ntimeout_s = 30\n[checkpoint]\nevery_epochs = 1\nkeep_last = 5\n[restart]\nmax_restarts = 0\nbackoff_s = 0.2\n",
-        repo().join("examples/data/mnist-sample").display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    TestSpec::small_mnist_cnn()
+        .name("mnist-watch")
+        .set("train.epochs", 3)
+        .set("ddp.replicas", 2)
+        .set("checkpoint.every_epochs", 1)
+        .set("checkpoint.keep_last", 5)
+        .write(dir)
 }
 
 /// `ddp --workspace WS run SPEC --detach`, returning once the supervisor is started.

@@ -1,5 +1,6 @@
 //! A real Slurm for tests: the two-node cluster that `scripts/slurm-cluster.sh up DIR` starts on
-//! this machine (`scripts/test.sh` does, and exports `DDP_TEST_SLURM=DIR`; docs/slurm.md).
+//! this machine (`scripts/test.sh` brings up two, and exports `DDP_TEST_SLURM=DIR1:DIR2`;
+//! docs/slurm.md).
 //!
 //! ```no_run
 //! use ddp_e2e::SlurmCluster;
@@ -17,11 +18,13 @@
 //!
 //! - Without a cluster (`DDP_TEST_SLURM` unset, or its cluster not answering) a test skips,
 //!   printing `skipped: <why>` to stderr; with `DDP_TEST_SLURM_REQUIRED=1` (CI) it fails instead.
-//! - **One test at a time**: a [`SlurmCluster`] holds the cluster's test lock (`flock` on
-//!   `DIR/tests.lock`) until it is dropped, so the tests that use the cluster run one after the
-//!   other, in one test binary's threads as across test processes, whatever else runs in
-//!   parallel. Taking it resets the cluster: no job left, every node's `slurmd` running, every node
-//!   idle. Dropping it cancels the test's jobs and restarts a node it killed.
+//! - **One test per cluster at a time**: `DDP_TEST_SLURM` lists one cluster folder or several
+//!   (`DIR1:DIR2`, as `PATH` does; `scripts/test.sh` brings up two, so that two tests run side
+//!   by side). A [`SlurmCluster`] holds the test lock of the first free one (`flock` on
+//!   `DIR/tests.lock`) until it is dropped, in one test binary's threads as across test
+//!   processes, whatever else runs in parallel. Taking it resets that cluster: no job left,
+//!   every node's `slurmd` running, every node idle. Dropping it cancels the test's jobs and
+//!   restarts a node it killed.
 //! - Every wait has a limit and fails naming what it waited for, with the cluster's `sinfo` and
 //!   `squeue`.
 
@@ -38,7 +41,7 @@ pub const CLUSTER_VAR: &str = "DDP_TEST_SLURM";
 /// `1`: a missing cluster fails the Slurm tests instead of skipping them (CI).
 pub const REQUIRED_VAR: &str = "DDP_TEST_SLURM_REQUIRED";
 
-/// How long a test waits for the tests before it to release the cluster.
+/// How long a test waits for the tests before it to release a cluster.
 const LOCK_WAIT: Duration = Duration::from_secs(30 * 60);
 /// How long a client command (sinfo, squeue, scontrol, scancel, the cluster script) may take.
 const CLIENT_LIMIT: Duration = Duration::from_secs(60);
@@ -89,21 +92,44 @@ impl SlurmCluster {
     }
 
     fn find() -> Result<SlurmCluster, Skip> {
-        let dir = std::env::var_os(CLUSTER_VAR)
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .ok_or_else(|| {
-                Skip(format!(
-                    "{CLUSTER_VAR} is not set, so there is no Slurm test cluster (scripts/test.sh \
-                     brings one up; by hand: scripts/slurm-cluster.sh up DIR, then \
-                     {CLUSTER_VAR}=DIR cargo test ...)"
-                ))
-            })?;
+        let dirs: Vec<PathBuf> = std::env::var_os(CLUSTER_VAR)
+            .map(|v| {
+                std::env::split_paths(&v)
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if dirs.is_empty() {
+            return Err(Skip(format!(
+                "{CLUSTER_VAR} is not set, so there is no Slurm test cluster (scripts/test.sh \
+                 brings two up; by hand: scripts/slurm-cluster.sh up DIR, then \
+                 {CLUSTER_VAR}=DIR cargo test ...; several clusters: DIR1:DIR2)"
+            )));
+        }
+        let clusters = dirs
+            .into_iter()
+            .map(Self::answering)
+            .collect::<Result<Vec<_>, Skip>>()?;
+        let locks: Vec<PathBuf> = clusters
+            .iter()
+            .map(|(dir, ..)| dir.join("tests.lock"))
+            .collect();
+        let (i, lock) = take_lock(&locks);
+        let (dir, conf, nodes) = clusters.into_iter().nth(i).expect("a cluster per lock");
+        Ok(SlurmCluster {
+            dir,
+            conf,
+            nodes,
+            _lock: lock,
+        })
+    }
+
+    /// The cluster in `dir`, if its controller answers: its folder, `slurm.conf` and nodes.
+    fn answering(dir: PathBuf) -> Result<(PathBuf, PathBuf, Vec<String>), Skip> {
         let conf = dir.join("slurm.conf");
         let text = std::fs::read_to_string(&conf).map_err(|e| {
             Skip(format!(
-                "{CLUSTER_VAR}={}: cannot read {}: {e} (scripts/slurm-cluster.sh up {} makes it)",
-                dir.display(),
+                "{CLUSTER_VAR}: cannot read {}: {e} (scripts/slurm-cluster.sh up {} makes it)",
                 conf.display(),
                 dir.display()
             ))
@@ -131,13 +157,7 @@ impl SlurmCluster {
                 dir.display()
             )));
         }
-        let lock = take_lock(&dir.join("tests.lock"));
-        Ok(SlurmCluster {
-            dir,
-            conf,
-            nodes,
-            _lock: lock,
-        })
+        Ok((dir, conf, nodes))
     }
 
     /// The cluster's folder (`DIR`).
@@ -382,40 +402,50 @@ fn node_names(conf: &str) -> Vec<String> {
         .collect()
 }
 
-/// Takes the cluster's test lock, waiting up to [`LOCK_WAIT`] for the test that holds it.
-fn take_lock(path: &Path) -> File {
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot open the test cluster's lock {}: {e}",
-                path.display()
-            )
-        });
+/// Takes the test lock of one of the clusters (`paths`: their lock files), the first that is
+/// free, waiting up to [`LOCK_WAIT`] for a test to release one; returns which and the lock.
+fn take_lock(paths: &[PathBuf]) -> (usize, File) {
+    let files: Vec<File> = paths
+        .iter()
+        .map(|path| {
+            File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path)
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot open the test cluster's lock {}: {e}",
+                        path.display()
+                    )
+                })
+        })
+        .collect();
     let started = Instant::now();
     loop {
-        // SAFETY: flock(2) on a descriptor this function owns.
-        let r = unsafe {
-            libc::flock(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                libc::LOCK_EX | libc::LOCK_NB,
-            )
-        };
-        if r == 0 {
-            return file;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::WouldBlock {
-            panic!("cannot lock {}: {err}", path.display());
+        for (i, (file, path)) in files.iter().zip(paths).enumerate() {
+            // SAFETY: flock(2) on a descriptor this function owns.
+            let r = unsafe {
+                libc::flock(
+                    std::os::fd::AsRawFd::as_raw_fd(file),
+                    libc::LOCK_EX | libc::LOCK_NB,
+                )
+            };
+            if r == 0 {
+                let file = files.into_iter().nth(i).expect("the locked file");
+                return (i, file);
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::WouldBlock {
+                panic!("cannot lock {}: {err}", path.display());
+            }
         }
         if started.elapsed() > LOCK_WAIT {
+            let held: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             panic!(
-                "waited {} min for the Slurm test cluster: another test still holds {}",
+                "waited {} min for a Slurm test cluster: other tests still hold {}",
                 LOCK_WAIT.as_secs() / 60,
-                path.display()
+                held.join(", ")
             );
         }
         std::thread::sleep(Duration::from_millis(200));

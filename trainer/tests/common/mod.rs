@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: run the real `ddp-trainer` binary, write specs, read
 //! checkpoints and metrics.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,34 +12,23 @@ use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ddp-trainer");
 
-pub fn mnist_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/data/mnist-sample")
-        .canonicalize()
-        .unwrap()
-}
+pub use ddp_trainer::test_util::fixtures::{
+    TestSpec, examples_dir, mnist_dir, output_within, repo, text, wait_for,
+};
 
-pub fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .canonicalize()
-        .unwrap()
-}
-
-/// A small MNIST spec (absolute data path) written into `dir`; `body` is appended verbatim.
+/// A small MNIST spec (absolute data path) written into `dir`; `body` continues its `[data]`
+/// section and may open others.
 pub fn write_spec(dir: &Path, model: &str, body: &str) -> PathBuf {
-    write_spec_reading(dir, model, &mnist_dir(), body)
+    TestSpec::mnist(model).tail(body).write(dir)
 }
 
-/// A spec in `dir` (`spec.toml`) reading MNIST-format data from `data`; `body` is appended.
+/// A spec in `dir` (`spec.toml`) reading MNIST-format data from `data`; `body` continues its
+/// `[data]` section.
 pub fn write_spec_reading(dir: &Path, model: &str, data: &Path, body: &str) -> PathBuf {
-    let text = format!(
-        "name = \"t\"\n[model]\nname = \"{model}\"\n[data]\nname = \"mnist\"\npath = \"{}\"\n{body}",
-        data.display()
-    );
-    let p = dir.join("spec.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    TestSpec::mnist(model)
+        .set("data.path", data)
+        .tail(body)
+        .write(dir)
 }
 
 /// A deterministic text of ~12,000 characters over a 27-character alphabet.
@@ -85,13 +74,8 @@ pub fn trainer() -> Command {
 }
 
 /// Runs to completion with a deadline; panics (with the output) if it hangs.
-pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ddp-trainer");
-    wait_output(child, limit)
+pub fn run_with_timeout(cmd: Command, limit: Duration) -> Output {
+    output_within(cmd, limit)
 }
 
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
@@ -111,14 +95,6 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-pub fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 pub fn assert_success(o: &Output) {
