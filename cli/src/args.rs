@@ -29,6 +29,7 @@ pub enum Command {
     #[command(flatten)]
     Shared(SharedCommand),
     /// Start a run of SPEC: shows progress until it ends (or returns at once with --detach).
+    #[command(display_order = 10)]
     Run {
         #[command(flatten)]
         args: RunArgs,
@@ -37,6 +38,7 @@ pub enum Command {
         detach: bool,
     },
     /// Print a run's logs (all ranks, prefixed), optionally following them.
+    #[command(display_order = 40)]
     Logs {
         #[command(flatten)]
         args: LogsArgs,
@@ -45,6 +47,7 @@ pub enum Command {
         follow: bool,
     },
     /// Continue a stopped or failed run from its newest checkpoint, in the same folder.
+    #[command(display_order = 60)]
     Resume {
         #[command(flatten)]
         run: RunAddress,
@@ -53,13 +56,16 @@ pub enum Command {
         detach: bool,
     },
     /// Delete a run folder (refuses a run that is still live).
+    #[command(display_order = 70)]
     Rm(RunAddress),
     /// Add tags to a run (or remove them with --remove); without tags, print its tags.
+    #[command(display_order = 80)]
     Tag(TagArgs),
     /// Start one run per combination of a grid of spec overrides (a sweep).
     ///
     /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
     /// Waits for all of them, printing a line as each ends, then the comparison (unless --detach).
+    #[command(display_order = 90)]
     Sweep {
         #[command(flatten)]
         args: SweepArgs,
@@ -68,6 +74,7 @@ pub enum Command {
         detach: bool,
     },
     /// Plot the loss and accuracy (language models: perplexity) of runs into one SVG or PNG file.
+    #[command(display_order = 110)]
     Plot {
         #[command(flatten)]
         args: PlotArgs,
@@ -77,5 +84,6 @@ pub enum Command {
     },
     /// Export a run's metric records as CSV, or a Kubernetes job (Kubeflow PyTorchJob or
     /// TrainJob) that trains a run or a spec.
+    #[command(display_order = 130)]
     Export(ExportArgs),
 }

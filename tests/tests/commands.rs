@@ -29,14 +29,46 @@ fn kernel() -> Command {
     LineMagic::command()
 }
 
-/// The subcommands both front ends offer.
+/// The subcommands both front ends offer, in the order their help lists them.
 fn shared() -> Vec<String> {
     let k = kernel();
-    cli()
+    let mut subs: Vec<_> = cli()
         .get_subcommands()
-        .map(|c| c.get_name().to_string())
-        .filter(|name| k.find_subcommand(name).is_some())
-        .collect()
+        .filter(|c| k.find_subcommand(c.get_name()).is_some())
+        .map(|c| (c.get_display_order(), c.get_name().to_string()))
+        .collect();
+    subs.sort();
+    subs.into_iter().map(|(_, name)| name).collect()
+}
+
+/// The names of `cmd`'s subcommands in the order its help lists them.
+fn listed(cmd: &Command) -> Vec<String> {
+    let mut cmd = cmd.clone();
+    cmd.build();
+    let mut subs: Vec<_> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| (c.get_display_order(), c.get_name().to_string()))
+        .collect();
+    subs.sort();
+    subs.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Both front ends list the shared subcommands in the same order, starting a run first.
+#[test]
+fn help_lists_subcommands_in_working_order() {
+    assert_eq!(
+        listed(&cli()),
+        [
+            "run", "ls", "show", "logs", "stop", "resume", "rm", "tag", "sweep", "compare", "plot",
+            "sample", "export", "help"
+        ]
+    );
+    let kernel_order: Vec<String> = listed(&kernel())
+        .into_iter()
+        .filter(|name| shared().contains(name))
+        .collect();
+    assert_eq!(kernel_order, shared());
 }
 
 /// What a user sees of an argument, and how it parses.

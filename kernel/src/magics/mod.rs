@@ -44,6 +44,7 @@ pub struct Wait {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a run of SPEC (as `ddp run --detach`) and show its live run card.
+    #[command(display_order = 10)]
     Run {
         #[command(flatten)]
         args: RunArgs,
@@ -51,15 +52,19 @@ pub enum Command {
         wait: Wait,
     },
     /// Show a live run card for an existing run.
+    #[command(display_order = 11)]
     Watch(RunAddress),
     /// Show a run's card and wait until the run ends (interrupt: stop waiting; the run goes on).
+    #[command(display_order = 12)]
     Wait(RunAddress),
     /// ls, show, stop, compare, sample (interrupt: stop drawing): as in every front end.
     #[command(flatten)]
     Shared(SharedCommand),
     /// Print a run's logs (all ranks, prefixed).
+    #[command(display_order = 40)]
     Logs(LogsArgs),
     /// Continue a stopped or failed run from its newest checkpoint, with a live card.
+    #[command(display_order = 60)]
     Resume {
         #[command(flatten)]
         run: RunAddress,
@@ -67,17 +72,22 @@ pub enum Command {
         wait: Wait,
     },
     /// Plot the loss and accuracy of runs (SVG and PNG).
+    #[command(display_order = 110)]
     Plot(PlotArgs),
     /// The machine's devices: GPUs (and which run holds each), CPU, memory, the runs' processes.
+    #[command(display_order = 140)]
     Devices,
     /// Show the workspace, or change it to DIR (relative to the notebook's folder).
+    #[command(display_order = 150)]
     Workspace { dir: Option<PathBuf> },
     /// Clear this cell's output (--wait: when the next output arrives).
+    #[command(display_order = 160)]
     Clear {
         #[arg(long)]
         wait: bool,
     },
     /// Help on the magics, or on one subcommand.
+    #[command(display_order = 170)]
     Help { subcommand: Option<String> },
 }
 

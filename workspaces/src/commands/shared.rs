@@ -10,14 +10,19 @@ use super::sample::SampleArgs;
 #[derive(clap::Subcommand, Debug, Clone, PartialEq)]
 pub enum SharedCommand {
     /// List runs (newest first).
+    #[command(display_order = 20)]
     Ls(LsArgs),
     /// Show one run: spec, status, devices, metrics, restarts, durations.
+    #[command(display_order = 30)]
     Show(ShowArgs),
     /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
+    #[command(display_order = 50)]
     Stop(RunAddress),
     /// Compare runs: the spec keys that differ between them, and their final figures.
+    #[command(display_order = 100)]
     Compare(CompareArgs),
     /// Generate text from a language-model run (a gpt on text), shown as it is drawn; the same
     /// seed, weights and options give the same text.
+    #[command(display_order = 120)]
     Sample(SampleArgs),
 }
