@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The test command (README, CI's .ci/run): checks formatting and lints (cargo fmt, clippy with
-# warnings as errors), installs what the tests need that cargo does not (tmux, for the
+# The test command (README, CI's .ci/run): checks formatting (cargo fmt), installs what the tests need that cargo does not (tmux, for the
 # dashboard's end-to-end test in a real terminal; Chromium and chromedriver, for the notebook in a
 # real browser; a Python venv with pinned Jupyter clients, JupyterLab and Selenium, for the
 # kernel's tests with real Jupyter clients), brings up two two-node Slurm test clusters
-# (scripts/slurm-cluster.sh; stopped at the end), then runs every test.
+# (scripts/slurm-cluster.sh; stopped at the end), then builds every test with clippy's lints as
+# errors and runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
@@ -19,10 +19,6 @@ for tool in fmt clippy; do
 done
 if ! cargo fmt --all --check; then
   echo "scripts/test.sh: formatting check failed (cargo fmt --all --check): run \`cargo fmt --all\` to fix it" >&2
-  exit 1
-fi
-if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
-  echo "scripts/test.sh: clippy found warnings (cargo clippy --workspace --all-targets --locked -- -D warnings): see them above, or run that command" >&2
   exit 1
 fi
 # Debian packages the tests need, installed with apt-get when missing (as root, else with sudo).
@@ -89,5 +85,29 @@ elif [ "${DDP_TEST_SLURM_REQUIRED:-}" = 1 ]; then
   exit 1
 else
   echo "scripts/test.sh: no Slurm test clusters (see above): the Slurm tests (tests/tests/slurm.rs and every test that needs a real Slurm) will be SKIPPED" >&2
+fi
+# Clippy lints the workspace's crates while they are compiled for the tests (clippy-driver as
+# cargo's workspace wrapper, which is what `cargo clippy` does around `cargo check`), so the
+# dependencies are not checked a second time: `cargo clippy --workspace --all-targets -- -D
+# warnings` finds the same. The environment stays set while the tests run: the tests'
+# own `cargo test --workspace --no-run` (ddp_e2e::binaries) finds everything built. Benches are
+# built (and linted) first; `cargo test` does not build them.
+clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
+if [ -z "$clippy_driver" ]; then
+  echo "scripts/test.sh: clippy-driver not found: rustup component add clippy" >&2
+  exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+lint_hint() {
+  echo "scripts/test.sh: building the tests failed: a compile error or a clippy warning (clippy's lints are errors here), shown above; \`cargo clippy --workspace --all-targets -- -D warnings\` shows the warnings alone" >&2
+}
+if ! cargo test --workspace --locked --benches --no-run; then
+  lint_hint
+  exit 1
+fi
+if ! cargo test --workspace --locked --no-run; then
+  lint_hint
+  exit 1
 fi
 cargo test --workspace --locked "$@"

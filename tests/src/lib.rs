@@ -5,8 +5,8 @@
 //! installed, a workspace, and every process started in it stopped at the end), [`python`] (the
 //! test venv with the Jupyter clients), [`run_script`] (a Python test script in a sandbox, with a
 //! time limit), [`run_limited`] / [`run_limited_with`] (any command with a time limit),
-//! [`binaries`] and [`trainer`] (the front ends' and the trainer's executables, built when missing
-//! or stale), [`slurm`] (`slurm.rs`: [`SlurmCluster`], the real two-node test Slurm that
+//! [`binaries`] and [`trainer`] (the front ends' and the trainer's executables, as
+//! `cargo test --workspace` builds them), [`slurm`] (`slurm.rs`: [`SlurmCluster`], the real two-node test Slurm that
 //! `scripts/test.sh` brings up, one test at a time).
 //!
 //! Python comes from `$DDP_TEST_PYTHON`, else `<repo>/.venv-test/bin/python`: the venv that
@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use ddp_trainer::test_util::fixtures::workspace_binaries;
 
 pub mod slurm;
 pub use slurm::SlurmCluster;
@@ -71,51 +73,17 @@ pub struct Binaries {
     pub kernel: PathBuf,
 }
 
-/// The binaries beside this test's executable (`<target>/<profile>/deps/..`), built first with
-/// the same profile (`cargo build --profile test`: a no-op when `cargo test --workspace` built
-/// them already).
+/// The front ends' executables beside this test's executable (`<target>/<profile>/`), as
+/// `cargo test --workspace` built them ([`workspace_binaries`]).
 pub fn binaries() -> Binaries {
-    let [ddp, tui, kernel] = built([
-        ("ddp-cli", "ddp"),
-        ("ddp-tui", "ddp-tui"),
-        ("ddp-kernel", "ddp-kernel"),
-    ]);
+    let [ddp, tui, kernel] = workspace_binaries(["ddp", "ddp-tui", "ddp-kernel"]);
     Binaries { ddp, tui, kernel }
 }
 
-/// The `ddp-trainer` executable (one replica), built as [`binaries`] are.
+/// The `ddp-trainer` executable (one replica), found as [`binaries`] are.
 pub fn trainer() -> PathBuf {
-    let [trainer] = built([("ddp-trainer", "ddp-trainer")]);
+    let [trainer] = workspace_binaries(["ddp-trainer"]);
     trainer
-}
-
-/// The executables `(package, binary)` in `<target>/<profile>/`, built first in one
-/// `cargo build --profile test`.
-fn built<const N: usize>(bins: [(&str, &str); N]) -> [PathBuf; N] {
-    let exe = std::env::current_exe().expect("the test executable");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("a test executable is in <target>/<profile>/deps/")
-        .to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(&cargo);
-    build.args(["build", "--profile", "test"]);
-    for (package, bin) in bins {
-        build.args(["-p", package, "--bin", bin]);
-    }
-    let o = build.current_dir(repo()).output().expect("cargo runs");
-    assert!(
-        o.status.success(),
-        "building {} failed:\n{}",
-        bins.map(|(_, bin)| bin).join(", "),
-        text(&o.stderr)
-    );
-    bins.map(|(_, name)| {
-        let p = dir.join(name);
-        assert!(p.is_file(), "no {} after cargo build", p.display());
-        p
-    })
 }
 
 /// The test Python: `$DDP_TEST_PYTHON`, else the repository's `.venv-test`, checked to import

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use ddp_workspaces::test_util::fixtures::workspace_binaries;
+
 const WAIT: Duration = Duration::from_secs(60);
 const PROMPT: &str = "tui-e2e$ ";
 
@@ -23,30 +25,10 @@ fn tui_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ddp-tui"))
 }
 
-/// The `ddp` CLI beside `ddp-tui` (built by `cargo test --workspace`; built here when missing
-/// or older than `ddp-tui`, which is rebuilt whenever the code they share changes).
+/// The `ddp` CLI beside `ddp-tui`, as `cargo test --workspace` builds it.
 fn ddp_bin() -> PathBuf {
-    let path = tui_bin().with_file_name("ddp");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if modified(&path) < modified(&tui_bin()) {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--profile",
-                "test",
-                "-p",
-                "ddp-cli",
-                "--bin",
-                "ddp",
-            ])
-            .current_dir(repo())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the ddp CLI failed");
-    }
-    assert!(path.exists(), "no ddp binary at {}", path.display());
-    path
+    let [ddp] = workspace_binaries(["ddp"]);
+    ddp
 }
 
 fn text(o: &Output) -> String {

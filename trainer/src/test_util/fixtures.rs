@@ -41,6 +41,41 @@ pub fn shakespeare() -> PathBuf {
     examples_dir().join("data/shakespeare/input.txt")
 }
 
+/// The workspace's executables `names` (`ddp`, `ddp-tui`, `ddp-kernel`, `ddp-trainer`, ...) in
+/// `<target>/<profile>/`, beside the calling test's executable (`<target>/<profile>/deps/`).
+///
+/// They are made by the build `cargo test --workspace` does before it runs any test, with the
+/// features of the whole workspace; this runs that same build (`cargo test --workspace
+/// --no-run`), which finds everything built and returns at once, unless only some packages'
+/// tests were built (`cargo test -p ...`): then it builds the rest, so no test runs an
+/// executable older than the code. A narrower build (`cargo build -p ddp-cli`) would resolve
+/// other features and rebuild most dependencies a second time.
+pub fn workspace_binaries<const N: usize>(names: [&str; N]) -> [PathBuf; N] {
+    let exe = std::env::current_exe().expect("the test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test executable is in <target>/<profile>/deps/")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(&cargo);
+    build
+        .args(["test", "--workspace", "--no-run", "--quiet"])
+        .current_dir(repo());
+    let o = output_within(build, Duration::from_secs(3600));
+    assert!(
+        o.status.success(),
+        "`cargo test --workspace --no-run` (building {}) failed:\n{}",
+        names.join(", "),
+        text(&o)
+    );
+    names.map(|name| {
+        let p = dir.join(name);
+        assert!(p.is_file(), "no {} after cargo test --no-run", p.display());
+        p
+    })
+}
+
 /// A value of a spec key, written as TOML.
 pub trait SpecValue {
     fn toml(&self) -> String;
