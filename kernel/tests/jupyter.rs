@@ -120,6 +120,14 @@ fn committed_notebook(name: &str) {
     run_script("test_notebook.py", &args, 1800);
 }
 
+/// `%%ddp train` cells (`test_train.py`): refused before building, compile errors on the cell's
+/// lines, a build interrupted, a cell trained with DDP, a second cell reusing the dependencies.
+#[test]
+fn train() {
+    // A cold build cache compiles candle in release mode first (minutes on 2 cores).
+    run_script("test_train.py", &[], 1800);
+}
+
 /// `%ddp sample` (`test_sample.py`) on the shared fixture runs of `ddp_workspaces::test_util`
 /// (a tiny GPT with its tokenizer and weights, an MLP run) in a workspace of their own, which
 /// the script switches to: `fixture.json` names it and the runs, and holds the pieces of text the
@@ -225,6 +233,18 @@ fn every_script_has_a_test() {
         found, known,
         "every tests/python/test_*.py needs its #[test] in tests/jupyter.rs (and SCRIPTS entry)"
     );
+    // And each is run by a test here, not only listed.
+    let source: String = std::fs::read_to_string(repo().join("kernel/tests/jupyter.rs"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    for script in SCRIPTS {
+        assert!(
+            source.contains(&format!("run_script(\"{script}\""))
+                || source.contains(&format!("run_script_with(\"{script}\"")),
+            "{script} is listed in SCRIPTS but no test here runs it"
+        );
+    }
 }
 
 /// `jupyter kernelspec list` finds the installed kernel; `ddp-kernel uninstall` removes it.

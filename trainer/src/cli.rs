@@ -229,7 +229,7 @@ fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&
 /// `CANDLE_BARRIER_POOL_SPIN_LIMIT` says otherwise. candle's default (25,000 pauses, about half a
 /// millisecond after every element-wise op) kept a core busy between ops, taken from the
 /// convolution threads: with 2 threads per replica the CNN went from 2,133 to 2,460 samples/s
-/// with this change alone (docs/performance.md, session 3).
+/// with this change alone.
 const CANDLE_SPIN_LIMIT: &str = "200";
 
 fn set_threads(spec: &Spec, env: &DistEnv) {

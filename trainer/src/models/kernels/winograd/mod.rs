@@ -57,7 +57,7 @@ pub fn applies(s: &ConvShape) -> bool {
 /// row at a time and on narrower rows one tile at a time. Where the GEMMs run at AVX-512's 16
 /// lanes, the flops Winograd saves on such rows no longer pay for those scalar transforms
 /// (ResNet-18, 1 thread: 1,049 ms per step with its 8×8 and 4×4 stages through Winograd, 880 ms
-/// through im2col); at AVX2's 8 lanes they do (session 7's measurements), so every output from
+/// through im2col); at AVX2's 8 lanes they do, so every output from
 /// 4×4 up takes it there.
 pub fn min_width() -> usize {
     #[cfg(target_arch = "x86_64")]
