@@ -349,10 +349,7 @@ impl Executor {
                     Ok(StopRequest::Signalled { run, .. } | StopRequest::Cancelled { run, .. }) => {
                         Outcome::Stopping(run.record.id)
                     }
-                    Ok(StopRequest::AlreadyTerminal(run)) => Outcome::Failed(format!(
-                        "run {} is already {}",
-                        run.record.id, run.record.status
-                    )),
+                    Ok(done @ StopRequest::AlreadyTerminal(_)) => Outcome::Failed(done.message()),
                     Err(e) => Outcome::Failed(e.to_string()),
                 })
             }),
