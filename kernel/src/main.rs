@@ -34,6 +34,11 @@ enum Command {
 fn main() -> ExitCode {
     // evcxr runs cells in a child process of this executable: in that child this never returns.
     evcxr::runtime_hook();
+    // evcxr's cells and `%%ddp train` cells are generated crates built with cargo: a workspace
+    // wrapper in the environment (clippy's, as `cargo clippy` and the test command set it) would
+    // lint them and fail their builds on warnings. Set before any thread starts.
+    // SAFETY: no other thread exists yet.
+    unsafe { std::env::set_var("RUSTC_WORKSPACE_WRAPPER", "") };
     // Runs started from a notebook are supervised by this executable too.
     if let Some(code) = ddp_workspaces::run_hidden_command(&std::env::args_os().collect::<Vec<_>>())
     {
