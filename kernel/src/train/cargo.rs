@@ -161,9 +161,6 @@ pub fn build(req: &BuildRequest, observer: &mut dyn BuildObserver) -> Result<Bui
         .args(cargo_args(req))
         .current_dir(req.crate_dir)
         .env("CARGO_TARGET_DIR", req.crate_dir.join("target"))
-        // The cell is generated code: a workspace wrapper in the kernel's environment (clippy's,
-        // as `cargo clippy` and the test command set it) would lint it and fail on its warnings.
-        .env("RUSTC_WORKSPACE_WRAPPER", "")
         .env("CARGO_BUILD_BUILD_DIR", req.build_dir)
         .env("CARGO_TERM_COLOR", "never")
         .stdin(Stdio::null())
