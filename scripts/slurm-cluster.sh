@@ -197,6 +197,9 @@ PropagateResourceLimits=NONE
 # a node that does not answer for 15 s is DOWN (default 300 s): a killed slurmd is a node failure
 # within about 20 s, and a loaded 2-core machine is not mistaken for a dead one;
 SlurmdTimeout=15
+# pending jobs are looked at every 2 s (default: 60 s for the main loop, 30 s for backfill): a
+# requeued job starts again as soon as it may (its old credentials expired), not up to a minute later;
+SchedulerParameters=sched_interval=2,bf_interval=2
 # a node that was DOWN takes jobs again as soon as its slurmd registers (start-node);
 ReturnToService=2
 # a finished job stays visible to squeue --states=all and scontrol for 60 s (default 300 s):
