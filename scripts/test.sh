@@ -4,7 +4,7 @@
 # real browser; a Python venv with pinned Jupyter clients, JupyterLab and Selenium, for the
 # kernel's tests with real Jupyter clients), brings up two two-node Slurm test clusters
 # (scripts/slurm-cluster.sh; stopped at the end), then builds every test with clippy's lints as
-# errors and runs them.
+# errors and runs them (cargo-nextest, .config/nextest.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A one-off full run gains nothing from incremental caches, which would add gigabytes to target/.
@@ -110,4 +110,16 @@ if ! cargo test --workspace --locked --no-run; then
   lint_hint
   exit 1
 fi
-cargo test --workspace --locked "$@"
+# The tests: cargo-nextest runs every test in its own process, several at once, as
+# .config/nextest.toml says (the long chains first; notebooks one at a time, one test per Slurm
+# cluster); then the doc tests, which nextest does not run. Arguments go to nextest (filters:
+# `scripts/test.sh -E 'binary(slurm)'`). Without nextest, cargo test runs them one binary at a time.
+if cargo nextest --version >/dev/null 2>&1; then
+  status=0
+  cargo nextest run --workspace --locked "$@" || status=$?
+  cargo test --workspace --locked --doc || status=$?
+  exit "$status"
+else
+  echo "scripts/test.sh: cargo-nextest is not installed (cargo install --locked cargo-nextest): running the tests with cargo test, one binary at a time" >&2
+  cargo test --workspace --locked "$@"
+fi
