@@ -114,6 +114,9 @@ fi
 # .config/nextest.toml says (the long chains first; notebooks one at a time, one test per Slurm
 # cluster); then the doc tests, which nextest does not run. Arguments go to nextest (filters:
 # `scripts/test.sh -E 'binary(slurm)'`). Without nextest, cargo test runs them one binary at a time.
+# Everything is built: the tests use the executables as they are (ddp_trainer::test_util::
+# fixtures::workspace_binaries runs no build of its own while other tests run).
+export DDP_TEST_PREBUILT=1
 if cargo nextest --version >/dev/null 2>&1; then
   status=0
   cargo nextest run --workspace --locked "$@" || status=$?

@@ -50,6 +50,10 @@ pub fn shakespeare() -> PathBuf {
 /// tests were built (`cargo test -p ...`): then it builds the rest, so no test runs an
 /// executable older than the code. A narrower build (`cargo build -p ddp-cli`) would resolve
 /// other features and rebuild most dependencies a second time.
+///
+/// With `DDP_TEST_PREBUILT=1` (scripts/test.sh sets it once its build is done) no build runs:
+/// while tests run side by side, a build that replaced an executable would pull it from under a
+/// running test.
 pub fn workspace_binaries<const N: usize>(names: [&str; N]) -> [PathBuf; N] {
     let exe = std::env::current_exe().expect("the test executable");
     let dir = exe
@@ -57,6 +61,14 @@ pub fn workspace_binaries<const N: usize>(names: [&str; N]) -> [PathBuf; N] {
         .and_then(Path::parent)
         .expect("a test executable is in <target>/<profile>/deps/")
         .to_path_buf();
+    let found = |name: &str| {
+        let p = dir.join(name);
+        assert!(p.is_file(), "no {} after cargo test --no-run", p.display());
+        p
+    };
+    if std::env::var_os("DDP_TEST_PREBUILT").is_some_and(|v| v == "1") {
+        return names.map(found);
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(&cargo);
     build
@@ -69,11 +81,7 @@ pub fn workspace_binaries<const N: usize>(names: [&str; N]) -> [PathBuf; N] {
         names.join(", "),
         text(&o)
     );
-    names.map(|name| {
-        let p = dir.join(name);
-        assert!(p.is_file(), "no {} after cargo test --no-run", p.display());
-        p
-    })
+    names.map(found)
 }
 
 /// A value of a spec key, written as TOML.

@@ -18,6 +18,7 @@ pub mod repack;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod repack_x86;
 #[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "tokenizers")]
 pub mod tokenizer;
 #[cfg(not(feature = "metal"))]
 mod metal {
