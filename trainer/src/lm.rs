@@ -25,7 +25,7 @@ use crate::models::Network;
 use crate::models::gpt::{GptConfig, lm_loss};
 use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
-use crate::step::ddp::{SharedCollective, with_comm};
+use crate::step::comm::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// A language model's tokens: the training and validation parts, the vocabulary size and the

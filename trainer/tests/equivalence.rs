@@ -65,6 +65,13 @@ fn equivalent_with(model: &str, optimizer: &str, train: &str, extra: &str, env: 
         "gradients and parameters shared in place between the ranks"
     };
     assert!(stdout.contains(step), "{stdout}");
+    // Over the ring the buckets are all-reduced while backward runs, unless turned off.
+    let overlapped = extra.contains("shared_memory = false") && !extra.contains("overlap = false");
+    assert_eq!(
+        stdout.contains("while backward runs"),
+        overlapped,
+        "{stdout}"
+    );
     train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
     let mut a = load_model(&two.join("model.safetensors"));
     let mut b = load_model(&one.join("model.safetensors"));
@@ -105,6 +112,27 @@ fn mnist_cnn_sgd() {
 #[test]
 fn mnist_cnn_sgd_over_the_tcp_ring() {
     equivalent("mnist-cnn", "sgd", "[ddp]\nshared_memory = false\n");
+}
+
+/// The ring without the overlap: the sharded step, reduce-scatter and all-gather after backward.
+#[test]
+fn mnist_cnn_sgd_over_the_tcp_ring_not_overlapped() {
+    equivalent(
+        "mnist-cnn",
+        "sgd",
+        "[ddp]\nshared_memory = false\noverlap = false\n",
+    );
+}
+
+/// SyncBatchNorm's reductions during the overlapped backward go through the communication
+/// thread, in the program's order on both ranks.
+#[test]
+fn convnet_bn_sync_batchnorm_adam_over_the_tcp_ring() {
+    equivalent(
+        "convnet-bn",
+        "adam",
+        "[ddp]\nsync_batchnorm = true\nshared_memory = false\n",
+    );
 }
 
 /// Private step buffers, reduced through the segment's slots.

@@ -79,6 +79,7 @@ pub const KEYS: &[&str] = &[
     "ddp.broadcast_buffers",
     "ddp.threads",
     "ddp.shared_memory",
+    "ddp.overlap",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
     "checkpoint.every_steps",

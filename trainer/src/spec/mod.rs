@@ -428,6 +428,10 @@ pub struct DdpSpec {
     /// `tcp` backend: all-reduce through shared memory when every replica runs on one host.
     #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_yes")]
     pub shared_memory: bool,
+    /// Host step in private buffers (ranks on several hosts, or `shared_memory = false`):
+    /// all-reduce the gradient buckets while backward runs, the optimizer on every rank.
+    #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_yes")]
+    pub overlap: bool,
 }
 
 impl Default for DdpSpec {

@@ -27,39 +27,18 @@
 //! buffers the reduced blocks are then kept aside instead of going straight to the optimizer.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
-use crate::models::{Network, StatsReducer};
+use crate::models::Network;
 use crate::optim::{self, Optimizer};
+use crate::step::comm::{Route, SharedCollective, with_comm};
+use crate::step::host::{host_f32, read_tensor};
+use crate::step::overlap::{CommFigures, Overlap, Session};
 use crate::{Error, Result};
-
-/// The process group's collective, shared by the DDP step and SyncBatchNorm.
-pub type SharedCollective = Arc<Mutex<Box<dyn Collective>>>;
-
-/// Runs `f` with the locked collective.
-pub fn with_comm<T>(
-    comm: &SharedCollective,
-    f: impl FnOnce(&mut dyn Collective) -> Result<T>,
-) -> Result<T> {
-    let mut guard = comm
-        .lock()
-        .map_err(|_| Error::Model("collective lock poisoned by a panic".into()))?;
-    f(guard.as_mut())
-}
-
-/// SyncBatchNorm's reducer over the shared collective.
-pub struct CollectiveStats(pub SharedCollective);
-
-impl StatsReducer for CollectiveStats {
-    fn all_reduce_sum(&self, buf: &mut [f32]) -> candle_core::Result<()> {
-        with_comm(&self.0, |c| c.all_reduce(buf, ReduceOp::Sum))
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))
-    }
-}
 
 struct Slot {
     name: String,
@@ -147,6 +126,9 @@ pub struct Ddp {
     /// The global L2 norm of the last step's averaged gradients, before clipping (clipping
     /// steps only).
     grad_norm: Option<f64>,
+    /// Where the gradients are all-reduced bucket by bucket while backward runs
+    /// ([`Ddp::overlap_buckets`]); the optimizer then runs on every parameter.
+    overlap: Option<Overlap>,
 }
 
 /// Gradients of this rank's shard not copied into its buffer (yet).
@@ -227,6 +209,7 @@ impl Ddp {
             held: Vec::new(),
             clip_scratch: Vec::new(),
             grad_norm: None,
+            overlap: None,
         };
         let params = ddp.flat.params_mut();
         with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
@@ -252,6 +235,45 @@ impl Ddp {
         }
     }
 
+    /// From now on, all-reduces the gradients bucket by bucket (of `bucket_bytes`) while
+    /// backward runs ([`Ddp::session`]) and runs the whole optimizer on every rank, where the
+    /// step is private and the world has more than one rank; says whether it does. `route` is
+    /// the one SyncBatchNorm's reducer of `net` holds. Call it before the first step.
+    pub fn overlap_buckets(
+        &mut self,
+        net: &Network,
+        route: Arc<Route>,
+        bucket_bytes: usize,
+    ) -> Result<bool> {
+        let world = with_comm(&self.comm, |c| Ok(c.world_size()))?;
+        let Flat::Private { grads, .. } = &mut self.flat else {
+            return Ok(false);
+        };
+        if world == 1 {
+            return Ok(false);
+        }
+        *grads = Vec::new();
+        self.overlap = Some(Overlap::new(net, self.comm.clone(), route, bucket_bytes)?);
+        Ok(true)
+    }
+
+    /// How many buckets the overlapped step sends (`None` when it does not overlap).
+    pub fn overlap_buckets_count(&self) -> Option<usize> {
+        self.overlap.as_ref().map(Overlap::buckets)
+    }
+
+    /// What the last step's overlapped communication cost (`None` when it does not overlap).
+    pub fn comm_figures(&self) -> Option<CommFigures> {
+        self.overlap.as_ref().map(Overlap::figures)
+    }
+
+    /// The backward pass of the step's last micro-batch, its gradients scaled by `scale`, when
+    /// the step overlaps ([`Ddp::overlap_buckets`]): pass [`Session::ready`] to backward, then
+    /// [`Session::finish`] instead of [`Ddp::accumulate`].
+    pub fn session(&mut self, scale: f32) -> Option<Session<'_>> {
+        self.overlap.as_mut().map(|o| o.session(scale))
+    }
+
     /// The flat parameters, in name order (in shared buffers, first copies the other ranks'
     /// shards of the last step into this rank's buffer).
     pub fn params(&mut self) -> &[f32] {
@@ -272,6 +294,9 @@ impl Ddp {
     /// gradients of this rank's own shard stay in their tensors: only this rank reads them, in
     /// the step (or copied in here if another micro-batch follows).
     pub fn accumulate(&mut self, net: &Network, grads: &GradStore, scale: f32) -> Result<()> {
+        if let Some(o) = &mut self.overlap {
+            return o.accumulate(net, grads, scale);
+        }
         let first = self.micro_batches == 0;
         if !first {
             self.copy_held()?;
@@ -342,6 +367,9 @@ impl Ddp {
     /// to that global norm (the same factor on every rank; [`Ddp::grad_norm`] is the norm before).
     /// `stop` is this replica's stop request; the result says whether any replica asked to stop.
     pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
+        if self.overlap.is_some() {
+            return self.step_overlapped(opt, lr, stop);
+        }
         let n = self.num_params();
         self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
@@ -417,6 +445,38 @@ impl Ddp {
         Ok(control[0] > 0.0)
     }
 
+    /// The overlapped step after backward: the buckets averaged (now, unless a session did),
+    /// clipped to the global norm (every rank has every gradient), and the whole optimizer.
+    fn step_overlapped(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
+        let o = self.overlap.as_mut().expect("checked by the caller");
+        if !o.reduced() {
+            o.reduce_all(stop)?;
+        }
+        self.grad_norm = match opt.grad_clip {
+            Some(max) => {
+                let squares: f64 = o.grads_mut().map(|g| optim::sum_of_squares(g)).sum();
+                // In f32, as the sharded step's all-reduced sum and PyTorch's norm.
+                let norm = ((squares as f32) as f64).sqrt();
+                if let Some(coef) = optim::clip_coef(norm, max) {
+                    o.grads_mut().for_each(|g| optim::scale(g, coef));
+                }
+                Some(norm)
+            }
+            None => None,
+        };
+        let Flat::Private { params, .. } = &mut self.flat else {
+            unreachable!("the overlapped step keeps private buffers")
+        };
+        opt.begin_step();
+        for (p, slot) in self.slots.iter().enumerate() {
+            let at = slot.range.clone();
+            opt.update(&mut params[at.clone()], o.grad(p), at, lr);
+        }
+        let stopped = o.control() > 0.0;
+        o.end_step();
+        Ok(stopped)
+    }
+
     /// The global L2 norm of the last step's averaged gradients before they were clipped, the
     /// same on every rank; `None` where the optimizer does not clip ([`Optimizer::grad_clip`]).
     pub fn grad_norm(&self) -> Option<f64> {
@@ -426,6 +486,10 @@ impl Ddp {
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
     /// (see [`Ddp::sync_and_step`]), so before a checkpoint all ranks call this together.
     pub fn gather_optimizer_state(&mut self, opt: &mut Optimizer) -> Result<()> {
+        if self.overlap.is_some() {
+            // Every rank ran the whole optimizer: its state is current everywhere.
+            return Ok(());
+        }
         let n = self.num_params();
         let scratch = &mut self.buffer_scratch;
         let buckets = &self.buckets;
@@ -591,48 +655,11 @@ fn first_difference(a: &str, b: &str) -> String {
     }
 }
 
-/// Copies (or adds, with `add`) a tensor's f32 values into `dst` without allocating on CPU.
-pub fn read_tensor(t: &Tensor, dst: &mut [f32], add: bool) -> Result<()> {
-    if t.elem_count() != dst.len() {
-        return Err(Error::Model(format!(
-            "tensor of {} elements read into a slot of {}",
-            t.elem_count(),
-            dst.len()
-        )));
-    }
-    if host_f32(t, |v| copy_or_add(v, &mut *dst, add)).is_some() {
-        return Ok(());
-    }
-    let host: Vec<f32> = t
-        .to_dtype(candle_core::DType::F32)?
-        .flatten_all()?
-        .to_vec1()?;
-    copy_or_add(&host, dst, add);
-    Ok(())
-}
-
-/// `f` of a tensor's values where they are contiguous f32 in host memory, else `None`.
-fn host_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
-    let (storage, layout) = t.storage_and_layout();
-    match (&*storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) => Some(f(&data[a..b])),
-        _ => None,
-    }
-}
-
 fn held_not_host_f32(h: &HeldTensor) -> Error {
     Error::Model(format!(
         "held gradients of flat elements {:?} are no longer contiguous f32 in host memory",
         h.at
     ))
-}
-
-fn copy_or_add(src: &[f32], dst: &mut [f32], add: bool) {
-    if add {
-        dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
-    } else {
-        dst.copy_from_slice(src);
-    }
 }
 
 /// Overwrites a variable's values with what `fill` writes into a slice of its length: in place

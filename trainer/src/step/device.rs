@@ -26,7 +26,7 @@ use candle_core::{CpuStorage, DType, Layout, Tensor, Var};
 use crate::dist::ReduceOp;
 use crate::models::Network;
 use crate::optim::{Optimizer, OptimizerConfig};
-use crate::step::ddp::{SharedCollective, with_comm};
+use crate::step::comm::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// Environment variable that makes CPU replicas use the device step (for tests).

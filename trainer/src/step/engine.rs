@@ -7,6 +7,7 @@ use crate::models::Network;
 use crate::optim::Optimizer;
 use crate::step::ddp::Ddp;
 use crate::step::device::DeviceStep;
+use crate::step::overlap::Session;
 
 /// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
 /// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::step::device`]).
@@ -26,6 +27,20 @@ impl Engine {
         match self {
             Engine::Host => ddp.accumulate(net, grads, scale),
             Engine::Device(d) => d.accumulate(grads, scale),
+        }
+    }
+
+    /// The backward pass of the step's `last` micro-batch where the host step overlaps its
+    /// all-reduce with it ([`Ddp::session`]); `None` otherwise (then [`Engine::accumulate`]).
+    pub(crate) fn session<'a>(
+        &self,
+        ddp: &'a mut Ddp,
+        last: bool,
+        scale: f32,
+    ) -> Option<Session<'a>> {
+        match self {
+            Engine::Host if last => ddp.session(scale),
+            _ => None,
         }
     }
 

@@ -4,12 +4,19 @@
 //! - `ddp`: the host step (flat gradient buckets reduce-scattered, the optimizer on this rank's
 //!   shard, parameters all-gathered; broadcast of parameters and buffers).
 //! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
+//! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
+//!   (private buffers, ranks on several hosts), the whole optimizer on every rank.
+//! - `comm`: the shared collective, SyncBatchNorm's reducer, and the communication thread.
+//! - `host`: a tensor's values read as host f32.
 //! - `engine`: which of the two a replica runs (`Engine`): accumulate, reduce and step.
 //! - `batch_parts`: a batch trained in parts side by side, one per thread.
 //! - `placement`: a replica's device, backend and collectives.
 
 pub mod batch_parts;
+pub mod comm;
 pub mod ddp;
 pub mod device;
 pub mod engine;
+pub mod host;
+pub mod overlap;
 pub mod placement;

@@ -11,7 +11,7 @@ use crate::Result;
 use crate::dist::group::ProcessGroup;
 use crate::env::DistEnv;
 use crate::spec::{Backend, Spec};
-use crate::step::ddp::SharedCollective;
+use crate::step::comm::SharedCollective;
 use crate::step::device::Reducer;
 
 /// CUDA devices this process can use (0 without the `cuda` feature, without a driver, or when

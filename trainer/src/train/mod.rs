@@ -29,7 +29,8 @@ use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
 use crate::spec::{ModelName, Spec};
 use crate::step::batch_parts;
-use crate::step::ddp::{Ddp, SharedCollective, with_comm};
+use crate::step::comm::{Route, SharedCollective, with_comm};
+use crate::step::ddp::Ddp;
 use crate::step::device::{self as device_step, DeviceStep, Reducer};
 use crate::step::placement::{backend_for, collectives, device_for};
 use crate::{Error, Result};
@@ -53,6 +54,11 @@ pub use samples::{Splits, load_data};
 /// Set by the SIGTERM/SIGINT/SIGUSR2 handler of the binary: finish the current step on every
 /// replica, checkpoint it, then stop.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this replica was asked to stop (read once per step, where the step sums it).
+fn stopping() -> bool {
+    STOP_REQUESTED.load(Ordering::Relaxed)
+}
 
 pub struct RunOptions {
     pub spec: Spec,
@@ -187,8 +193,9 @@ impl Replica {
             shared_memory: spec.ddp.shared_memory,
         })?;
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
+        let route = Route::new();
         let net = match &data {
-            Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm)?,
+            Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm, &route)?,
             Data::Tokens(d) if spec.model.name == ModelName::Custom => {
                 let net = Network::new(
                     ModelName::Custom,
@@ -219,11 +226,19 @@ impl Replica {
         let bucket_bytes = (spec.ddp.bucket_mb * 1024.0 * 1024.0) as usize;
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
-        let ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
+        let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
+        let overlapped =
+            spec.ddp.overlap && host_step && ddp.overlap_buckets(&net, route, bucket_bytes)?;
         if rank == 0 && world > 1 && host_step {
             match ddp.private_because() {
                 None => println!("gradients and parameters shared in place between the ranks"),
                 Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
+            }
+            if overlapped {
+                println!(
+                    "gradients all-reduced in buckets of {} MB (the first 1 MB) while backward runs",
+                    spec.ddp.bucket_mb
+                );
             }
         }
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
@@ -544,12 +559,25 @@ impl Training {
                 unreachable!("sample data trains in epochs")
             };
             for k in 0..accum {
-                let (loss, grads, rows) = tokens.micro_batch(net, step * accum + k)?;
-                self.engine
-                    .accumulate(ddp, net, &grads, 1.0 / accum as f32)?;
+                let scale = 1.0 / accum as f32;
+                let (loss, grads, rows, hooked) = {
+                    let session = self.engine.session(ddp, k + 1 == accum, scale);
+                    let (loss, grads, rows) =
+                        tokens.micro_batch(net, step * accum + k, session.as_ref())?;
+                    let hooked = match session {
+                        Some(s) => s
+                            .finish(net, std::slice::from_ref(&grads), stopping())
+                            .map(|()| true)?,
+                        None => false,
+                    };
+                    (loss, grads, rows, hooked)
+                };
+                if !hooked {
+                    self.engine.accumulate(ddp, net, &grads, scale)?;
+                }
                 self.window.add(loss as f64, rows);
             }
-            let stop = STOP_REQUESTED.load(Ordering::Relaxed);
+            let stop = stopping();
             let Replica { net, ddp, opt, .. } = &mut self.r;
             self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
             self.global_step += 1;
@@ -652,17 +680,26 @@ impl Training {
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
             }
-            let scale = 1.0 / group.len().div_ceil(train.batch_size) as f32;
-            for k in 0..group.len().div_ceil(train.batch_size) {
+            let micro_batches = group.len().div_ceil(train.batch_size);
+            let scale = 1.0 / micro_batches as f32;
+            for k in 0..micro_batches {
                 let micro_step = self.global_step * train.grad_accum as u64 + k as u64;
                 let len = self.work.next_batch(&mut loader, epoch, micro_step)?;
-                let (loss, parts) = self.work.forward_backward(net)?;
-                for grads in &parts {
+                let (loss, parts, hooked) = {
+                    let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
+                    let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
+                    let hooked = match session {
+                        Some(s) => s.finish(net, &parts, stopping()).map(|()| true)?,
+                        None => false,
+                    };
+                    (loss, parts, hooked)
+                };
+                for grads in parts.iter().filter(|_| !hooked) {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
                 self.window.add(loss as f64, len);
             }
-            let stop = STOP_REQUESTED.load(Ordering::Relaxed);
+            let stop = stopping();
             self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
             self.global_step += 1;
             step_in_epoch += 1;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::checkpoint::{TrainState, decode_windows, encode_windows};
 use crate::report::WindowState;
-use crate::step::ddp::{SharedCollective, with_comm};
+use crate::step::comm::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
 /// Where a run stands: epochs completed, optimizer steps taken, steps taken in the epoch after

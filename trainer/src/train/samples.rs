@@ -20,7 +20,8 @@ use crate::models::{Arch, BnMode, Network, serially};
 use crate::objective;
 use crate::report::Evaluation;
 use crate::spec::{DataName, Spec};
-use crate::step::ddp::{CollectiveStats, SharedCollective, with_comm};
+use crate::step::comm::{CollectiveStats, Route, SharedCollective, with_comm};
+use crate::step::overlap::{Hook, Session};
 use crate::{Error, Result};
 
 /// The train, validation and test sets of a spec, and the record of a user's data.
@@ -101,9 +102,10 @@ pub(super) fn build_network(
     train: &SharedDataset,
     device: &Device,
     comm: &SharedCollective,
+    route: &Arc<Route>,
 ) -> Result<Network> {
     let bn = if spec.ddp.sync_batchnorm {
-        BnMode::Sync(Arc::new(CollectiveStats(comm.clone())))
+        BnMode::Sync(Arc::new(CollectiveStats::new(comm.clone(), route.clone())))
     } else {
         BnMode::Local
     };
@@ -214,11 +216,22 @@ impl Loop {
     /// Forward + backward of the micro-batch in [`Loop::batch`]; returns its loss and the
     /// gradients of its parts, each already scaled by its share of the batch (their sum is the
     /// batch's gradient).
-    pub(super) fn forward_backward(&self, net: &Network) -> Result<(f32, Vec<GradStore>)> {
+    /// With `session`, each gradient goes to it as soon as backward has it final.
+    pub(super) fn forward_backward(
+        &self,
+        net: &Network,
+        session: Option<&Session>,
+    ) -> Result<(f32, Vec<GradStore>)> {
         let len = self.batch.len;
         let ranges = batch_parts::part_ranges(len, self.parts);
+        let parts = ranges.len();
         if let [all] = ranges.as_slice() {
-            let (loss, grads) = part_loss_and_grads(net, self.batch.rows(all.clone()), len)?;
+            let hook = Hook {
+                session,
+                part: 0,
+                parts,
+            };
+            let (loss, grads) = part_loss_and_grads(net, self.batch.rows(all.clone()), len, hook)?;
             return Ok((loss, vec![grads]));
         }
         let batch = &self.batch;
@@ -226,7 +239,15 @@ impl Loop {
         // so the gradients are summed in the same order on every run.
         let parts: Vec<Result<(f32, GradStore)>> = ranges
             .into_par_iter()
-            .map(|rows| serially(|| part_loss_and_grads(net, batch.rows(rows), len)))
+            .enumerate()
+            .map(|(part, rows)| {
+                let hook = Hook {
+                    session,
+                    part,
+                    parts,
+                };
+                serially(|| part_loss_and_grads(net, batch.rows(rows), len, hook))
+            })
             .collect();
         let mut loss = 0f32;
         let mut grads = Vec::with_capacity(parts.len());
@@ -256,14 +277,15 @@ fn part_loss_and_grads(
     net: &Network,
     part: BatchRows,
     batch_len: usize,
+    hook: Hook<'_, '_>,
 ) -> Result<(f32, GradStore)> {
     let (loss, ..) = batch_loss(net, part, true)?;
     if part.len == batch_len {
-        let grads = loss.backward()?;
+        let grads = hook.backward(&loss)?;
         return Ok((loss.to_scalar::<f32>()?, grads));
     }
     let share = part.len as f64 / batch_len as f64;
-    let grads = (&loss * share)?.backward()?;
+    let grads = hook.backward(&(&loss * share)?)?;
     Ok((loss.to_scalar::<f32>()? * share as f32, grads))
 }
 

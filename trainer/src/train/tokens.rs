@@ -13,7 +13,8 @@ use crate::lm::{self, LmData};
 use crate::models::Network;
 use crate::report::{Evaluation, TokenCounting};
 use crate::spec::Spec;
-use crate::step::ddp::SharedCollective;
+use crate::step::comm::SharedCollective;
+use crate::step::overlap::{Hook, Session};
 
 /// A replica's token data and the buffers of its batches.
 pub(super) struct Tokens {
@@ -45,13 +46,19 @@ impl Tokens {
         &mut self,
         net: &Network,
         micro: u64,
+        session: Option<&Session>,
     ) -> Result<(f32, GradStore, usize)> {
         self.windows.fill(&self.data.train, micro, &mut self.batch);
         // The windows are copied out: their pages go back to the page cache, so a replica's
         // memory does not grow with the token file.
         self.data.train.release_pages();
         let loss = lm::batch_loss(net, &self.batch, true)?;
-        let grads = loss.backward()?;
+        let hook = Hook {
+            session,
+            part: 0,
+            parts: 1,
+        };
+        let grads = hook.backward(&loss)?;
         Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows))
     }
 

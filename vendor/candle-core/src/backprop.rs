@@ -163,11 +163,27 @@ impl Tensor {
     }
 
     pub fn backward(&self) -> Result<GradStore> {
+        self.backward_with_hook(&mut |_, _| Ok(()))
+    }
+
+    /// [`Tensor::backward`], calling `final_grad(var, grad)` for each variable as soon as its
+    /// gradient is final (ddp patch): in the topological order every consumer of a variable
+    /// comes before it, so when the pass reaches the variable nothing adds to its gradient any
+    /// more. Variables come in the order backward produces their gradients (roughly the reverse
+    /// of the forward order); one that gets no gradient is not called. The gradients stay in
+    /// the returned store.
+    pub fn backward_with_hook(
+        &self,
+        final_grad: &mut dyn FnMut(&Tensor, &Tensor) -> Result<()>,
+    ) -> Result<GradStore> {
         let sorted_nodes = self.sorted_nodes();
         let mut grads = GradStore::new();
         grads.insert(self, self.ones_like()?.contiguous()?);
         for node in sorted_nodes.iter() {
             if node.is_variable() {
+                if let Some(grad) = grads.get(node) {
+                    final_grad(node, grad)?;
+                }
                 continue;
             }
             let grad = grads

@@ -6,6 +6,7 @@ use crate::models::BnMode;
 use crate::optim::{OptimizerConfig, matrix_ranges};
 use crate::spec::ModelName;
 use candle_core::Device;
+use std::sync::Mutex;
 
 /// A world of one: every collective is the identity.
 pub(crate) fn solo() -> SharedCollective {
@@ -199,7 +200,10 @@ fn same_params_and_stops_everywhere(results: &[(Vec<f32>, Vec<bool>)]) {
 }
 
 /// `f` on every rank of a world of `w` over the TCP ring (private buffers).
-fn on_ring<R: Send>(w: usize, f: impl Fn(usize, SharedCollective) -> R + Sync) -> Vec<R> {
+pub(crate) fn on_ring<R: Send>(
+    w: usize,
+    f: impl Fn(usize, SharedCollective) -> R + Sync,
+) -> Vec<R> {
     use crate::dist::ring::TcpRing;
     use crate::dist::ring::tests::with_ring;
     let t = std::time::Duration::from_secs(10);

@@ -1,0 +1,245 @@
+//! The overlapped step against the sharded step it replaces on private buffers, with
+//! micro-batches, a batch in parts, clipping, the stop flag and SyncBatchNorm: bit for bit the
+//! same weights where the sums cannot differ (2 ranks: `a + b = b + a`), within 1e-6 where the
+//! ring adds 3 ranks' gradients in another order (SGD: Adam's first steps turn a gradient that
+//! nearly cancels into a full step of either sign), and the same bits on every rank.
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+
+use super::*;
+use crate::models::{BnMode, Network};
+use crate::optim::{Optimizer, OptimizerConfig};
+use crate::spec::ModelName;
+use crate::step::comm::{CollectiveStats, Route};
+use crate::step::ddp::Ddp;
+use crate::step::ddp::tests::on_ring;
+
+const ADAM: OptimizerConfig = OptimizerConfig::Adam {
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.01,
+};
+
+const MOMENTUM: OptimizerConfig = OptimizerConfig::Sgd {
+    momentum: 0.9,
+    nesterov: false,
+    weight_decay: 0.01,
+};
+
+/// Inputs of sample `i` of step `k` on rank `rank` (a fixed pattern), `n` samples, shape `shape`.
+fn inputs(rank: usize, k: usize, n: usize, shape: [usize; 3]) -> Tensor {
+    let d: usize = shape.iter().product();
+    let x: Vec<f32> = (0..n * d)
+        .map(|j| ((j * 7 + 13 * k + 101 * rank) % 23) as f32 / 11.0 - 1.0)
+        .collect();
+    Tensor::from_vec(x, (n, shape[0], shape[1], shape[2]), &Device::Cpu).unwrap()
+}
+
+/// The loss of a batch: mean of the squared outputs against a target of 0.5.
+fn loss_of(net: &Network, x: &Tensor) -> Tensor {
+    let out = net.forward(x, true).unwrap();
+    (out - 0.5).unwrap().sqr().unwrap().mean_all().unwrap()
+}
+
+struct Run {
+    model: ModelName,
+    shape: [usize; 3],
+    /// Samples per micro-batch, micro-batches per step, parts per micro-batch.
+    batch: usize,
+    micro: usize,
+    parts: usize,
+    sync_bn: bool,
+    config: OptimizerConfig,
+    clip: Option<f64>,
+    steps: usize,
+    world: usize,
+}
+
+/// `run` on rank `rank` over `comm`, overlapped or not; the final parameters, the stop answers
+/// and the overlapped step's figures.
+fn train(
+    run: &Run,
+    rank: usize,
+    comm: SharedCollective,
+    overlap: bool,
+) -> (Vec<f32>, Vec<bool>, Vec<CommFigures>) {
+    let route = Route::new();
+    let bn = if run.sync_bn {
+        BnMode::Sync(Arc::new(CollectiveStats::new(comm.clone(), route.clone())))
+    } else {
+        BnMode::Local
+    };
+    let net = Network::new(run.model, run.shape, 10, &Device::Cpu, bn, 5).unwrap();
+    // Small buckets: several per step, the first smaller still.
+    let cap = 64 << 10;
+    let mut ddp = Ddp::new(&net, comm, cap, false).unwrap();
+    if overlap {
+        assert!(ddp.overlap_buckets(&net, route, cap).unwrap());
+    }
+    let mut opt = Optimizer::new(run.config, ddp.num_params());
+    opt.grad_clip = run.clip;
+    let (mut stops, mut figures) = (Vec::new(), Vec::new());
+    for k in 0..run.steps {
+        let scale = 1.0 / run.micro as f32;
+        for m in 0..run.micro {
+            let x = inputs(rank, k * run.micro + m, run.batch, run.shape);
+            let per = run.batch / run.parts;
+            let last = m + 1 == run.micro;
+            let (grads, hooked) = {
+                let session = if last { ddp.session(scale) } else { None };
+                assert_eq!(session.is_some(), overlap && last);
+                // The parts side by side, each its share of the batch's loss.
+                let grads: Vec<GradStore> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..run.parts)
+                        .map(|part| {
+                            let (net, x, session) = (&net, &x, session.as_ref());
+                            s.spawn(move || {
+                                let rows = x.narrow(0, part * per, per).unwrap();
+                                let loss = (loss_of(net, &rows) / run.parts as f64).unwrap();
+                                let hook = Hook {
+                                    session,
+                                    part,
+                                    parts: run.parts,
+                                };
+                                hook.backward(&loss).unwrap()
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                let stop = rank == 1 && k == 1;
+                let hooked = match session {
+                    Some(s) => s.finish(&net, &grads, stop).map(|()| true).unwrap(),
+                    None => false,
+                };
+                (grads, hooked)
+            };
+            for g in grads.iter().filter(|_| !hooked) {
+                ddp.accumulate(&net, g, scale).unwrap();
+            }
+        }
+        stops.push(
+            ddp.sync_and_step(&mut opt, 0.01, rank == 1 && k == 1)
+                .unwrap(),
+        );
+        figures.extend(ddp.comm_figures());
+        ddp.write_params(&net).unwrap();
+    }
+    (ddp.params().to_vec(), stops, figures)
+}
+
+/// Trains `run` overlapped and not; checks the weights agree within `tol` (0: bit for bit) and
+/// the stops agree.
+fn overlapped_equals_sharded(run: Run, tol: f32) -> Vec<CommFigures> {
+    let sharded = on_ring(run.world, |rank, comm| train(&run, rank, comm, false));
+    let overlapped = on_ring(run.world, |rank, comm| train(&run, rank, comm, true));
+    for (rank, ((a, stops_a, _), (b, stops_b, _))) in sharded.iter().zip(&overlapped).enumerate() {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= tol,
+            "rank {rank}: overlapped and sharded differ by {worst}"
+        );
+        assert_eq!(stops_a, stops_b);
+        assert_eq!(*stops_b, (0..run.steps).map(|k| k == 1).collect::<Vec<_>>());
+        assert!(*b == overlapped[0].0, "rank {rank} differs from rank 0");
+    }
+    let start = {
+        let net = Network::new(run.model, run.shape, 10, &Device::Cpu, BnMode::Local, 5).unwrap();
+        Ddp::new(&net, crate::step::ddp::tests::solo(), 1 << 20, false)
+            .unwrap()
+            .params()
+            .to_vec()
+    };
+    let moved = start
+        .iter()
+        .zip(&overlapped[0].0)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(moved > 1e-4, "nothing moved ({moved})");
+    overlapped.into_iter().flat_map(|(_, _, f)| f).collect()
+}
+
+/// The MLP (2.6 MB of parameters) in buckets of 64 KB (its two large matrices alone), two
+/// micro-batches of two parts each.
+fn mlp(world: usize, config: OptimizerConfig) -> Run {
+    Run {
+        model: ModelName::Mlp,
+        shape: [1, 28, 28],
+        batch: 8,
+        micro: 2,
+        parts: 2,
+        sync_bn: false,
+        config,
+        clip: Some(0.05),
+        steps: 3,
+        world,
+    }
+}
+
+#[test]
+fn the_overlapped_step_equals_the_sharded_step_bit_for_bit_on_two_ranks() {
+    let figures = overlapped_equals_sharded(mlp(2, ADAM), 0.0);
+    // Several buckets, every float sent 2·(2-1)/2 times, the control element with them.
+    let total = (784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10 + 1) as u64;
+    for f in &figures {
+        assert!(f.buckets >= 4, "{f:?}");
+        assert_eq!(f.bytes_sent, total * 4);
+        assert!(f.busy > Duration::ZERO);
+    }
+}
+
+#[test]
+fn the_overlapped_step_equals_the_sharded_step_on_three_ranks() {
+    overlapped_equals_sharded(mlp(3, MOMENTUM), 1e-6);
+}
+
+#[test]
+fn the_overlapped_step_routes_sync_batchnorm_through_its_thread() {
+    overlapped_equals_sharded(
+        Run {
+            model: ModelName::ConvnetBn,
+            shape: [1, 28, 28],
+            batch: 4,
+            micro: 1,
+            parts: 1,
+            sync_bn: true,
+            config: ADAM,
+            clip: None,
+            steps: 3,
+            world: 2,
+        },
+        0.0,
+    );
+}
+
+#[test]
+fn a_dropped_session_leaves_the_buckets_untrusted() {
+    let results = on_ring(2, |_, comm| {
+        let net = Network::new(
+            ModelName::Linear,
+            [1, 1, 10],
+            1,
+            &Device::Cpu,
+            BnMode::Local,
+            3,
+        )
+        .unwrap();
+        let mut ddp = Ddp::new(&net, comm, 1 << 20, false).unwrap();
+        assert!(ddp.overlap_buckets(&net, Route::new(), 1 << 20).unwrap());
+        drop(ddp.session(1.0));
+        let mut opt = Optimizer::new(ADAM, 11);
+        ddp.sync_and_step(&mut opt, 0.1, false)
+            .unwrap_err()
+            .to_string()
+    });
+    for e in results {
+        assert!(e.contains("incomplete after a failed backward"), "{e}");
+    }
+}
