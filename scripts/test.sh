@@ -46,6 +46,19 @@ fi
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
   export DDP_BROWSER_REQUIRED=1
 fi
+# trainer/tests/two_hosts.rs runs two replicas in two network namespaces (scripts/two-hosts.sh:
+# ip, tc, unshare; root). Where namespaces can be made, DDP_TWO_HOSTS_REQUIRED=1 makes the test
+# fail rather than skip.
+if [[ $(id -u) == 0 ]] && { ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; }; then
+  echo "scripts/test.sh: installing iproute2 (needed by trainer/tests/two_hosts.rs)"
+  apt_install iproute2 || echo "scripts/test.sh: could not install iproute2: the two-host test will be SKIPPED" >&2
+fi
+if [[ $(id -u) == 0 ]] && command -v ip >/dev/null 2>&1 && ip netns add "ddpprobe$$" 2>/dev/null; then
+  ip netns del "ddpprobe$$"
+  export DDP_TWO_HOSTS_REQUIRED=1
+else
+  echo "scripts/test.sh: no network namespaces here (not root, or not permitted): the two-host test will be SKIPPED" >&2
+fi
 # kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
 DDP_TEST_PYTHON=$(scripts/python-venv.sh)
 export DDP_TEST_PYTHON

@@ -235,9 +235,9 @@ impl Replica {
                 Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
             }
             if overlapped {
+                let (cap, first) = (spec.ddp.bucket_mb, spec.ddp.bucket_mb.min(1.0));
                 println!(
-                    "gradients all-reduced in buckets of {} MB (the first 1 MB) while backward runs",
-                    spec.ddp.bucket_mb
+                    "gradients all-reduced in buckets of {cap} MB (the first {first} MB) while backward runs"
                 );
             }
         }
