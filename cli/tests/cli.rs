@@ -105,6 +105,19 @@ fn run_in_the_foreground_to_completion() {
     let v: serde_json::Value = serde_json::from_str(&show).unwrap();
     assert_eq!(v["status"], "completed");
     assert!(v["summary"]["test_accuracy"].as_f64().unwrap() > 0.5);
+    // Where its steps went: the last train record's breakdown, in the JSON and the text.
+    let b = &v["summary"]["step_breakdown"];
+    assert!(b["step_s"].as_f64().unwrap() > 0.0, "{show}");
+    assert!(b["compute_s"].as_f64().unwrap() > 0.0, "{show}");
+    let show = ok(ddp(&ws).args(["show", "latest"]).output().unwrap());
+    let line = show
+        .lines()
+        .find(|l| l.starts_with("step time"))
+        .unwrap_or_else(|| panic!("no step time in\n{show}"));
+    assert!(
+        line.contains(" s/step: compute ") && line.ends_with("-bound"),
+        "{line}"
+    );
 }
 
 #[test]

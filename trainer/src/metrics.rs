@@ -84,6 +84,55 @@ pub struct MetricRecord {
     /// A custom objective's metrics by name (evaluation records); omitted when empty.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub metrics: std::collections::BTreeMap<String, f64>,
+    /// A train record: where the writing rank's steps of the window went; omitted when `None`
+    /// (evaluation records, a window of no step timed by this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<StepBreakdown>,
+}
+
+/// Where a training step's time goes, per step on average over a train record's window (this
+/// rank's): the four parts add up to the step time, less the loop's own bookkeeping.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct StepBreakdown {
+    /// Seconds per step, wall clock.
+    pub step_s: f64,
+    /// Forward and backward passes (with the gradients' hand-over to the buckets).
+    pub compute_s: f64,
+    /// Communication the step waited for: not hidden behind backward.
+    pub comm_exposed_s: f64,
+    /// Waiting for the next batch (the loader's workers behind, or reading it).
+    pub data_s: f64,
+    /// The optimizer and the parameters' write-back.
+    pub optimizer_s: f64,
+    /// Time spent communicating, hidden or not (the communication thread's, where it overlaps).
+    pub comm_s: f64,
+    /// Bytes this rank sent to the others per step; `None` where they share memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_sent: Option<f64>,
+}
+
+impl StepBreakdown {
+    /// The largest part's name: what bounds the step (`compute`, `communication`, `data` or
+    /// `optimizer`).
+    pub fn bound(&self) -> &'static str {
+        [
+            (self.compute_s, "compute"),
+            (self.comm_exposed_s, "communication"),
+            (self.data_s, "data"),
+            (self.optimizer_s, "optimizer"),
+        ]
+        .into_iter()
+        .fold(
+            (f64::MIN, "compute"),
+            |best, p| if p.0 > best.0 { p } else { best },
+        )
+        .1
+    }
+
+    /// The four parts' sum (what the step's wall time should be, bookkeeping aside).
+    pub fn parts_s(&self) -> f64 {
+        self.compute_s + self.comm_exposed_s + self.data_s + self.optimizer_s
+    }
 }
 
 /// serde_json writes NaN and infinities as `null`; read `null` back as NaN instead of failing.

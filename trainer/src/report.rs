@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::Result;
 use crate::data::text::{TokenizerKind, bits_per_token, perplexity};
-use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, unix_time};
+use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, StepBreakdown, unix_time};
 use crate::tensorboard::EventWriter;
 
 /// The result of evaluating a split, all-reduced over the ranks.
@@ -129,9 +129,11 @@ impl Reporter {
         lr: f64,
         sps: f64,
         samples: usize,
+        breakdown: Option<StepBreakdown>,
     ) -> Result<()> {
         let tokens = self.tokens.map(|t| t.block);
         let rec = MetricRecord {
+            breakdown,
             samples: Some(samples as u64),
             tokens_per_sec: tokens.map(|block| sps * block as f64),
             tokens: tokens.map(|block| (samples * block) as u64),
@@ -144,6 +146,21 @@ impl Reporter {
         let step = global_step as i64;
         tb.add_scalar("train/loss", loss as f32, step, rec.time)?;
         tb.add_scalar("train/lr", lr as f32, step, rec.time)?;
+        if let Some(b) = &breakdown {
+            for (name, v) in [
+                ("step_s", b.step_s),
+                ("compute_s", b.compute_s),
+                ("comm_exposed_s", b.comm_exposed_s),
+                ("data_s", b.data_s),
+                ("optimizer_s", b.optimizer_s),
+                ("comm_s", b.comm_s),
+            ] {
+                tb.add_scalar(&format!("time/{name}"), v as f32, step, rec.time)?;
+            }
+            if let Some(bytes) = b.bytes_sent {
+                tb.add_scalar("time/bytes_sent", bytes as f32, step, rec.time)?;
+            }
+        }
         if let Some(tps) = rec.tokens_per_sec {
             let global_tps = tps * self.world as f64;
             tb.add_scalar("train/tokens_per_sec", global_tps as f32, step, rec.time)?;
@@ -282,6 +299,7 @@ impl Reporter {
             tokens: None,
             world_size: self.world,
             metrics: Default::default(),
+            breakdown: None,
         }
     }
 }

@@ -24,6 +24,38 @@ fn adam_noise_only(model: &str, optimizer: &str, name: &str) -> bool {
         .contains(&name)
 }
 
+/// Every train record of both ranks has a step-time breakdown whose parts add up to the step
+/// (within 5 %), with the bytes a rank sends (none in shared buffers) and, overlapped, the
+/// communication thread's time.
+fn breakdowns_add_up(out: &std::path::Path, overlapped: bool, shared: bool) {
+    for rank in 0..2 {
+        let train: Vec<_> = metrics(out, rank)
+            .into_iter()
+            .filter(|r| r.kind == ddp_trainer::metrics::MetricKind::Train)
+            .collect();
+        assert!(!train.is_empty());
+        for r in train {
+            let b = r
+                .breakdown
+                .unwrap_or_else(|| panic!("no breakdown in {r:?}"));
+            let gap = (b.parts_s() - b.step_s).abs();
+            assert!(
+                gap <= 0.05 * b.step_s,
+                "rank {rank}: parts {} of step {} s: {b:?}",
+                b.parts_s(),
+                b.step_s
+            );
+            assert!(b.compute_s > 0.0 && b.optimizer_s > 0.0, "{b:?}");
+            assert_eq!(b.bytes_sent.is_none(), shared, "{b:?}");
+            assert!(b.bytes_sent.is_none_or(|x| x > 0.0), "{b:?}");
+            assert!(b.comm_s > 0.0, "{b:?}");
+            if !overlapped {
+                assert_eq!(b.comm_s, b.comm_exposed_s, "{b:?}");
+            }
+        }
+    }
+}
+
 fn equivalent(model: &str, optimizer: &str, extra: &str) {
     equivalent_env(model, optimizer, extra, &[]);
 }
@@ -65,13 +97,16 @@ fn equivalent_with(model: &str, optimizer: &str, train: &str, extra: &str, env: 
         "gradients and parameters shared in place between the ranks"
     };
     assert!(stdout.contains(step), "{stdout}");
-    // Over the ring the buckets are all-reduced while backward runs, unless turned off.
-    let overlapped = extra.contains("shared_memory = false") && !extra.contains("overlap = false");
+    // Private step buffers (the ring, or DDP_SHM_STEP=0) are all-reduced bucket by bucket while
+    // backward runs, unless turned off; shared ones are reduced in place after it.
+    let shared = !extra.contains("shared_memory = false") && !env.contains(&("DDP_SHM_STEP", "0"));
+    let overlapped = !shared && !extra.contains("overlap = false");
     assert_eq!(
         stdout.contains("while backward runs"),
         overlapped,
         "{stdout}"
     );
+    breakdowns_add_up(&two, overlapped, shared);
     train_standalone(&spec, 1, &one, &["train.batch_size=16"]);
     let mut a = load_model(&two.join("model.safetensors"));
     let mut b = load_model(&one.join("model.safetensors"));

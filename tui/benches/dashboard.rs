@@ -121,6 +121,7 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
         tokens: None,
         world_size: 2,
         metrics: Default::default(),
+        breakdown: None,
     }
 }
 

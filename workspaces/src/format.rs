@@ -1,6 +1,8 @@
 //! Human formatting shared by front ends: durations, timestamps, percentages, losses, a language
-//! model's perplexity and bits, throughputs. Every function is pure and renders a missing or
-//! meaningless value as `-`.
+//! model's perplexity and bits, throughputs, a step's time breakdown and byte counts. Every
+//! function is pure and renders a missing or meaningless value as `-`.
+
+use crate::metrics::StepBreakdown;
 
 /// Seconds as `1h02m`, `3m05s` or `12.3s`; `-` when negative or not finite.
 pub fn duration(seconds: f64) -> String {
@@ -77,9 +79,65 @@ pub fn rate(r: Option<f64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A step-time breakdown in one line: `0.184 s/step: compute 62 %, communication 30 % (0.120 s
+/// in all, 0.055 s exposed), data 1 %, optimizer 7 %; 44.7 MB sent; compute-bound`.
+pub fn breakdown(b: &StepBreakdown) -> String {
+    let share = |s: f64| {
+        if b.step_s > 0.0 {
+            format!("{:.0} %", 100.0 * s / b.step_s)
+        } else {
+            "-".into()
+        }
+    };
+    let sent = b
+        .bytes_sent
+        .map(|x| format!("; {} sent", bytes(x)))
+        .unwrap_or_default();
+    format!(
+        "{:.3} s/step: compute {}, communication {} ({:.3} s in all, {:.3} s exposed), data {}, optimizer {}{sent}; {}-bound",
+        b.step_s,
+        share(b.compute_s),
+        share(b.comm_exposed_s),
+        b.comm_s,
+        b.comm_exposed_s,
+        share(b.data_s),
+        share(b.optimizer_s),
+        b.bound()
+    )
+}
+
+/// A byte count in decimal units: `512 B`, `44.7 MB`, `1.2 GB`.
+pub fn bytes(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
+        n => format!("{n:.0} B"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_breakdown_in_one_line() {
+        let b = StepBreakdown {
+            step_s: 0.2,
+            compute_s: 0.124,
+            comm_exposed_s: 0.06,
+            data_s: 0.002,
+            optimizer_s: 0.014,
+            comm_s: 0.12,
+            bytes_sent: Some(44.7e6),
+        };
+        assert_eq!(
+            breakdown(&b),
+            "0.200 s/step: compute 62 %, communication 30 % (0.120 s in all, 0.060 s exposed), data 1 %, optimizer 7 %; 44.7 MB sent; compute-bound"
+        );
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(2.5e9), "2.5 GB");
+    }
 
     #[test]
     fn durations() {

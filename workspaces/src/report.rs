@@ -221,6 +221,9 @@ pub fn run_details(run: &Run) -> RunDetails {
             ),
         ]);
     }
+    if let Some(b) = &summary.step_breakdown {
+        fields.push(("step time", format::breakdown(b)));
+    }
     if let Some(d) = crate::run::DataSummary::read(&run.dir) {
         fields.push(("data", d.text()));
     }
@@ -284,7 +287,8 @@ pub const NO_DIFFERING_KEY: &str = "(no spec key differs between these runs)";
 /// The `ddp compare` table (one row per run: id, `RUN NAME` when any run has one, status, the
 /// differing spec keys ([`spec_key_header`]), then figures: best and final val accuracy, test
 /// loss and accuracy; a language model's val loss, perplexity and tokens/s instead, or both sets
-/// when the runs are of both kinds; the duration) and the note printed under it, if any
+/// when the runs are of both kinds; where any run has one, its step time, exposed communication
+/// and what bounds it; the duration) and the note printed under it, if any
 /// ([`NO_DIFFERING_KEY`]).
 pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
     let named = c.runs.iter().any(|r| r.name.is_some());
@@ -305,6 +309,11 @@ pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
     }
     if language_models {
         header.extend(["VAL LOSS", "PERPLEXITY", "TOKENS/S"].map(String::from));
+    }
+    // Where the steps went, where any run says so.
+    let timed = c.runs.iter().any(|r| r.summary.step_breakdown.is_some());
+    if timed {
+        header.extend(["STEP", "COMM EXPOSED", "BOUND"].map(String::from));
     }
     header.push("DURATION".into());
     let rows: Vec<Vec<String>> = c
@@ -331,6 +340,17 @@ pub fn comparison_table(c: &Comparison) -> (Table, Option<String>) {
                     format::loss(s.final_val_loss),
                     format::perplexity(s.final_val_perplexity),
                     format::rate(s.tokens_per_sec),
+                ]);
+            }
+            if timed {
+                let b = s.step_breakdown.as_ref();
+                row.extend([
+                    b.map_or("-".into(), |b| format!("{:.3}s", b.step_s)),
+                    b.map_or("-".into(), |b| {
+                        let share = 100.0 * b.comm_exposed_s / b.step_s;
+                        format!("{:.3}s ({share:.0}%)", b.comm_exposed_s)
+                    }),
+                    b.map_or("-".into(), |b| b.bound().into()),
                 ]);
             }
             row.push(opt_duration(s.duration_s));
@@ -484,6 +504,25 @@ mod tests {
         assert_eq!(
             t.header[..5],
             ["RUN", "RUN NAME", "STATUS", "spec.name", "train.lr"]
+        );
+        // Where any run's steps are timed: step, exposed communication and what bounds it.
+        c.differing_keys = vec!["train.lr".into()];
+        c.runs[1].summary.step_breakdown = Some(crate::metrics::StepBreakdown {
+            step_s: 0.5,
+            compute_s: 0.1,
+            comm_exposed_s: 0.3,
+            data_s: 0.05,
+            optimizer_s: 0.05,
+            comm_s: 0.4,
+            bytes_sent: None,
+        });
+        let (t, _) = comparison_table(&c);
+        let n = t.header.len();
+        assert_eq!(t.header[n - 4..n - 1], ["STEP", "COMM EXPOSED", "BOUND"]);
+        assert_eq!(t.rows[0][n - 4..n - 1], ["-", "-", "-"]);
+        assert_eq!(
+            t.rows[1][n - 4..n - 1],
+            ["0.500s", "0.300s (60%)", "communication"]
         );
     }
 

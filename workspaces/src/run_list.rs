@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{MetricKind, MetricRecord, is_language_model, metrics_path};
+use crate::metrics::{MetricKind, MetricRecord, StepBreakdown, is_language_model, metrics_path};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
@@ -61,6 +61,8 @@ pub struct MetricDigest {
     pub tokens_per_sec: Option<f64>,
     /// The learning rate of the last train record.
     pub last_lr: Option<f64>,
+    /// Where the steps of the last train record's window went (rank 0's).
+    pub step_breakdown: Option<StepBreakdown>,
     pub best_val_accuracy: Option<f64>,
     pub last_val_loss: Option<f64>,
     pub last_val_accuracy: Option<f64>,
@@ -104,6 +106,7 @@ impl MetricDigest {
                 self.samples_per_sec = Some(m.samples_per_sec * world);
                 self.tokens_per_sec = m.tokens_per_sec.map(|t| t * world);
                 self.last_lr = Some(m.lr);
+                self.step_breakdown = m.breakdown.or(self.step_breakdown);
             }
             MetricKind::Val => {
                 self.epochs_done = self.epochs_done.max(m.epoch);

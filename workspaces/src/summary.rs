@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::metrics::MetricRecord;
+use crate::metrics::{MetricRecord, StepBreakdown};
 use crate::plan::Plan;
 use crate::run::{Run, RunRecord, now};
 use crate::run_list::MetricDigest;
@@ -45,6 +45,10 @@ pub struct Summary {
     pub final_val_bits_per_char: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub final_val_bits_per_byte: Option<f64>,
+    /// Where rank 0's steps went at the last train record (per step: compute, exposed
+    /// communication, data wait, optimizer; bytes sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_breakdown: Option<StepBreakdown>,
 }
 
 impl Summary {
@@ -83,6 +87,7 @@ pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
         final_val_perplexity: d.last_val_perplexity,
         final_val_bits_per_char: d.last_val_bits_per_char,
         final_val_bits_per_byte: d.last_val_bits_per_byte,
+        step_breakdown: d.step_breakdown,
     }
 }
 

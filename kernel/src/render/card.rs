@@ -8,7 +8,8 @@
 //!
 //! It shows: run id, experiment (and name), status badge, epoch E/N and step, a progress bar,
 //! samples/s (the latest train record's, all replicas), ETA (from the steps per second since the
-//! run's current attempt started recording), restarts, the last supervisor event, a loss and
+//! run's current attempt started recording), restarts, the last supervisor event, where the
+//! steps' time goes (a stacked bar: compute, exposed communication, data, optimizer), a loss and
 //! accuracy chart (once there are records; an `<img>` of the SVG, see [`svg_img`]), the devices
 //! in a few words, and per rank the last log lines (in a `<details>`). When the run is over:
 //! test accuracy and loss (completed), the error (failed), how to resume (stopped); the status
@@ -31,7 +32,7 @@ use ddp_workspaces::run::SupervisorEvent;
 use ddp_workspaces::run_list::MetricDigest;
 use ddp_workspaces::{Run, RunEvent, RunRecord, RunStatus};
 
-use super::table::{bar, pre, status_badge, status_colour};
+use super::table::{bar, pre, stacked_bar, status_badge, status_colour};
 use super::text::{clean_line, describe, short_devices, shorten, text_bar};
 use super::{Output, html_escape, svg_img};
 
@@ -289,6 +290,10 @@ impl Card {
         if let Some(v) = &val {
             lines.push(("val", v.clone()));
         }
+        let timed = self.digest.step_breakdown;
+        if let Some(b) = &timed {
+            lines.push(("step time", format::breakdown(b)));
+        }
         let outcome = self.outcome();
         if let Some((key, text)) = &outcome {
             lines.push((*key, text.clone()));
@@ -355,6 +360,24 @@ impl Card {
         }
         if let Some(v) = &val {
             let _ = writeln!(h, "<div>val {}</div>", html_escape(v));
+        }
+        if let Some(b) = &timed {
+            let share = |s: f64| 100.0 * s / b.step_s;
+            let _ = writeln!(
+                h,
+                "<div>step time {}</div><div>{}</div>",
+                html_escape(&format::breakdown(b)),
+                stacked_bar(&[
+                    (share(b.compute_s), "#2563eb", "compute"),
+                    (
+                        share(b.comm_exposed_s),
+                        "#f59e0b",
+                        "communication (exposed)"
+                    ),
+                    (share(b.data_s), "#8b5cf6", "data"),
+                    (share(b.optimizer_s), "#10b981", "optimizer"),
+                ])
+            );
         }
         if let Some((key, text)) = &outcome {
             let body = match r.status {

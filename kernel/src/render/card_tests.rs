@@ -404,3 +404,31 @@ fn devices_once_in_a_few_words() {
         "{h}"
     );
 }
+
+#[test]
+fn the_step_time_breakdown_shows_as_a_line_and_a_stacked_bar() {
+    let mut card = half_done();
+    assert!(!card.render().plain.contains("step time"));
+    let b = ddp_workspaces::metrics::StepBreakdown {
+        step_s: 0.5,
+        compute_s: 0.2,
+        comm_exposed_s: 0.25,
+        data_s: 0.01,
+        optimizer_s: 0.03,
+        comm_s: 0.4,
+        bytes_sent: Some(2.0e6),
+    };
+    let m = metric(MetricKind::Train, 1, 30, 120.0).breakdown(Some(b));
+    assert!(card.apply(&RunEvent::Metric(m)));
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "step time"),
+        "step time   0.500 s/step: compute 40 %, communication 50 % (0.400 s in all, 0.250 s exposed), data 2 %, optimizer 6 %; 2.0 MB sent; communication-bound"
+    );
+    let html = o.html.unwrap();
+    assert!(html.contains("ddp-stack"), "{html}");
+    assert!(
+        html.contains("title=\"communication (exposed)\" style=\"background:#f59e0b;width:50.0%"),
+        "{html}"
+    );
+}

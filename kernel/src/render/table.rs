@@ -163,3 +163,22 @@ pub fn bar(pct: f64, colour: &str) -> String {
          <div style=\"background:{colour};width:{p:.1}%;height:100%;border-radius:3px\"></div></div>"
     )
 }
+
+/// A stacked bar: one coloured segment per `(share in %, colour, title)`, left to right, each
+/// titled (a tooltip) with its name.
+pub fn stacked_bar(parts: &[(f64, &str, &str)]) -> String {
+    let mut segments = String::new();
+    for (pct, colour, title) in parts {
+        let p = if pct.is_finite() {
+            pct.clamp(0.0, 100.0)
+        } else {
+            0.0
+        };
+        segments.push_str(&format!(
+            "<div title=\"{title}\" style=\"background:{colour};width:{p:.1}%;height:100%\"></div>"
+        ));
+    }
+    format!(
+        "<div class=\"ddp-stack\" style=\"display:flex;background:#e5e7eb;height:8px;border-radius:3px;overflow:hidden\">{segments}</div>"
+    )
+}

@@ -612,6 +612,7 @@ sync_batchnorm = true
 broadcast_buffers = false
 threads = 1
 shared_memory = false
+overlap = false
 [checkpoint]
 every_epochs = 1
 keep_last = 1

@@ -546,7 +546,7 @@ impl Spec {
     }
 
     /// SHA-256 of the resolved spec's training-relevant content, hex. Settings that do not change
-    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `restart`, `checkpoint`, `slurm`,
+    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `ddp.shared_memory`, `ddp.overlap`, `restart`, `checkpoint`, `slurm`,
     /// `train.max_steps`, `train.log_every`) are excluded, so a resumed run may change them.
     pub fn hash(&self) -> String {
         use sha2::Digest;
@@ -554,6 +554,7 @@ impl Spec {
         s.ddp.timeout_s = 0;
         s.ddp.threads = None;
         s.ddp.shared_memory = true;
+        s.ddp.overlap = true;
         s.restart = RestartSpec::default();
         s.checkpoint = CheckpointSpec::default();
         s.slurm = SlurmSpec::default();

@@ -28,6 +28,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
@@ -35,6 +36,7 @@ use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
+use crate::step::StepCost;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::host::{host_f32, read_tensor};
 use crate::step::overlap::{CommFigures, Overlap, Session};
@@ -129,6 +131,8 @@ pub struct Ddp {
     /// Where the gradients are all-reduced bucket by bucket while backward runs
     /// ([`Ddp::overlap_buckets`]); the optimizer then runs on every parameter.
     overlap: Option<Overlap>,
+    /// What the last step's reduction and optimizer cost.
+    cost: StepCost,
 }
 
 /// Gradients of this rank's shard not copied into its buffer (yet).
@@ -210,6 +214,7 @@ impl Ddp {
             clip_scratch: Vec::new(),
             grad_norm: None,
             overlap: None,
+            cost: StepCost::default(),
         };
         let params = ddp.flat.params_mut();
         with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
@@ -375,6 +380,16 @@ impl Ddp {
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
         let held = &self.held;
         let scratch = &mut self.clip_scratch;
+        let mut optimizer = Duration::ZERO;
+        let optimizer = &mut optimizer;
+        let bytes_sent = match &self.flat {
+            Flat::Private { .. } => {
+                let w = with_comm(&self.comm, |c| Ok(c.world_size() as u64))?;
+                // A ring reduce-scatter and all-gather each send (W-1)/W of the buffer.
+                Some((n as u64 + 1) * 4 * 2 * (w - 1) / w)
+            }
+            Flat::Shared { .. } => None,
+        };
         self.grad_norm = with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
                 for b in buckets {
@@ -386,7 +401,9 @@ impl Ddp {
                 };
                 // The optimizer on this rank's shards; the control element travels with the
                 // parameters, from the rank that reduced it.
+                let t = Instant::now();
                 opt.step_parts(&mut params[..n], &grads[..n], own, lr);
+                *optimizer += t.elapsed();
                 if owns_control {
                     params[n] = grads[n];
                 }
@@ -420,11 +437,13 @@ impl Ddp {
                 // norm, else straight from the reduce-scatter.
                 let shard = step.shard();
                 let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
+                    let t = Instant::now();
                     let k = n.clamp(at.start, at.end) - at.start;
                     opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
                     if k < at.len() {
                         params[k] = grads[k];
                     }
+                    *optimizer += t.elapsed();
                 };
                 if norm.is_some() {
                     // This rank's shard of its own parameters: between the reduce-scatter and
@@ -438,6 +457,11 @@ impl Ddp {
                 Ok(norm)
             }
         })?;
+        self.cost = StepCost {
+            optimizer: *optimizer,
+            comm_busy: None,
+            bytes_sent,
+        };
         self.held.clear();
         self.micro_batches = 0;
         let mut control = [0.0];
@@ -452,6 +476,7 @@ impl Ddp {
         if !o.reduced() {
             o.reduce_all(stop)?;
         }
+        let t = Instant::now();
         self.grad_norm = match opt.grad_clip {
             Some(max) => {
                 let squares: f64 = o.grads_mut().map(|g| optim::sum_of_squares(g)).sum();
@@ -473,8 +498,19 @@ impl Ddp {
             opt.update(&mut params[at.clone()], o.grad(p), at, lr);
         }
         let stopped = o.control() > 0.0;
+        let figures = o.figures();
+        self.cost = StepCost {
+            optimizer: t.elapsed(),
+            comm_busy: Some(figures.busy),
+            bytes_sent: Some(figures.bytes_sent),
+        };
         o.end_step();
         Ok(stopped)
+    }
+
+    /// What the last step's reduction and optimizer cost.
+    pub fn cost(&self) -> StepCost {
+        self.cost
     }
 
     /// The global L2 norm of the last step's averaged gradients before they were clipped, the

@@ -1,10 +1,13 @@
 //! Where a step's gradients are reduced and the optimizer runs.
 
+use std::time::Instant;
+
 use candle_core::backprop::GradStore;
 
 use crate::Result;
 use crate::models::Network;
 use crate::optim::Optimizer;
+use crate::step::StepCost;
 use crate::step::ddp::Ddp;
 use crate::step::device::DeviceStep;
 use crate::step::overlap::Session;
@@ -45,7 +48,7 @@ impl Engine {
     }
 
     /// Reduces the step's gradients and updates the parameters; says whether any replica asked
-    /// to stop.
+    /// to stop, and what the reduction and optimizer cost.
     pub(crate) fn sync_and_step(
         &mut self,
         ddp: &mut Ddp,
@@ -53,17 +56,25 @@ impl Engine {
         net: &Network,
         lr: f64,
         stop: bool,
-    ) -> Result<bool> {
+    ) -> Result<(bool, StepCost)> {
         match self {
             Engine::Host => {
                 let stopped = ddp.sync_and_step(opt, lr, stop)?;
+                let t = Instant::now();
                 ddp.write_params(net)?;
-                Ok(stopped)
+                let mut cost = ddp.cost();
+                cost.optimizer += t.elapsed();
+                Ok((stopped, cost))
             }
             Engine::Device(d) => {
                 let stopped = d.sync(stop)?;
+                let t = Instant::now();
                 d.step(lr)?;
-                Ok(stopped)
+                let cost = StepCost {
+                    optimizer: t.elapsed(),
+                    ..StepCost::default()
+                };
+                Ok((stopped, cost))
             }
         }
     }

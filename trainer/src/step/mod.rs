@@ -7,6 +7,7 @@
 //! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
 //!   (private buffers, ranks on several hosts), the whole optimizer on every rank.
 //! - `comm`: the shared collective, SyncBatchNorm's reducer, and the communication thread.
+//! - `cost`: what a step's reduction and optimizer cost ([`StepCost`]).
 //! - `host`: a tensor's values read as host f32.
 //! - `engine`: which of the two a replica runs (`Engine`): accumulate, reduce and step.
 //! - `batch_parts`: a batch trained in parts side by side, one per thread.
@@ -14,9 +15,12 @@
 
 pub mod batch_parts;
 pub mod comm;
+pub mod cost;
 pub mod ddp;
 pub mod device;
 pub mod engine;
 pub mod host;
 pub mod overlap;
 pub mod placement;
+
+pub use cost::StepCost;

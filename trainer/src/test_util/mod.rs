@@ -167,6 +167,7 @@ impl MetricRecord {
             tokens: None,
             world_size: 2,
             metrics: Default::default(),
+            breakdown: None,
         }
     }
 
@@ -180,6 +181,7 @@ impl MetricRecord {
         accuracy: Option<f64>, perplexity: Option<f64>, bits_per_char: Option<f64>,
         bits_per_byte: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
         tokens_per_sec: Option<f64>, tokens: Option<u64>, world_size: usize,
+        breakdown: Option<crate::metrics::StepBreakdown>,
     }
 }
 
@@ -216,7 +218,8 @@ mod tests {
             .bits_per_byte(Some(0.7))
             .tokens_per_sec(Some(8.0))
             .tokens(Some(9))
-            .world_size(8);
+            .world_size(8)
+            .breakdown(Some(crate::metrics::StepBreakdown::default()));
         assert_eq!(
             r,
             MetricRecord {
@@ -237,6 +240,7 @@ mod tests {
                 tokens: Some(9),
                 world_size: 8,
                 metrics: Default::default(),
+                breakdown: Some(crate::metrics::StepBreakdown::default()),
             }
         );
     }

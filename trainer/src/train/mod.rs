@@ -35,11 +35,13 @@ use crate::step::device::{self as device_step, DeviceStep, Reducer};
 use crate::step::placement::{backend_for, collectives, device_for};
 use crate::{Error, Result};
 
+mod clock;
 mod position;
 mod samples;
 mod tokens;
 
 use crate::step::engine::Engine;
+use clock::StepClock;
 use position::Position;
 use samples::{Loop, build_network, evaluate};
 use tokens::Tokens;
@@ -394,6 +396,8 @@ struct Training {
     val_due: bool,
     /// This rank's training loss and samples since its last train record.
     window: Window,
+    /// Where the window's steps spent their time.
+    clock: StepClock,
     /// A stop was requested (and every replica stopped at the same step).
     stopped: bool,
     /// Seconds spent training and samples trained by this rank, for the throughput.
@@ -469,6 +473,7 @@ impl Training {
             resume_in_epoch: start.step_in_epoch,
             val_due: start.val_due,
             window: Window::resume(start.window),
+            clock: StepClock::default(),
             stopped: false,
             train_time: 0.0,
             train_samples: 0,
@@ -530,6 +535,7 @@ impl Training {
         let w = self.window.take();
         self.train_time += w.secs;
         self.train_samples += w.timed as u64;
+        let breakdown = self.clock.take();
         self.report.train(
             epoch,
             step_in_epoch,
@@ -538,6 +544,7 @@ impl Training {
             lr,
             w.samples_per_sec,
             w.samples,
+            breakdown,
         )
     }
 
@@ -558,28 +565,39 @@ impl Training {
             let Task::Tokens(tokens) = task else {
                 unreachable!("sample data trains in epochs")
             };
+            let step_start = Instant::now();
             for k in 0..accum {
                 let scale = 1.0 / accum as f32;
-                let (loss, grads, rows, hooked) = {
+                let t0 = Instant::now();
+                let (loss, grads, rows, hooked, data, finish) = {
                     let session = self.engine.session(ddp, k + 1 == accum, scale);
-                    let (loss, grads, rows) =
+                    let (loss, grads, rows, data) =
                         tokens.micro_batch(net, step * accum + k, session.as_ref())?;
+                    let t = Instant::now();
                     let hooked = match session {
                         Some(s) => s
                             .finish(net, std::slice::from_ref(&grads), stopping())
                             .map(|()| true)?,
                         None => false,
                     };
-                    (loss, grads, rows, hooked)
+                    let finish = if hooked { t.elapsed() } else { Duration::ZERO };
+                    (loss, grads, rows, hooked, data, finish)
                 };
                 if !hooked {
                     self.engine.accumulate(ddp, net, &grads, scale)?;
                 }
+                // Freeing the gradients and the graph is part of the pass.
+                drop(grads);
+                let compute = t0.elapsed().saturating_sub(data + finish);
+                self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, rows);
             }
             let stop = stopping();
             let Replica { net, ddp, opt, .. } = &mut self.r;
-            self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            let t = Instant::now();
+            let (stopped, cost) = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            self.clock.step(t.elapsed(), &cost, step_start.elapsed());
+            self.stopped = stopped;
             self.global_step += 1;
             let done = self.global_step;
             let last = done == budget;
@@ -650,6 +668,7 @@ impl Training {
         let mut step_in_epoch = std::mem::take(&mut self.resume_in_epoch);
         if step_in_epoch == 0 {
             self.window = Window::start();
+            self.clock = StepClock::default();
         }
         let indices = std::mem::take(&mut self.work.indices);
         let per_step = train.batch_size * train.grad_accum;
@@ -680,27 +699,39 @@ impl Training {
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
             }
+            let step_start = Instant::now();
             let micro_batches = group.len().div_ceil(train.batch_size);
             let scale = 1.0 / micro_batches as f32;
             for k in 0..micro_batches {
                 let micro_step = self.global_step * train.grad_accum as u64 + k as u64;
+                let t0 = Instant::now();
                 let len = self.work.next_batch(&mut loader, epoch, micro_step)?;
-                let (loss, parts, hooked) = {
+                let data = t0.elapsed();
+                let (loss, parts, hooked, finish) = {
                     let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
                     let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
+                    let t = Instant::now();
                     let hooked = match session {
                         Some(s) => s.finish(net, &parts, stopping()).map(|()| true)?,
                         None => false,
                     };
-                    (loss, parts, hooked)
+                    let finish = if hooked { t.elapsed() } else { Duration::ZERO };
+                    (loss, parts, hooked, finish)
                 };
                 for grads in parts.iter().filter(|_| !hooked) {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
+                // Freeing the gradients and the graph is part of the pass.
+                drop(parts);
+                let compute = t0.elapsed().saturating_sub(data + finish);
+                self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, len);
             }
             let stop = stopping();
-            self.stopped = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            let t = Instant::now();
+            let (stopped, cost) = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            self.clock.step(t.elapsed(), &cost, step_start.elapsed());
+            self.stopped = stopped;
             self.global_step += 1;
             step_in_epoch += 1;
             let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;

@@ -5,6 +5,8 @@
 //! window index only, so 2 replicas × B draw exactly what 1 replica × 2B draws, and a resumed run
 //! draws what the uninterrupted one did.
 
+use std::time::{Duration, Instant};
+
 use candle_core::backprop::GradStore;
 
 use crate::Result;
@@ -41,17 +43,19 @@ impl Tokens {
     }
 
     /// Forward and backward of micro-batch `micro` (`step · grad_accum + k`): its mean loss, its
-    /// gradients and its windows.
+    /// gradients, its windows, and the time it took to read them.
     pub(super) fn micro_batch(
         &mut self,
         net: &Network,
         micro: u64,
         session: Option<&Session>,
-    ) -> Result<(f32, GradStore, usize)> {
+    ) -> Result<(f32, GradStore, usize, Duration)> {
+        let t = Instant::now();
         self.windows.fill(&self.data.train, micro, &mut self.batch);
         // The windows are copied out: their pages go back to the page cache, so a replica's
         // memory does not grow with the token file.
         self.data.train.release_pages();
+        let data = t.elapsed();
         let loss = lm::batch_loss(net, &self.batch, true)?;
         let hook = Hook {
             session,
@@ -59,7 +63,7 @@ impl Tokens {
             parts: 1,
         };
         let grads = hook.backward(&loss)?;
-        Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows))
+        Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows, data))
     }
 
     /// Tokens per window.

@@ -1,10 +1,11 @@
-//! The Run view: a header (status, processes, devices, errors) and the Charts (drawn by
+//! The Run view: a header (status, processes, devices, where the steps' time goes, errors) and
+//! the Charts (drawn by
 //! `charts`), Logs, Events and Spec panes (the Sample pane is `sample`'s). A language model's run ([`is_language_model`])
 //! counts steps, with its tokens/s and learning rate in the header, and charts its loss and
 //! perplexity instead of the accuracy.
 
 use ddp_workspaces::format;
-use ddp_workspaces::metrics::{MetricKind, is_language_model};
+use ddp_workspaces::metrics::{MetricKind, StepBreakdown, is_language_model};
 use ddp_workspaces::run::{EventRecord, SupervisorEvent};
 use ddp_workspaces::run_list::RunEntry;
 use ratatui::buffer::Buffer;
@@ -166,6 +167,16 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
         label("spec"),
         Span::raw(r.spec_hash.chars().take(12).collect::<String>()),
     ]));
+    let timed = v.metrics.get(&0).and_then(|records| {
+        records
+            .iter()
+            .rev()
+            .find(|m| m.kind == MetricKind::Train)
+            .and_then(|m| m.breakdown)
+    });
+    if let Some(b) = timed {
+        lines.push(step_line(t, &b));
+    }
     if let Some(e) = &r.error {
         lines.push(Line::from(Span::styled(format!("error: {e}"), t.error())));
     }
@@ -182,6 +193,45 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
         )));
     }
     lines
+}
+
+/// Cells of the step-time bar.
+const STEP_BAR: usize = 24;
+
+/// Where rank 0's steps go: a stacked bar of [`STEP_BAR`] cells (compute, exposed
+/// communication, data, optimizer; a glyph and a colour each) and the figures.
+fn step_line(t: Theme, b: &StepBreakdown) -> Line<'static> {
+    let parts = [
+        (b.compute_s, '█', "compute"),
+        (b.comm_exposed_s, '▓', "comm"),
+        (b.data_s, '▒', "data"),
+        (b.optimizer_s, '░', "optimizer"),
+    ];
+    let mut spans = vec![Span::styled("step ", t.dim())];
+    let mut used = 0;
+    let mut legend = Vec::new();
+    for (i, (secs, glyph, name)) in parts.iter().enumerate() {
+        let share = if b.step_s > 0.0 { secs / b.step_s } else { 0.0 };
+        let cells = ((share * STEP_BAR as f64).round() as usize).min(STEP_BAR - used);
+        used += cells;
+        spans.push(Span::styled(
+            glyph.to_string().repeat(cells),
+            Style::new().fg(t.series(i)),
+        ));
+        legend.push(format!("{glyph}{name} {:.0}%", 100.0 * share));
+    }
+    spans.push(Span::raw(" ".repeat(STEP_BAR - used)));
+    let sent = b
+        .bytes_sent
+        .map(|x| format!("  {} sent", format::bytes(x)))
+        .unwrap_or_default();
+    spans.push(Span::raw(format!(
+        " {:.3}s  {}{sent}  {}-bound",
+        b.step_s,
+        legend.join(" "),
+        b.bound()
+    )));
+    Line::from(spans)
 }
 
 /// A language model's (tokens/s of all replicas, learning rate) at rank 0's last train record,
@@ -388,6 +438,32 @@ mod tests {
             "warning: metrics/rank-0.jsonl: a line does not parse (EOF while parsing)"
         );
         assert_eq!(s[7], " 1 Charts  2 Logs  3 Events  4 Spec");
+    }
+
+    #[test]
+    fn the_header_shows_where_the_steps_time_goes() {
+        let mut app = run_app(120, 30);
+        let b = ddp_workspaces::metrics::StepBreakdown {
+            step_s: 0.5,
+            compute_s: 0.25,
+            comm_exposed_s: 0.125,
+            data_s: 0.0,
+            optimizer_s: 0.125,
+            comm_s: 0.3,
+            bytes_sent: Some(44.7e6),
+        };
+        let m = metric(MetricKind::Train, 1, 5, 1.0, None).breakdown(Some(b));
+        run_event(&mut app, RunEvent::Metric(m));
+        let s = screen(&app, 120, 30);
+        assert_eq!(
+            s[5],
+            format!(
+                "step {}{}{} 0.500s  █compute 50% ▓comm 25% ▒data 0% ░optimizer 25%  44.7 MB sent  compute-bound",
+                "█".repeat(12),
+                "▓".repeat(6),
+                "░".repeat(6)
+            )
+        );
     }
 
     #[test]
