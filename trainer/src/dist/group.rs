@@ -224,6 +224,22 @@ impl Collective for ProcessGroup {
             None => self.ring.all_reduce(buf, op),
         }
     }
+    fn all_reduce_coded(
+        &mut self,
+        buf: &mut [f32],
+        op: ReduceOp,
+        codec: crate::dist::codec::Codec,
+    ) -> Result<()> {
+        match self.shm.as_mut() {
+            // Within one host nothing is saved by sending less: f32, rounded the same way.
+            Some(shm) => {
+                shm.all_reduce(&mut self.ring, buf, op)?;
+                codec.round(buf);
+                Ok(())
+            }
+            None => self.ring.all_reduce_coded(buf, op, codec),
+        }
+    }
     fn shard(&self, len: usize, rank: usize) -> std::ops::Range<usize> {
         match &self.shm {
             Some(shm) => shm.shard(len, rank),

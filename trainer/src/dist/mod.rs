@@ -8,6 +8,7 @@
 //! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
 //!   connection and every ring link.
 //! - `store`: the key-value store (server on rank 0, client everywhere).
+//! - `codec`: 16-bit floats on the wire for the compressed all-reduce ([`codec::Codec`]).
 //! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
 //! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host, and
@@ -16,6 +17,7 @@
 //! - `bench`: the all-reduce benchmark (`ddp-bench allreduce`).
 
 pub mod bench;
+pub mod codec;
 pub mod group;
 pub(crate) mod handshake;
 #[cfg(feature = "cuda")]
@@ -50,6 +52,21 @@ pub trait Collective: Send {
     fn world_size(&self) -> usize;
     /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;
+    /// [`Collective::all_reduce`] with the values on the wire as 16-bit floats (`codec`) and
+    /// added in f32, the result rounded to 16 bits, the same on every rank (the TCP ring). A
+    /// collective without a compressed path (shared memory, NCCL) reduces in f32, rounding the
+    /// result the same way.
+    fn all_reduce_coded(
+        &mut self,
+        buf: &mut [f32],
+        op: ReduceOp,
+        codec: codec::Codec,
+    ) -> Result<()> {
+        self.all_reduce(buf, op)?;
+        codec.round(buf);
+        Ok(())
+    }
+
     /// Copies `buf` of rank `root` into `buf` of every other rank.
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()>;
     /// `output` (length `input.len() * world_size`) receives every rank's `input`, in rank order.

@@ -80,6 +80,7 @@ pub const KEYS: &[&str] = &[
     "ddp.threads",
     "ddp.shared_memory",
     "ddp.overlap",
+    "ddp.compression",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
     "checkpoint.every_steps",
@@ -474,6 +475,24 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
     }
 
     #[test]
+    fn compression_needs_the_overlapped_step() {
+        let e = parse_err(BASE, &["ddp.compression=\"bf16\"", "ddp.overlap=false"]);
+        assert!(
+            e.contains("ddp.compression") && e.contains("ddp.overlap = true"),
+            "{e}"
+        );
+        let s = parse(
+            BASE,
+            Path::new("s.toml"),
+            &["ddp.compression=\"fp16\"".to_string()],
+        )
+        .unwrap();
+        assert_eq!(s.ddp.compression, crate::spec::Compression::Fp16);
+        let e = parse_err(BASE, &["ddp.compression=\"zip\""]);
+        assert!(e.contains("ddp.compression"), "{e}");
+    }
+
+    #[test]
     fn recipe_keys_are_validated() {
         let cosine = "train.scheduler.kind=\"cosine\"";
         for (sets, want) in [
@@ -666,6 +685,8 @@ std = [0.25]
 workers = 2
 cache = "memory"
 skip_bad = true
+[ddp]
+compression = "bf16"
 "#;
         let table = r#"
 name = "table"

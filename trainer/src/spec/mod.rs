@@ -382,6 +382,25 @@ pub enum Backend {
     Nccl,
 }
 
+/// `ddp.compression`: how the gradients travel between the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// f32.
+    #[default]
+    None,
+    /// bfloat16 on the wire, added in f32.
+    Bf16,
+    /// IEEE half on the wire, added in f32.
+    Fp16,
+}
+
+impl Compression {
+    pub fn is_none(&self) -> bool {
+        *self == Compression::None
+    }
+}
+
 /// `ddp.devices`: "auto", "cpu", or a list of CUDA ordinals.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -432,6 +451,10 @@ pub struct DdpSpec {
     /// all-reduce the gradient buckets while backward runs, the optimizer on every rank.
     #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_yes")]
     pub overlap: bool,
+    /// The overlapped step's gradients on the wire: `none` (f32), `bf16` or `fp16` (16 bits,
+    /// added in f32).
+    #[serde(default, skip_serializing_if = "Compression::is_none")]
+    pub compression: Compression,
 }
 
 impl Default for DdpSpec {
@@ -698,6 +721,14 @@ impl Spec {
         }
         if self.ddp.timeout_s == 0 {
             return bad("ddp.timeout_s", "must be at least 1 second".into());
+        }
+        if !self.ddp.compression.is_none() && !self.ddp.overlap {
+            return bad(
+                "ddp.compression",
+                "compresses the overlapped step's all-reduce: it needs ddp.overlap = true \
+                 (or set ddp.compression = \"none\")"
+                    .into(),
+            );
         }
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::dist::codec::Codec;
 use crate::dist::{Collective, ReduceOp};
 use crate::models::StatsReducer;
 use crate::{Error, Result};
@@ -31,8 +32,13 @@ pub fn with_comm<T>(
 
 /// What the communication thread does, in the order it is asked.
 pub(crate) enum Job {
-    /// All-reduces (average) bucket `bucket`, then hands it back ([`Done`]).
-    Bucket { bucket: usize, buf: Vec<f32> },
+    /// All-reduces (average) bucket `bucket`, 16 bits on the wire with a `codec`, then hands
+    /// it back ([`Done`]).
+    Bucket {
+        bucket: usize,
+        buf: Vec<f32>,
+        codec: Option<Codec>,
+    },
     /// SyncBatchNorm's sum, answered on `reply`.
     Sum {
         buf: Vec<f32>,
@@ -160,11 +166,18 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
     let mut broken: Option<String> = None;
     for job in jobs {
         match job {
-            Job::Bucket { bucket, mut buf } => {
+            Job::Bucket {
+                bucket,
+                mut buf,
+                codec,
+            } => {
                 let t0 = Instant::now();
                 let result = match &broken {
                     Some(why) => Err(earlier(why)),
-                    None => with_comm(comm, |c| c.all_reduce(&mut buf, ReduceOp::Avg)),
+                    None => with_comm(comm, |c| match codec {
+                        Some(k) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
+                        None => c.all_reduce(&mut buf, ReduceOp::Avg),
+                    }),
                 };
                 if let Err(e) = &result {
                     broken.get_or_insert_with(|| e.to_string());

@@ -18,6 +18,7 @@ use candle_core::Device;
 use crate::checkpoint::{self, TrainState};
 use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
 use crate::dist::ReduceOp;
+use crate::dist::codec::Codec;
 use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
 use crate::lm::LmData;
@@ -27,7 +28,7 @@ use crate::models::{BnMode, Network};
 use crate::optim::Optimizer;
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
-use crate::spec::{ModelName, Spec};
+use crate::spec::{Compression, ModelName, Spec};
 use crate::step::batch_parts;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::ddp::Ddp;
@@ -229,8 +230,14 @@ impl Replica {
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
         let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
-        let overlapped =
-            spec.ddp.overlap && host_step && ddp.overlap_buckets(&net, route, bucket_bytes)?;
+        let codec = match spec.ddp.compression {
+            Compression::None => None,
+            Compression::Bf16 => Some(Codec::Bf16),
+            Compression::Fp16 => Some(Codec::F16),
+        };
+        let overlapped = spec.ddp.overlap
+            && host_step
+            && ddp.overlap_buckets(&net, route, bucket_bytes, codec)?;
         if rank == 0 && world > 1 && host_step {
             match ddp.private_because() {
                 None => println!("gradients and parameters shared in place between the ranks"),
@@ -241,6 +248,19 @@ impl Replica {
                 println!(
                     "gradients all-reduced in buckets of {cap} MB (the first {first} MB) while backward runs"
                 );
+            }
+            match codec {
+                Some(k) if overlapped => {
+                    println!(
+                        "gradients sent as {} (16 bits a value), added in f32",
+                        k.name()
+                    );
+                }
+                Some(k) => println!(
+                    "ddp.compression = \"{}\" not applied: the ranks share memory, gradients stay f32",
+                    k.name()
+                ),
+                None => {}
             }
         }
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.

@@ -16,6 +16,7 @@ pub(super) enum OpCode {
     Barrier = 5,
     ReduceScatter = 6,
     AllGatherShards = 7,
+    AllReduceCoded = 8,
 }
 
 impl OpCode {
@@ -28,6 +29,7 @@ impl OpCode {
             OpCode::Barrier => "barrier",
             OpCode::ReduceScatter => "reduce_scatter",
             OpCode::AllGatherShards => "all_gather_shards",
+            OpCode::AllReduceCoded => "all_reduce_coded",
         }
     }
 
@@ -40,6 +42,7 @@ impl OpCode {
             OpCode::Barrier,
             OpCode::ReduceScatter,
             OpCode::AllGatherShards,
+            OpCode::AllReduceCoded,
         ]
         .into_iter()
         .find(|op| *op as u32 == v)
@@ -53,7 +56,8 @@ pub(super) struct Head {
     pub(super) seq: u64,
     /// Elements per rank (all_gather_bytes: 0, lengths differ by design).
     pub(super) count: u64,
-    /// all_reduce, reduce_scatter: 0 sum / 1 avg; broadcast: the root.
+    /// all_reduce, reduce_scatter: 0 sum / 1 avg; all_reduce_coded: that + 2 × the codec (1
+    /// bf16, 2 fp16); broadcast: the root.
     pub(super) extra: u64,
 }
 
@@ -94,6 +98,12 @@ impl Head {
             OpCode::Broadcast => format!(" (root {}, {} elements)", self.extra, self.count),
             OpCode::AllGather => format!(" ({} elements per rank)", self.count),
             OpCode::AllGatherShards => format!(" ({} elements)", self.count),
+            OpCode::AllReduceCoded => format!(
+                " ({}, {}, {} elements)",
+                if self.extra & 1 == 1 { "avg" } else { "sum" },
+                if self.extra >> 1 == 1 { "bf16" } else { "fp16" },
+                self.count
+            ),
             OpCode::AllGatherBytes | OpCode::Barrier => String::new(),
         };
         format!("{} #{}{what}", self.op.name(), self.seq)

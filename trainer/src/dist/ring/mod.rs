@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::codec::Codec;
 use super::store::StoreClient;
 use super::{Collective, ReduceOp};
 use crate::{Error, Result};
@@ -135,6 +136,76 @@ fn reduce_scatter_passes(
     Ok(())
 }
 
+// The compressed all-reduce ([`crate::dist::codec`]): W−1 reduce-scatter passes that send
+// 16-bit partial sums and add in f32, the owned segment rounded to 16 bits, then W−1 all-gather
+// passes of the 16-bit segments.
+
+/// Buffers a compressed all-reduce reuses from op to op.
+#[derive(Default)]
+struct CodedBuffers {
+    /// Received 16-bit values not yet added.
+    stage: Vec<u8>,
+    /// The segment being sent, encoded.
+    send: Vec<u8>,
+    /// The whole buffer encoded, for the all-gather.
+    all: Vec<u8>,
+}
+
+/// The op's header: the reduce op in bit 0 of `extra`, the codec above it.
+fn coded_head(seq: u64, len: usize, op: ReduceOp, codec: Codec) -> Head {
+    let code = match codec {
+        Codec::Bf16 => 1,
+        Codec::F16 => 2,
+    };
+    Head {
+        op: OpCode::AllReduceCoded,
+        seq,
+        count: len as u64,
+        extra: (op == ReduceOp::Avg) as u64 | code << 1,
+    }
+}
+
+/// Compressed ring all-reduce of `buf` in place; every rank ends with the same bits.
+fn all_reduce_coded_passes(
+    run: &Run,
+    b: &mut CodedBuffers,
+    buf: &mut [f32],
+    op: ReduceOp,
+    codec: Codec,
+) -> Result<()> {
+    let (n, w, r) = (buf.len(), run.world_size, run.ctx.rank);
+    let widest = n.div_ceil(w).clamp(1, STAGE_MAX_FLOATS);
+    b.stage.resize(widest * Codec::WIDTH, 0);
+    let scale = 1.0 / w as f32;
+    for s in 0..w - 1 {
+        let send_i = (r + 2 * w - s) % w;
+        let recv_i = (r + 2 * w - s - 1) % w;
+        let (src, dst) = disjoint(buf, segment(n, w, send_i), segment(n, w, recv_i));
+        b.send.resize(src.len() * Codec::WIDTH, 0);
+        codec.encode(src, &mut b.send);
+        let mut flow = CodedReduceFlow {
+            src: &b.send,
+            sent: 0,
+            dst,
+            done: 0,
+            stage: &mut b.stage,
+            fill: 0,
+            got: 0,
+            scale: (op == ReduceOp::Avg && s == w - 2).then_some(scale),
+            codec,
+        };
+        pump(run, s == 0, s == 0, &mut flow)?;
+    }
+    // The owned segment's sum, as 16 bits carry it: what every other rank will receive.
+    let own = owned_segment(n, w, r);
+    b.all.resize(n * Codec::WIDTH, 0);
+    let bytes = |seg: std::ops::Range<usize>| seg.start * Codec::WIDTH..seg.end * Codec::WIDTH;
+    codec.encode(&buf[own.clone()], &mut b.all[bytes(own)]);
+    gather_passes(run, false, r + 1, &mut b.all, |i| bytes(segment(n, w, i)))?;
+    codec.decode(&b.all, buf);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // TcpRing
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +224,8 @@ pub struct TcpRing {
     lens: Vec<u8>,
     /// Set after a failure: the streams may be out of step, so every later op fails too.
     broken: Option<String>,
+    /// The compressed all-reduce's buffers, reused.
+    coded: CodedBuffers,
 }
 
 impl TcpRing {
@@ -167,6 +240,7 @@ impl TcpRing {
             stage: Vec::new(),
             lens: Vec::new(),
             broken: None,
+            coded: CodedBuffers::default(),
         }
     }
 
@@ -254,6 +328,7 @@ impl TcpRing {
             stage: Vec::new(),
             lens: Vec::new(),
             broken: None,
+            coded: CodedBuffers::default(),
         })
     }
 
@@ -391,6 +466,21 @@ impl Collective for TcpRing {
 
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
         self.reduce(OpCode::AllReduce, buf, op)
+    }
+
+    fn all_reduce_coded(&mut self, buf: &mut [f32], op: ReduceOp, codec: Codec) -> Result<()> {
+        let ctx = self.begin(OpCode::AllReduceCoded)?;
+        let Some(links) = &self.links else {
+            return Ok(());
+        };
+        let run = Run {
+            links,
+            head: coded_head(ctx.seq, buf.len(), op, codec),
+            ctx,
+            world_size: self.world_size,
+        };
+        let result = all_reduce_coded_passes(&run, &mut self.coded, buf, op, codec);
+        self.finish(result)
     }
 
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
@@ -565,4 +655,4 @@ use crate::dist::segment::segment;
 use connect::{accept_prev, addr_key, connect_next};
 use head::{Head, OpCode};
 pub(crate) use pump::closed_by;
-use pump::{CopyFlow, Ctx, Links, ReduceFlow, RelayFlow, Run, pump};
+use pump::{CodedReduceFlow, CopyFlow, Ctx, Links, ReduceFlow, RelayFlow, Run, pump};

@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::head::{HEAD_LEN, Head};
+use crate::dist::codec::Codec;
 use crate::dist::wire::secs;
 use crate::{Error, Result};
 
@@ -114,6 +115,54 @@ impl Flow for ReduceFlow<'_> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(self.stage);
         bytes.copy_within(whole * 4..self.fill, 0);
         self.fill -= whole * 4;
+    }
+}
+
+/// A reduce-scatter pass of a compressed all-reduce: sends `src` (the encoded partial sums of
+/// one segment) while receiving the previous rank's encoded partial sums of another, which are
+/// decoded and added into `dst` in f32 (then times `scale`).
+pub(super) struct CodedReduceFlow<'a> {
+    pub(super) src: &'a [u8],
+    pub(super) sent: usize,
+    pub(super) dst: &'a mut [f32],
+    /// Floats of `dst` already reduced.
+    pub(super) done: usize,
+    pub(super) stage: &'a mut [u8],
+    /// Bytes in `stage` not yet reduced (fewer than one value after each `received`).
+    pub(super) fill: usize,
+    pub(super) got: usize,
+    pub(super) scale: Option<f32>,
+    pub(super) codec: Codec,
+}
+
+impl Flow for CodedReduceFlow<'_> {
+    fn send_left(&self) -> usize {
+        self.src.len() - self.sent
+    }
+    fn send_buf(&self) -> &[u8] {
+        &self.src[self.sent..]
+    }
+    fn sent(&mut self, n: usize) {
+        self.sent += n;
+    }
+    fn recv_left(&self) -> usize {
+        self.dst.len() * Codec::WIDTH - self.got
+    }
+    fn recv_buf(&mut self) -> &mut [u8] {
+        let left = self.recv_left();
+        let end = self.stage.len().min(self.fill + left);
+        &mut self.stage[self.fill..end]
+    }
+    fn received(&mut self, n: usize) {
+        self.got += n;
+        self.fill += n;
+        let whole = self.fill / Codec::WIDTH;
+        let bytes = whole * Codec::WIDTH;
+        let dst = &mut self.dst[self.done..self.done + whole];
+        self.codec.decode_add(&self.stage[..bytes], dst, self.scale);
+        self.done += whole;
+        self.stage.copy_within(bytes..self.fill, 0);
+        self.fill -= bytes;
     }
 }
 

@@ -1,5 +1,6 @@
 use super::head::HEAD_LEN;
 use super::*;
+use crate::dist::codec::Codec;
 use crate::dist::handshake::{self, RING_PURPOSE};
 use crate::dist::store::StoreServer;
 use crate::dist::wire::Refusal;
@@ -110,6 +111,54 @@ fn head_round_trips_and_describes_itself() {
     assert_eq!(Head::decode(&h.encode()), Some(h));
     assert_eq!(h.describe(), "broadcast #9 (root 2, 100 elements)");
     assert_eq!(Head::decode(&[0; HEAD_LEN]), None);
+}
+
+#[test]
+fn a_compressed_all_reduce_adds_in_f32_and_ends_with_the_same_bits_everywhere() {
+    for codec in [Codec::Bf16, Codec::F16] {
+        for w in [2, 3] {
+            for n in [0, 1, 1001, 200_000] {
+                // Small gradients of mixed sign, as a network's are.
+                let grads = |rank: usize| -> Vec<f32> {
+                    (0..n)
+                        .map(|i| (((i * 31 + rank * 17) % 101) as f32 - 50.0) * 1e-3)
+                        .collect()
+                };
+                let results = with_ring(w, T, |rank, ring| {
+                    let mut g = grads(rank);
+                    ring.all_reduce_coded(&mut g, ReduceOp::Avg, codec).unwrap();
+                    // The ring is in step afterwards: a plain op follows.
+                    let mut one = [1.0];
+                    ring.all_reduce(&mut one, ReduceOp::Sum).unwrap();
+                    assert_eq!(one[0], w as f32);
+                    g
+                });
+                let all: Vec<Vec<f32>> = (0..w).map(grads).collect();
+                let exact: Vec<f32> = (0..n)
+                    .map(|i| all.iter().map(|g| g[i]).sum::<f32>() / w as f32)
+                    .collect();
+                let tol = match codec {
+                    Codec::Bf16 => 1.0 / 128.0,
+                    Codec::F16 => 1.0 / 1024.0,
+                };
+                for (rank, got) in results.iter().enumerate() {
+                    assert!(
+                        *got == results[0],
+                        "{codec:?} w {w} n {n}: rank {rank} differs"
+                    );
+                    for (g, e) in got.iter().zip(&exact) {
+                        // A few roundings of the partial sums: within a few units of the
+                        // 16-bit precision of the largest term (0.05).
+                        assert!((g - e).abs() <= 3.0 * tol * 0.05, "{codec:?}: {g} vs {e}");
+                    }
+                }
+                // Exactly what 16 bits hold.
+                let mut rounded = results[0].clone();
+                codec.round(&mut rounded);
+                assert!(rounded == results[0]);
+            }
+        }
+    }
 }
 
 #[test]

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId};
 
+use crate::dist::codec::Codec;
 use crate::models::Network;
 use crate::step::comm::{Job, Route, SharedCollective, Worker, with_comm};
 use crate::step::host::read_tensor;
@@ -41,7 +42,8 @@ pub struct CommFigures {
     pub busy: Duration,
     /// Time the step waited for it after backward (not hidden behind backward).
     pub exposed: Duration,
-    /// Bytes this rank sent (a ring all-reduce sends 2(W-1)/W of each bucket).
+    /// Bytes this rank sent (a ring all-reduce sends 2(W-1)/W of each bucket; 2 bytes a value
+    /// where compressed).
     pub bytes_sent: u64,
     pub buckets: usize,
 }
@@ -55,6 +57,8 @@ pub struct Overlap {
     sizes: Vec<usize>,
     ids: HashMap<TensorId, usize>,
     cap_bytes: usize,
+    /// 16-bit floats on the wire, where compressed.
+    codec: Option<Codec>,
     plan: BucketPlan,
     /// The plan of the next step, once the first step has learned backward's order.
     next_plan: Option<BucketPlan>,
@@ -69,13 +73,15 @@ pub struct Overlap {
 }
 
 impl Overlap {
-    /// Buckets of at most `cap_bytes` for the parameters of `net`; starts the communication
-    /// thread. `route` is the one SyncBatchNorm's reducer holds.
+    /// Buckets of at most `cap_bytes` for the parameters of `net`, sent as `codec` where
+    /// compressed; starts the communication thread. `route` is the one SyncBatchNorm's reducer
+    /// holds.
     pub fn new(
         net: &Network,
         comm: SharedCollective,
         route: Arc<Route>,
         cap_bytes: usize,
+        codec: Option<Codec>,
     ) -> Result<Overlap> {
         let sizes: Vec<usize> = net.params.iter().map(|(_, v)| v.elem_count()).collect();
         let ids = net
@@ -100,6 +106,7 @@ impl Overlap {
             sizes,
             ids,
             cap_bytes,
+            codec,
             plan,
             next_plan: None,
             learned: false,
@@ -172,7 +179,7 @@ impl Overlap {
         let tx = self.worker.sender();
         let n = self.bufs.len();
         for b in 0..n {
-            send(&tx, b, &mut self.bufs[b])?;
+            send(&tx, b, &mut self.bufs[b], self.codec)?;
         }
         let busy = self.collect(n)?;
         self.reduced = true;
@@ -218,10 +225,11 @@ impl Overlap {
     fn record(&mut self, busy: Duration, exposed: Duration) {
         let floats: usize = self.plan.total();
         let w = self.world as u64;
+        let width = self.codec.map_or(4, |_| Codec::WIDTH) as u64;
         self.last = CommFigures {
             busy,
             exposed,
-            bytes_sent: floats as u64 * 4 * 2 * (w - 1) / w.max(1),
+            bytes_sent: floats as u64 * width * 2 * (w - 1) / w.max(1),
             buckets: self.bufs.len(),
         };
     }
@@ -293,10 +301,11 @@ fn add_scaled(g: &Tensor, scale: f32, dst: &mut [f32], add: bool) -> Result<()> 
     read_tensor(&(g * scale as f64)?, dst, add)
 }
 
-fn send(tx: &Sender<Job>, bucket: usize, buf: &mut Vec<f32>) -> Result<()> {
+fn send(tx: &Sender<Job>, bucket: usize, buf: &mut Vec<f32>, codec: Option<Codec>) -> Result<()> {
     tx.send(Job::Bucket {
         bucket,
         buf: std::mem::take(buf),
+        codec,
     })
     .map_err(|_| Error::Model("the communication thread ended (it panicked; see above)".into()))
 }
@@ -450,7 +459,7 @@ impl State<'_> {
         while self.next < n && self.left[self.next] == 0 && (all || self.next + 1 < n) {
             let tx = self.ov.worker.sender();
             let b = self.next;
-            send(&tx, b, &mut self.ov.bufs[b])?;
+            send(&tx, b, &mut self.ov.bufs[b], self.ov.codec)?;
             self.next += 1;
             self.in_flight += 1;
         }
