@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DDP across a link of known speed, against PyTorch DDP on the same link: two hosts in network
 # namespaces (scripts/two-hosts.sh), one replica on each, both engines started as torchrun starts
-# them, ddp and PyTorch alternating round by round. Prints one markdown table per model.
+# them, ddp and PyTorch alternating round by round, each uncompressed and with bf16 gradients
+# (ddp.compression = "bf16"; PyTorch's bf16_compress_hook). Prints one markdown table per model.
 #
 #   scripts/bench-network.sh PYTHON [--rates "1gbit 200mbit"] [--rounds 2] [--models "resnet18 gpt"]
 #                                   [--threads 1]
@@ -127,9 +128,11 @@ run_ddp() { # model out extra-set...
   ddp_median "$out/h0"
 }
 
-run_torch() { # model out
+run_torch() { # model out [torch_network.py flags...]
   local model=$1 out=$2 port=$((29900 + RANDOM % 90)) extra=()
-  [[ $model == gpt ]] && extra=(--text "$text")
+  shift 2
+  extra=("$@")
+  [[ $model == gpt ]] && extra+=(--text "$text")
   for h in 0 1; do
     "$hosts" run "$h" env MASTER_ADDR="$addr0" MASTER_PORT=$port WORLD_SIZE=2 RANK=$h LOCAL_RANK=0 \
       LOCAL_WORLD_SIZE=1 GLOO_SOCKET_IFNAME="v${DDP_HOSTS_NAME}$h" \
@@ -148,23 +151,26 @@ for model in $models; do
   echo
   echo "### $model, 2 hosts x 1 replica, $threads thread(s) each"
   echo
-  echo "| link | ddp overlapped ($unit/s) | ddp not overlapped | PyTorch DDP (gloo) | ddp / PyTorch |"
-  echo "| --- | --- | --- | --- | --- |"
+  echo "| link | ddp ($unit/s) | ddp not overlapped | ddp bf16 | PyTorch DDP (gloo) | PyTorch bf16 hook | ddp / PyTorch | ddp bf16 / PyTorch bf16 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
   for rate in $rates; do
     "$hosts" rate "$rate"
-    ov=(); no=(); pt=()
+    ov=(); no=(); bf=(); pt=(); pb=()
     for ((r = 0; r < rounds; r++)); do
       ov+=("$(run_ddp "$model" "$work/ov-$r")")
       pt+=("$(run_torch "$model" "$work/pt-$r")")
+      bf+=("$(run_ddp "$model" "$work/bf-$r" 'ddp.compression="bf16"')")
+      pb+=("$(run_torch "$model" "$work/pb-$r" --hook bf16)")
       no+=("$(run_ddp "$model" "$work/no-$r" ddp.overlap=false)")
-      rm -rf "$work"/ov-$r "$work"/no-$r
+      rm -rf "$work"/ov-$r "$work"/no-$r "$work"/bf-$r
     done
-    python3 - "$rate" "$per" "$(best "${ov[@]}")" "$(best "${no[@]}")" "$(best "${pt[@]}")" <<'EOF'
+    python3 - "$rate" "$per" "$(best "${ov[@]}")" "$(best "${no[@]}")" "$(best "${bf[@]}")" \
+      "$(best "${pt[@]}")" "$(best "${pb[@]}")" <<'EOF'
 import sys
 rate, per = sys.argv[1], int(sys.argv[2])
-ov, no, pt = (float(x) for x in sys.argv[3:6])
+ov, no, bf, pt, pb = (float(x) for x in sys.argv[3:8])
 f = lambda s: f"{per / s:,.1f} ({s:.3f} s/step)"
-print(f"| {rate} | {f(ov)} | {f(no)} | {f(pt)} | {pt / ov:.2f}x |")
+print(f"| {rate} | {f(ov)} | {f(no)} | {f(bf)} | {f(pt)} | {f(pb)} | {pt / ov:.2f}x | {pb / bf:.2f}x |")
 EOF
   done
 done
