@@ -85,7 +85,7 @@ fn show_compare_and_plot_a_language_model() {
     assert_eq!(v["summary"]["final_val_bits_per_char"], bits);
     assert!(v["summary"]["tokens_per_sec"].as_f64().unwrap() > 0.0);
 
-    // `ddp compare`: a language model's columns.
+    // `ddp compare`: a language model's columns, and where its steps went.
     let compare = ok(run_ddp(
         &ws,
         &["compare", "latest"],
@@ -101,6 +101,10 @@ fn show_compare_and_plot_a_language_model() {
             "LOSS",
             "PERPLEXITY",
             "TOKENS/S",
+            "STEP",
+            "COMM",
+            "EXPOSED",
+            "BOUND",
             "DURATION"
         ]
     );
