@@ -5,6 +5,7 @@
 //! - this file: the replica (set up, restore), the epoch loop of sample tasks and the step loop
 //!   of language models, a stop request, checkpoints (at epochs' ends, every N steps, and where
 //!   a stop leaves the run) and the run's end.
+//! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
 //! - `tokens`: a language model's training windows and micro-batches.

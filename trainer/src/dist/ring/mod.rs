@@ -7,14 +7,16 @@
 //!   two ends of a link in `connect.rs`);
 //! - the pump (`pump.rs`): one poll(2) loop per pass that writes to `next` and reads from `prev` at the
 //!   same time on nonblocking sockets, with a [`Flow`] saying where bytes come from and go to
-//!   (copy, reduce into place, or relay what just arrived);
+//!   (copy, reduce into place, reduce 16-bit values into f32, or relay what just arrived);
 //! - the op header (`head.rs`): the first pass of every op carries a 32-byte header (op,
 //!   sequence number, length) so ranks that issue different collectives fail with a clear
 //!   message, not a hang;
 //! - the passes and the [`Collective`] implementation (here): ring all-reduce (reduce-scatter + all-gather over W
-//!   segments), pipelined chain broadcast, ring all-gather, two-pass all-gather of bytes.
+//!   segments), the compressed all-reduce (16-bit values on the wire, [`crate::dist::codec`]),
+//!   pipelined chain broadcast, ring all-gather, two-pass all-gather of bytes.
 //!
-//! Floats travel as little-endian f32 (the in-memory layout on every supported host).
+//! Floats travel as little-endian f32 (the in-memory layout on every supported host), or as
+//! little-endian 16-bit floats in the compressed all-reduce.
 
 #[cfg(target_endian = "big")]
 compile_error!("the tcp backend sends f32 in memory order and assumes a little-endian host");
