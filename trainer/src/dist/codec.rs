@@ -60,7 +60,9 @@ impl Codec {
     pub fn decode_add(self, src: &[u8], dst: &mut [f32], scale: Option<f32>) {
         let pairs = src.chunks_exact(Self::WIDTH).zip(dst.iter_mut());
         match scale {
-            None => pairs.for_each(|(b, d)| *d += self.decode_one(u16::from_le_bytes([b[0], b[1]]))),
+            None => {
+                pairs.for_each(|(b, d)| *d += self.decode_one(u16::from_le_bytes([b[0], b[1]])))
+            }
             Some(k) => pairs.for_each(|(b, d)| {
                 *d = (*d + self.decode_one(u16::from_le_bytes([b[0], b[1]]))) * k
             }),
