@@ -90,7 +90,7 @@ fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
 }
 
 /// Adam with L2 weight decay, as the sharded step's tests run it.
-const ADAM: OptimizerConfig = OptimizerConfig::Adam {
+pub(crate) const ADAM: OptimizerConfig = OptimizerConfig::Adam {
     beta1: 0.9,
     beta2: 0.999,
     eps: 1e-8,
@@ -98,7 +98,7 @@ const ADAM: OptimizerConfig = OptimizerConfig::Adam {
 };
 
 /// SGD with momentum: clipping shows in its steps (Adam's are nearly invariant to a scale).
-const MOMENTUM: OptimizerConfig = OptimizerConfig::Sgd {
+pub(crate) const MOMENTUM: OptimizerConfig = OptimizerConfig::Sgd {
     momentum: 0.9,
     nesterov: false,
     weight_decay: 0.01,

@@ -15,20 +15,7 @@ use crate::optim::{Optimizer, OptimizerConfig};
 use crate::spec::ModelName;
 use crate::step::comm::{CollectiveStats, Route};
 use crate::step::ddp::Ddp;
-use crate::step::ddp::tests::on_ring;
-
-const ADAM: OptimizerConfig = OptimizerConfig::Adam {
-    beta1: 0.9,
-    beta2: 0.999,
-    eps: 1e-8,
-    weight_decay: 0.01,
-};
-
-const MOMENTUM: OptimizerConfig = OptimizerConfig::Sgd {
-    momentum: 0.9,
-    nesterov: false,
-    weight_decay: 0.01,
-};
+use crate::step::ddp::tests::{ADAM, MOMENTUM, on_ring};
 
 /// Inputs of sample `i` of step `k` on rank `rank` (a fixed pattern), `n` samples, shape `shape`.
 fn inputs(rank: usize, k: usize, n: usize, shape: [usize; 3]) -> Tensor {
