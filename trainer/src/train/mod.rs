@@ -34,6 +34,7 @@ use crate::step::batch_parts;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::ddp::Ddp;
 use crate::step::device::{self as device_step, DeviceStep, Reducer};
+use crate::step::overlap;
 use crate::step::placement::{backend_for, collectives, device_for};
 use crate::{Error, Result};
 
@@ -590,25 +591,17 @@ impl Training {
             for k in 0..accum {
                 let scale = 1.0 / accum as f32;
                 let t0 = Instant::now();
-                let (loss, grads, rows, hooked, data, finish) = {
-                    let session = self.engine.session(ddp, k + 1 == accum, scale);
-                    let (loss, grads, rows, data) =
-                        tokens.micro_batch(net, step * accum + k, session.as_ref())?;
-                    let t = Instant::now();
-                    let hooked = match session {
-                        Some(s) => s
-                            .finish(net, std::slice::from_ref(&grads), stopping())
-                            .map(|()| true)?,
-                        None => false,
-                    };
-                    let finish = if hooked { t.elapsed() } else { Duration::ZERO };
-                    (loss, grads, rows, hooked, data, finish)
-                };
-                if !hooked {
+                let session = self.engine.session(ddp, k + 1 == accum, scale);
+                let (loss, grads, rows, data) =
+                    tokens.micro_batch(net, step * accum + k, session.as_ref())?;
+                let finish =
+                    overlap::finish(session, net, std::slice::from_ref(&grads), stopping())?;
+                if finish.is_none() {
                     self.engine.accumulate(ddp, net, &grads, scale)?;
                 }
                 // Freeing the gradients and the graph is part of the pass.
                 drop(grads);
+                let finish = finish.unwrap_or_default();
                 let compute = t0.elapsed().saturating_sub(data + finish);
                 self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, rows);
@@ -728,22 +721,15 @@ impl Training {
                 let t0 = Instant::now();
                 let len = self.work.next_batch(&mut loader, epoch, micro_step)?;
                 let data = t0.elapsed();
-                let (loss, parts, hooked, finish) = {
-                    let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
-                    let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
-                    let t = Instant::now();
-                    let hooked = match session {
-                        Some(s) => s.finish(net, &parts, stopping()).map(|()| true)?,
-                        None => false,
-                    };
-                    let finish = if hooked { t.elapsed() } else { Duration::ZERO };
-                    (loss, parts, hooked, finish)
-                };
-                for grads in parts.iter().filter(|_| !hooked) {
+                let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
+                let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
+                let finish = overlap::finish(session, net, &parts, stopping())?;
+                for grads in parts.iter().filter(|_| finish.is_none()) {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
                 // Freeing the gradients and the graph is part of the pass.
                 drop(parts);
+                let finish = finish.unwrap_or_default();
                 let compute = t0.elapsed().saturating_sub(data + finish);
                 self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, len);

@@ -310,6 +310,23 @@ fn send(tx: &Sender<Job>, bucket: usize, buf: &mut Vec<f32>, codec: Option<Codec
     .map_err(|_| Error::Model("the communication thread ended (it panicked; see above)".into()))
 }
 
+/// Ends `session` where there is one ([`Session::finish`]) and says how long that took (the
+/// wait for the buckets after backward); `None` without a session: the gradients are still to
+/// be accumulated.
+pub fn finish(
+    session: Option<Session<'_>>,
+    net: &Network,
+    grads: &[GradStore],
+    stop: bool,
+) -> Result<Option<Duration>> {
+    let Some(s) = session else {
+        return Ok(None);
+    };
+    let t = Instant::now();
+    s.finish(net, grads, stop)?;
+    Ok(Some(t.elapsed()))
+}
+
 /// Backward of one part of a batch, with its gradients going to `session` where there is one.
 #[derive(Clone, Copy)]
 pub struct Hook<'s, 'a> {
