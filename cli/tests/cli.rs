@@ -559,3 +559,57 @@ fn runs_wanting_the_same_devices_queue() {
         "the second run started before the first ended"
     );
 }
+
+/// SIGSTOP of one replica of three mid-run: the others' collectives time out (`ddp.timeout_s`)
+/// and their error, which the run keeps and `ddp show` prints, names rank 1 as the rank that
+/// is behind, where the others wait, and what it last did (the ledger of collectives).
+#[test]
+fn a_stopped_replica_is_named_by_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = TestSpec::small_mnist_cnn()
+        .name("stopped")
+        .set("train.epochs", 30)
+        .set("ddp.replicas", 3)
+        .set("ddp.shared_memory", false)
+        .set("ddp.timeout_s", 3)
+        .set("restart.max_restarts", 0)
+        .write(dir.path());
+    let mut c = ddp(&ws);
+    c.arg("run").arg(&spec).arg("--detach");
+    ok(output(c, Duration::from_secs(30)));
+    let run = only_run(&ws);
+    wait_for(
+        "rank 0's first train record",
+        Duration::from_secs(90),
+        || {
+            std::fs::read_to_string(run.dir.join("metrics/rank-0.jsonl"))
+                .is_ok_and(|m| m.contains("\"train\""))
+        },
+    );
+    let pid = Run::load(&run.dir).unwrap().record.replica_pids[&1];
+    // SAFETY: kill(2) on the replica pid the supervisor recorded.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    wait_for("the run to fail", Duration::from_secs(60), || {
+        Run::load_checked(&run.dir)
+            .unwrap()
+            .record
+            .status
+            .is_terminal()
+    });
+    // The supervisor ends the stopped replica too (SIGKILL reaches a stopped process).
+    wait_for("rank 1 to be gone", Duration::from_secs(30), || !alive(pid));
+    let record = Run::load(&run.dir).unwrap().record;
+    assert_eq!(record.status, RunStatus::Failed);
+    let error = record.error.clone().unwrap_or_default();
+    eprintln!("the run's error: {error}");
+    let named =
+        error.contains("rank 1 has not entered") || error.contains("rank 1 is not answering");
+    assert!(
+        named && error.contains("ranks 0 and 2 wait there"),
+        "{error}"
+    );
+    assert!(error.contains("#"), "the collective's number: {error}");
+    let shown = ok(ddp(&ws).args(["show", "latest"]).output().unwrap());
+    assert!(shown.contains("ranks 0 and 2 wait there"), "{shown}");
+}

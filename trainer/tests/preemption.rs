@@ -16,7 +16,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use ddp_trainer::checkpoint::{self, Loaded};
-use ddp_trainer::metrics::{MetricKind, MetricRecord};
+use ddp_trainer::metrics::{MetricKind, MetricRecord, StepBreakdown};
 
 /// 2048 MNIST digits, 1843 to train: 58 steps per epoch with 2 replicas × 16, validated every
 /// 7 steps and at each epoch's end, a train record every 3 steps.
@@ -102,7 +102,8 @@ fn assert_same_model(full: &Path, out: &Path) {
     );
 }
 
-/// A rank's records without what depends on the clock (time, throughput).
+/// A rank's records without what depends on the clock (time, throughput, the step's timings;
+/// the bytes a step sent stay).
 fn figures(out: &Path, rank: usize) -> Vec<MetricRecord> {
     metrics(out, rank)
         .into_iter()
@@ -110,6 +111,10 @@ fn figures(out: &Path, rank: usize) -> Vec<MetricRecord> {
             time: 0.0,
             samples_per_sec: 0.0,
             tokens_per_sec: None,
+            breakdown: r.breakdown.map(|b| StepBreakdown {
+                bytes_sent: b.bytes_sent,
+                ..StepBreakdown::default()
+            }),
             ..r
         })
         .collect()

@@ -6,8 +6,10 @@
 //! shared segment that carries the all-reduces ([`super::shm`]); the ring carries everything else.
 //! A world of one opens no socket at all.
 
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
 use super::store::{StoreClient, StoreServer};
@@ -58,15 +60,18 @@ impl std::fmt::Display for Transport {
     }
 }
 
-/// A joined process group. Drop order matters: the ring, then the store client, then (rank 0)
-/// the store server.
+/// A joined process group. Drop order matters: the ring, then the ledger's publisher, the store
+/// client, then (rank 0) the store server.
 pub struct ProcessGroup {
     rank: usize,
     world_size: usize,
     ring: TcpRing,
     shm: Option<ShmReducer>,
     transport: Transport,
-    store: Option<StoreClient>,
+    /// Every collective of this group, published to the store ([`ledger`]).
+    ledger: Ledger,
+    publisher: Option<Publisher>,
+    store: Option<Arc<Mutex<StoreClient>>>,
     server: Option<StoreServer>,
 }
 
@@ -95,6 +100,8 @@ impl ProcessGroup {
                 ring: TcpRing::single(cfg.timeout),
                 shm: None,
                 transport: Transport::Single,
+                ledger: Ledger::new(),
+                publisher: None,
                 store: None,
                 server: None,
             });
@@ -142,12 +149,16 @@ impl ProcessGroup {
             let why = "shared memory turned off".into();
             (None, Transport::Tcp { why })
         };
+        let ledger = Ledger::new();
+        let store = Arc::new(Mutex::new(store));
         Ok(ProcessGroup {
             rank,
             world_size,
             ring,
             shm,
             transport,
+            publisher: Some(ledger.publish(rank, store.clone())),
+            ledger,
             store: Some(store),
             server,
         })
@@ -166,6 +177,8 @@ impl ProcessGroup {
             },
             ring,
             shm: Some(shm),
+            ledger: Ledger::new(),
+            publisher: None,
             store: None,
             server: None,
         }
@@ -189,9 +202,81 @@ impl ProcessGroup {
         &self.transport
     }
 
-    /// The rendezvous store (None in a world of one).
-    pub fn store(&mut self) -> Option<&mut StoreClient> {
-        self.store.as_mut()
+    /// The rendezvous store (None in a world of one), shared with the ledger's publisher.
+    pub fn store(&self) -> Option<MutexGuard<'_, StoreClient>> {
+        self.store
+            .as_ref()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// This group's ledger of collectives.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Runs collective `f` in the ledger; a timeout or a lost peer is explained from every
+    /// rank's ledger ([`ledger::explain`]).
+    fn logged<T>(
+        &mut self,
+        op: Op,
+        bytes: usize,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        if self.world_size == 1 {
+            return f(self);
+        }
+        let seq = self.ledger.enter(op, bytes);
+        match f(self) {
+            Ok(v) => {
+                self.ledger.complete(seq);
+                Ok(v)
+            }
+            Err(e) => Err(self.explained(e, seq)),
+        }
+    }
+
+    /// The error of collective `seq`, saying where every rank is when the ledgers tell.
+    fn explained(&mut self, e: Error, seq: u64) -> Error {
+        let Error::Collective {
+            op,
+            rank,
+            peer,
+            msg,
+            ..
+        } = e
+        else {
+            return e;
+        };
+        let cause = if msg.contains("unusable after an earlier failure") {
+            // Explained where it first failed.
+            None
+        } else if msg.contains("no progress") || msg.contains("timed out") {
+            Some(Cause::Timeout)
+        } else if msg.contains("closed") || msg.contains("failed during") || msg.contains("socket")
+        {
+            Some(Cause::Lost)
+        } else {
+            None
+        };
+        let why = cause.zip(self.store.as_ref()).and_then(|(cause, store)| {
+            let waited = self.ledger.waited();
+            let (marks, still) = self.ledger.survey(self.rank, self.world_size, store);
+            ledger::explain(self.rank, &marks, &still, waited, cause, peer)
+        });
+        if self.server.is_some() && why.is_some() {
+            // The other ranks read the ledgers from this rank's store: keep it a moment.
+            std::thread::sleep(LINGER);
+        }
+        Error::Collective {
+            op,
+            seq,
+            rank,
+            peer,
+            msg: match why {
+                Some(why) => format!("{why} (rank {rank} saw: {msg})"),
+                None => msg,
+            },
+        }
     }
 
     /// Leaves the group: a final barrier, so rank 0's store outlives every other rank's use of
@@ -199,12 +284,14 @@ impl ProcessGroup {
     pub fn shutdown(self) -> Result<()> {
         let ProcessGroup {
             mut ring,
+            publisher,
             store,
             server,
             ..
         } = self;
         let result = ring.barrier();
         drop(ring);
+        drop(publisher);
         drop(store);
         drop(server);
         result
@@ -218,11 +305,14 @@ impl Collective for ProcessGroup {
     fn world_size(&self) -> usize {
         self.world_size
     }
+    fn label_bucket(&mut self, index: usize, count: usize) {
+        self.ledger.label_bucket(index, count);
+    }
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.all_reduce(&mut self.ring, buf, op),
-            None => self.ring.all_reduce(buf, op),
-        }
+        self.logged(Op::AllReduce, size_of_val(buf), |g| match g.shm.as_mut() {
+            Some(shm) => shm.all_reduce(&mut g.ring, buf, op),
+            None => g.ring.all_reduce(buf, op),
+        })
     }
     fn all_reduce_coded(
         &mut self,
@@ -230,15 +320,15 @@ impl Collective for ProcessGroup {
         op: ReduceOp,
         codec: crate::dist::codec::Codec,
     ) -> Result<()> {
-        match self.shm.as_mut() {
+        self.logged(Op::AllReduce, size_of_val(buf), |g| match g.shm.as_mut() {
             // Within one host nothing is saved by sending less: f32, rounded the same way.
             Some(shm) => {
-                shm.all_reduce(&mut self.ring, buf, op)?;
+                shm.all_reduce(&mut g.ring, buf, op)?;
                 codec.round(buf);
                 Ok(())
             }
-            None => self.ring.all_reduce_coded(buf, op, codec),
-        }
+            None => g.ring.all_reduce_coded(buf, op, codec),
+        })
     }
     fn shard(&self, len: usize, rank: usize) -> std::ops::Range<usize> {
         match &self.shm {
@@ -247,21 +337,26 @@ impl Collective for ProcessGroup {
         }
     }
     fn reduce_scatter(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.reduce_scatter(&mut self.ring, buf, op),
-            None => self.ring.reduce_scatter(buf, op),
-        }
+        self.logged(Op::ReduceScatter, size_of_val(buf), |g| {
+            match g.shm.as_mut() {
+                Some(shm) => shm.reduce_scatter(&mut g.ring, buf, op),
+                None => g.ring.reduce_scatter(buf, op),
+            }
+        })
     }
     fn all_gather_shards(&mut self, buf: &mut [f32]) -> Result<()> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.all_gather_shards(&mut self.ring, buf),
-            None => self.ring.all_gather_shards(buf),
-        }
+        self.logged(Op::AllGather, size_of_val(buf), |g| match g.shm.as_mut() {
+            Some(shm) => shm.all_gather_shards(&mut g.ring, buf),
+            None => g.ring.all_gather_shards(buf),
+        })
     }
     fn step_buffers(&mut self, len: usize) -> Result<std::result::Result<StepBuffers, String>> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.step_buffers(&mut self.ring, len),
-            None => Ok(Err("no shared memory between the ranks".into())),
+        match self.shm.is_some() {
+            true => self.logged(Op::StepBuffers, len * 4, |g| {
+                let shm = g.shm.as_mut().expect("checked");
+                shm.step_buffers(&mut g.ring, len)
+            }),
+            false => Ok(Err("no shared memory between the ranks".into())),
         }
     }
     fn reduce_scatter_step(
@@ -271,30 +366,42 @@ impl Collective for ProcessGroup {
         held: &[HeldGrads<'_>],
         update: &mut ShardUpdate<'_>,
     ) -> Result<()> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.reduce_scatter_step(&mut self.ring, step, op, held, update),
-            None => Err(no_step_buffers("reduce_scatter", self.rank)),
-        }
+        let bytes = step.len() * 4;
+        self.logged(Op::ReduceScatter, bytes, |g| match g.shm.as_mut() {
+            Some(shm) => shm.reduce_scatter_step(&mut g.ring, step, op, held, update),
+            None => Err(no_step_buffers("reduce_scatter", g.rank)),
+        })
     }
     fn all_gather_step(&mut self, step: &mut StepBuffers) -> Result<()> {
-        match self.shm.as_mut() {
-            Some(shm) => shm.all_gather_step(&mut self.ring, step),
-            None => Err(no_step_buffers("all_gather_shards", self.rank)),
-        }
+        let bytes = step.len() * 4;
+        self.logged(Op::AllGather, bytes, |g| match g.shm.as_mut() {
+            Some(shm) => shm.all_gather_step(&mut g.ring, step),
+            None => Err(no_step_buffers("all_gather_shards", g.rank)),
+        })
     }
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
-        self.ring.broadcast(buf, root)
+        self.logged(Op::Broadcast, size_of_val(buf), |g| {
+            g.ring.broadcast(buf, root)
+        })
     }
     fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
-        self.ring.all_gather(input, output)
+        self.logged(Op::AllGather, size_of_val(output), |g| {
+            g.ring.all_gather(input, output)
+        })
     }
     fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.ring.all_gather_bytes(input)
+        self.logged(Op::GatherBytes, input.len(), |g| {
+            g.ring.all_gather_bytes(input)
+        })
     }
     fn barrier(&mut self) -> Result<()> {
-        self.ring.barrier()
+        self.logged(Op::Barrier, 0, |g| g.ring.barrier())
     }
 }
+
+/// How long rank 0 keeps its store after a collective failed, for the other ranks' reading of
+/// the ledgers.
+const LINGER: Duration = Duration::from_millis(1500);
 
 fn token(cfg: &GroupConfig) -> Option<&str> {
     cfg.token.as_deref().filter(|t| !t.is_empty())
@@ -366,8 +473,7 @@ mod tests {
             assert_eq!(pg.world_size(), 3);
             let mut buf = vec![rank; 7];
             pg.collective().all_reduce(&mut buf, ReduceOp::Sum).unwrap();
-            let store = pg.store().unwrap();
-            store.add("done", 1).unwrap();
+            pg.store().unwrap().add("done", 1).unwrap();
             pg.shutdown().unwrap();
             buf
         });

@@ -8,6 +8,8 @@
 //! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
 //!   connection and every ring link.
 //! - `store`: the key-value store (server on rank 0, client everywhere).
+//! - `ledger`: each rank's ledger of its collectives, published to the store, and the message
+//!   naming the rank that is behind when a collective times out or loses a peer.
 //! - `codec`: 16-bit floats on the wire for the compressed all-reduce ([`codec::Codec`]).
 //! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
@@ -20,6 +22,7 @@ pub mod bench;
 pub mod codec;
 pub mod group;
 pub(crate) mod handshake;
+pub mod ledger;
 #[cfg(feature = "cuda")]
 pub mod nccl;
 pub mod ring;
@@ -50,6 +53,11 @@ pub enum ReduceOp {
 pub trait Collective: Send {
     fn rank(&self) -> usize;
     fn world_size(&self) -> usize;
+    /// The next collective carries gradient bucket `index` (from 0) of `count`, for the ledger's
+    /// messages ([`ledger`]). Collectives without a ledger ignore it.
+    fn label_bucket(&mut self, index: usize, count: usize) {
+        let _ = (index, count);
+    }
     /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;
     /// [`Collective::all_reduce`] with the values on the wire as 16-bit floats (`codec`) and

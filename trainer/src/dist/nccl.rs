@@ -43,13 +43,13 @@ impl Nccl {
         let fail = |msg: String| Error::Rendezvous { rank, msg };
         let id = if rank == 0 {
             let id = Id::new().map_err(|e| fail(format!("NCCL cannot create its unique id: {e:?} (is libnccl.so.2 installed and on LD_LIBRARY_PATH?)")))?;
-            if let Some(store) = group.store() {
+            if let Some(mut store) = group.store() {
                 let bytes: Vec<u8> = id.internal().iter().map(|&c| c as u8).collect();
                 store.set(UNIQUE_ID_KEY, &bytes)?;
             }
             id
         } else {
-            let store = group
+            let mut store = group
                 .store()
                 .ok_or_else(|| fail("no store to read NCCL's unique id from".into()))?;
             let bytes = store.get(UNIQUE_ID_KEY, timeout)?;

@@ -36,6 +36,8 @@ pub(crate) enum Job {
     /// it back ([`Done`]).
     Bucket {
         bucket: usize,
+        /// How many buckets the step has.
+        of: usize,
         buf: Vec<f32>,
         codec: Option<Codec>,
     },
@@ -168,15 +170,19 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
         match job {
             Job::Bucket {
                 bucket,
+                of,
                 mut buf,
                 codec,
             } => {
                 let t0 = Instant::now();
                 let result = match &broken {
                     Some(why) => Err(earlier(why)),
-                    None => with_comm(comm, |c| match codec {
-                        Some(k) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
-                        None => c.all_reduce(&mut buf, ReduceOp::Avg),
+                    None => with_comm(comm, |c| {
+                        c.label_bucket(bucket, of);
+                        match codec {
+                            Some(k) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
+                            None => c.all_reduce(&mut buf, ReduceOp::Avg),
+                        }
                     }),
                 };
                 if let Err(e) = &result {

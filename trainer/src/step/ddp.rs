@@ -401,7 +401,8 @@ impl Ddp {
         };
         self.grad_norm = with_comm(&self.comm, |c| match &mut self.flat {
             Flat::Private { params, grads, .. } => {
-                for b in buckets {
+                for (i, b) in buckets.iter().enumerate() {
+                    c.label_bucket(i, buckets.len());
                     c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
                 }
                 let norm = match opt.grad_clip {
@@ -416,7 +417,8 @@ impl Ddp {
                 if owns_control {
                     params[n] = grads[n];
                 }
-                for b in buckets {
+                for (i, b) in buckets.iter().enumerate() {
+                    c.label_bucket(i, buckets.len());
                     c.all_gather_shards(&mut params[b.clone()])?;
                 }
                 Ok(norm)

@@ -226,6 +226,23 @@ impl StoreClient {
         }
     }
 
+    /// The value of `key` if some rank has set it, without waiting.
+    pub fn try_get(&mut self, key: &str) -> Result<Option<Vec<u8>>> {
+        let what = format!("get '{key}'");
+        match self.call(
+            Request::Get {
+                key: key.into(),
+                wait_ms: 0,
+            },
+            Duration::ZERO,
+            &what,
+        )? {
+            Response::Value(v) => Ok(Some(v)),
+            Response::Missing => Ok(None),
+            other => Err(self.unexpected(&what, other)),
+        }
+    }
+
     /// Adds `delta` to the counter at `key` (missing counts as 0) and returns the new value.
     /// Counters are stored as 8 little-endian bytes.
     pub fn add(&mut self, key: &str, delta: i64) -> Result<i64> {

@@ -179,7 +179,7 @@ impl Overlap {
         let tx = self.worker.sender();
         let n = self.bufs.len();
         for b in 0..n {
-            send(&tx, b, &mut self.bufs[b], self.codec)?;
+            send(&tx, (b, n), &mut self.bufs[b], self.codec)?;
         }
         let busy = self.collect(n)?;
         self.reduced = true;
@@ -301,9 +301,16 @@ fn add_scaled(g: &Tensor, scale: f32, dst: &mut [f32], add: bool) -> Result<()> 
     read_tensor(&(g * scale as f64)?, dst, add)
 }
 
-fn send(tx: &Sender<Job>, bucket: usize, buf: &mut Vec<f32>, codec: Option<Codec>) -> Result<()> {
+/// Queues bucket `b` of `n` (`(b, n)`) on the communication thread.
+fn send(
+    tx: &Sender<Job>,
+    (bucket, of): (usize, usize),
+    buf: &mut Vec<f32>,
+    codec: Option<Codec>,
+) -> Result<()> {
     tx.send(Job::Bucket {
         bucket,
+        of,
         buf: std::mem::take(buf),
         codec,
     })
@@ -476,7 +483,7 @@ impl State<'_> {
         while self.next < n && self.left[self.next] == 0 && (all || self.next + 1 < n) {
             let tx = self.ov.worker.sender();
             let b = self.next;
-            send(&tx, b, &mut self.ov.bufs[b], self.ov.codec)?;
+            send(&tx, (b, n), &mut self.ov.bufs[b], self.ov.codec)?;
             self.next += 1;
             self.in_flight += 1;
         }
