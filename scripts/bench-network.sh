@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # DDP across a link of known speed, against PyTorch DDP on the same link: two hosts in network
 # namespaces (scripts/two-hosts.sh), one replica on each, both engines started as torchrun starts
-# them, ddp and PyTorch alternating round by round, each uncompressed and with bf16 gradients
-# (ddp.compression = "bf16"; PyTorch's bf16_compress_hook). Prints one markdown table per model.
+# them, ddp and PyTorch alternating round by round, each uncompressed, with bf16 gradients
+# (ddp.compression = "bf16"; PyTorch's bf16_compress_hook) and with PowerSGD of rank 4
+# (ddp.compression = "powersgd"; PyTorch's powerSGD_hook, from step 2 as ours). Prints one
+# markdown table per model.
 #
 #   scripts/bench-network.sh PYTHON [--rates "1gbit 200mbit"] [--rounds 2] [--models "resnet18 gpt"]
 #                                   [--threads 1]
@@ -151,26 +153,29 @@ for model in $models; do
   echo
   echo "### $model, 2 hosts x 1 replica, $threads thread(s) each"
   echo
-  echo "| link | ddp ($unit/s) | ddp not overlapped | ddp bf16 | PyTorch DDP (gloo) | PyTorch bf16 hook | ddp / PyTorch | ddp bf16 / PyTorch bf16 |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| link | ddp ($unit/s) | ddp not overlapped | ddp bf16 | ddp PowerSGD r4 | PyTorch DDP (gloo) | PyTorch bf16 hook | PyTorch PowerSGD r4 | ddp / PyTorch | ddp bf16 / PyTorch bf16 | ddp PowerSGD / PyTorch PowerSGD | ddp PowerSGD / ddp |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   for rate in $rates; do
     "$hosts" rate "$rate"
-    ov=(); no=(); bf=(); pt=(); pb=()
+    ov=(); no=(); bf=(); ps=(); pt=(); pb=(); pp=()
     for ((r = 0; r < rounds; r++)); do
       ov+=("$(run_ddp "$model" "$work/ov-$r")")
       pt+=("$(run_torch "$model" "$work/pt-$r")")
       bf+=("$(run_ddp "$model" "$work/bf-$r" 'ddp.compression="bf16"')")
       pb+=("$(run_torch "$model" "$work/pb-$r" --hook bf16)")
+      ps+=("$(run_ddp "$model" "$work/ps-$r" 'ddp.compression="powersgd"' ddp.powersgd_rank=4)")
+      pp+=("$(run_torch "$model" "$work/pp-$r" --hook powersgd --powersgd-rank 4)")
       no+=("$(run_ddp "$model" "$work/no-$r" ddp.overlap=false)")
-      rm -rf "$work"/ov-$r "$work"/no-$r "$work"/bf-$r
+      rm -rf "$work"/ov-$r "$work"/no-$r "$work"/bf-$r "$work"/ps-$r
     done
     python3 - "$rate" "$per" "$(best "${ov[@]}")" "$(best "${no[@]}")" "$(best "${bf[@]}")" \
-      "$(best "${pt[@]}")" "$(best "${pb[@]}")" <<'EOF'
+      "$(best "${ps[@]}")" "$(best "${pt[@]}")" "$(best "${pb[@]}")" "$(best "${pp[@]}")" <<'EOF'
 import sys
 rate, per = sys.argv[1], int(sys.argv[2])
-ov, no, bf, pt, pb = (float(x) for x in sys.argv[3:8])
+ov, no, bf, ps, pt, pb, pp = (float(x) for x in sys.argv[3:10])
 f = lambda s: f"{per / s:,.1f} ({s:.3f} s/step)"
-print(f"| {rate} | {f(ov)} | {f(no)} | {f(bf)} | {f(pt)} | {f(pb)} | {pt / ov:.2f}x | {pb / bf:.2f}x |")
+print(f"| {rate} | {f(ov)} | {f(no)} | {f(bf)} | {f(ps)} | {f(pt)} | {f(pb)} | {f(pp)} | "
+      f"{pt / ov:.2f}x | {pb / bf:.2f}x | {pp / ps:.2f}x | {ov / ps:.2f}x |")
 EOF
   done
 done

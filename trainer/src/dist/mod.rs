@@ -11,6 +11,9 @@
 //! - `ledger`: each rank's ledger of its collectives, published to the store, and the message
 //!   naming the rank that is behind when a collective times out or loses a peer.
 //! - `codec`: 16-bit floats on the wire for the compressed all-reduce ([`codec::Codec`]).
+//! - `powersgd`: the average of a buffer of gradients as low-rank factors with error feedback
+//!   ([`powersgd::PowerSgd`]).
+//! - `probe`: the link measured at start, and the bucket size `ddp.bucket_mb = "auto"` picks.
 //! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
 //! - `shm`: the `tcp` backend's all-reduce through shared memory when all ranks share a host, and
@@ -25,6 +28,8 @@ pub(crate) mod handshake;
 pub mod ledger;
 #[cfg(feature = "cuda")]
 pub mod nccl;
+pub mod powersgd;
+pub mod probe;
 pub mod ring;
 pub(crate) mod segment;
 pub mod shm;

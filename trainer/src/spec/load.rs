@@ -81,6 +81,7 @@ pub const KEYS: &[&str] = &[
     "ddp.shared_memory",
     "ddp.overlap",
     "ddp.compression",
+    "ddp.powersgd_rank",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
     "checkpoint.every_steps",
@@ -382,7 +383,7 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
         let s = parse(BASE, Path::new("x.toml"), &[]).unwrap();
         assert_eq!(s.train.epochs, 3);
         assert_eq!(s.train.scheduler.gamma, 0.7);
-        assert_eq!(s.ddp.bucket_mb, 25.0);
+        assert_eq!(s.ddp.bucket_mb, crate::spec::BucketMb::Size(25.0));
         assert_eq!(s.ddp.timeout_s, 300);
         assert_eq!(s.checkpoint.keep_last, 3);
         assert_eq!(s.data.val_fraction, 0.1);
@@ -490,6 +491,43 @@ scheduler = { kind = "step", step_size = 1, gamma = 0.7 }
         assert_eq!(s.ddp.compression, crate::spec::Compression::Fp16);
         let e = parse_err(BASE, &["ddp.compression=\"zip\""]);
         assert!(e.contains("ddp.compression"), "{e}");
+    }
+
+    #[test]
+    fn powersgd_rank_and_automatic_buckets() {
+        let ok = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            parse(BASE, Path::new("s.toml"), &sets).unwrap()
+        };
+        let s = ok(&["ddp.compression=\"powersgd\"", "ddp.powersgd_rank=2"]);
+        assert_eq!(s.ddp.compression, crate::spec::Compression::Powersgd);
+        assert_eq!(s.ddp.powersgd_rank, Some(2));
+        let e = parse_err(BASE, &["ddp.powersgd_rank=2"]);
+        assert!(
+            e.contains("ddp.powersgd_rank") && e.contains("powersgd"),
+            "{e}"
+        );
+        let e = parse_err(
+            BASE,
+            &["ddp.compression=\"powersgd\"", "ddp.powersgd_rank=0"],
+        );
+        assert!(
+            e.contains("ddp.powersgd_rank") && e.contains("between 1 and 256"),
+            "{e}"
+        );
+        let s = ok(&["ddp.bucket_mb=\"auto\""]);
+        assert_eq!(s.ddp.bucket_mb, crate::spec::BucketMb::Auto);
+        assert_eq!(
+            ok(&["ddp.bucket_mb=4"]).ddp.bucket_mb,
+            crate::spec::BucketMb::Size(4.0)
+        );
+        for bad in ["ddp.bucket_mb=\"big\"", "ddp.bucket_mb=-1"] {
+            let e = parse_err(BASE, &[bad]);
+            assert!(
+                e.contains("ddp.bucket_mb") && e.contains("auto"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -735,6 +773,13 @@ y_key = "labels"
         if text.data.tokenizer.is_some() {
             seen.push("data.tokenizer".into());
         }
+        let power = ["ddp.compression=\"powersgd\"", "ddp.powersgd_rank=2"].map(String::from);
+        let rendered: Table = parse(images, Path::new("p.toml"), &power)
+            .unwrap()
+            .to_toml()
+            .parse()
+            .unwrap();
+        flatten(&rendered, "", &mut seen);
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
         keys.sort();
         seen.sort();

@@ -382,6 +382,52 @@ pub enum Backend {
     Nccl,
 }
 
+/// `ddp.bucket_mb`: a size in MiB, or `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BucketMb {
+    Size(f64),
+    /// Picked at start from the link and the model's gradients
+    /// (`dist::probe::auto_bucket_bytes`).
+    Auto,
+}
+
+impl Serialize for BucketMb {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            BucketMb::Size(mb) => s.serialize_f64(*mb),
+            BucketMb::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BucketMb {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = BucketMb;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size in MiB (25) or \"auto\"")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<BucketMb, E> {
+                Ok(BucketMb::Size(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<BucketMb, E> {
+                Ok(BucketMb::Size(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<BucketMb, E> {
+                Ok(BucketMb::Size(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<BucketMb, E> {
+                match v {
+                    "auto" => Ok(BucketMb::Auto),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// `ddp.compression`: how the gradients travel between the replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -393,11 +439,23 @@ pub enum Compression {
     Bf16,
     /// IEEE half on the wire, added in f32.
     Fp16,
+    /// Low-rank factors (`ddp.powersgd_rank`) with error feedback (PowerSGD).
+    Powersgd,
 }
 
 impl Compression {
     pub fn is_none(&self) -> bool {
         *self == Compression::None
+    }
+
+    /// As the spec writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Bf16 => "bf16",
+            Compression::Fp16 => "fp16",
+            Compression::Powersgd => "powersgd",
+        }
     }
 }
 
@@ -431,8 +489,9 @@ pub struct DdpSpec {
     pub backend: Backend,
     #[serde(default)]
     pub devices: Devices,
+    /// Largest gradient bucket in MiB, or `"auto"` (picked from the link measured at start).
     #[serde(default = "defaults::bucket_mb")]
-    pub bucket_mb: f64,
+    pub bucket_mb: BucketMb,
     #[serde(default = "defaults::timeout_s")]
     pub timeout_s: u64,
     /// SyncBatchNorm: batch statistics over the global batch.
@@ -452,9 +511,17 @@ pub struct DdpSpec {
     #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_yes")]
     pub overlap: bool,
     /// The overlapped step's gradients on the wire: `none` (f32), `bf16` or `fp16` (16 bits,
-    /// added in f32).
+    /// added in f32), `powersgd` (low-rank factors).
     #[serde(default, skip_serializing_if = "Compression::is_none")]
     pub compression: Compression,
+    /// PowerSGD's rank (`compression = "powersgd"`; default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powersgd_rank: Option<usize>,
+}
+
+impl DdpSpec {
+    /// PowerSGD's rank when none is given.
+    pub const POWERSGD_RANK: usize = 4;
 }
 
 impl Default for DdpSpec {
@@ -539,8 +606,8 @@ mod defaults {
     pub fn seed() -> u64 {
         1
     }
-    pub fn bucket_mb() -> f64 {
-        25.0
+    pub fn bucket_mb() -> super::BucketMb {
+        super::BucketMb::Size(25.0)
     }
     pub fn timeout_s() -> u64 {
         300
@@ -713,10 +780,12 @@ impl Spec {
         if self.ddp.replicas == 0 {
             return bad("ddp.replicas", "must be at least 1".into());
         }
-        if self.ddp.bucket_mb.is_nan() || self.ddp.bucket_mb <= 0.0 {
+        if let BucketMb::Size(mb) = self.ddp.bucket_mb
+            && (mb.is_nan() || mb <= 0.0)
+        {
             return bad(
                 "ddp.bucket_mb",
-                format!("must be positive, got {}", self.ddp.bucket_mb),
+                format!("must be positive (or \"auto\"), got {mb}"),
             );
         }
         if self.ddp.timeout_s == 0 {
@@ -729,6 +798,22 @@ impl Spec {
                  (or set ddp.compression = \"none\")"
                     .into(),
             );
+        }
+        if let Some(r) = self.ddp.powersgd_rank {
+            if self.ddp.compression != Compression::Powersgd {
+                return bad(
+                    "ddp.powersgd_rank",
+                    "is the rank of PowerSGD's factors: set ddp.compression = \"powersgd\" with \
+                     it, or leave it out"
+                        .into(),
+                );
+            }
+            if !(1..=256).contains(&r) {
+                return bad(
+                    "ddp.powersgd_rank",
+                    format!("must be between 1 and 256, got {r} (4 is a good start)"),
+                );
+            }
         }
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());

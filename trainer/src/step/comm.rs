@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::dist::codec::Codec;
+use crate::dist::powersgd::PowerSgd;
 use crate::dist::{Collective, ReduceOp};
 use crate::models::StatsReducer;
 use crate::{Error, Result};
@@ -40,6 +41,8 @@ pub(crate) enum Job {
         of: usize,
         buf: Vec<f32>,
         codec: Option<Codec>,
+        /// The bucket's PowerSGD state: compressed to low-rank factors, handed back with it.
+        power: Option<Box<PowerSgd>>,
     },
     /// SyncBatchNorm's sum, answered on `reply`.
     Sum {
@@ -53,6 +56,7 @@ pub(crate) struct Done {
     pub bucket: usize,
     pub buf: Vec<f32>,
     pub result: Result<()>,
+    pub power: Option<Box<PowerSgd>>,
     /// Time the thread spent in the bucket's all-reduce.
     pub busy: Duration,
 }
@@ -173,15 +177,17 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
                 of,
                 mut buf,
                 codec,
+                mut power,
             } => {
                 let t0 = Instant::now();
                 let result = match &broken {
                     Some(why) => Err(earlier(why)),
                     None => with_comm(comm, |c| {
                         c.label_bucket(bucket, of);
-                        match codec {
-                            Some(k) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
-                            None => c.all_reduce(&mut buf, ReduceOp::Avg),
+                        match (&mut power, codec) {
+                            (Some(p), _) => p.all_reduce(c, &mut buf),
+                            (None, Some(k)) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
+                            (None, None) => c.all_reduce(&mut buf, ReduceOp::Avg),
                         }
                     }),
                 };
@@ -193,6 +199,7 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
                     bucket,
                     buf,
                     result,
+                    power,
                     busy,
                 });
             }

@@ -33,14 +33,13 @@ use std::time::{Duration, Instant};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
-use crate::dist::codec::Codec;
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
 use crate::step::StepCost;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::host::{host_f32, read_tensor};
-use crate::step::overlap::{CommFigures, Overlap, Session};
+use crate::step::overlap::{CommFigures, Overlap, Session, Wire};
 use crate::{Error, Result};
 
 struct Slot {
@@ -243,15 +242,15 @@ impl Ddp {
 
     /// From now on, all-reduces the gradients bucket by bucket (of `bucket_bytes`) while
     /// backward runs ([`Ddp::session`]) and runs the whole optimizer on every rank, where the
-    /// step is private and the world has more than one rank, 16 bits a value on the wire with a
-    /// `codec`; says whether it does. `route` is
+    /// step is private and the world has more than one rank, sent as `wire` says; says whether
+    /// it does. `route` is
     /// the one SyncBatchNorm's reducer of `net` holds. Call it before the first step.
     pub fn overlap_buckets(
         &mut self,
         net: &Network,
         route: Arc<Route>,
         bucket_bytes: usize,
-        codec: Option<Codec>,
+        wire: Wire,
     ) -> Result<bool> {
         let world = with_comm(&self.comm, |c| Ok(c.world_size()))?;
         let Flat::Private { grads, .. } = &mut self.flat else {
@@ -266,7 +265,7 @@ impl Ddp {
             self.comm.clone(),
             route,
             bucket_bytes,
-            codec,
+            wire,
         )?);
         Ok(true)
     }

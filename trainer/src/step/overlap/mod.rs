@@ -29,6 +29,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId};
 
 use crate::dist::codec::Codec;
+use crate::dist::powersgd::PowerSgd;
 use crate::models::Network;
 use crate::step::comm::{Job, Route, SharedCollective, Worker, with_comm};
 use crate::step::host::read_tensor;
@@ -48,6 +49,27 @@ pub struct CommFigures {
     pub buckets: usize,
 }
 
+/// How the gradients travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    F32,
+    /// 16 bits a value, added in f32 ([`Codec`]).
+    Half(Codec),
+    /// Low-rank factors of rank `rank`, with error feedback ([`PowerSgd`]).
+    PowerSgd {
+        rank: usize,
+    },
+}
+
+impl Wire {
+    fn codec(self) -> Option<Codec> {
+        match self {
+            Wire::Half(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
 /// The gradient buckets of an overlapped DDP step, and their communication thread.
 pub struct Overlap {
     worker: Worker,
@@ -57,8 +79,12 @@ pub struct Overlap {
     sizes: Vec<usize>,
     ids: HashMap<TensorId, usize>,
     cap_bytes: usize,
-    /// 16-bit floats on the wire, where compressed.
-    codec: Option<Codec>,
+    wire: Wire,
+    /// Every parameter's shape (PowerSGD's matrices).
+    shapes: Vec<Vec<usize>>,
+    /// Per bucket, its PowerSGD state (with [`Wire::PowerSgd`]), away on the thread while the
+    /// bucket is.
+    power: Vec<Option<Box<PowerSgd>>>,
     plan: BucketPlan,
     /// The plan of the next step, once the first step has learned backward's order.
     next_plan: Option<BucketPlan>,
@@ -73,17 +99,18 @@ pub struct Overlap {
 }
 
 impl Overlap {
-    /// Buckets of at most `cap_bytes` for the parameters of `net`, sent as `codec` where
-    /// compressed; starts the communication thread. `route` is the one SyncBatchNorm's reducer
+    /// Buckets of at most `cap_bytes` for the parameters of `net`, sent as `wire` says;
+    /// starts the communication thread. `route` is the one SyncBatchNorm's reducer
     /// holds.
     pub fn new(
         net: &Network,
         comm: SharedCollective,
         route: Arc<Route>,
         cap_bytes: usize,
-        codec: Option<Codec>,
+        wire: Wire,
     ) -> Result<Overlap> {
         let sizes: Vec<usize> = net.params.iter().map(|(_, v)| v.elem_count()).collect();
+        let shapes: Vec<Vec<usize>> = net.params.iter().map(|(_, v)| v.dims().to_vec()).collect();
         let ids = net
             .params
             .iter()
@@ -98,6 +125,9 @@ impl Overlap {
             FIRST_BUCKET_BYTES.min(cap_bytes),
         );
         let bufs = plan.lens.iter().map(|&n| vec![0.0; n]).collect();
+        // The first step, which learns the buckets' order, travels uncompressed (PowerSGD's
+        // states come with the learned buckets).
+        let power = plan.lens.iter().map(|_| None).collect();
         Ok(Overlap {
             worker: Worker::start(comm.clone())?,
             route,
@@ -106,7 +136,9 @@ impl Overlap {
             sizes,
             ids,
             cap_bytes,
-            codec,
+            wire,
+            shapes,
+            power,
             plan,
             next_plan: None,
             learned: false,
@@ -179,7 +211,8 @@ impl Overlap {
         let tx = self.worker.sender();
         let n = self.bufs.len();
         for b in 0..n {
-            send(&tx, (b, n), &mut self.bufs[b], self.codec)?;
+            let power = self.power[b].take();
+            send(&tx, (b, n), &mut self.bufs[b], self.wire.codec(), power)?;
         }
         let busy = self.collect(n)?;
         self.reduced = true;
@@ -209,6 +242,9 @@ impl Overlap {
             let done = self.worker.next_done()?;
             busy += done.busy;
             self.bufs[done.bucket] = done.buf;
+            if done.power.is_some() {
+                self.power[done.bucket] = done.power;
+            }
             if let Err(e) = done.result {
                 first_error.get_or_insert(e);
             }
@@ -223,9 +259,22 @@ impl Overlap {
     }
 
     fn record(&mut self, busy: Duration, exposed: Duration) {
-        let floats: usize = self.plan.total();
+        let floats: usize = match self.wire {
+            Wire::PowerSgd { .. } => self
+                .power
+                .iter()
+                .zip(&self.plan.lens)
+                .map(|(p, &len)| {
+                    p.as_ref().map_or(len, |p| {
+                        let (a, b) = p.floats_sent();
+                        a + b
+                    })
+                })
+                .sum(),
+            _ => self.plan.total(),
+        };
         let w = self.world as u64;
-        let width = self.codec.map_or(4, |_| Codec::WIDTH) as u64;
+        let width = self.wire.codec().map_or(4, |_| Codec::WIDTH) as u64;
         self.last = CommFigures {
             busy,
             exposed,
@@ -264,6 +313,7 @@ impl Overlap {
     pub fn end_step(&mut self) {
         if let Some(plan) = self.next_plan.take() {
             self.bufs = plan.lens.iter().map(|&n| vec![0.0; n]).collect();
+            self.power = power_states(&plan, &self.shapes, self.wire);
             self.plan = plan;
             self.learned = true;
         }
@@ -301,18 +351,43 @@ fn add_scaled(g: &Tensor, scale: f32, dst: &mut [f32], add: bool) -> Result<()> 
     read_tensor(&(g * scale as f64)?, dst, add)
 }
 
-/// Queues bucket `b` of `n` (`(b, n)`) on the communication thread.
+/// The PowerSGD state of each bucket of `plan` (none for other wires).
+fn power_states(
+    plan: &BucketPlan,
+    shapes: &[Vec<usize>],
+    wire: Wire,
+) -> Vec<Option<Box<PowerSgd>>> {
+    let Wire::PowerSgd { rank } = wire else {
+        return plan.lens.iter().map(|_| None).collect();
+    };
+    plan.buckets
+        .iter()
+        .zip(&plan.lens)
+        .enumerate()
+        .map(|(b, (params, &len))| {
+            let tensors: Vec<(usize, Vec<usize>)> = params
+                .iter()
+                .map(|&p| (plan.place[p].1, shapes[p].clone()))
+                .collect();
+            Some(Box::new(PowerSgd::new(len, &tensors, rank, b as u64)))
+        })
+        .collect()
+}
+
+/// Queues bucket `b` of `n` (`(b, n)`) on the communication thread, with its PowerSGD state.
 fn send(
     tx: &Sender<Job>,
     (bucket, of): (usize, usize),
     buf: &mut Vec<f32>,
     codec: Option<Codec>,
+    power: Option<Box<PowerSgd>>,
 ) -> Result<()> {
     tx.send(Job::Bucket {
         bucket,
         of,
         buf: std::mem::take(buf),
         codec,
+        power,
     })
     .map_err(|_| Error::Model("the communication thread ended (it panicked; see above)".into()))
 }
@@ -483,7 +558,14 @@ impl State<'_> {
         while self.next < n && self.left[self.next] == 0 && (all || self.next + 1 < n) {
             let tx = self.ov.worker.sender();
             let b = self.next;
-            send(&tx, (b, n), &mut self.ov.bufs[b], self.ov.codec)?;
+            let power = self.ov.power[b].take();
+            send(
+                &tx,
+                (b, n),
+                &mut self.ov.bufs[b],
+                self.ov.wire.codec(),
+                power,
+            )?;
             self.next += 1;
             self.in_flight += 1;
         }

@@ -45,7 +45,7 @@ struct Run {
     steps: usize,
     world: usize,
     /// The overlapped run's gradients on the wire.
-    codec: Option<Codec>,
+    wire: Wire,
 }
 
 /// `run` on rank `rank` over `comm`, overlapped or not; the final parameters, the stop answers
@@ -67,7 +67,7 @@ fn train(
     let cap = 64 << 10;
     let mut ddp = Ddp::new(&net, comm, cap, false).unwrap();
     if overlap {
-        assert!(ddp.overlap_buckets(&net, route, cap, run.codec).unwrap());
+        assert!(ddp.overlap_buckets(&net, route, cap, run.wire).unwrap());
     }
     let mut opt = Optimizer::new(run.config, ddp.num_params());
     opt.grad_clip = run.clip;
@@ -170,7 +170,7 @@ fn mlp(world: usize, config: OptimizerConfig) -> Run {
         clip: Some(0.05),
         steps: 3,
         world,
-        codec: None,
+        wire: Wire::F32,
     }
 }
 
@@ -205,7 +205,7 @@ fn the_overlapped_step_routes_sync_batchnorm_through_its_thread() {
             clip: None,
             steps: 3,
             world: 2,
-            codec: None,
+            wire: Wire::F32,
         },
         0.0,
     );
@@ -219,7 +219,7 @@ fn compressed_buckets_stay_within_their_rounding() {
     for (codec, tol) in [(Codec::Bf16, 2e-5), (Codec::F16, 3e-6)] {
         let run = Run {
             clip: None,
-            codec: Some(codec),
+            wire: Wire::Half(codec),
             ..mlp(2, MOMENTUM)
         };
         let figures = overlapped_equals_sharded(run, tol);
@@ -245,7 +245,7 @@ fn a_dropped_session_leaves_the_buckets_untrusted() {
         .unwrap();
         let mut ddp = Ddp::new(&net, comm, 1 << 20, false).unwrap();
         assert!(
-            ddp.overlap_buckets(&net, Route::new(), 1 << 20, None)
+            ddp.overlap_buckets(&net, Route::new(), 1 << 20, Wire::F32)
                 .unwrap()
         );
         drop(ddp.session(1.0));
@@ -257,4 +257,59 @@ fn a_dropped_session_leaves_the_buckets_untrusted() {
     for e in results {
         assert!(e.contains("incomplete after a failed backward"), "{e}");
     }
+}
+
+/// PowerSGD in the buckets: every rank ends with the same weights, the matrices travel as
+/// factors (far fewer bytes), and training moves the weights like the uncompressed step does
+/// (the factors approximate the gradient, so close but not equal).
+#[test]
+fn powersgd_buckets_give_every_rank_the_same_weights_for_fewer_bytes() {
+    let run = Run {
+        clip: None,
+        micro: 1,
+        parts: 1,
+        steps: 4,
+        wire: Wire::PowerSgd { rank: 4 },
+        ..mlp(2, MOMENTUM)
+    };
+    let compressed = on_ring(2, |rank, comm| train(&run, rank, comm, true));
+    let plain = on_ring(2, |rank, comm| {
+        train(
+            &Run {
+                wire: Wire::F32,
+                ..run
+            },
+            rank,
+            comm,
+            true,
+        )
+    });
+    assert!(compressed[1].0 == compressed[0].0, "the ranks differ");
+    assert_eq!(compressed[0].1, plain[0].1, "the stop requests");
+    let total = (784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10 + 1) as u64;
+    // Step 1 learns the buckets' order uncompressed; then 784×512, 512×512 and 512×10 go as
+    // factors of rank 4 and the biases as they are.
+    let factors = (4 * (784 + 512) + 4 * (512 + 512) + 4 * (512 + 10) + 512 + 512 + 10 + 1) as u64;
+    let figures = &compressed[0].2;
+    assert_eq!(figures[0].bytes_sent, total * 4);
+    assert!(
+        figures[1..].iter().all(|f| f.bytes_sent == factors * 4),
+        "{figures:?}"
+    );
+    let (mut moved, mut off) = (0f32, 0f32);
+    let start = {
+        let net = Network::new(run.model, run.shape, 10, &Device::Cpu, BnMode::Local, 5).unwrap();
+        Ddp::new(&net, crate::step::ddp::tests::solo(), 1 << 20, false)
+            .unwrap()
+            .params()
+            .to_vec()
+    };
+    for ((s, c), p) in start.iter().zip(&compressed[0].0).zip(&plain[0].0) {
+        moved = moved.max((p - s).abs());
+        off = off.max((c - p).abs());
+    }
+    assert!(
+        off > 0.0 && off < moved,
+        "compressed {off} off, plain moved {moved}"
+    );
 }
