@@ -142,7 +142,8 @@ run_torch() { # model out [torch_network.py flags...]
       --warmup "$warmup" --threads "$threads" "${extra[@]}" > "$out.$h.log" 2>&1 &
   done
   wait || die "PyTorch run failed: see $out.0.log"
-  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["median_step_s"])' "$out.0.log"
+  # The last JSON line (gloo may print warnings after it).
+  python3 -c 'import json,sys; print(json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["median_step_s"])' "$out.0.log"
 }
 
 best() { printf '%s\n' "$@" | sort -g | head -1; }
