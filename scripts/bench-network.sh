@@ -125,8 +125,9 @@ run_ddp() { # model out extra-set...
     "$hosts" run "$h" env MASTER_ADDR="$addr0" MASTER_PORT=$port WORLD_SIZE=2 RANK=$h LOCAL_RANK=0 \
       LOCAL_WORLD_SIZE=1 RAYON_NUM_THREADS="$threads" \
       "$trainer" "$work/$model.toml" --out "$out/h$h" "${sets[@]}" > "$out.$h.log" 2>&1 &
+    pids[h]=$!
   done
-  wait || die "ddp run failed: see $out.0.log"
+  for h in 0 1; do wait "${pids[h]}" || failed ddp "$out.$h.log"; done
   ddp_median "$out/h0"
 }
 
@@ -140,10 +141,23 @@ run_torch() { # model out [torch_network.py flags...]
       LOCAL_WORLD_SIZE=1 GLOO_SOCKET_IFNAME="v${DDP_HOSTS_NAME}$h" \
       "$py" "$repo/bench/pytorch/torch_network.py" --model "$model" --steps $((steps - warmup)) \
       --warmup "$warmup" --threads "$threads" "${extra[@]}" > "$out.$h.log" 2>&1 &
+    pids[h]=$!
   done
-  wait || die "PyTorch run failed: see $out.0.log"
+  # A failed reference run is a "failed" cell of the table (its log's end on stderr).
+  local ok=1
+  for h in 0 1; do
+    wait "${pids[h]}" || { ok=0; echo "bench-network: a PyTorch rank failed ($*); the end of $out.$h.log:" >&2; tail -8 "$out.$h.log" >&2; }
+  done
+  [[ $ok == 1 ]] || { echo nan; return; }
   # The last JSON line (gloo may print warnings after it).
   python3 -c 'import json,sys; print(json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["median_step_s"])' "$out.0.log"
+}
+
+# A rank of a run failed: its log's end, then stop (the work folder is removed on exit).
+failed() {
+  echo "bench-network: a $1 rank failed; the end of $2:" >&2
+  tail -20 "$2" >&2
+  exit 1
 }
 
 best() { printf '%s\n' "$@" | sort -g | head -1; }
@@ -174,9 +188,10 @@ for model in $models; do
 import sys
 rate, per = sys.argv[1], int(sys.argv[2])
 ov, no, bf, ps, pt, pb, pp = (float(x) for x in sys.argv[3:10])
-f = lambda s: f"{per / s:,.1f} ({s:.3f} s/step)"
+f = lambda s: "failed" if s != s else f"{per / s:,.1f} ({s:.3f} s/step)"
+x = lambda a, b: "-" if a != a or b != b else f"{a / b:.2f}x"
 print(f"| {rate} | {f(ov)} | {f(no)} | {f(bf)} | {f(ps)} | {f(pt)} | {f(pb)} | {f(pp)} | "
-      f"{pt / ov:.2f}x | {pb / bf:.2f}x | {pp / ps:.2f}x | {ov / ps:.2f}x |")
+      f"{x(pt, ov)} | {x(pb, bf)} | {x(pp, ps)} | {x(ov, ps)} |")
 EOF
   done
 done
