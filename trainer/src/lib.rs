@@ -15,8 +15,10 @@
 //!   and messages), `handshake` (Hello and the HMAC challenge of every store connection and ring
 //!   link), `ring` (the `tcp` backend: `connect`, `head`, `pump`), `shm` (the all-reduces and
 //!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
-//!   buffer is cut between the ranks), `nccl` (behind the `cuda` feature), `bench` (the
-//!   all-reduce benchmark).
+//!   buffer is cut between the ranks), `codec` (16-bit floats on the wire), `powersgd` (low-rank
+//!   compressed averages), `ledger` (each rank's collectives, and the message naming the rank
+//!   behind), `probe` (the link timed at start, `ddp.bucket_mb = "auto"`), `nccl` (behind the
+//!   `cuda` feature), `bench` (the all-reduce benchmark).
 //! - `data`: the [`data::Dataset`] trait the engine trains on and the loader that fills batches
 //!   ahead; MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, users' own files (`images`:
 //!   image folders, `table`: CSV and Parquet, `tensors`: safetensors/npz/npy, `custom`: a data

@@ -23,6 +23,7 @@ use std::ops::Range;
 
 use super::{Collective, ReduceOp};
 use crate::Result;
+use crate::data::rng::SplitMix64;
 
 /// PyTorch's `min_compression_rate`: a matrix is compressed when its factors are at most half
 /// of it.
@@ -73,13 +74,13 @@ impl PowerSgd {
                 continue;
             }
             let r = r.min(rows).min(cols);
-            let mut rng = SplitMix(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = SplitMix64::keyed(&[seed, i as u64]);
             matrices.push(Matrix {
                 offset: *offset,
                 rows,
                 cols,
                 r,
-                qt: (0..r * cols).map(|_| rng.normal()).collect(),
+                qt: (0..r * cols).map(|_| rng.normal() as f32).collect(),
                 pt: vec![0.0; r * rows],
                 error: vec![0.0; n],
             });
@@ -254,26 +255,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     for (y, x) in y.iter_mut().zip(x) {
         *y += a * x;
-    }
-}
-
-/// A small seeded generator for Q's start (the same numbers on every rank).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A standard normal number (Box-Muller).
-    fn normal(&mut self) -> f32 {
-        let u1 = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let u2 = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
     }
 }
 

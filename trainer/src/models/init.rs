@@ -7,13 +7,14 @@
 use candle_core::{Tensor, Var};
 
 use crate::Result;
+use crate::data::rng::SplitMix64;
 
 pub fn pytorch_default(params: &[(String, Var)], seed: u64) -> Result<()> {
     for (name, var) in params {
         let Some(bound) = bound_for(name, var, params) else {
             continue;
         };
-        let mut rng = SplitMix64(seed ^ fnv1a(name));
+        let mut rng = SplitMix64::new(seed ^ fnv1a(name));
         let values: Vec<f32> = (0..var.elem_count())
             .map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32)
             .collect();
@@ -24,7 +25,7 @@ pub fn pytorch_default(params: &[(String, Var)], seed: u64) -> Result<()> {
 
 /// Sets `var` (named `name`) to N(0, `std`²) values from its seeded stream (Box–Muller pairs).
 pub fn normal(name: &str, var: &Var, std: f64, seed: u64) -> Result<()> {
-    let mut rng = SplitMix64(seed ^ fnv1a(name));
+    let mut rng = SplitMix64::new(seed ^ fnv1a(name));
     let n = var.elem_count();
     let mut values: Vec<f32> = Vec::with_capacity(n + 1);
     while values.len() < n {
@@ -64,21 +65,6 @@ fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100000001b3)
     })
-}
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-        z ^ (z >> 31)
-    }
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]

@@ -140,13 +140,7 @@ fn overlapped_equals_sharded(run: Run, tol: f32) -> Vec<CommFigures> {
         assert_eq!(*stops_b, (0..run.steps).map(|k| k == 1).collect::<Vec<_>>());
         assert!(*b == overlapped[0].0, "rank {rank} differs from rank 0");
     }
-    let start = {
-        let net = Network::new(run.model, run.shape, 10, &Device::Cpu, BnMode::Local, 5).unwrap();
-        Ddp::new(&net, crate::step::ddp::tests::solo(), 1 << 20, false)
-            .unwrap()
-            .params()
-            .to_vec()
-    };
+    let start = start_params(&run);
     let moved = start
         .iter()
         .zip(&overlapped[0].0)
@@ -154,6 +148,15 @@ fn overlapped_equals_sharded(run: Run, tol: f32) -> Vec<CommFigures> {
         .fold(0f32, f32::max);
     assert!(moved > 1e-4, "nothing moved ({moved})");
     overlapped.into_iter().flat_map(|(_, _, f)| f).collect()
+}
+
+/// The parameters `run` starts from.
+fn start_params(run: &Run) -> Vec<f32> {
+    let net = Network::new(run.model, run.shape, 10, &Device::Cpu, BnMode::Local, 5).unwrap();
+    Ddp::new(&net, crate::step::ddp::tests::solo(), 1 << 20, false)
+        .unwrap()
+        .params()
+        .to_vec()
 }
 
 /// The MLP (2.6 MB of parameters) in buckets of 64 KB (its two large matrices alone), two
@@ -297,13 +300,7 @@ fn powersgd_buckets_give_every_rank_the_same_weights_for_fewer_bytes() {
         "{figures:?}"
     );
     let (mut moved, mut off) = (0f32, 0f32);
-    let start = {
-        let net = Network::new(run.model, run.shape, 10, &Device::Cpu, BnMode::Local, 5).unwrap();
-        Ddp::new(&net, crate::step::ddp::tests::solo(), 1 << 20, false)
-            .unwrap()
-            .params()
-            .to_vec()
-    };
+    let start = start_params(&run);
     for ((s, c), p) in start.iter().zip(&compressed[0].0).zip(&plain[0].0) {
         moved = moved.max((p - s).abs());
         off = off.max((c - p).abs());
