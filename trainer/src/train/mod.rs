@@ -6,6 +6,8 @@
 //!   of language models, a stop request, checkpoints (at epochs' ends, every N steps, and where
 //!   a stop leaves the run) and the run's end.
 //! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
+//! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
+//!   overlap, compression), and what rank 0's log says of it.
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
 //! - `tokens`: a language model's training windows and micro-batches.
@@ -19,9 +21,7 @@ use candle_core::Device;
 use crate::checkpoint::{self, TrainState};
 use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
 use crate::dist::ReduceOp;
-use crate::dist::codec::Codec;
 use crate::dist::group::{GroupConfig, ProcessGroup};
-use crate::dist::probe;
 use crate::env::DistEnv;
 use crate::lm::LmData;
 use crate::metrics::MetricKind;
@@ -30,16 +30,17 @@ use crate::models::{BnMode, Network};
 use crate::optim::Optimizer;
 use crate::report::{Evaluation, Reporter, Window};
 use crate::schedule::Schedule;
-use crate::spec::{BucketMb, Compression, DdpSpec, ModelName, Spec};
+use crate::spec::{ModelName, Spec};
 use crate::step::batch_parts;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::ddp::Ddp;
 use crate::step::device::{self as device_step, DeviceStep, Reducer};
-use crate::step::overlap::{self, Wire};
+use crate::step::overlap;
 use crate::step::placement::{backend_for, collectives, device_for};
 use crate::{Error, Result};
 
 mod clock;
+mod host_step;
 mod position;
 mod samples;
 mod tokens;
@@ -50,8 +51,6 @@ use position::Position;
 use samples::{Loop, build_network, evaluate};
 use tokens::Tokens;
 
-/// Bytes in a MiB, for the log lines.
-const MIB: f64 = 1024.0 * 1024.0;
 /// The data a replica loads, before its sampler or windows are set up.
 enum Data {
     Samples(Splits),
@@ -233,73 +232,7 @@ impl Replica {
         }
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
-        let bucket_bytes = match spec.ddp.bucket_mb {
-            BucketMb::Size(mb) => (mb * 1024.0 * 1024.0) as usize,
-            BucketMb::Auto if world > 1 => {
-                let grads: usize = net.params.iter().map(|(_, v)| v.elem_count() * 4).sum();
-                let (bytes, link) = with_comm(&comm, |c| probe::agreed_bucket_bytes(c, grads))?;
-                if rank == 0 {
-                    println!(
-                        "ddp.bucket_mb = auto: buckets of {:.1} MB (link measured at start: {:.2} ms \
-                         a message, {:.1} MB/s; gradients {:.1} MB; sqrt(gradients x latency x \
-                         bandwidth) = {:.2} MB, kept within 1-25 MB)",
-                        bytes as f64 / MIB,
-                        link.latency.as_secs_f64() * 1e3,
-                        link.bytes_per_s / 1e6,
-                        grads as f64 / 1e6,
-                        probe::ideal_bucket_bytes(&link, grads) / MIB,
-                    );
-                }
-                bytes
-            }
-            BucketMb::Auto => probe::AUTO_MAX,
-        };
-        let mut ddp = Ddp::new(&net, comm.clone(), bucket_bytes, host_step)?;
-        let wire = match spec.ddp.compression {
-            Compression::None => Wire::F32,
-            Compression::Bf16 => Wire::Half(Codec::Bf16),
-            Compression::Fp16 => Wire::Half(Codec::F16),
-            Compression::Powersgd => Wire::PowerSgd {
-                rank: spec.ddp.powersgd_rank.unwrap_or(DdpSpec::POWERSGD_RANK),
-            },
-        };
-        let overlapped = spec.ddp.overlap
-            && host_step
-            && ddp.overlap_buckets(&net, route, bucket_bytes, wire)?;
-        if rank == 0 && world > 1 && host_step {
-            match ddp.private_because() {
-                None => println!("gradients and parameters shared in place between the ranks"),
-                Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
-            }
-            if overlapped {
-                let cap = match spec.ddp.bucket_mb {
-                    BucketMb::Size(mb) => mb,
-                    BucketMb::Auto => (bucket_bytes as f64 / MIB * 10.0).round() / 10.0,
-                };
-                let first = cap.min(1.0);
-                println!(
-                    "gradients all-reduced in buckets of {cap} MB (the first {first} MB) while backward runs"
-                );
-            }
-            match wire {
-                Wire::Half(k) if overlapped => {
-                    println!(
-                        "gradients sent as {} (16 bits a value), added in f32",
-                        k.name()
-                    );
-                }
-                Wire::PowerSgd { rank } if overlapped => println!(
-                    "gradients sent as PowerSGD factors of rank {rank} (matrices; the rest f32), \
-                     with error feedback"
-                ),
-                Wire::F32 => {}
-                _ => println!(
-                    "ddp.compression = \"{}\" not applied: the ranks share memory, gradients \
-                     stay f32",
-                    spec.ddp.compression.name()
-                ),
-            }
-        }
+        let ddp = host_step::ddp_step(&spec, &net, &comm, route, host_step, rank, world)?;
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
         let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
 

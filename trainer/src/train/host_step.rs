@@ -1,0 +1,97 @@
+//! The host DDP step as the spec sets it up: the bucket size (`ddp.bucket_mb`, `"auto"` timed
+//! on the link), overlap and compression (`ddp.overlap`, `ddp.compression`), and the lines rank
+//! 0's log says of them.
+
+use std::sync::Arc;
+
+use crate::Result;
+use crate::dist::codec::Codec;
+use crate::dist::probe;
+use crate::models::Network;
+use crate::spec::{BucketMb, Compression, DdpSpec, Spec};
+use crate::step::comm::{Route, SharedCollective, with_comm};
+use crate::step::ddp::Ddp;
+use crate::step::overlap::Wire;
+
+/// Bytes in a MiB, for the log lines.
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The DDP step of `net` over `comm` (`host_step`: the flat buffers on the host, shared with the
+/// other ranks where they can be; else the device step's own); `route` is SyncBatchNorm's.
+pub(super) fn ddp_step(
+    spec: &Spec,
+    net: &Network,
+    comm: &SharedCollective,
+    route: Arc<Route>,
+    host_step: bool,
+    rank: usize,
+    world: usize,
+) -> Result<Ddp> {
+    let bucket_bytes = match spec.ddp.bucket_mb {
+        BucketMb::Size(mb) => (mb * 1024.0 * 1024.0) as usize,
+        BucketMb::Auto if world > 1 => {
+            let grads: usize = net.params.iter().map(|(_, v)| v.elem_count() * 4).sum();
+            let (bytes, link) = with_comm(comm, |c| probe::agreed_bucket_bytes(c, grads))?;
+            if rank == 0 {
+                println!(
+                    "ddp.bucket_mb = auto: buckets of {:.1} MB (link measured at start: {:.2} ms \
+                     a message, {:.1} MB/s; gradients {:.1} MB; sqrt(gradients x latency x \
+                     bandwidth) = {:.2} MB, kept within 1-25 MB)",
+                    bytes as f64 / MIB,
+                    link.latency.as_secs_f64() * 1e3,
+                    link.bytes_per_s / 1e6,
+                    grads as f64 / 1e6,
+                    probe::ideal_bucket_bytes(&link, grads) / MIB,
+                );
+            }
+            bytes
+        }
+        BucketMb::Auto => probe::AUTO_MAX,
+    };
+    let mut ddp = Ddp::new(net, comm.clone(), bucket_bytes, host_step)?;
+    let wire = match spec.ddp.compression {
+        Compression::None => Wire::F32,
+        Compression::Bf16 => Wire::Half(Codec::Bf16),
+        Compression::Fp16 => Wire::Half(Codec::F16),
+        Compression::Powersgd => Wire::PowerSgd {
+            rank: spec.ddp.powersgd_rank.unwrap_or(DdpSpec::POWERSGD_RANK),
+        },
+    };
+    let overlapped =
+        spec.ddp.overlap && host_step && ddp.overlap_buckets(net, route, bucket_bytes, wire)?;
+    if rank == 0 && world > 1 && host_step {
+        match ddp.private_because() {
+            None => println!("gradients and parameters shared in place between the ranks"),
+            Some(why) => println!("gradients and parameters copied between the ranks: {why}"),
+        }
+        if overlapped {
+            let cap = match spec.ddp.bucket_mb {
+                BucketMb::Size(mb) => mb,
+                BucketMb::Auto => (bucket_bytes as f64 / MIB * 10.0).round() / 10.0,
+            };
+            let first = cap.min(1.0);
+            println!(
+                "gradients all-reduced in buckets of {cap} MB (the first {first} MB) while backward runs"
+            );
+        }
+        match wire {
+            Wire::Half(k) if overlapped => {
+                println!(
+                    "gradients sent as {} (16 bits a value), added in f32",
+                    k.name()
+                );
+            }
+            Wire::PowerSgd { rank } if overlapped => println!(
+                "gradients sent as PowerSGD factors of rank {rank} (matrices; the rest f32), \
+                 with error feedback"
+            ),
+            Wire::F32 => {}
+            _ => println!(
+                "ddp.compression = \"{}\" not applied: the ranks share memory, gradients \
+                 stay f32",
+                spec.ddp.compression.name()
+            ),
+        }
+    }
+    Ok(ddp)
+}
