@@ -2,60 +2,48 @@
 //! evaluate, checkpoint, and write progress, metrics and TensorBoard events.
 //!
 //! Layout:
-//! - this file: the replica (set up, restore), the epoch loop of sample tasks and the step loop
-//!   of language models, a stop request, checkpoints (at epochs' ends, every N steps, and where
-//!   a stop leaves the run) and the run's end.
+//! - this file: the run, the epoch loop of sample tasks and the step loop of language models,
+//!   a stop request, checkpoints (at epochs' ends, every N steps, and where a stop leaves the
+//!   run) and the run's end.
 //! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
 //! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
 //!   overlap, compression), and what rank 0's log says of it.
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
+//! - `replica`: a replica set up from the spec (device, data, group, model, DDP step,
+//!   optimizer, schedule) and restored from a checkpoint.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
 //! - `tokens`: a language model's training windows and micro-batches.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use candle_core::Device;
-
+use crate::Result;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{self, Batch, DistributedSampler, OpenContext, SharedDataset};
+use crate::data::Batch;
 use crate::dist::ReduceOp;
-use crate::dist::group::{GroupConfig, ProcessGroup};
 use crate::env::DistEnv;
-use crate::lm::LmData;
 use crate::metrics::MetricKind;
-use crate::models::gpt::GptConfig;
-use crate::models::{BnMode, Network};
-use crate::optim::Optimizer;
-use crate::report::{Evaluation, Reporter, Window};
-use crate::schedule::Schedule;
-use crate::spec::{ModelName, Spec};
+use crate::report::{Reporter, Window};
+use crate::spec::Spec;
 use crate::step::batch_parts;
-use crate::step::comm::{Route, SharedCollective, with_comm};
-use crate::step::ddp::Ddp;
-use crate::step::device::{self as device_step, DeviceStep, Reducer};
+use crate::step::comm::with_comm;
+use crate::step::device::{DeviceStep, Reducer};
 use crate::step::overlap;
-use crate::step::placement::{backend_for, collectives, device_for};
-use crate::{Error, Result};
 
 mod clock;
 mod host_step;
 mod position;
+mod replica;
 mod samples;
 mod tokens;
 
 use crate::step::engine::Engine;
 use clock::StepClock;
 use position::Position;
-use samples::{Loop, build_network, evaluate};
-use tokens::Tokens;
+use replica::{Replica, Task};
+use samples::Loop;
 
-/// The data a replica loads, before its sampler or windows are set up.
-enum Data {
-    Samples(Splits),
-    Tokens(LmData),
-}
 pub use samples::{Splits, load_data};
 
 /// Set by the SIGTERM/SIGINT/SIGUSR2 handler of the binary: finish the current step on every
@@ -126,242 +114,6 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
     let mut training = Training::start(replica, reducer, start)?;
     training.epochs()?;
     training.finish()
-}
-
-/// A replica joined to its group, with its data, model, DDP step, optimizer and schedule.
-struct Replica {
-    spec: Spec,
-    out: PathBuf,
-    rank: usize,
-    world: usize,
-    device: Device,
-    task: Task,
-    net: Network,
-    comm: SharedCollective,
-    ddp: Ddp,
-    opt: Optimizer,
-    /// True when the step runs on the host (flat buffers shared with the other ranks); false
-    /// for the device step.
-    host_step: bool,
-    /// Optimizer steps per epoch (a language model's whole step budget is one epoch).
-    steps_per_epoch: u64,
-    schedule: Schedule,
-    /// Threads that fill batches ahead for costly data sets.
-    workers: usize,
-}
-
-/// What a replica trains on: samples with targets (classification, regression) in epochs, or
-/// a language model's token stream for a step budget.
-enum Task {
-    Samples {
-        splits: Splits,
-        sampler: DistributedSampler,
-    },
-    Tokens(Tokens),
-}
-
-impl Replica {
-    /// Opens the device, loads the data, joins the process group and builds the model, its DDP
-    /// step, optimizer, sampler and schedule. Also returns the device step's reducer.
-    fn set_up(
-        spec: Spec,
-        out: PathBuf,
-        env: &DistEnv,
-        token: Option<String>,
-    ) -> Result<(Replica, Reducer)> {
-        let (rank, world) = (env.rank, env.world_size);
-        let device = device_for(&spec, env)?;
-        let backend = backend_for(&spec, &device)?;
-        let workers = spec.data.workers.unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            data::loader::default_workers(cores, env.local_world_size, rayon::current_num_threads())
-        });
-        let data = if spec.data.name.is_text() {
-            Data::Tokens(LmData::load(&spec, &out, rank == 0)?)
-        } else {
-            let splits = load_data(&spec, &OpenContext { workers })?;
-
-            if splits.train.is_empty() {
-                return Err(Error::data(
-                    spec.data.path.clone().unwrap_or_default(),
-                    "the training split is empty",
-                ));
-            }
-            Data::Samples(splits)
-        };
-        let timeout = Duration::from_secs(spec.ddp.timeout_s);
-        let group = ProcessGroup::init(&GroupConfig {
-            rank,
-            world_size: world,
-            master_addr: env.master_addr.clone(),
-            master_port: env.master_port,
-            timeout,
-            token,
-            shared_memory: spec.ddp.shared_memory,
-        })?;
-        let (comm, reducer) = collectives(backend, &device, group, timeout)?;
-        let route = Route::new();
-        let net = match &data {
-            Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm, &route)?,
-            Data::Tokens(d) if spec.model.name == ModelName::Custom => {
-                let net = Network::new(
-                    ModelName::Custom,
-                    [1, 1, d.block],
-                    d.vocab,
-                    &device,
-                    BnMode::Local,
-                    spec.train.seed,
-                )?;
-                crate::lm::check_logits(&net, d.vocab, d.block)?;
-                net
-            }
-            Data::Tokens(d) => Network::gpt(
-                &GptConfig::from_spec(&spec, d.vocab),
-                &device,
-                spec.train.seed,
-            )?,
-        };
-        // The data's record, once the model is known to fit it (nothing is written before).
-        if let Data::Samples(Splits {
-            record: Some(record),
-            ..
-        }) = &data
-            && rank == 0
-        {
-            record.write(&out)?;
-        }
-        // The host step shares its flat buffers with the other ranks; the device step keeps its own.
-        let host_step = !device_step::wanted(&device);
-        let ddp = host_step::ddp_step(&spec, &net, &comm, route, host_step, rank, world)?;
-        // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
-        let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
-
-        let (task, steps_per_epoch) = match data {
-            Data::Samples(splits) => {
-                let sampler = DistributedSampler::new(
-                    splits.train.len(),
-                    world,
-                    rank,
-                    true,
-                    spec.train.seed,
-                    false,
-                )?;
-                let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
-                let steps = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
-                (Task::Samples { splits, sampler }, steps)
-            }
-            Data::Tokens(d) => {
-                let steps = spec.train.steps.unwrap_or(1);
-                (Task::Tokens(Tokens::new(d, &spec, world, rank)), steps)
-            }
-        };
-        let schedule = Schedule::new(&spec, world, steps_per_epoch);
-        let replica = Replica {
-            spec,
-            out,
-            rank,
-            world,
-            device,
-            task,
-            net,
-            comm,
-            ddp,
-            opt,
-            host_step,
-            steps_per_epoch,
-            schedule,
-            workers,
-        };
-        Ok((replica, reducer))
-    }
-
-    /// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
-    /// optimizer state and position.
-    fn restore(&mut self) -> Result<Position> {
-        let mut header = String::new();
-        if self.rank == 0 {
-            match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
-                Some(l) if l.state.spec_hash != self.spec.hash() => {
-                    // Weights of another shape are named by the key that changed them.
-                    self.net
-                        .load_state(&l.tensors, &l.path.display().to_string())?;
-                    return Err(Error::Checkpoint {
-                        path: l.path.clone(),
-                        msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
-                    });
-                }
-                Some(l) => {
-                    position::check_world(&l.state, &l.path, self.world)?;
-                    self.net
-                        .load_state(&l.tensors, &l.path.display().to_string())?;
-                    self.ddp.read_params(&self.net)?;
-                    self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
-                    header = position::header(&l.state, l.optimizer_steps);
-                    println!(
-                        "resuming from {} ({})",
-                        l.path.display(),
-                        position::describe(&l.state)
-                    );
-                }
-                None => println!(
-                    "no checkpoint in {}: starting from scratch",
-                    checkpoint::checkpoint_dir(&self.out).display()
-                ),
-            }
-        }
-        let all = with_comm(&self.comm, |c| c.all_gather_bytes(header.as_bytes()))?;
-        let header = String::from_utf8_lossy(&all[0]).into_owned();
-        if header.is_empty() {
-            return Ok(Position::default());
-        }
-        let Some((start, opt_steps)) = position::parse_header(&header, self.rank) else {
-            return Err(Error::Model(format!(
-                "resume header from rank 0 is malformed: {header:?}"
-            )));
-        };
-        with_comm(&self.comm, |c| {
-            c.broadcast(self.ddp.params_mut(), 0)?;
-            for slot in self.opt.slots.iter_mut() {
-                c.broadcast(slot, 0)?;
-            }
-            Ok(())
-        })?;
-        self.opt.steps = opt_steps;
-        self.ddp.write_params(&self.net)?;
-        self.ddp.broadcast_buffers(&self.net)?;
-        Ok(start)
-    }
-
-    /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
-    fn evaluate(&self, ds: &SharedDataset) -> Result<Evaluation> {
-        evaluate(
-            &self.net,
-            ds,
-            self.rank,
-            self.world,
-            self.spec.train.batch_size,
-            self.workers,
-            &self.comm,
-        )
-    }
-
-    /// The validation figures, when there is a validation part.
-    fn evaluate_val(&self) -> Result<Option<Evaluation>> {
-        match &self.task {
-            Task::Samples { splits, .. } if splits.val.is_empty() => Ok(None),
-            Task::Samples { splits, .. } => self.evaluate(&splits.val).map(Some),
-            Task::Tokens(t) if t.data.val.is_empty() => Ok(None),
-            Task::Tokens(t) => t
-                .evaluate(
-                    &self.net,
-                    self.rank,
-                    self.world,
-                    self.spec.train.batch_size,
-                    &self.comm,
-                )
-                .map(Some),
-        }
-    }
 }
 
 /// The epoch loop of a set-up replica: its step engine, its reporter, the per-step working

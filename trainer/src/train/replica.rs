@@ -1,0 +1,271 @@
+//! A replica joined to its group: the device, the data, the model, the DDP step, the optimizer
+//! and the schedule it trains with, set up from the spec or restored from a checkpoint.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use candle_core::Device;
+
+use crate::checkpoint;
+use crate::data::{self, DistributedSampler, OpenContext, SharedDataset};
+use crate::dist::group::{GroupConfig, ProcessGroup};
+use crate::env::DistEnv;
+use crate::lm::LmData;
+use crate::models::gpt::GptConfig;
+use crate::models::{BnMode, Network};
+use crate::optim::Optimizer;
+use crate::report::Evaluation;
+use crate::schedule::Schedule;
+use crate::spec::{ModelName, Spec};
+use crate::step::comm::{Route, SharedCollective, with_comm};
+use crate::step::ddp::Ddp;
+use crate::step::device::{self as device_step, Reducer};
+use crate::step::placement::{backend_for, collectives, device_for};
+use crate::{Error, Result};
+
+use super::host_step;
+use super::position::{self, Position};
+use super::samples::{Splits, build_network, evaluate, load_data};
+use super::tokens::Tokens;
+
+/// The data a replica loads, before its sampler or windows are set up.
+enum Data {
+    Samples(Splits),
+    Tokens(LmData),
+}
+
+/// A replica joined to its group, with its data, model, DDP step, optimizer and schedule.
+pub(super) struct Replica {
+    pub(super) spec: Spec,
+    pub(super) out: PathBuf,
+    pub(super) rank: usize,
+    pub(super) world: usize,
+    pub(super) device: Device,
+    pub(super) task: Task,
+    pub(super) net: Network,
+    pub(super) comm: SharedCollective,
+    pub(super) ddp: Ddp,
+    pub(super) opt: Optimizer,
+    /// True when the step runs on the host (flat buffers shared with the other ranks); false
+    /// for the device step.
+    pub(super) host_step: bool,
+    /// Optimizer steps per epoch (a language model's whole step budget is one epoch).
+    pub(super) steps_per_epoch: u64,
+    pub(super) schedule: Schedule,
+    /// Threads that fill batches ahead for costly data sets.
+    pub(super) workers: usize,
+}
+
+/// What a replica trains on: samples with targets (classification, regression) in epochs, or
+/// a language model's token stream for a step budget.
+pub(super) enum Task {
+    Samples {
+        splits: Splits,
+        sampler: DistributedSampler,
+    },
+    Tokens(Tokens),
+}
+
+impl Replica {
+    /// Opens the device, loads the data, joins the process group and builds the model, its DDP
+    /// step, optimizer, sampler and schedule. Also returns the device step's reducer.
+    pub(super) fn set_up(
+        spec: Spec,
+        out: PathBuf,
+        env: &DistEnv,
+        token: Option<String>,
+    ) -> Result<(Replica, Reducer)> {
+        let (rank, world) = (env.rank, env.world_size);
+        let device = device_for(&spec, env)?;
+        let backend = backend_for(&spec, &device)?;
+        let workers = spec.data.workers.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            data::loader::default_workers(cores, env.local_world_size, rayon::current_num_threads())
+        });
+        let data = if spec.data.name.is_text() {
+            Data::Tokens(LmData::load(&spec, &out, rank == 0)?)
+        } else {
+            let splits = load_data(&spec, &OpenContext { workers })?;
+
+            if splits.train.is_empty() {
+                return Err(Error::data(
+                    spec.data.path.clone().unwrap_or_default(),
+                    "the training split is empty",
+                ));
+            }
+            Data::Samples(splits)
+        };
+        let timeout = Duration::from_secs(spec.ddp.timeout_s);
+        let group = ProcessGroup::init(&GroupConfig {
+            rank,
+            world_size: world,
+            master_addr: env.master_addr.clone(),
+            master_port: env.master_port,
+            timeout,
+            token,
+            shared_memory: spec.ddp.shared_memory,
+        })?;
+        let (comm, reducer) = collectives(backend, &device, group, timeout)?;
+        let route = Route::new();
+        let net = match &data {
+            Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm, &route)?,
+            Data::Tokens(d) if spec.model.name == ModelName::Custom => {
+                let net = Network::new(
+                    ModelName::Custom,
+                    [1, 1, d.block],
+                    d.vocab,
+                    &device,
+                    BnMode::Local,
+                    spec.train.seed,
+                )?;
+                crate::lm::check_logits(&net, d.vocab, d.block)?;
+                net
+            }
+            Data::Tokens(d) => Network::gpt(
+                &GptConfig::from_spec(&spec, d.vocab),
+                &device,
+                spec.train.seed,
+            )?,
+        };
+        // The data's record, once the model is known to fit it (nothing is written before).
+        if let Data::Samples(Splits {
+            record: Some(record),
+            ..
+        }) = &data
+            && rank == 0
+        {
+            record.write(&out)?;
+        }
+        // The host step shares its flat buffers with the other ranks; the device step keeps its own.
+        let host_step = !device_step::wanted(&device);
+        let ddp = host_step::ddp_step(&spec, &net, &comm, route, host_step, rank, world)?;
+        // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
+        let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
+
+        let (task, steps_per_epoch) = match data {
+            Data::Samples(splits) => {
+                let sampler = DistributedSampler::new(
+                    splits.train.len(),
+                    world,
+                    rank,
+                    true,
+                    spec.train.seed,
+                    false,
+                )?;
+                let micro_per_epoch = sampler.num_samples().div_ceil(spec.train.batch_size);
+                let steps = micro_per_epoch.div_ceil(spec.train.grad_accum) as u64;
+                (Task::Samples { splits, sampler }, steps)
+            }
+            Data::Tokens(d) => {
+                let steps = spec.train.steps.unwrap_or(1);
+                (Task::Tokens(Tokens::new(d, &spec, world, rank)), steps)
+            }
+        };
+        let schedule = Schedule::new(&spec, world, steps_per_epoch);
+        let replica = Replica {
+            spec,
+            out,
+            rank,
+            world,
+            device,
+            task,
+            net,
+            comm,
+            ddp,
+            opt,
+            host_step,
+            steps_per_epoch,
+            schedule,
+            workers,
+        };
+        Ok((replica, reducer))
+    }
+
+    /// Rank 0 reads the newest complete checkpoint; every rank receives its weights, buffers,
+    /// optimizer state and position.
+    pub(super) fn restore(&mut self) -> Result<Position> {
+        let mut header = String::new();
+        if self.rank == 0 {
+            match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
+                Some(l) if l.state.spec_hash != self.spec.hash() => {
+                    // Weights of another shape are named by the key that changed them.
+                    self.net
+                        .load_state(&l.tensors, &l.path.display().to_string())?;
+                    return Err(Error::Checkpoint {
+                        path: l.path.clone(),
+                        msg: "was written for a different spec (spec hash differs); resume with the same spec, or start a new run folder".into(),
+                    });
+                }
+                Some(l) => {
+                    position::check_world(&l.state, &l.path, self.world)?;
+                    self.net
+                        .load_state(&l.tensors, &l.path.display().to_string())?;
+                    self.ddp.read_params(&self.net)?;
+                    self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
+                    header = position::header(&l.state, l.optimizer_steps);
+                    println!(
+                        "resuming from {} ({})",
+                        l.path.display(),
+                        position::describe(&l.state)
+                    );
+                }
+                None => println!(
+                    "no checkpoint in {}: starting from scratch",
+                    checkpoint::checkpoint_dir(&self.out).display()
+                ),
+            }
+        }
+        let all = with_comm(&self.comm, |c| c.all_gather_bytes(header.as_bytes()))?;
+        let header = String::from_utf8_lossy(&all[0]).into_owned();
+        if header.is_empty() {
+            return Ok(Position::default());
+        }
+        let Some((start, opt_steps)) = position::parse_header(&header, self.rank) else {
+            return Err(Error::Model(format!(
+                "resume header from rank 0 is malformed: {header:?}"
+            )));
+        };
+        with_comm(&self.comm, |c| {
+            c.broadcast(self.ddp.params_mut(), 0)?;
+            for slot in self.opt.slots.iter_mut() {
+                c.broadcast(slot, 0)?;
+            }
+            Ok(())
+        })?;
+        self.opt.steps = opt_steps;
+        self.ddp.write_params(&self.net)?;
+        self.ddp.broadcast_buffers(&self.net)?;
+        Ok(start)
+    }
+
+    /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).
+    pub(super) fn evaluate(&self, ds: &SharedDataset) -> Result<Evaluation> {
+        evaluate(
+            &self.net,
+            ds,
+            self.rank,
+            self.world,
+            self.spec.train.batch_size,
+            self.workers,
+            &self.comm,
+        )
+    }
+
+    /// The validation figures, when there is a validation part.
+    pub(super) fn evaluate_val(&self) -> Result<Option<Evaluation>> {
+        match &self.task {
+            Task::Samples { splits, .. } if splits.val.is_empty() => Ok(None),
+            Task::Samples { splits, .. } => self.evaluate(&splits.val).map(Some),
+            Task::Tokens(t) if t.data.val.is_empty() => Ok(None),
+            Task::Tokens(t) => t
+                .evaluate(
+                    &self.net,
+                    self.rank,
+                    self.world,
+                    self.spec.train.batch_size,
+                    &self.comm,
+                )
+                .map(Some),
+        }
+    }
+}
