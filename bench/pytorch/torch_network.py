@@ -21,10 +21,12 @@ on, as its defaults).
 
 Output (stdout, rank 0), one JSON object:
   {"summary": true, "engine": "pytorch-<version>", "model", "world", "hook", "threads",
-   "step_s": [...], "median_step_s", "samples_per_s", "tokens_per_s" (gpt), "loss"}
+   "step_s": [...], "median_step_s", "samples_per_s", "tokens_per_s" (gpt), "loss",
+   "timed_from", "timed_to"}
 step_s are the times of the steps after --warmup, each between two points where rank 0 has
 finished its optimizer step; samples_per_s (windows for gpt) counts every rank's samples over the
-median step.
+median step. timed_from and timed_to are the wall-clock times (Unix seconds) where the timed
+steps begin and end on rank 0, for counting the bytes the link carried meanwhile.
 """
 import argparse
 import json
@@ -122,6 +124,7 @@ def main():
     times, loss = [], None
     dist.barrier()
     last = time.perf_counter()
+    timed_from = time.time()
     for step in range(a.warmup + a.steps):
         inputs, y = next_batch()
         out = ddp(*inputs)
@@ -134,7 +137,10 @@ def main():
         now = time.perf_counter()
         if step >= a.warmup:
             times.append(now - last)
+        else:
+            timed_from = time.time()
         last = now
+    timed_to = time.time()
     dist.barrier()
     if rank == 0:
         median = statistics.median(times)
@@ -149,6 +155,8 @@ def main():
             "median_step_s": round(median, 4),
             "samples_per_s": round(batch * world / median, 2),
             "loss": round(loss.item(), 4),
+            "timed_from": timed_from,
+            "timed_to": timed_to,
         }
         if a.model == "gpt":
             out["tokens_per_s"] = round(batch * world * 128 / median, 1)

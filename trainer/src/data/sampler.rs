@@ -4,6 +4,10 @@
 //! `drop_last` it is padded to `ceil(len / world) * world` by repeating it from its beginning (as many
 //! times as needed); with `drop_last` it is cut to `floor(len / world) * world`. Rank `r` takes every
 //! `world`-th entry starting at `r`.
+//!
+//! An elastic run whose world changes within an epoch splits what remains of that epoch over the
+//! new world: [`DistributedSampler::from_position`] applies the same rule to the permutation's
+//! entries from a position on (the samples the steps before the change had not reached).
 
 use super::rng::randperm_into;
 use crate::error::{Error, Result};
@@ -17,6 +21,9 @@ pub struct DistributedSampler {
     pub shuffle: bool,
     pub seed: u64,
     pub drop_last: bool,
+    /// The position in the epoch's permutation this world's share begins at: 0, or where an
+    /// elastic run's world changed ([`DistributedSampler::from_position`]).
+    pub start: usize,
 }
 
 impl DistributedSampler {
@@ -51,16 +58,31 @@ impl DistributedSampler {
             shuffle,
             seed,
             drop_last,
+            start: 0,
         })
+    }
+
+    /// This sampler over the entries of each epoch's permutation from `start` on (clamped to
+    /// the data set's length), padded or cut for this world as a whole epoch is: the rest of
+    /// an epoch whose first `start` positions the world before a membership change trained.
+    pub fn from_position(mut self, start: usize) -> Self {
+        self.start = start.min(self.len);
+        self
+    }
+
+    /// The entries this sampler splits: the data set's length less [`Self::start`].
+    fn remaining(&self) -> usize {
+        self.len - self.start
     }
 
     /// Samples per rank per epoch (`DistributedSampler.num_samples`).
     pub fn num_samples(&self) -> usize {
-        if self.drop_last && !self.len.is_multiple_of(self.world) {
+        let len = self.remaining();
+        if self.drop_last && !len.is_multiple_of(self.world) {
             // PyTorch: math.ceil((len - world) / world), i.e. floor(len / world) here.
-            self.len / self.world
+            len / self.world
         } else {
-            self.len.div_ceil(self.world)
+            len.div_ceil(self.world)
         }
     }
 
@@ -79,17 +101,22 @@ impl DistributedSampler {
     /// [`indices`](Self::indices) into a reused buffer: no allocation once `out` has held `len` entries.
     pub fn indices_into(&self, epoch: u64, out: &mut Vec<usize>) {
         let n = self.num_samples();
-        let (len, world, rank) = (self.len, self.world, self.rank);
+        let (len, world, rank, start) = (self.remaining(), self.world, self.rank, self.start);
         out.clear();
         if len == 0 || n == 0 {
             return;
         }
-        // Entry k of this rank is entry (rank + k·world) of the padded list, i.e. perm[(rank + k·world) % len].
+        // Entry k of this rank is entry (rank + k·world) of the padded list, i.e.
+        // perm[start + (rank + k·world) % len].
         if !self.shuffle {
-            out.extend((0..n).map(|k| (rank + k * world) % len));
+            out.extend((0..n).map(|k| start + (rank + k * world) % len));
             return;
         }
-        randperm_into(len, self.seed.wrapping_add(epoch), out);
+        randperm_into(self.len, self.seed.wrapping_add(epoch), out);
+        if start > 0 {
+            out.copy_within(start.., 0);
+            out.truncate(len);
+        }
         // Compact in place: position rank + k·world ≥ k, so reading ahead is safe; only the last entry can
         // wrap around into the padding (fewer than `world` padded entries) and read a low position that an
         // earlier write overwrote, so fetch it first.
@@ -242,6 +269,42 @@ mod tests {
         }
         assert_eq!(s(10, 3, 0, true, false).total_size(), 12);
         assert_eq!(s(10, 3, 0, true, true).total_size(), 9);
+    }
+
+    /// A world of 3 trains the first steps of an epoch, a world of 2 the rest from where they
+    /// stopped: every sample of the epoch is seen exactly once.
+    #[test]
+    fn the_rest_of_an_epoch_is_split_over_a_new_world() {
+        for shuffle in [false, true] {
+            let (len, batch, steps) = (60, 4, 2);
+            let mut seen = Vec::new();
+            for r in 0..3 {
+                let sm = DistributedSampler::new(len, 3, r, shuffle, 9, false).unwrap();
+                seen.extend_from_slice(&sm.indices(1)[..steps * batch]);
+            }
+            let start = steps * batch * 3;
+            for r in 0..2 {
+                let sm = DistributedSampler::new(len, 2, r, shuffle, 9, false)
+                    .unwrap()
+                    .from_position(start);
+                assert_eq!(sm.num_samples(), (len - start) / 2);
+                seen.extend(sm.indices(1));
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..len).collect::<Vec<_>>(), "shuffle {shuffle}");
+        }
+        // Padded as a whole epoch is: 7 entries left over 2 ranks, the first one repeated.
+        let sm = |r| {
+            DistributedSampler::new(10, 2, r, false, 0, false)
+                .unwrap()
+                .from_position(3)
+        };
+        assert_eq!(sm(0).indices(0), vec![3, 5, 7, 9]);
+        assert_eq!(sm(1).indices(0), vec![4, 6, 8, 3]);
+        let past = DistributedSampler::new(10, 2, 0, true, 0, false)
+            .unwrap()
+            .from_position(20);
+        assert!(past.indices(0).is_empty());
     }
 
     #[test]

@@ -5,10 +5,16 @@
 //! `tcp` ring. When every rank runs on one host (and `shared_memory` is on) the ranks then map a
 //! shared segment that carries the all-reduces ([`super::shm`]); the ring carries everything else.
 //! A world of one opens no socket at all.
+//!
+//! An elastic group ([`ProcessGroup::reform`]) has its store served outside the replicas (by
+//! the launcher: [`GroupConfig::store_elsewhere`]), so that any replica may die; after a
+//! collective fails, the survivors ask the store for the next generation and connect a new
+//! ring of its members.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::elastic::Decision;
 use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
@@ -30,6 +36,9 @@ pub struct GroupConfig {
     pub token: Option<String>,
     /// All-reduce through shared memory when every rank runs on this host (`ddp.shared_memory`).
     pub shared_memory: bool,
+    /// The store is served outside the replicas (a launcher's, for an elastic run): rank 0
+    /// connects to it as every rank does instead of serving it.
+    pub store_elsewhere: bool,
 }
 
 /// What carries a group's all-reduces.
@@ -73,6 +82,12 @@ pub struct ProcessGroup {
     publisher: Option<Publisher>,
     store: Option<Arc<Mutex<StoreClient>>>,
     server: Option<StoreServer>,
+    /// This replica's identity in an elastic group: its rank when the group first formed.
+    id: usize,
+    /// The membership's generation: 0, then one more each time the group re-forms.
+    generation: u64,
+    token: Option<String>,
+    timeout: Duration,
 }
 
 impl ProcessGroup {
@@ -104,9 +119,13 @@ impl ProcessGroup {
                 publisher: None,
                 store: None,
                 server: None,
+                id: 0,
+                generation: 0,
+                token: None,
+                timeout: cfg.timeout,
             });
         }
-        let server = if cfg.rank == 0 {
+        let server = if cfg.rank == 0 && !cfg.store_elsewhere {
             Some(StoreServer::bind(
                 &cfg.master_addr,
                 cfg.master_port,
@@ -161,7 +180,79 @@ impl ProcessGroup {
             ledger,
             store: Some(store),
             server,
+            id: rank,
+            generation: 0,
+            token: token(cfg).map(String::from),
+            timeout,
         })
+    }
+
+    /// The next generation of an elastic group, after one of its collectives failed: closes
+    /// this replica's ring (so that members still inside a collective notice at once), asks
+    /// the store for the generation after this one having completed `step` steps, and
+    /// connects the ring of its members, this replica's rank being its place among them.
+    /// Members still connected to the store that have not asked within `settle` (a stopped
+    /// process) are left out. An error when this replica was left out, or the store is gone.
+    pub fn reform(&mut self, step: u64, settle: Duration) -> Result<Decision> {
+        let fail = |rank, msg: String| Error::Rendezvous { rank, msg };
+        let Some(store) = self.store.clone() else {
+            return Err(fail(
+                self.rank,
+                "a world of one has no group to re-form".into(),
+            ));
+        };
+        if self.server.is_some() {
+            return Err(fail(
+                self.rank,
+                "this replica serves the store, so the group cannot outlive it: an elastic run's \
+                 store is served by its launcher (ddp-trainer --standalone, ddp run)"
+                    .into(),
+            ));
+        }
+        self.ring = TcpRing::single(self.timeout);
+        self.shm = None;
+        self.publisher = None;
+        let lock = || store.lock().unwrap_or_else(|p| p.into_inner());
+        let d = lock().rejoin(self.generation, step, settle, self.timeout + settle)?;
+        let Some(rank) = d.generation.rank_of(self.id as u32) else {
+            return Err(fail(
+                self.rank,
+                format!(
+                    "replica {} was left out of the group's generation {} (members {:?}): it \
+                     did not rejoin within {} s of the others",
+                    self.id,
+                    d.generation.number,
+                    d.generation.members,
+                    settle.as_secs_f64()
+                ),
+            ));
+        };
+        let world = d.generation.members.len();
+        let ring = if world == 1 {
+            TcpRing::single(self.timeout)
+        } else {
+            let mut client = lock();
+            let bind_ip = client.local_ip()?;
+            TcpRing::connect_generation(
+                &mut client,
+                d.generation.number,
+                rank,
+                world,
+                bind_ip,
+                self.token.as_deref(),
+                self.timeout,
+            )?
+        };
+        self.ring = ring;
+        self.rank = rank;
+        self.world_size = world;
+        self.generation = d.generation.number;
+        self.transport = Transport::Tcp {
+            why: format!("elastic group, generation {}", self.generation),
+        };
+        self.ledger = Ledger::new();
+        self.publisher = Some(self.ledger.publish(rank, store));
+        Ok(d)
     }
 
     /// A group of an already connected ring and shared memory, without a store (tests of the
@@ -175,12 +266,16 @@ impl ProcessGroup {
             transport: Transport::SharedMemory {
                 staged: shm.staged_because().map(str::to_string),
             },
+            timeout: ring.timeout(),
             ring,
             shm: Some(shm),
             ledger: Ledger::new(),
             publisher: None,
             store: None,
             server: None,
+            id: 0,
+            generation: 0,
+            token: None,
         }
     }
 
@@ -301,6 +396,9 @@ impl ProcessGroup {
 impl Collective for ProcessGroup {
     fn rank(&self) -> usize {
         self.rank
+    }
+    fn reform(&mut self, step: u64, settle: Duration) -> Result<Decision> {
+        ProcessGroup::reform(self, step, settle)
     }
     fn world_size(&self) -> usize {
         self.world_size
@@ -429,6 +527,7 @@ mod tests {
             timeout,
             token: token.map(String::from),
             shared_memory: true,
+            store_elsewhere: false,
         }
     }
 
@@ -619,5 +718,63 @@ mod tests {
             )),
             "{msg}"
         );
+    }
+
+    /// Four replicas whose store is served outside them; replica `dead` leaves after one
+    /// all-reduce (its ring and store connection close, as when its process is killed). The
+    /// others' next all-reduce fails; they re-form as three, ranks following their ids, and
+    /// all-reduce again.
+    fn three_survivors_reform(dead: usize) {
+        let server = StoreServer::bind("127.0.0.1", 0, 4, None).unwrap();
+        let port = server.port();
+        let t = Duration::from_secs(10);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|id| {
+                    s.spawn(move || {
+                        let mut cfg = config(id, 4, port, t, None);
+                        cfg.store_elsewhere = true;
+                        let mut pg = ProcessGroup::join(&cfg, None).unwrap();
+                        let mut buf = vec![id as f32 + 1.0; 1000];
+                        pg.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                        assert_eq!(buf[999], 10.0);
+                        if id == dead {
+                            // Everyone has the first sum before this replica's sockets close.
+                            std::thread::sleep(Duration::from_millis(300));
+                            return None;
+                        }
+                        let mut buf = vec![1.0; 1000];
+                        assert!(pg.all_reduce(&mut buf, ReduceOp::Sum).is_err());
+                        let t0 = Instant::now();
+                        let d = pg.reform(1, Duration::from_secs(30)).unwrap();
+                        let took = t0.elapsed();
+                        let mut buf = vec![id as f32 + 1.0; 1000];
+                        pg.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                        Some((id, pg.rank(), pg.world_size(), buf[999], d, took))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let survivors: Vec<_> = results.into_iter().flatten().collect();
+        assert_eq!(survivors.len(), 3);
+        let ids: Vec<u32> = (0..4).filter(|&i| i != dead as u32).collect();
+        for (i, (id, rank, world, sum, d, took)) in survivors.into_iter().enumerate() {
+            assert_eq!((rank, world), (i, 3), "replica {id}");
+            assert_eq!(sum, 10.0 - (dead as f32 + 1.0));
+            assert_eq!(d.generation.members, ids);
+            assert_eq!(d.left, vec![dead as u32]);
+            assert!(took < Duration::from_secs(5), "replica {id} took {took:?}");
+        }
+    }
+
+    #[test]
+    fn survivors_of_a_lost_replica_reform_the_group() {
+        three_survivors_reform(2);
+    }
+
+    #[test]
+    fn survivors_of_rank_0_reform_the_group_with_the_store_elsewhere() {
+        three_survivors_reform(0);
     }
 }

@@ -8,6 +8,8 @@
 //! - `handshake`: Hello, the HMAC challenge with DDP_TOKEN, Welcome or a refusal; opens every store
 //!   connection and every ring link.
 //! - `store`: the key-value store (server on rank 0, client everywhere).
+//! - `elastic`: which replicas form an elastic group's next generation once one is lost (pure
+//!   policy; the store decides).
 //! - `ledger`: each rank's ledger of its collectives, published to the store, and the message
 //!   naming the rank that is behind when a collective times out or loses a peer.
 //! - `codec`: 16-bit floats on the wire for the compressed all-reduce ([`codec::Codec`]).
@@ -23,6 +25,7 @@
 
 pub mod bench;
 pub mod codec;
+pub mod elastic;
 pub mod group;
 pub(crate) mod handshake;
 pub mod ledger;
@@ -62,6 +65,16 @@ pub trait Collective: Send {
     /// messages ([`ledger`]). Collectives without a ledger ignore it.
     fn label_bucket(&mut self, index: usize, count: usize) {
         let _ = (index, count);
+    }
+    /// The next generation of an elastic group after a collective failed
+    /// ([`group::ProcessGroup::reform`]); this replica's rank and the world size change.
+    fn reform(&mut self, step: u64, settle: std::time::Duration) -> Result<elastic::Decision> {
+        let _ = (step, settle);
+        Err(Error::Rendezvous {
+            rank: self.rank(),
+            msg: "this collective cannot re-form its group (an elastic run needs the tcp backend)"
+                .into(),
+        })
     }
     /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;

@@ -63,12 +63,37 @@ pub(crate) enum Refusal {
 /// A message from a client to the store (or from a ring rank to its successor, handshake only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
-    Hello { rank: u32, world_size: u32 },
-    Auth { tag: Vec<u8> },
-    Set { key: String, value: Vec<u8> },
-    Get { key: String, wait_ms: u64 },
-    Add { key: String, delta: i64 },
-    WaitJoined { wait_ms: u64 },
+    Hello {
+        rank: u32,
+        world_size: u32,
+    },
+    Auth {
+        tag: Vec<u8>,
+    },
+    Set {
+        key: String,
+        value: Vec<u8>,
+    },
+    Get {
+        key: String,
+        wait_ms: u64,
+    },
+    Add {
+        key: String,
+        delta: i64,
+    },
+    WaitJoined {
+        wait_ms: u64,
+    },
+    /// An elastic replica asks for the generation after `from` (see [`super::elastic`]), having
+    /// completed `step` steps; a member still connected that has not asked after `settle_ms` is
+    /// left out. Answered with [`Response::Members`] once decided, within `wait_ms`.
+    Rejoin {
+        from: u64,
+        step: u64,
+        settle_ms: u64,
+        wait_ms: u64,
+    },
 }
 
 /// A message from the store to a client.
@@ -90,6 +115,8 @@ pub(crate) enum Response {
     },
     /// The request was understood but cannot be served (e.g. `add` on a non-counter value).
     Failed(String),
+    /// Answer to `Rejoin`: the next generation.
+    Members(super::elastic::Decision),
 }
 
 /// Append-only encoder for message fields.
@@ -167,6 +194,16 @@ impl Request {
             Request::Get { key, wait_ms } => Enc::new(4).bytes(key.as_bytes()).u64(*wait_ms),
             Request::Add { key, delta } => Enc::new(5).bytes(key.as_bytes()).u64(*delta as u64),
             Request::WaitJoined { wait_ms } => Enc::new(6).u64(*wait_ms),
+            Request::Rejoin {
+                from,
+                step,
+                settle_ms,
+                wait_ms,
+            } => Enc::new(7)
+                .u64(*from)
+                .u64(*step)
+                .u64(*settle_ms)
+                .u64(*wait_ms),
         }
         .0
     }
@@ -192,6 +229,12 @@ impl Request {
                 delta: d.u64()? as i64,
             },
             6 => Request::WaitJoined { wait_ms: d.u64()? },
+            7 => Request::Rejoin {
+                from: d.u64()?,
+                step: d.u64()?,
+                settle_ms: d.u64()?,
+                wait_ms: d.u64()?,
+            },
             tag => return Err(format!("unknown request type {tag}")),
         };
         d.end()?;
@@ -231,6 +274,14 @@ impl Response {
                 .iter()
                 .fold(Enc::new(8).u32(missing.len() as u32), |e, r| e.u32(*r)),
             Response::Failed(msg) => Enc::new(9).bytes(msg.as_bytes()),
+            Response::Members(d) => {
+                let ids =
+                    |e: Enc, v: &[u32]| v.iter().fold(e.u32(v.len() as u32), |e, x| e.u32(*x));
+                let e = Enc::new(10).u64(d.generation.number);
+                let e = ids(e, &d.generation.members);
+                let e = d.steps.iter().fold(e, |e, s| e.u64(*s));
+                ids(ids(e, &d.left), &d.joined)
+            }
         }
         .0
     }
@@ -266,6 +317,23 @@ impl Response {
                 Response::Joined { missing }
             }
             9 => Response::Failed(String::from_utf8_lossy(&d.bytes()?).into_owned()),
+            10 => {
+                let ids = |d: &mut Dec| -> Result<Vec<u32>, String> {
+                    let n = d.u32()? as usize;
+                    (0..n).map(|_| d.u32()).collect()
+                };
+                let number = d.u64()?;
+                let members = ids(&mut d)?;
+                let steps = (0..members.len())
+                    .map(|_| d.u64())
+                    .collect::<Result<Vec<_>, _>>()?;
+                Response::Members(super::elastic::Decision {
+                    generation: super::elastic::Generation { number, members },
+                    steps,
+                    left: ids(&mut d)?,
+                    joined: ids(&mut d)?,
+                })
+            }
             tag => return Err(format!("unknown response type {tag}")),
         };
         d.end()?;
@@ -328,6 +396,12 @@ mod tests {
                 delta: -5,
             },
             Request::WaitJoined { wait_ms: 7 },
+            Request::Rejoin {
+                from: 3,
+                step: 1042,
+                settle_ms: 60_000,
+                wait_ms: 90_000,
+            },
         ];
         for r in requests {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
@@ -350,6 +424,15 @@ mod tests {
                 missing: vec![1, 3],
             },
             Response::Failed("nope".into()),
+            Response::Members(crate::dist::elastic::Decision {
+                generation: crate::dist::elastic::Generation {
+                    number: 2,
+                    members: vec![1, 2, 5],
+                },
+                steps: vec![40, 41, 40],
+                left: vec![0, 3],
+                joined: vec![5],
+            }),
         ];
         for r in responses {
             assert_eq!(Response::decode(&r.encode()).unwrap(), r);

@@ -104,6 +104,7 @@ impl Replica {
             timeout,
             token,
             shared_memory: spec.ddp.shared_memory,
+            store_elsewhere: false,
         })?;
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let route = Route::new();

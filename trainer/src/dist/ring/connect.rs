@@ -12,14 +12,20 @@ use crate::dist::store::StoreClient;
 use crate::dist::wire::{Refusal, Response, secs, send_msg};
 use crate::{Error, Result};
 
-/// Store key under which rank `r` publishes its ring listener.
-pub(super) fn addr_key(rank: usize) -> String {
-    format!("ring/{rank}/addr")
+/// Store key under which rank `r` of a group's `generation` (an elastic group's membership;
+/// 0 for every other group) publishes its ring listener.
+pub(super) fn addr_key(generation: u64, rank: usize) -> String {
+    match generation {
+        0 => format!("ring/{rank}/addr"),
+        g => format!("ring/g{g}/{rank}/addr"),
+    }
 }
 
 /// Connects to the successor's published address and authenticates.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn connect_next(
     store: &mut StoreClient,
+    generation: u64,
     rank: usize,
     world_size: usize,
     next_rank: usize,
@@ -28,7 +34,7 @@ pub(super) fn connect_next(
     timeout: Duration,
 ) -> Result<TcpStream> {
     let fail = |msg: String| Error::Rendezvous { rank, msg };
-    let raw = store.get(&addr_key(next_rank), timeout)?;
+    let raw = store.get(&addr_key(generation, next_rank), timeout)?;
     let addr: SocketAddr = std::str::from_utf8(&raw)
         .ok()
         .and_then(|s| s.parse().ok())

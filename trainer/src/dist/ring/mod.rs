@@ -231,6 +231,11 @@ pub struct TcpRing {
 }
 
 impl TcpRing {
+    /// How long a collective may go without progress.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// A ring of one: every op is a no-op or a copy.
     pub fn single(timeout: Duration) -> TcpRing {
         TcpRing {
@@ -258,6 +263,20 @@ impl TcpRing {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<TcpRing> {
+        Self::connect_generation(store, 0, rank, world_size, bind_ip, token, timeout)
+    }
+
+    /// [`TcpRing::connect`] for `generation` of an elastic group (its own store keys), with
+    /// the ranks and world size of that generation.
+    pub fn connect_generation(
+        store: &mut StoreClient,
+        generation: u64,
+        rank: usize,
+        world_size: usize,
+        bind_ip: IpAddr,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<TcpRing> {
         let fail = |msg: String| Error::Rendezvous { rank, msg };
         if rank >= world_size {
             return Err(fail(format!(
@@ -277,7 +296,7 @@ impl TcpRing {
         let local = listener
             .local_addr()
             .map_err(|e| fail(format!("ring port on {bind_ip}: {e}")))?;
-        store.set(&addr_key(rank), local.to_string().as_bytes())?;
+        store.set(&addr_key(generation, rank), local.to_string().as_bytes())?;
 
         // Accept the predecessor in a helper thread while this thread connects to the successor:
         // with a token both handshakes need round trips, and doing them one after the other
@@ -301,7 +320,9 @@ impl TcpRing {
                 })
                 .map_err(|e| fail(format!("cannot start the ring accept thread: {e}")))?
         };
-        let next = connect_next(store, rank, world_size, next_rank, token, deadline, timeout);
+        let next = connect_next(
+            store, generation, rank, world_size, next_rank, token, deadline, timeout,
+        );
         if next.is_err() {
             cancel.store(true, Ordering::SeqCst);
         }

@@ -4,6 +4,7 @@ use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::dist::elastic::Decision;
 use crate::dist::handshake::{STORE_PURPOSE, hello};
 use crate::dist::wire::{
     MAX_FRAME, Refusal, Request, Response, millis, recv_response, secs, send_msg,
@@ -286,6 +287,32 @@ impl StoreClient {
                 )))
             }
             other => Err(self.unexpected(what, other)),
+        }
+    }
+
+    /// An elastic replica's ask for the generation after `from`, having completed `step` steps
+    /// ([`crate::dist::elastic`]): members still connected that do not ask within `settle` are
+    /// left out. Waits for the store's decision at most `timeout`.
+    pub fn rejoin(
+        &mut self,
+        from: u64,
+        step: u64,
+        settle: Duration,
+        timeout: Duration,
+    ) -> Result<Decision> {
+        let what = format!("rejoin after generation {from}");
+        match self.call(
+            Request::Rejoin {
+                from,
+                step,
+                settle_ms: millis(settle),
+                wait_ms: millis(timeout),
+            },
+            timeout,
+            &what,
+        )? {
+            Response::Members(d) => Ok(d),
+            other => Err(self.unexpected(&what, other)),
         }
     }
 }

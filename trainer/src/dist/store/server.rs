@@ -10,8 +10,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::dist::elastic::{Answer, Board};
 use crate::dist::handshake::{STORE_PURPOSE, greet};
-use crate::dist::wire::{MAX_FRAME, Refusal, Request, Response, recv_request, send_msg};
+use crate::dist::wire::{MAX_FRAME, Refusal, Request, Response, recv_request, secs, send_msg};
 use crate::{Error, Result};
 
 /// The store server, hosted by rank 0. Serves until [`StoreServer::shutdown`] or drop.
@@ -31,7 +32,6 @@ struct Shared {
     changed: Condvar,
 }
 
-#[derive(Default)]
 struct State {
     kv: HashMap<String, Vec<u8>>,
     /// Ranks that completed the handshake at least once.
@@ -41,6 +41,8 @@ struct State {
     /// Clones of the live connections, shut down when the server stops.
     conns: Vec<(u64, TcpStream)>,
     next_conn: u64,
+    /// An elastic group's generations (asked for only by elastic runs).
+    board: Board,
 }
 
 impl Shared {
@@ -122,9 +124,12 @@ impl StoreServer {
             token: token.filter(|t| !t.is_empty()),
             stop: AtomicBool::new(false),
             state: Mutex::new(State {
+                kv: HashMap::new(),
                 joined: vec![false; world_size],
                 live: vec![false; world_size],
-                ..State::default()
+                conns: Vec::new(),
+                next_conn: 0,
+                board: Board::new(world_size),
             }),
             changed: Condvar::new(),
         });
@@ -237,6 +242,8 @@ fn serve_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     if let Some(rank) = admit(&mut stream, peer, shared) {
         serve_requests(&mut stream, peer, rank, shared);
         shared.lock().live[rank] = false;
+        // An elastic round may be waiting for this replica.
+        shared.changed.notify_all();
     }
     shared.lock().conns.retain(|(id, _)| *id != conn_id);
 }
@@ -334,13 +341,13 @@ fn serve_requests(stream: &mut TcpStream, peer: SocketAddr, rank: usize, shared:
                 return;
             }
         };
-        if send_msg(stream, handle(shared, request).encode()).is_err() {
+        if send_msg(stream, handle(shared, rank, request).encode()).is_err() {
             return;
         }
     }
 }
 
-fn handle(shared: &Shared, request: Request) -> Response {
+fn handle(shared: &Shared, rank: usize, request: Request) -> Response {
     match request {
         Request::Set { key, value } => {
             shared.lock().kv.insert(key, value);
@@ -384,8 +391,66 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 .collect();
             Response::Joined { missing }
         }
+        Request::Rejoin {
+            from,
+            step,
+            settle_ms,
+            wait_ms,
+        } => rejoin(shared, rank as u32, from, step, settle_ms, wait_ms),
         Request::Hello { .. } | Request::Auth { .. } => {
             Response::Failed("already connected".into())
+        }
+    }
+}
+
+/// Replica `id` asks for the generation after `from` ([`Board::ask`]); waits for the decision
+/// (re-deciding as asks arrive, connections end and the settle time passes) at most `wait_ms`.
+fn rejoin(
+    shared: &Shared,
+    id: u32,
+    from: u64,
+    step: u64,
+    settle_ms: u64,
+    wait_ms: u64,
+) -> Response {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(wait_ms);
+    let settle = Duration::from_millis(settle_ms);
+    let mut state = shared.lock();
+    loop {
+        let live = state.live.clone();
+        let connected = |r: u32| live.get(r as usize).copied().unwrap_or(false);
+        match state
+            .board
+            .ask(id, from, step, connected, Instant::now(), settle)
+        {
+            Answer::Decided(d) => {
+                drop(state);
+                shared.changed.notify_all();
+                return Response::Members(d);
+            }
+            Answer::Stale { current } => {
+                return Response::Failed(format!(
+                    "generation {from} is over: the group is at generation {current}"
+                ));
+            }
+            Answer::Wait { pending } => {
+                let now = Instant::now();
+                if now >= deadline || shared.stop.load(Ordering::SeqCst) {
+                    let ids: Vec<String> = pending.iter().map(u32::to_string).collect();
+                    return Response::Failed(format!(
+                        "waited {} s for replicas {} to rejoin the group",
+                        secs(now - start),
+                        ids.join(", ")
+                    ));
+                }
+                let slice = (deadline - now).min(Duration::from_millis(100));
+                state = shared
+                    .changed
+                    .wait_timeout(state, slice)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
         }
     }
 }

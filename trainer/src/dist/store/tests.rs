@@ -216,3 +216,46 @@ fn shutdown_closes_client_connections() {
         "{msg}"
     );
 }
+
+/// Replica 1 of 3 dies (its connection closes): the other two ask for the next generation and
+/// get it as soon as both asked, without waiting the settle time for the dead one.
+#[test]
+fn rejoin_leaves_out_a_replica_whose_connection_closed() {
+    let s = server(3, None);
+    let mut c0 = client(&s, 0, 3, None).unwrap();
+    let c1 = client(&s, 1, 3, None).unwrap();
+    let mut c2 = client(&s, 2, 3, None).unwrap();
+    drop(c1);
+    let settle = Duration::from_secs(30);
+    let t0 = Instant::now();
+    let other = std::thread::spawn(move || c2.rejoin(0, 12, settle, T).unwrap());
+    let d = c0.rejoin(0, 11, settle, T).unwrap();
+    assert_eq!(other.join().unwrap(), d);
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(d.generation.number, 1);
+    assert_eq!(d.generation.members, vec![0, 2]);
+    assert_eq!(d.steps, vec![11, 12]);
+    assert_eq!(d.left, vec![1]);
+    // A generation that is over is refused with a clear message.
+    let (_, msg) = rendezvous_msg(c0.rejoin(7, 11, settle, T));
+    assert!(
+        msg.contains("generation 7 is over: the group is at generation 1"),
+        "{msg}"
+    );
+}
+
+/// A replica that keeps its connection but never asks (a stopped process) is left out once
+/// the settle time has passed; an ask nobody completes within the wait names who is missing.
+#[test]
+fn rejoin_waits_the_settle_time_for_a_silent_replica() {
+    let s = server(2, None);
+    let mut c0 = client(&s, 0, 2, None).unwrap();
+    let _silent = client(&s, 1, 2, None).unwrap();
+    let (_, msg) =
+        rendezvous_msg(c0.rejoin(0, 3, Duration::from_secs(60), Duration::from_millis(300)));
+    assert!(msg.contains("replicas 1 to rejoin the group"), "{msg}");
+    let t0 = Instant::now();
+    let d = c0.rejoin(0, 3, Duration::from_millis(500), T).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!((d.generation.members, d.left), (vec![0], vec![1]));
+}
