@@ -202,6 +202,7 @@ fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&
     let mut opts = LaunchOptions::new(nproc, program, &args.out);
     opts.args = args.for_replica().to_args();
     opts.threads_per_replica = spec.ddp.threads;
+    opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
     if let Some(node) = node {
         opts.nnodes = node.nnodes;
         opts.node_rank = node.node_rank;

@@ -59,6 +59,10 @@ pub enum Error {
         msg: String,
     },
 
+    /// An elastic run lost more replicas than it may (`ddp.elastic.min_replicas`).
+    #[error("elastic run: {0}")]
+    Elastic(String),
+
     /// Model construction or parameter consistency across ranks.
     #[error("model: {0}")]
     Model(String),
@@ -120,7 +124,7 @@ impl Error {
                 code: Some(EXIT_CONFIG),
                 ..
             } => EXIT_CONFIG,
-            Error::Collective { .. } => EXIT_RESTART,
+            Error::Collective { .. } | Error::Elastic(_) => EXIT_RESTART,
             _ => EXIT_FAILURE,
         }
     }

@@ -4,6 +4,18 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Appends `line` and a newline to `path` (created if missing) in one write, as the
+/// supervisor appends to `events.jsonl`: a reader never sees half a line from this writer.
+pub fn append_line(path: &Path, line: &str) -> crate::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| crate::Error::io(path, e))?;
+    f.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| crate::Error::io(path, e))
+}
+
 /// Replaces `path` with `bytes` atomically: readers see the old content or the new, never a mix,
 /// and after a crash the file is one or the other.
 ///

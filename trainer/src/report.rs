@@ -104,6 +104,32 @@ impl Reporter {
         })
     }
 
+    /// After an elastic group re-formed: `world` replicas, `steps_per_epoch` steps in the current
+    /// epoch, and this replica now rank 0 (`lead`) or not. A new rank 0 starts writing
+    /// TensorBoard events (a file of its own in `tb/`) and the global figures; the metrics stay
+    /// in this replica's own file.
+    pub fn regroup(
+        &mut self,
+        out: &Path,
+        world: usize,
+        steps_per_epoch: u64,
+        lead: bool,
+    ) -> Result<()> {
+        self.world = world;
+        self.steps_per_epoch = steps_per_epoch;
+        if lead && self.tb.is_none() {
+            self.tb = Some(EventWriter::create(&out.join("tb"))?);
+        } else if !lead {
+            self.tb = None;
+        }
+        Ok(())
+    }
+
+    /// The steps of the current epoch (an elastic run's change with its world).
+    pub fn set_steps_per_epoch(&mut self, steps: u64) {
+        self.steps_per_epoch = steps;
+    }
+
     /// This reporter for a language model: progress in steps and tokens/s, validation with its
     /// perplexity (and bits per character or byte), over windows.
     pub fn counting_tokens(mut self, counting: TokenCounting) -> Reporter {

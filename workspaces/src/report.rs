@@ -227,6 +227,12 @@ pub fn run_details(run: &Run) -> RunDetails {
     if let Some(d) = crate::run::DataSummary::read(&run.dir) {
         fields.push(("data", d.text()));
     }
+    // An elastic run's membership changes, one line each.
+    for e in run.events().unwrap_or_default() {
+        if let Some(text) = e.event.membership_text() {
+            fields.push(("membership", text));
+        }
+    }
     fields.extend([
         ("tags", run.tags().join(", ")),
         ("spec hash", r.spec_hash.clone()),
@@ -523,6 +529,26 @@ mod tests {
         assert_eq!(
             t.rows[1][n - 4..n - 1],
             ["0.500s", "0.300s (60%)", "communication"]
+        );
+    }
+
+    /// The trainer's `membership` event line, as its rank 0 appends it, shows in `ddp show`.
+    #[test]
+    fn show_lists_an_elastic_runs_membership_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = lm_run_in(dir.path());
+        let line = r#"{"event":"membership","generation":1,"joined":[],"left":[2],"members":[0,1,3],"seconds_lost":1.02,"step":9,"time":1795904555.43,"world_after":3,"world_before":4}"#;
+        std::fs::write(run.dir.join(crate::run::EVENTS), format!("{line}\n")).unwrap();
+        let d = run_details(&run);
+        let lines: Vec<&str> = d
+            .fields
+            .iter()
+            .filter(|f| f.0 == "membership")
+            .map(|f| f.1.as_str())
+            .collect();
+        assert_eq!(
+            lines,
+            ["replica 2 left at step 9: 4 -> 3 replicas (1.0 s lost)"]
         );
     }
 

@@ -159,6 +159,7 @@ fn launch_once(
     opts.args = args;
     opts.threads_per_replica = Some(threads);
     opts.echo = false;
+    opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
     opts.env.extend(replica_env.iter().cloned());
     opts.env.push((
         "TORCHELASTIC_RESTART_COUNT".into(),

@@ -47,6 +47,7 @@ pub fn describe(e: &SupervisorEvent) -> String {
         SupervisorEvent::Stopped => "stopped".into(),
         SupervisorEvent::Completed => "completed".into(),
         SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
+        e @ SupervisorEvent::Membership { .. } => e.membership_text().unwrap_or_default(),
     }
 }
 

@@ -33,7 +33,7 @@ use vars::{Vars, env_err};
 /// group's token and torchelastic's restart count. A process that starts a trainer outside its
 /// own launcher's world (a benchmark, a test) removes them from the child's environment, so that
 /// the child sees no launcher at all.
-pub const LAUNCHER_VARIABLES: [&str; 22] = [
+pub const LAUNCHER_VARIABLES: [&str; 23] = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -51,6 +51,7 @@ pub const LAUNCHER_VARIABLES: [&str; 22] = [
     "DDP_TOKEN",
     "TORCHELASTIC_RESTART_COUNT",
     LAUNCHER_NAME_VARIABLE,
+    STORE_ELSEWHERE_VARIABLE,
     KUBEFLOW_VARIABLES[0],
     KUBEFLOW_VARIABLES[1],
     KUBEFLOW_VARIABLES[2],
@@ -64,6 +65,15 @@ pub const LAUNCHER_VARIABLES: [&str; 22] = [
 pub const LAUNCHER_NAME_VARIABLE: &str = "DDP_LAUNCHER";
 /// The value of [`LAUNCHER_NAME_VARIABLE`] that ddp's launcher sets.
 pub const DDP_LAUNCHER: &str = "ddp";
+/// Set to `1` by a launcher that serves the group's store itself at `MASTER_ADDR:MASTER_PORT`
+/// (an elastic run's, so that no replica's death takes the store down): rank 0 then connects
+/// to it like every other rank.
+pub const STORE_ELSEWHERE_VARIABLE: &str = "DDP_STORE_ELSEWHERE";
+
+/// Whether the launcher serves the store ([`STORE_ELSEWHERE_VARIABLE`]).
+pub fn store_elsewhere() -> bool {
+    std::env::var(STORE_ELSEWHERE_VARIABLE).is_ok_and(|v| v.trim() == "1")
+}
 
 const HINT_TORCHRUN: &str = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, \
                              MASTER_ADDR and MASTER_PORT; set both RANK and WORLD_SIZE, or neither \

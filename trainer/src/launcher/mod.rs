@@ -1,5 +1,6 @@
 //! `ddp-trainer --standalone --nproc N`: a local launcher that starts N replicas of a program with
-//! torchrun's variables, keeps their output, and stops them all as soon as one fails. The same
+//! torchrun's variables, keeps their output, and stops them all as soon as one fails (an elastic
+//! run goes on without it while enough remain, and its store is served here). The same
 //! launcher starts one node's replicas of a world of several nodes (a Kubeflow pod:
 //! [`LaunchOptions::nnodes`], [`LaunchOptions::node_rank`]).
 //!
@@ -34,6 +35,7 @@ pub use options::{DEFAULT_GRACE, LaunchOptions, SpawnHook};
 pub use output::log_path;
 pub use ports::free_port;
 
+use crate::dist::store::StoreServer;
 use crate::error::{Error, Result};
 use exit::{Outcome, culprit, replica_error};
 use output::drain;
@@ -117,11 +119,17 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| "0".to_string());
+    // An elastic run's store lives here, beside the replicas rather than in rank 0.
+    let _store = match opts.elastic_min {
+        Some(_) if opts.node_rank == 0 => Some(serve_store(opts, port)?),
+        _ => None,
+    };
     let world = World {
         opts,
         port,
         threads,
         restart_count,
+        store_elsewhere: opts.elastic_min.is_some(),
     };
 
     let mut replicas = Vec::with_capacity(opts.nproc);
@@ -136,9 +144,23 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
             }
         }
     }
-    let result = supervise(&mut replicas, opts.grace, interrupted);
+    let result = supervise(&mut replicas, opts, interrupted);
     drain(readers);
     result
+}
+
+/// The store of an elastic run, served by the launcher for the whole world at
+/// `MASTER_ADDR:port` (with the replicas' `DDP_TOKEN`).
+fn serve_store(opts: &LaunchOptions, port: u16) -> Result<StoreServer> {
+    let token = opts
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "DDP_TOKEN")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("DDP_TOKEN").ok());
+    StoreServer::bind(&opts.master_addr, port, opts.nnodes * opts.nproc, token)
+        .map_err(|e| Error::Launch(format!("cannot serve the elastic run's store: {e}")))
 }
 
 /// `max(1, cores / nproc)`.
@@ -173,7 +195,12 @@ fn all_ended(replicas: &[Replica], f: impl Fn(&Outcome) -> bool) -> bool {
 
 /// Waits for the replicas; on the first failure or an interrupt, stops the rest. A replica that
 /// stopped on request is no failure while the others stop after the same step too.
-fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32) -> Result<Ending> {
+fn supervise(
+    replicas: &mut [Replica],
+    opts: &LaunchOptions,
+    interrupted: &AtomicI32,
+) -> Result<Ending> {
+    let grace = opts.grace;
     loop {
         let signal = interrupted.load(Ordering::SeqCst);
         if signal != 0 {
@@ -241,6 +268,25 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
                 .as_ref()
                 .is_some_and(Outcome::lost_its_peers)
         };
+        if let Some(min) = opts.elastic_min
+            && !failed.is_empty()
+            && elastic_goes_on(replicas, min)
+        {
+            for &i in &failed {
+                let r = &replicas[i];
+                let outcome = r.outcome.as_ref().map_or(String::new(), Outcome::describe);
+                eprintln!(
+                    "ddp-trainer: rank {} (pid {}) {outcome}; ranks {} go on without it \
+                     (ddp.elastic, at least {min}) — see {}",
+                    r.rank,
+                    r.pid,
+                    rank_list(&running_ranks(replicas)),
+                    r.log.display()
+                );
+            }
+            thread::sleep(POLL);
+            continue;
+        }
         if !failed.is_empty() && failed.iter().all(lost_peers) {
             settle(replicas, &mut failed);
         }
@@ -277,6 +323,15 @@ fn supervise(replicas: &mut [Replica], grace: Duration, interrupted: &AtomicI32)
         }
         thread::sleep(POLL);
     }
+}
+
+/// Whether an elastic run goes on: at least `min` replicas are running or exited with 0.
+fn elastic_goes_on(replicas: &[Replica], min: usize) -> bool {
+    let alive = replicas
+        .iter()
+        .filter(|r| r.running() || r.outcome.as_ref().is_some_and(Outcome::success))
+        .count();
+    alive >= min
 }
 
 /// Polls the running replicas for up to [`SETTLE`], adding those that fail on their own to

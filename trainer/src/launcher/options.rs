@@ -37,6 +37,10 @@ pub struct LaunchOptions {
     pub echo: bool,
     /// Called with (rank, pid) for every replica started.
     pub on_spawn: Option<SpawnHook>,
+    /// An elastic run (`ddp.elastic.min_replicas`): a replica that fails is left behind while
+    /// at least this many are running or done, and the launcher serves the group's store, so
+    /// that no replica's death takes it down.
+    pub elastic_min: Option<usize>,
 }
 
 /// A callback told about every replica the launcher starts.
@@ -67,6 +71,7 @@ impl LaunchOptions {
             grace: DEFAULT_GRACE,
             echo: true,
             on_spawn: None,
+            elastic_min: None,
         }
     }
 }

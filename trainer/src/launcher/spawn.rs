@@ -20,6 +20,8 @@ pub(super) struct World<'a> {
     pub(super) port: u16,
     pub(super) threads: usize,
     pub(super) restart_count: String,
+    /// The launcher (of node 0) serves the store: the replicas only connect to it.
+    pub(super) store_elsewhere: bool,
 }
 
 /// One started replica.
@@ -65,6 +67,10 @@ pub(super) fn spawn(
         // The replicas' startup line names `ddp` as their launcher rather than torchrun, whose
         // variables are set above.
         .env(crate::env::LAUNCHER_NAME_VARIABLE, crate::env::DDP_LAUNCHER)
+        .env(
+            crate::env::STORE_ELSEWHERE_VARIABLE,
+            if world.store_elsewhere { "1" } else { "0" },
+        )
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

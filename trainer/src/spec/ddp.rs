@@ -1,9 +1,10 @@
 //! The `[ddp]` table: how the replicas run and talk (backend, devices, gradient buckets,
-//! overlap, compression, timeouts).
+//! overlap, compression, timeouts, elastic membership).
 
 use serde::{Deserialize, Serialize};
 
-use super::defaults;
+use super::{Spec, defaults};
+use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -150,6 +151,63 @@ pub struct DdpSpec {
     /// PowerSGD's rank (`compression = "powersgd"`; default 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub powersgd_rank: Option<usize>,
+    /// Keep training when replicas are lost, down to `min_replicas` (`{ min_replicas = N }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<Elastic>,
+}
+
+/// `ddp.elastic`: the run goes on without a lost replica, re-forming its group from the
+/// survivors' memory, while at least `min_replicas` remain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elastic {
+    pub min_replicas: usize,
+}
+
+impl Spec {
+    /// The rules of `ddp.elastic`: a minimum within the replicas, and the step that keeps the
+    /// whole state on every replica (the overlapped one, over the ring).
+    pub(super) fn check_elastic(&self) -> Result<()> {
+        let Some(e) = self.ddp.elastic else {
+            return Ok(());
+        };
+        let bad = |key: &str, msg: String| Err(self.error(key, msg));
+        if e.min_replicas == 0 || e.min_replicas > self.ddp.replicas {
+            return bad(
+                "ddp.elastic.min_replicas",
+                format!(
+                    "must be between 1 and ddp.replicas ({}), got {}",
+                    self.ddp.replicas, e.min_replicas
+                ),
+            );
+        }
+        if !self.ddp.overlap {
+            return bad(
+                "ddp.elastic",
+                "needs ddp.overlap = true: an elastic run keeps the whole optimizer state on \
+                 every replica (the overlapped step), so that no replica's loss takes a shard \
+                 of it away"
+                    .into(),
+            );
+        }
+        if self.data.name.is_text() {
+            return bad(
+                "ddp.elastic",
+                "goes on without a lost replica for sample tasks (classification, regression); \
+                 a language model's run restarts from its checkpoint (restart.max_restarts)"
+                    .into(),
+            );
+        }
+        if self.ddp.backend == Backend::Nccl {
+            return bad(
+                "ddp.elastic",
+                "re-forms its group over the tcp backend: set ddp.backend = \"tcp\" (or \
+                 \"auto\" on CPU replicas)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl DdpSpec {

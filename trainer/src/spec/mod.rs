@@ -17,7 +17,7 @@ mod own_data;
 mod slurm;
 mod text_keys;
 
-pub use ddp::{Backend, BucketMb, Compression, DdpSpec, DeviceKeyword, Devices};
+pub use ddp::{Backend, BucketMb, Compression, DdpSpec, DeviceKeyword, Devices, Elastic};
 pub use load::{KEYS, edit_distance, parse_override};
 pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
 pub use text_keys::{TokenDtype, TokenizerKind};
@@ -687,6 +687,7 @@ impl Spec {
         self.check_language_model()?;
         self.check_own_data()?;
         self.check_slurm()?;
+        self.check_elastic()?;
         if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
             return bad("model.name", "\"linear\" is a regression model: use data with data.task = \"regression\" (synthetic, or a table's numeric target)".into());
         }

@@ -4,8 +4,10 @@
 //! Layout:
 //! - this file: the run, the epoch loop of sample tasks and the step loop of language models,
 //!   a stop request, checkpoints (at epochs' ends, every N steps, and where a stop leaves the
-//!   run) and the run's end.
+//!   run), an elastic run's recovery when a replica is lost, and the run's end.
 //! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
+//! - `elastic`: what an elastic run carries over when its group re-forms (the share of the
+//!   epoch, the most advanced replica's position, the membership event).
 //! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
 //!   overlap, compression), and what rank 0's log says of it.
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
@@ -16,22 +18,24 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::Result;
 use crate::checkpoint::{self, TrainState};
-use crate::data::Batch;
+use crate::data::{Batch, DistributedSampler};
 use crate::dist::ReduceOp;
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
-use crate::report::{Reporter, Window};
+use crate::report::{Reporter, Window, WindowState};
+use crate::schedule::Schedule;
 use crate::spec::Spec;
 use crate::step::batch_parts;
 use crate::step::comm::with_comm;
 use crate::step::device::{DeviceStep, Reducer};
 use crate::step::overlap;
+use crate::{Error, Result, fsutil};
 
 mod clock;
+mod elastic;
 mod host_step;
 mod position;
 mod replica;
@@ -40,6 +44,7 @@ mod tokens;
 
 use crate::step::engine::Engine;
 use clock::StepClock;
+use elastic::{Resync, Share};
 use position::Position;
 use replica::{Replica, Task};
 use samples::Loop;
@@ -145,6 +150,19 @@ struct Training {
     /// Seconds spent training and samples trained by this rank, for the throughput.
     train_time: f64,
     train_samples: u64,
+    /// An elastic run's minimum of replicas (`ddp.elastic.min_replicas`).
+    elastic_min: Option<usize>,
+    /// Where the current world's share of the epoch began (an elastic run's world changes).
+    share: Share,
+    /// Steps of the current epoch completed.
+    in_epoch: u64,
+    /// The epoch's end (validation, checkpoint) is due: its last step is done.
+    epoch_end_due: bool,
+    /// When the last step ended (a membership change counts the time lost from there).
+    last_step_end: Instant,
+    /// The window as the last completed step left it (a step lost with a replica is not
+    /// counted).
+    settled: WindowState,
 }
 
 impl Training {
@@ -201,6 +219,7 @@ impl Training {
             );
         }
         let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
+        let elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
         Ok(Training {
             r,
             engine,
@@ -219,6 +238,12 @@ impl Training {
             stopped: false,
             train_time: 0.0,
             train_samples: 0,
+            elastic_min,
+            share: Share::default(),
+            in_epoch: start.step_in_epoch,
+            epoch_end_due: false,
+            last_step_end: Instant::now(),
+            settled: WindowState::default(),
         })
     }
 
@@ -235,16 +260,161 @@ impl Training {
         if let Task::Tokens(_) = self.r.task {
             return self.token_steps();
         }
-        while self.epoch < self.epochs
-            && self.global_step < self.max_steps.min(self.budget)
-            && !self.stopped
-        {
-            if !self.train_epoch()? {
+        loop {
+            let done = if self.epoch_end_due {
+                self.end_epoch().map(|()| true)
+            } else if self.epoch < self.epochs
+                && self.global_step < self.max_steps.min(self.budget)
+                && !self.stopped
+            {
+                self.train_epoch()
+            } else {
                 break;
+            };
+            match done {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) if self.recoverable(&e) => self.recover(e)?,
+                Err(e) => return Err(e),
             }
-            self.end_epoch()?;
         }
         Ok(())
+    }
+
+    /// Whether an elastic run goes on after `e`: a collective that lost or waited in vain for
+    /// a peer.
+    fn recoverable(&self, e: &Error) -> bool {
+        self.elastic_min.is_some() && matches!(e, Error::Collective { .. })
+    }
+
+    /// Re-forms an elastic run's group after `e`, takes the state of the replica that completed
+    /// the most steps (weights, optimizer state, position), and sets the DDP step, the rest of
+    /// the epoch's samples, the schedule and the reporting up for the new world. Fewer replicas
+    /// than `ddp.elastic.min_replicas` end the run with [`Error::Elastic`].
+    fn recover(&mut self, e: Error) -> Result<()> {
+        let min = self.elastic_min.unwrap_or(1);
+        let world_before = self.r.world;
+        eprintln!(
+            "replica {}: {e}; re-forming the group (ddp.elastic)",
+            self.r.id
+        );
+        let settle = Duration::from_secs(self.r.spec.ddp.timeout_s);
+        let step = self.global_step;
+        let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
+        let world = d.generation.members.len();
+        if world < min {
+            return Err(Error::Elastic(elastic::below_minimum(
+                &d,
+                world_before,
+                min,
+            )));
+        }
+        let rank = d
+            .generation
+            .rank_of(self.r.id as u32)
+            .ok_or_else(|| Error::Elastic(format!("replica {} is not a member", self.r.id)))?;
+        let (_, src) = d.most_advanced();
+        let train = self.r.spec.train.clone();
+        let per_step = train.batch_size * train.grad_accum;
+        let Task::Samples { splits, .. } = &self.r.task else {
+            return Err(Error::Elastic(
+                "a language model's run cannot go on without a replica yet".into(),
+            ));
+        };
+        let len = splits.train.len();
+        let mine = Resync {
+            epoch: self.epoch,
+            global_step: self.global_step,
+            in_epoch: self.in_epoch,
+            pos: self
+                .share
+                .reached(self.in_epoch, per_step, world_before, len),
+            opt_steps: self.r.opt.steps,
+            epoch_end_due: self.epoch_end_due,
+        };
+        self.r.rank = rank;
+        self.r.world = world;
+        self.work.rank = rank;
+        // A new step for the new world (its buckets learn backward's order again).
+        self.r.ddp = host_step::ddp_step(
+            &self.r.spec,
+            &self.r.net,
+            &self.r.comm,
+            self.r.route.clone(),
+            self.r.host_step,
+            rank,
+            world,
+        )?;
+        let all = with_comm(&self.r.comm, |c| {
+            c.all_gather_bytes(mine.encode().as_bytes())
+        })?;
+        let at = Resync::parse(&String::from_utf8_lossy(&all[src]))
+            .ok_or_else(|| Error::Elastic(format!("rank {src}'s position is malformed")))?;
+        if at.global_step == self.global_step {
+            // The step under way is lost: its samples are trained again.
+            self.window = Window::resume(self.settled);
+        }
+        let Replica {
+            comm,
+            ddp,
+            opt,
+            net,
+            ..
+        } = &mut self.r;
+        with_comm(comm, |c| {
+            c.broadcast(ddp.params_mut(), src)?;
+            for slot in opt.slots.iter_mut() {
+                c.broadcast(slot, src)?;
+            }
+            Ok(())
+        })?;
+        opt.steps = at.opt_steps;
+        ddp.write_params(net)?;
+        ddp.broadcast_buffers(net)?;
+        self.epoch = at.epoch;
+        self.global_step = at.global_step;
+        self.in_epoch = at.in_epoch;
+        self.resume_in_epoch = at.in_epoch;
+        self.epoch_end_due = at.epoch_end_due;
+        self.share = Share {
+            step: at.in_epoch,
+            pos: at.pos,
+        };
+        let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
+        let full = sampler.num_samples().div_ceil(train.batch_size);
+        let full = full.div_ceil(train.grad_accum) as u64;
+        let sampler = sampler.from_position(at.pos);
+        self.r.steps_per_epoch =
+            self.share
+                .epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
+        self.r.schedule = Schedule::new(&self.r.spec, world, full);
+        if let Task::Samples { sampler: s, .. } = &mut self.r.task {
+            *s = sampler;
+        }
+        self.report
+            .regroup(&self.r.out, world, self.r.steps_per_epoch, rank == 0)?;
+        let lost = self.last_step_end.elapsed().as_secs_f64();
+        if rank == 0 {
+            println!("{}", elastic::change_line(&d, world_before, lost));
+            let line = elastic::event_line(crate::metrics::unix_time(), &d, world_before, lost);
+            fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
+        }
+        Ok(())
+    }
+
+    /// The next epoch starts with the whole data set split over the current world.
+    fn fresh_epoch(&mut self) {
+        if self.share == Share::default() {
+            return;
+        }
+        self.share = Share::default();
+        let train = &self.r.spec.train;
+        if let Task::Samples { sampler, .. } = &mut self.r.task {
+            *sampler = sampler.clone().from_position(0);
+            let micro = sampler.num_samples().div_ceil(train.batch_size);
+            self.r.steps_per_epoch = micro.div_ceil(train.grad_accum) as u64;
+        }
+        self.report.set_steps_per_epoch(self.r.steps_per_epoch);
     }
 
     /// Whether any replica was asked to stop before training (one all-reduce of the requests).
@@ -400,13 +570,16 @@ impl Training {
         sampler.indices_into(epoch as u64, &mut self.work.indices);
         let steps_per_epoch = self.r.steps_per_epoch;
         let mut step_in_epoch = std::mem::take(&mut self.resume_in_epoch);
+        self.in_epoch = step_in_epoch;
         if step_in_epoch == 0 {
             self.window = Window::start();
             self.clock = StepClock::default();
         }
         let indices = std::mem::take(&mut self.work.indices);
         let per_step = train.batch_size * train.grad_accum;
-        let rest = &indices[(step_in_epoch as usize * per_step).min(indices.len())..];
+        // This world's share of the epoch began at `share.step`.
+        let taken = step_in_epoch.saturating_sub(self.share.step) as usize * per_step;
+        let rest = &indices[taken.min(indices.len())..];
         let Task::Samples { splits, .. } = &self.r.task else {
             unreachable!("token data trains in steps")
         };
@@ -461,10 +634,13 @@ impl Training {
             self.stopped = stopped;
             self.global_step += 1;
             step_in_epoch += 1;
+            self.in_epoch = step_in_epoch;
+            self.last_step_end = Instant::now();
             let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
             if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends {
                 self.record_window(epoch + 1, step_in_epoch, lr)?;
             }
+            self.settled = self.window.state();
             // The end of the epoch is validated and checkpointed by `end_epoch`.
             if epoch_ends {
                 break;
@@ -502,14 +678,16 @@ impl Training {
             }
             return Ok(false);
         }
+        // The epoch is counted; its end (validation, checkpoint) is due.
+        self.epoch += 1;
+        self.epoch_end_due = true;
         Ok(true)
     }
 
-    /// Counts the epoch just trained, evaluates it on the validation split and writes a
-    /// checkpoint when `checkpoint.every_epochs` asks for one, or a stop was requested in its
-    /// last step, or `checkpoint.every_steps` falls on it.
+    /// Evaluates the epoch just trained on the validation split and writes a checkpoint when
+    /// `checkpoint.every_epochs` asks for one, or a stop was requested in its last step, or
+    /// `checkpoint.every_steps` falls on it; the next epoch starts fresh.
     fn end_epoch(&mut self) -> Result<()> {
-        self.epoch += 1;
         let epoch = self.epoch;
         self.validate(epoch - 1, self.global_step)?;
         let checkpoint = &self.r.spec.checkpoint;
@@ -523,6 +701,8 @@ impl Training {
         {
             self.checkpoint(0, false)?;
         }
+        self.epoch_end_due = false;
+        self.fresh_epoch();
         self.report.sync()
     }
 

@@ -2,6 +2,7 @@
 //! and the schedule it trains with, set up from the spec or restored from a checkpoint.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use candle_core::Device;
@@ -38,12 +39,18 @@ enum Data {
 pub(super) struct Replica {
     pub(super) spec: Spec,
     pub(super) out: PathBuf,
+    /// This replica's identity: its rank when the group first formed (an elastic run's rank
+    /// changes when replicas leave).
+    pub(super) id: usize,
     pub(super) rank: usize,
     pub(super) world: usize,
     pub(super) device: Device,
     pub(super) task: Task,
     pub(super) net: Network,
     pub(super) comm: SharedCollective,
+    /// SyncBatchNorm's route to the communication thread (a re-formed group's new DDP step
+    /// takes it too).
+    pub(super) route: Arc<Route>,
     pub(super) ddp: Ddp,
     pub(super) opt: Optimizer,
     /// True when the step runs on the host (flat buffers shared with the other ranks); false
@@ -103,8 +110,9 @@ impl Replica {
             master_port: env.master_port,
             timeout,
             token,
-            shared_memory: spec.ddp.shared_memory,
-            store_elsewhere: false,
+            // An elastic group re-forms its ring; shared memory is set up for one world.
+            shared_memory: spec.ddp.shared_memory && spec.ddp.elastic.is_none(),
+            store_elsewhere: crate::env::store_elsewhere(),
         })?;
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let route = Route::new();
@@ -139,7 +147,7 @@ impl Replica {
         }
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
-        let ddp = host_step::ddp_step(&spec, &net, &comm, route, host_step, rank, world)?;
+        let ddp = host_step::ddp_step(&spec, &net, &comm, route.clone(), host_step, rank, world)?;
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
         let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
 
@@ -166,12 +174,14 @@ impl Replica {
         let replica = Replica {
             spec,
             out,
+            id: rank,
             rank,
             world,
             device,
             task,
             net,
             comm,
+            route,
             ddp,
             opt,
             host_step,

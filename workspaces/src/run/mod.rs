@@ -244,6 +244,52 @@ pub enum SupervisorEvent {
     Failed {
         reason: String,
     },
+    /// An elastic run's group re-formed without (or with) some replicas; written by the
+    /// trainer's rank 0 of the new group. Replicas are named by their first rank.
+    Membership {
+        step: u64,
+        generation: u64,
+        left: Vec<usize>,
+        joined: Vec<usize>,
+        world_before: usize,
+        world_after: usize,
+        seconds_lost: f64,
+    },
+}
+
+impl SupervisorEvent {
+    /// A membership change in words: `replica 1 left at step 38: 4 -> 3 replicas (1.4 s lost)`.
+    pub fn membership_text(&self) -> Option<String> {
+        let SupervisorEvent::Membership {
+            step,
+            left,
+            joined,
+            world_before,
+            world_after,
+            seconds_lost,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut what = Vec::new();
+        if !left.is_empty() {
+            what.push(format!("replica {} left", list(left)));
+        }
+        if !joined.is_empty() {
+            what.push(format!("replica {} joined", list(joined)));
+        }
+        Some(format!(
+            "{} at step {step}: {world_before} -> {world_after} replicas ({seconds_lost:.1} s lost)",
+            what.join(", ")
+        ))
+    }
 }
 
 pub const RUN_JSON: &str = "run.json";

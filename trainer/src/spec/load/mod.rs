@@ -82,6 +82,7 @@ pub const KEYS: &[&str] = &[
     "ddp.overlap",
     "ddp.compression",
     "ddp.powersgd_rank",
+    "ddp.elastic.min_replicas",
     "checkpoint.every_epochs",
     "checkpoint.keep_last",
     "checkpoint.every_steps",

@@ -420,7 +420,12 @@ y_key = "labels"
     if text.data.tokenizer.is_some() {
         seen.push("data.tokenizer".into());
     }
-    let power = ["ddp.compression=\"powersgd\"", "ddp.powersgd_rank=2"].map(String::from);
+    let power = [
+        "ddp.compression=\"powersgd\"",
+        "ddp.powersgd_rank=2",
+        "ddp.elastic.min_replicas=1",
+    ]
+    .map(String::from);
     let rendered: Table = parse(images, Path::new("p.toml"), &power)
         .unwrap()
         .to_toml()
@@ -465,4 +470,50 @@ fn hash_ignores_launch_settings_only() {
     assert_eq!(a.hash(), b.hash());
     assert_eq!(a.hash(), d.hash());
     assert_ne!(a.hash(), c.hash());
+}
+
+#[test]
+fn elastic_minimum_and_its_rules() {
+    let with = |extra: &str, sets: &[&str]| {
+        let text = format!("{BASE}{extra}");
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        parse(&text, Path::new("s.toml"), &sets)
+    };
+    let s = with("", &["ddp.replicas=4", "ddp.elastic.min_replicas=2"]).unwrap();
+    assert_eq!(
+        s.ddp.elastic,
+        Some(crate::spec::Elastic { min_replicas: 2 })
+    );
+    assert_eq!(with("", &["ddp.replicas=4"]).unwrap().ddp.elastic, None);
+    let e = parse_err(BASE, &["ddp.replicas=2", "ddp.elastic.min_replicas=3"]);
+    assert!(
+        e.contains("ddp.elastic.min_replicas")
+            && e.contains("between 1 and ddp.replicas (2), got 3"),
+        "{e}"
+    );
+    let e = parse_err(
+        BASE,
+        &[
+            "ddp.replicas=2",
+            "ddp.elastic.min_replicas=1",
+            "ddp.overlap=false",
+        ],
+    );
+    assert!(
+        e.contains("ddp.elastic") && e.contains("ddp.overlap = true"),
+        "{e}"
+    );
+    let e = parse_err(
+        BASE,
+        &[
+            "ddp.replicas=2",
+            "ddp.elastic.min_replicas=1",
+            "ddp.backend=\"nccl\"",
+        ],
+    );
+    assert!(e.contains("ddp.backend = \"tcp\""), "{e}");
+    let e = with("", &["ddp.replicas=2", "ddp.elastic.min=1"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ddp.elastic.min"), "{e}");
 }

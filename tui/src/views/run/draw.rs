@@ -330,6 +330,9 @@ fn event_text(e: &SupervisorEvent) -> (String, String) {
         SupervisorEvent::Stopped => ("stopped".into(), "stopped on request".into()),
         SupervisorEvent::Completed => ("completed".into(), "all replicas finished".into()),
         SupervisorEvent::Failed { reason } => ("failed".into(), reason.clone()),
+        e @ SupervisorEvent::Membership { .. } => {
+            ("membership".into(), e.membership_text().unwrap_or_default())
+        }
     }
 }
 
@@ -350,9 +353,9 @@ fn render_events(t: Theme, v: &RunView, area: Rect, buf: &mut Buffer) {
             let style = match &e.event {
                 SupervisorEvent::Failed { .. } => t.error(),
                 SupervisorEvent::ReplicaExited { code: Some(0), .. } => Style::new(),
-                SupervisorEvent::ReplicaExited { .. } | SupervisorEvent::Restarting { .. } => {
-                    t.warning()
-                }
+                SupervisorEvent::ReplicaExited { .. }
+                | SupervisorEvent::Restarting { .. }
+                | SupervisorEvent::Membership { .. } => t.warning(),
                 SupervisorEvent::Completed | SupervisorEvent::Started { .. } => t.ok(),
                 _ => Style::new(),
             };

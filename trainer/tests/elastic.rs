@@ -1,0 +1,225 @@
+//! Elastic runs (`ddp.elastic`) through the real launcher (`ddp-trainer --standalone`) and
+//! processes: replicas killed with SIGKILL mid-run, rank 0 among them, and the survivors going
+//! on from their memory. No checkpoint is ever written (`checkpoint.every_epochs = 0`), so none
+//! can be read; each epoch's samples over all replicas still add up to the data set; the test
+//! accuracy stays within a point of an undisturbed run's.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::*;
+use ddp_trainer::metrics::{MetricKind, read_metrics};
+
+/// Training samples: 20 steps an epoch for 4 replicas of 16.
+const TRAIN: usize = 1280;
+const REPLICAS: usize = 4;
+
+fn spec(dir: &Path, min: usize) -> PathBuf {
+    TestSpec::mnist("mnist-cnn")
+        .set("data.val_fraction", 0.0)
+        .set("data.limit_train", TRAIN)
+        .set("data.limit_test", 512)
+        .set("train.epochs", 3)
+        .set("train.batch_size", 16)
+        .set("train.optimizer", "adam")
+        .set("train.lr", 0.002)
+        .set("train.log_every", 1)
+        .set("ddp.replicas", REPLICAS)
+        .set("ddp.timeout_s", 20)
+        .set("ddp.elastic.min_replicas", min)
+        .set("checkpoint.every_epochs", 0)
+        .set("restart.max_restarts", 0)
+        .write(dir)
+}
+
+fn launch(spec: &Path, out: &Path) -> Child {
+    let mut cmd = trainer();
+    cmd.arg(spec)
+        .args(["--standalone", "--out"])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// The replicas of launcher `launcher` by rank (from their environment).
+fn replicas(launcher: u32) -> HashMap<usize, u32> {
+    let children = std::fs::read_dir(format!("/proc/{launcher}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        });
+    children
+        .filter_map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let rank = env
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"RANK="))
+                .and_then(|r| std::str::from_utf8(r).ok()?.parse().ok())?;
+            Some((rank, pid))
+        })
+        .collect()
+}
+
+/// The highest step any replica has recorded.
+fn last_step(out: &Path) -> u64 {
+    (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .filter(|m| m.kind == MetricKind::Train)
+        .map(|m| m.step)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Runs the elastic spec (minimum `min`) in `out`, killing replica `rank` with SIGKILL once a
+/// replica has recorded step `step`, for each of `kills` in turn.
+fn run(out: &Path, min: usize, kills: &[(usize, u64)]) -> Output {
+    std::fs::create_dir_all(out).unwrap();
+    let spec = spec(out, min);
+    let child = launch(&spec, out);
+    let launcher = child.id();
+    for &(rank, step) in kills {
+        wait_for(&format!("step {step}"), Duration::from_secs(120), || {
+            last_step(out) >= step
+        });
+        let pid = replicas(launcher)[&rank];
+        // SAFETY: kill(2) on a process of this test.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    }
+    wait_output(child, Duration::from_secs(240))
+}
+
+/// The test accuracy an undisturbed elastic run of the same spec reaches (computed once).
+fn undisturbed_accuracy() -> f64 {
+    static ACC: OnceLock<f64> = OnceLock::new();
+    *ACC.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(dir.path(), 2, &[]);
+        assert_success(&out);
+        test_accuracy(dir.path())
+    })
+}
+
+fn test_accuracy(out: &Path) -> f64 {
+    (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .find(|m| m.kind == MetricKind::Test)
+        .and_then(|m| m.accuracy)
+        .expect("a test record")
+}
+
+/// The membership events of `events.jsonl`.
+fn membership(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "membership")
+        .collect()
+}
+
+/// What every elastic run that lost replicas and completed shows.
+fn assert_went_on(out: &Path, output: &Output, left: &[&[u64]]) {
+    assert_success(output);
+    let events = membership(out);
+    assert_eq!(events.len(), left.len(), "{events:?}\n{}", text(output));
+    let mut world = REPLICAS as u64;
+    for (e, left) in events.iter().zip(left) {
+        let got: Vec<u64> = e["left"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .collect();
+        assert_eq!(got, *left);
+        assert_eq!(e["world_before"], world);
+        world -= left.len() as u64;
+        assert_eq!(e["world_after"], world);
+        assert!(e["seconds_lost"].as_f64().unwrap() < 10.0, "{e}");
+    }
+    // No checkpoint was written, so none was read.
+    assert!(
+        !out.join("checkpoints").exists()
+            || std::fs::read_dir(out.join("checkpoints"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+    // Each epoch's samples over all replicas: the data set, plus at most the padding of the
+    // worlds that split it.
+    let records: Vec<_> = (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .filter(|m| m.kind == MetricKind::Train)
+        .collect();
+    for epoch in 1..=3 {
+        let samples: u64 = records
+            .iter()
+            .filter(|m| m.epoch == epoch)
+            .filter_map(|m| m.samples)
+            .sum();
+        // A replica killed right after the step it last contributed to was applied by the
+        // others cannot record that step's batch: at most a batch per loss short.
+        let (train, batch) = (TRAIN as u64, 16 * left.len() as u64);
+        assert!(
+            (train - batch..train + 2 * REPLICAS as u64).contains(&samples),
+            "epoch {epoch}: {samples} samples"
+        );
+    }
+    let acc = test_accuracy(out);
+    let base = undisturbed_accuracy();
+    assert!(
+        acc.is_finite() && acc >= base - 0.01,
+        "accuracy {acc} against {base} undisturbed"
+    );
+}
+
+#[test]
+fn a_killed_replica_is_left_behind_and_the_run_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), 2, &[(2, 5)]);
+    assert_went_on(dir.path(), &out, &[&[2]]);
+    let show = std::fs::read_to_string(dir.path().join("logs/rank-0.log")).unwrap();
+    assert!(
+        show.contains("membership: replica 2 left after step"),
+        "{show}"
+    );
+}
+
+#[test]
+fn losing_rank_0_is_survived_like_any_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), 2, &[(0, 5)]);
+    assert_went_on(dir.path(), &out, &[&[0]]);
+}
+
+#[test]
+fn a_replica_then_rank_0_are_lost_one_after_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), 2, &[(1, 5), (0, 30)]);
+    assert_went_on(dir.path(), &out, &[&[1], &[0]]);
+}
+
+#[test]
+fn fewer_replicas_than_the_minimum_end_the_run_naming_who_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), REPLICAS, &[(3, 5)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("replica 3 left after step")
+            && all.contains("3 of 4 replicas remain, fewer than ddp.elastic.min_replicas = 4"),
+        "{all}"
+    );
+}
