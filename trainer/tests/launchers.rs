@@ -1,8 +1,10 @@
 //! The replica contract through the real binary: replicas placed by Slurm's and Open MPI's
 //! variables (not only torchrun's) form a group and train together, and pods of a Kubeflow job
-//! start their node's replicas themselves.
+//! start their node's replicas themselves; elastic runs (`elastic`) go on without replicas
+//! killed mid-run.
 
 mod common;
+mod elastic;
 use common::*;
 use std::process::Stdio;
 use std::time::Duration;

@@ -4,15 +4,13 @@
 //! can be read; each epoch's samples over all replicas still add up to the data set; the test
 //! accuracy stays within a point of an undisturbed run's.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use ddp_trainer::metrics::{MetricKind, read_metrics};
 
 /// Training samples: 20 steps an epoch for 4 replicas of 16.
