@@ -321,6 +321,25 @@ fn supervise(
         if replicas.iter().all(|r| !r.running()) {
             return Ok((Ended::Completed, None));
         }
+        if opts.elastic_min.is_some() && replicas.iter().any(|r| r.succeeded()) {
+            // The group completed without the replicas still running: those were left out (a
+            // stopped process, a host that stopped answering). They get `grace` to end.
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && replicas.iter().any(|r| r.running()) {
+                thread::sleep(POLL);
+                replicas.iter_mut().for_each(|r| drop(r.poll()));
+            }
+            let left = running_ranks(replicas);
+            if !left.is_empty() {
+                eprintln!(
+                    "ddp-trainer: the run completed without ranks {}, which were left out of \
+                     the group; stopping them",
+                    rank_list(&left)
+                );
+                stop(replicas, Duration::ZERO);
+            }
+            return Ok((Ended::Completed, None));
+        }
         thread::sleep(POLL);
     }
 }

@@ -144,6 +144,11 @@ pub(super) fn spawn(
 }
 
 impl Replica {
+    /// Whether it has exited with 0.
+    pub(super) fn succeeded(&self) -> bool {
+        self.outcome.as_ref().is_some_and(Outcome::success)
+    }
+
     pub(super) fn running(&self) -> bool {
         self.outcome.is_none()
     }

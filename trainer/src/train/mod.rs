@@ -160,6 +160,8 @@ struct Training {
     epoch_end_due: bool,
     /// When the last step ended (a membership change counts the time lost from there).
     last_step_end: Instant,
+    /// How long the last step took.
+    last_step: Duration,
     /// The window as the last completed step left it (a step lost with a replica is not
     /// counted).
     settled: WindowState,
@@ -243,6 +245,7 @@ impl Training {
             in_epoch: start.step_in_epoch,
             epoch_end_due: false,
             last_step_end: Instant::now(),
+            last_step: Duration::ZERO,
             settled: WindowState::default(),
         })
     }
@@ -298,7 +301,10 @@ impl Training {
             "replica {}: {e}; re-forming the group (ddp.elastic)",
             self.r.id
         );
-        let settle = Duration::from_secs(self.r.spec.ddp.timeout_s);
+        // Members still computing their step notice within about a step; a silent one is left
+        // out after three steps' time (at least 3 s, at most ddp.timeout_s).
+        let timeout = Duration::from_secs(self.r.spec.ddp.timeout_s);
+        let settle = (self.last_step * 3).clamp(Duration::from_secs(3).min(timeout), timeout);
         let step = self.global_step;
         let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
         let world = d.generation.members.len();
@@ -635,6 +641,7 @@ impl Training {
             self.global_step += 1;
             step_in_epoch += 1;
             self.in_epoch = step_in_epoch;
+            self.last_step = self.last_step_end.elapsed();
             self.last_step_end = Instant::now();
             let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
             if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends {

@@ -221,3 +221,42 @@ fn fewer_replicas_than_the_minimum_end_the_run_naming_who_left() {
         "{all}"
     );
 }
+
+/// A replica that stops answering (SIGSTOP: its sockets stay open) is waited for
+/// `ddp.timeout_s`, then left out; the run completes without it and the launcher stops it.
+#[test]
+fn a_silent_replica_is_left_out_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = TestSpec::mnist("mnist-cnn")
+        .set("data.val_fraction", 0.0)
+        .set("data.limit_train", TRAIN)
+        .set("data.limit_test", 512)
+        .set("train.epochs", 2)
+        .set("train.batch_size", 16)
+        .set("train.log_every", 1)
+        .set("ddp.replicas", REPLICAS)
+        .set("ddp.timeout_s", 3)
+        .set("ddp.elastic.min_replicas", 2)
+        .set("checkpoint.every_epochs", 0)
+        .write(out);
+    let child = launch(&spec, out);
+    let launcher = child.id();
+    wait_for("step 5", Duration::from_secs(120), || last_step(out) >= 5);
+    let pid = replicas(launcher)[&1];
+    // SAFETY: kill(2) on a process of this test.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let output = wait_output(child, Duration::from_secs(240));
+    assert_success(&output);
+    let events = membership(out);
+    assert_eq!(events.len(), 1, "{events:?}\n{}", text(&output));
+    assert_eq!(events[0]["left"], serde_json::json!([1]));
+    // The collective's timeout, then at least 3 s for the silent one to ask, and no more.
+    let lost = events[0]["seconds_lost"].as_f64().unwrap();
+    assert!((3.0..3.0 + 3.0 + 4.0).contains(&lost), "{lost} s lost");
+    assert!(
+        text(&output).contains("the run completed without ranks 1"),
+        "{}",
+        text(&output)
+    );
+}
