@@ -327,7 +327,9 @@ fn supervise(
             let deadline = Instant::now() + grace;
             while Instant::now() < deadline && replicas.iter().any(|r| r.running()) {
                 thread::sleep(POLL);
-                replicas.iter_mut().for_each(|r| drop(r.poll()));
+                for r in replicas.iter_mut() {
+                    let _ = r.poll();
+                }
             }
             let left = running_ranks(replicas);
             if !left.is_empty() {
