@@ -302,9 +302,9 @@ impl Training {
             self.r.id
         );
         // Members still computing their step notice within about a step; a silent one is left
-        // out after three steps' time (at least 3 s, at most ddp.timeout_s).
+        // out after three steps' time (at least 1.5 s, at most ddp.timeout_s).
         let timeout = Duration::from_secs(self.r.spec.ddp.timeout_s);
-        let settle = (self.last_step * 3).clamp(Duration::from_secs(3).min(timeout), timeout);
+        let settle = (self.last_step * 3).clamp(Duration::from_millis(1500).min(timeout), timeout);
         let step = self.global_step;
         let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
         let world = d.generation.members.len();
