@@ -190,14 +190,6 @@ impl Spec {
                     .into(),
             );
         }
-        if self.data.name.is_text() {
-            return bad(
-                "ddp.elastic",
-                "goes on without a lost replica for sample tasks (classification, regression); \
-                 a language model's run restarts from its checkpoint (restart.max_restarts)"
-                    .into(),
-            );
-        }
         if self.ddp.backend == Backend::Nccl {
             return bad(
                 "ddp.elastic",

@@ -261,7 +261,13 @@ impl Training {
             self.validate(self.epoch, self.global_step)?;
         }
         if let Task::Tokens(_) = self.r.task {
-            return self.token_steps();
+            // A language model's steps, re-entered after an elastic run re-formed its group.
+            loop {
+                match self.token_steps() {
+                    Err(e) if self.recoverable(&e) => self.recover(e)?,
+                    other => return other,
+                }
+            }
         }
         loop {
             let done = if self.epoch_end_due {
@@ -322,12 +328,12 @@ impl Training {
         let (_, src) = d.most_advanced();
         let train = self.r.spec.train.clone();
         let per_step = train.batch_size * train.grad_accum;
-        let Task::Samples { splits, .. } = &self.r.task else {
-            return Err(Error::Elastic(
-                "a language model's run cannot go on without a replica yet".into(),
-            ));
+        // A language model's windows are a function of the step and the global window index:
+        // it has no position in an epoch to carry.
+        let len = match &self.r.task {
+            Task::Samples { splits, .. } => splits.train.len(),
+            Task::Tokens(_) => 0,
         };
-        let len = splits.train.len();
         let mine = Resync {
             epoch: self.epoch,
             global_step: self.global_step,
@@ -386,16 +392,24 @@ impl Training {
             step: at.in_epoch,
             pos: at.pos,
         };
-        let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
-        let full = sampler.num_samples().div_ceil(train.batch_size);
-        let full = full.div_ceil(train.grad_accum) as u64;
-        let sampler = sampler.from_position(at.pos);
-        self.r.steps_per_epoch =
-            self.share
-                .epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
-        self.r.schedule = Schedule::new(&self.r.spec, world, full);
-        if let Task::Samples { sampler: s, .. } = &mut self.r.task {
-            *s = sampler;
+        match &mut self.r.task {
+            Task::Samples { sampler: s, .. } => {
+                let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
+                let full = sampler.num_samples().div_ceil(train.batch_size);
+                let full = full.div_ceil(train.grad_accum) as u64;
+                let sampler = sampler.from_position(at.pos);
+                self.r.steps_per_epoch = self.share.epoch_steps(
+                    sampler.num_samples(),
+                    train.batch_size,
+                    train.grad_accum,
+                );
+                self.r.schedule = Schedule::new(&self.r.spec, world, full);
+                *s = sampler;
+            }
+            Task::Tokens(tokens) => {
+                tokens.regroup(&self.r.spec, world, rank);
+                self.r.schedule = Schedule::new(&self.r.spec, world, self.r.steps_per_epoch);
+            }
         }
         self.report
             .regroup(&self.r.out, world, self.r.steps_per_epoch, rank == 0)?;
@@ -509,11 +523,14 @@ impl Training {
             self.clock.step(t.elapsed(), &cost, step_start.elapsed());
             self.stopped = stopped;
             self.global_step += 1;
+            self.last_step = self.last_step_end.elapsed();
+            self.last_step_end = Instant::now();
             let done = self.global_step;
             let last = done == budget;
             if done.is_multiple_of(self.log_every) || last {
                 self.record_window(1, done, lr)?;
             }
+            self.settled = self.window.state();
             let eval_due = done.is_multiple_of(eval_every) || last;
             if self.stopped {
                 // The validation due here is left to the resumed run.

@@ -42,6 +42,19 @@ impl Tokens {
         }
     }
 
+    /// This replica's windows as rank `rank` of `world` (an elastic group re-formed): step
+    /// `s` goes on drawing the global windows `[0, world·B)` of `s`.
+    pub(super) fn regroup(&mut self, spec: &Spec, world: usize, rank: usize) {
+        self.windows = TrainWindows::new(
+            self.data.train.len(),
+            self.data.block,
+            spec.train.batch_size,
+            world,
+            rank,
+            spec.train.seed,
+        );
+    }
+
     /// Forward and backward of micro-batch `micro` (`step · grad_accum + k`): its mean loss, its
     /// gradients, its windows, and the time it took to read them.
     pub(super) fn micro_batch(

@@ -260,3 +260,38 @@ fn a_silent_replica_is_left_out_after_the_timeout() {
         text(&output)
     );
 }
+
+/// A language model's run goes on likewise: its step budget is kept, each step's windows
+/// drawn over the new world.
+#[test]
+fn a_language_model_goes_on_without_a_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = TestSpec::tiny_gpt()
+        .set("train.steps", 60)
+        .set("train.eval_every", 30)
+        .set("train.log_every", 1)
+        .set("ddp.replicas", 3)
+        .set("ddp.timeout_s", 20)
+        .set("ddp.elastic.min_replicas", 2)
+        .set("checkpoint.every_steps", 1000)
+        .write(out);
+    let child = launch(&spec, out);
+    let launcher = child.id();
+    wait_for("step 10", Duration::from_secs(120), || last_step(out) >= 10);
+    let pid = replicas(launcher)[&1];
+    // SAFETY: kill(2) on a process of this test.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let output = wait_output(child, Duration::from_secs(240));
+    assert_success(&output);
+    let events = membership(out);
+    assert_eq!(events.len(), 1, "{events:?}\n{}", text(&output));
+    assert_eq!(events[0]["left"], serde_json::json!([1]));
+    assert_eq!(last_step(out), 60);
+    // The run's one checkpoint is its last step's; nothing was read back.
+    assert!(
+        !text(&output).contains("resuming from"),
+        "{}",
+        text(&output)
+    );
+}
