@@ -9,7 +9,8 @@
 //! - `env`: the launcher environment contract (torchrun, Slurm, Open MPI; `kubeflow`: a Kubeflow
 //!   pod's node; `nodelist`: Slurm's host lists; `vars`: the variable lookup).
 //! - `launcher`: `--standalone --nproc N` and a Kubeflow pod's node, the local launcher
-//!   (`options`, `ports`, `spawn`, `output`, `exit`: which failure is reported, `signals`).
+//!   (`options`, `ports`, `spawn`, `output`, `exit`: which failure is reported, `signals`); an
+//!   elastic run's store is served there.
 //! - `dist`: process groups and collectives: `group` (rendezvous, then the ring and shared
 //!   memory), `store` (the rendezvous key-value store: `server`, `client`), `wire` (its frames
 //!   and messages), `handshake` (Hello and the HMAC challenge of every store connection and ring
@@ -17,8 +18,9 @@
 //!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
 //!   buffer is cut between the ranks), `codec` (16-bit floats on the wire), `powersgd` (low-rank
 //!   compressed averages), `ledger` (each rank's collectives, and the message naming the rank
-//!   behind), `probe` (the link timed at start, `ddp.bucket_mb = "auto"`), `nccl` (behind the
-//!   `cuda` feature), `bench` (the all-reduce benchmark).
+//!   behind), `probe` (the link timed at start, `ddp.bucket_mb = "auto"`), `elastic` (an
+//!   elastic group's next generation, decided by the store), `nccl` (behind the `cuda`
+//!   feature), `bench` (the all-reduce benchmark).
 //! - `data`: the [`data::Dataset`] trait the engine trains on and the loader that fills batches
 //!   ahead; MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, users' own files (`images`:
 //!   image folders, `table`: CSV and Parquet, `tensors`: safetensors/npz/npy, `custom`: a data

@@ -1,8 +1,10 @@
-//! The rendezvous store: a small TCP key-value server hosted by rank 0, and its client.
+//! The rendezvous store: a small TCP key-value server hosted by rank 0 (by the launcher for an
+//! elastic run), and its client.
 //!
 //! Every rank connects a [`StoreClient`] to the [`StoreServer`] at `MASTER_ADDR:MASTER_PORT`,
 //! says its rank and world size, answers an HMAC challenge when `DDP_TOKEN` is set, and then
-//! exchanges small values (ring addresses, NCCL ids, digests) through `set` / `get` / `add`.
+//! exchanges small values (ring addresses, NCCL ids, digests) through `set` / `get` / `add`;
+//! an elastic group's survivors ask it for their next generation (`rejoin`).
 //! See `docs/collectives.md` for the protocol.
 //!
 //! Layout:
