@@ -395,8 +395,9 @@ impl Training {
         match &mut self.r.task {
             Task::Samples { sampler: s, .. } => {
                 let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
-                let full = sampler.num_samples().div_ceil(train.batch_size);
-                let full = full.div_ceil(train.grad_accum) as u64;
+                let whole = Share::default();
+                let full =
+                    whole.epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
                 let sampler = sampler.from_position(at.pos);
                 self.r.steps_per_epoch = self.share.epoch_steps(
                     sampler.num_samples(),
@@ -431,8 +432,11 @@ impl Training {
         let train = &self.r.spec.train;
         if let Task::Samples { sampler, .. } = &mut self.r.task {
             *sampler = sampler.clone().from_position(0);
-            let micro = sampler.num_samples().div_ceil(train.batch_size);
-            self.r.steps_per_epoch = micro.div_ceil(train.grad_accum) as u64;
+            self.r.steps_per_epoch = Share::default().epoch_steps(
+                sampler.num_samples(),
+                train.batch_size,
+                train.grad_accum,
+            );
         }
         self.report.set_steps_per_epoch(self.r.steps_per_epoch);
     }

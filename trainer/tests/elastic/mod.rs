@@ -5,7 +5,7 @@
 //! accuracy stays within a point of an undisturbed run's.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -17,7 +17,8 @@ use ddp_trainer::metrics::{MetricKind, read_metrics};
 const TRAIN: usize = 1280;
 const REPLICAS: usize = 4;
 
-fn spec(dir: &Path, min: usize) -> PathBuf {
+/// The elastic CNN run (minimum `min`) the tests change.
+fn spec(min: usize) -> TestSpec {
     TestSpec::mnist("mnist-cnn")
         .set("data.val_fraction", 0.0)
         .set("data.limit_train", TRAIN)
@@ -32,7 +33,6 @@ fn spec(dir: &Path, min: usize) -> PathBuf {
         .set("ddp.elastic.min_replicas", min)
         .set("checkpoint.every_epochs", 0)
         .set("restart.max_restarts", 0)
-        .write(dir)
 }
 
 fn launch(spec: &Path, out: &Path) -> Child {
@@ -82,17 +82,24 @@ fn last_step(out: &Path) -> u64 {
 /// Runs the elastic spec (minimum `min`) in `out`, killing replica `rank` with SIGKILL once a
 /// replica has recorded step `step`, for each of `kills` in turn.
 fn run(out: &Path, min: usize, kills: &[(usize, u64)]) -> Output {
+    let kills: Vec<_> = kills.iter().map(|&(r, s)| (r, s, libc::SIGKILL)).collect();
+    run_spec(out, &spec(min), &kills)
+}
+
+/// Runs `spec` in `out` through the launcher, sending replica `rank` signal `sig` once a
+/// replica has recorded step `step`, for each of `signals` in turn; its output.
+fn run_spec(out: &Path, spec: &TestSpec, signals: &[(usize, u64, i32)]) -> Output {
     std::fs::create_dir_all(out).unwrap();
-    let spec = spec(out, min);
+    let spec = spec.write(out);
     let child = launch(&spec, out);
     let launcher = child.id();
-    for &(rank, step) in kills {
+    for &(rank, step, sig) in signals {
         wait_for(&format!("step {step}"), Duration::from_secs(120), || {
             last_step(out) >= step
         });
         let pid = replicas(launcher)[&rank];
         // SAFETY: kill(2) on a process of this test.
-        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
     }
     wait_output(child, Duration::from_secs(240))
 }
@@ -228,25 +235,8 @@ fn fewer_replicas_than_the_minimum_end_the_run_naming_who_left() {
 fn a_silent_replica_is_left_out_after_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path();
-    let spec = TestSpec::mnist("mnist-cnn")
-        .set("data.val_fraction", 0.0)
-        .set("data.limit_train", TRAIN)
-        .set("data.limit_test", 512)
-        .set("train.epochs", 2)
-        .set("train.batch_size", 16)
-        .set("train.log_every", 1)
-        .set("ddp.replicas", REPLICAS)
-        .set("ddp.timeout_s", 3)
-        .set("ddp.elastic.min_replicas", 2)
-        .set("checkpoint.every_epochs", 0)
-        .write(out);
-    let child = launch(&spec, out);
-    let launcher = child.id();
-    wait_for("step 5", Duration::from_secs(120), || last_step(out) >= 5);
-    let pid = replicas(launcher)[&1];
-    // SAFETY: kill(2) on a process of this test.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
-    let output = wait_output(child, Duration::from_secs(240));
+    let spec = spec(2).set("train.epochs", 2).set("ddp.timeout_s", 3);
+    let output = run_spec(out, &spec, &[(1, 5, libc::SIGSTOP)]);
     assert_success(&output);
     let events = membership(out);
     assert_eq!(events.len(), 1, "{events:?}\n{}", text(&output));
@@ -274,15 +264,8 @@ fn a_language_model_goes_on_without_a_replica() {
         .set("ddp.replicas", 3)
         .set("ddp.timeout_s", 20)
         .set("ddp.elastic.min_replicas", 2)
-        .set("checkpoint.every_steps", 1000)
-        .write(out);
-    let child = launch(&spec, out);
-    let launcher = child.id();
-    wait_for("step 10", Duration::from_secs(120), || last_step(out) >= 10);
-    let pid = replicas(launcher)[&1];
-    // SAFETY: kill(2) on a process of this test.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
-    let output = wait_output(child, Duration::from_secs(240));
+        .set("checkpoint.every_steps", 1000);
+    let output = run_spec(out, &spec, &[(1, 10, libc::SIGKILL)]);
     assert_success(&output);
     let events = membership(out);
     assert_eq!(events.len(), 1, "{events:?}\n{}", text(&output));
