@@ -293,6 +293,17 @@ fn a_two_node_run_completes_with_the_weights_of_a_local_run() {
     assert_eq!(record(&local.run_dir())["status"], "completed");
 
     let ws = Ws::new(&cluster, &tmp, "slurm");
+    // The port the job's id gives is taken (as by another cluster's job on the node): the
+    // script passes over it.
+    let config = cluster.run("scontrol", &["show", "config"]);
+    let next: u32 = config
+        .lines()
+        .find_map(|l| l.strip_prefix("NEXT_JOB_ID"))
+        .and_then(|v| v.trim_start_matches([' ', '=']).trim().parse().ok())
+        .unwrap_or_else(|| panic!("no NEXT_JOB_ID in scontrol show config:\n{config}"));
+    let derived = 20000 + next % 20000;
+    let _taken = std::net::TcpListener::bind(("0.0.0.0", derived as u16))
+        .unwrap_or_else(|e| panic!("holding port {derived}: {e}"));
     let out = ws.submit_mnist(&["--time", "10"], &RUN_SETS);
     assert!(out.contains("submitted Slurm job"), "{out}");
     let dir = ws.run_dir();
@@ -302,9 +313,15 @@ fn a_two_node_run_completes_with_the_weights_of_a_local_run() {
         .as_str()
         .expect("run.json records the job id")
         .to_string();
+    assert_eq!(job_id, next.to_string());
     let done = ws.wait_status("completed", Duration::from_secs(300));
     assert_eq!(done["slurm"]["state"], "COMPLETED", "{done:#}");
     assert_eq!(done["slurm"]["node_list"], "ddp-n[1-2]", "{done:#}");
+    let out = read(&dir.join(format!("logs/slurm-{job_id}.out")));
+    assert!(
+        out.contains(&format!("rendezvous port {}", derived + 1)),
+        "{out}"
+    );
     assert_eq!(events(&dir), ["queued", "started", "completed"]);
     for rank in 0..2 {
         let log = read(&dir.join(format!("logs/rank-{rank}.log")));

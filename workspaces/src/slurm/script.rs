@@ -110,13 +110,27 @@ if [ ! -f "$run/run.json" ]; then
     exit 2
 fi
 mkdir -p "$run/slurm" "$run/logs"
-# One rendezvous port per job, so that jobs sharing a node do not meet.
-export MASTER_PORT=$((20000 + ${{SLURM_JOB_ID:-0}} % 20000))
+# One rendezvous port per job, so that jobs sharing a node do not meet: derived from the job id,
+# passing over ports that something on this node (rank 0's) already listens on, such as a job of
+# another cluster or a requeued job's leftover.
+port=$((20000 + ${{SLURM_JOB_ID:-0}} % 20000))
+for _ in $(seq 200); do
+    taken=0
+    for host in 127.0.0.1 "${{SLURMD_NODENAME:-localhost}}"; do
+        if timeout 1 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; then
+            taken=1
+            break
+        fi
+    done
+    [ "$taken" = 0 ] && break
+    port=$((20000 + (port - 19999) % 20000))
+done
+export MASTER_PORT=$port
 resume=()
 if compgen -G "$run/checkpoints/*.safetensors" >/dev/null; then
     resume=(--resume)
 fi
-echo "ddp: job ${{SLURM_JOB_ID:-?}} attempt $((attempt + 1)) on ${{SLURM_JOB_NODELIST:-?}}: {tasks} replicas${{resume:+, resuming}}"
+echo "ddp: job ${{SLURM_JOB_ID:-?}} attempt $((attempt + 1)) on ${{SLURM_JOB_NODELIST:-?}}: {tasks} replicas, rendezvous port $MASTER_PORT${{resume:+, resuming}}"
 srun --kill-on-bad-exit=1 --ntasks={tasks} --ntasks-per-node={per_node} \
     --output="$run/logs/rank-%t.log" --error="$run/logs/rank-%t.log" --open-mode=append \
     {replica} "${{resume[@]}}" &
