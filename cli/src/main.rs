@@ -51,6 +51,9 @@ fn main() -> ExitCode {
             follow,
         } => logs::logs(&root, &run.run, rank, follow, tail),
         Command::Shared(SharedCommand::Stop(run)) => manage::stop(&root, &run.run),
+        Command::Shared(SharedCommand::Scale(args)) => {
+            manage::scale(&root, &args.run, args.replicas)
+        }
         Command::Resume { run, detach } => follow::resume(&root, &run.run, detach),
         Command::Rm(run) => manage::rm(&root, &run.run),
         Command::Tag(TagArgs { run, tags, remove }) => manage::tag(&root, &run.run, &tags, remove),

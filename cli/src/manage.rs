@@ -14,6 +14,13 @@ pub fn stop(root: &Path, address: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn scale(root: &Path, address: &str, replicas: usize) -> Result<ExitCode> {
+    let ws = Workspace::open(root)?;
+    let run = ws.run(address)?;
+    println!("{}", actions::scale_run(&run, replicas)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn rm(root: &Path, address: &str) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
     let run = ws.run(address)?;

@@ -60,8 +60,8 @@ fn help_lists_subcommands_in_working_order() {
     assert_eq!(
         listed(&cli()),
         [
-            "run", "ls", "show", "logs", "stop", "resume", "rm", "tag", "sweep", "compare", "plot",
-            "sample", "export", "help"
+            "run", "ls", "show", "logs", "stop", "scale", "resume", "rm", "tag", "sweep",
+            "compare", "plot", "sample", "export", "help"
         ]
     );
     let kernel_order: Vec<String> = listed(&kernel())
@@ -112,7 +112,7 @@ fn the_shared_subcommands_are_the_ones_expected() {
     assert_eq!(
         shared(),
         [
-            "run", "ls", "show", "logs", "stop", "resume", "compare", "plot", "sample"
+            "run", "ls", "show", "logs", "stop", "scale", "resume", "compare", "plot", "sample"
         ]
     );
     for (sub, id) in CLI_ONLY {

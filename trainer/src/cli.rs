@@ -16,7 +16,7 @@ use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
 use crate::launcher::{Ended, LaunchOptions, launch_ended};
 use crate::spec::Spec;
 use crate::step::batch_parts;
-use crate::train::{self, RunOptions, STOP_REQUESTED};
+use crate::train::{self, LEAVE_REQUESTED, RunOptions, STOP_REQUESTED};
 
 /// The command line of one replica (or, with `--standalone`, of the local launcher): the one
 /// contract every launcher starts a replica with — the supervisor of a local run, the local
@@ -203,6 +203,8 @@ fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&
     opts.args = args.for_replica().to_args();
     opts.threads_per_replica = spec.ddp.threads;
     opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
+    opts.elastic_restarts = spec.restart.max_restarts;
+    opts.scale_file = Some(args.out.join(crate::launcher::SCALE_FILE));
     if let Some(node) = node {
         opts.nnodes = node.nnodes;
         opts.node_rank = node.node_rank;
@@ -287,6 +289,17 @@ fn install_stop_handler() {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGUSR2, handler);
     }
+    let leave = on_leave_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(libc::SIGUSR1, leave);
+    }
+}
+
+/// SIGUSR1 asks this replica to leave its elastic group at the next step boundary (the
+/// launcher's `ddp scale` down); outside an elastic run it is ignored.
+extern "C" fn on_leave_signal(_: libc::c_int) {
+    LEAVE_REQUESTED.store(true, Ordering::SeqCst);
 }
 
 fn fail(msg: &str, code: i32) -> u8 {

@@ -17,6 +17,9 @@ pub const EXIT_RESTART: i32 = 75;
 /// then, unless the request came before the first step), so `--resume` loses no finished step.
 /// The standalone launcher exits with it too when all its replicas did.
 pub const EXIT_STOPPED: i32 = 143;
+/// Exit code of a replica that left its elastic group on request (`ddp scale`, SIGUSR1 to the
+/// replica) after a step the others finished too: neither a failure nor the run's end.
+pub const EXIT_LEFT: i32 = 76;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -62,6 +65,10 @@ pub enum Error {
     /// An elastic run lost more replicas than it may (`ddp.elastic.min_replicas`).
     #[error("elastic run: {0}")]
     Elastic(String),
+
+    /// This replica left its elastic group on request ([`EXIT_LEFT`]).
+    #[error("{0}")]
+    Left(String),
 
     /// Model construction or parameter consistency across ranks.
     #[error("model: {0}")]
@@ -125,6 +132,7 @@ impl Error {
                 ..
             } => EXIT_CONFIG,
             Error::Collective { .. } | Error::Elastic(_) => EXIT_RESTART,
+            Error::Left(_) => EXIT_LEFT,
             _ => EXIT_FAILURE,
         }
     }

@@ -160,6 +160,11 @@ fn launch_once(
     opts.threads_per_replica = Some(threads);
     opts.echo = false;
     opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
+    if opts.elastic_min.is_some() {
+        // An elastic run's restarts are its replicas': each joins the group under way.
+        opts.elastic_restarts = spec.restart.max_restarts;
+        opts.scale_file = Some(dir.join(ddp_trainer::launcher::SCALE_FILE));
+    }
     opts.env.extend(replica_env.iter().cloned());
     opts.env.push((
         "TORCHELASTIC_RESTART_COUNT".into(),

@@ -67,6 +67,11 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             logs(&open(&root)?.run(&run.run)?, rank, tail, out)
         }
         Command::Shared(SharedCommand::Stop(run)) => stop(&open(&root)?.run(&run.run)?, out),
+        Command::Shared(SharedCommand::Scale(args)) => {
+            let said = actions::scale_run(&open(&root)?.run(&args.run)?, args.replicas)?;
+            out.stream(false, &format!("{said}\n"));
+            Ok(())
+        }
         Command::Resume { run, wait } => {
             let started = actions::resume_run(&root, &run.run)?;
             let run = started.reap_in_background();

@@ -1,19 +1,30 @@
-//! Elastic membership: which replicas form a group's next generation once one is lost.
+//! Elastic membership: which replicas form a group's next generation once one is lost or one
+//! joins.
 //!
 //! A replica keeps the identity it started with (its first rank, `id`). Generation 0 is every
-//! replica of the launch; a replica that loses its ring asks the store for the generation after
-//! its own, saying the last step it completed. The store sees every replica's connection, so it
-//! decides: the next generation is the replicas that asked, once every member of the current
-//! generation that is still connected has asked, or once `settle` has passed since the first
-//! ask (a stopped process keeps its connection and never asks). Ranks of the new generation
-//! follow the ids. The replicas that did not ask have left; replicas that were not members and
-//! asked have joined.
+//! replica of the launch; a replica that loses its ring, or is told at a step boundary that the
+//! group re-forms, asks the store for the generation after its own, saying the last step it
+//! completed. A replica joining (restarted, or added by `ddp scale`) asks for the generation
+//! after the current one, whatever it is ([`JOIN`]). The store sees every replica's connection,
+//! so it decides: the next generation is the replicas that asked, once every member of the
+//! current generation that is still connected has asked, or once `settle` has passed since the
+//! first member asked (a stopped process keeps its connection and never asks). Joiners alone
+//! decide nothing: they wait for the members. Ranks of the new generation follow the ids. The
+//! members that did not ask have left; the replicas that joined are new, or came back (a
+//! restarted replica is listed as both).
 //!
 //! Pure policy ([`decide`], [`Board`]): the store's server holds a [`Board`] and answers each
 //! ask with the [`Decision`] once there is one.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// The generation a joining replica asks to follow: whichever is current.
+pub const JOIN: u64 = u64::MAX;
+
+/// The store key under which the store announces a joiner: the number of the generation it
+/// waits to follow. The members' rank 0 looks at it between steps and has the group re-form.
+pub const JOIN_KEY: &str = "elastic/join";
 
 /// One generation of a group: its number and its members' ids, ascending (a member's rank is
 /// its position).
@@ -42,22 +53,54 @@ impl Generation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub generation: Generation,
-    /// The last step each member completed, in member order.
+    /// The last step each member completed, in member order (a joiner's counts nothing).
     pub steps: Vec<u64>,
-    /// Members of the previous generation that are not members of this one.
+    /// Members of the previous generation that are not members of this one, or came back.
     pub left: Vec<u32>,
-    /// Members of this generation that were not members of the previous one.
+    /// Members of this generation that were not members of the previous one, or came back.
     pub joined: Vec<u32>,
 }
 
 impl Decision {
-    /// The most steps any member completed, and the rank of the first member that did: the
-    /// replica whose state the others take when they differ (a step that some completed and
-    /// others lost mid-way).
+    /// The most steps any continuing member completed, and the rank of the first that did: the
+    /// replica whose state the others take (a step that some completed and others lost mid-way;
+    /// a joiner's state is never taken).
     pub fn most_advanced(&self) -> (u64, usize) {
-        let best = self.steps.iter().copied().max().unwrap_or(0);
-        let rank = self.steps.iter().position(|&s| s == best).unwrap_or(0);
+        let carried = |r: &usize| !self.joined.contains(&self.generation.members[*r]);
+        let ranks = || (0..self.steps.len()).filter(carried);
+        let best = ranks().map(|r| self.steps[r]).max().unwrap_or(0);
+        let rank = ranks().find(|&r| self.steps[r] == best).unwrap_or(0);
         (best, rank)
+    }
+
+    /// Replicas in the generation before this one.
+    pub fn world_before(&self) -> usize {
+        self.generation.members.len() + self.left.len() - self.joined.len()
+    }
+}
+
+/// One replica's ask for the next generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    /// The last step it completed.
+    pub step: u64,
+    /// It joins (restarted or added), holding no state of the group.
+    pub joining: bool,
+}
+
+impl Ask {
+    pub fn member(step: u64) -> Ask {
+        Ask {
+            step,
+            joining: false,
+        }
+    }
+
+    pub fn joiner() -> Ask {
+        Ask {
+            step: 0,
+            joining: true,
+        }
     }
 }
 
@@ -71,23 +114,25 @@ pub enum Verdict {
     Decided(Decision),
 }
 
-/// Decides the generation after `current` from the asks so far (`asks`: id → last completed
-/// step), whether each id still has a connection to the store (`connected`), and the time
-/// since the first ask.
+/// Decides the generation after `current` from the asks so far (`asks`: id → its ask), whether
+/// each id still has a connection to the store (`connected`), and the time since the first
+/// member asked.
 pub fn decide(
     current: &Generation,
-    asks: &BTreeMap<u32, u64>,
+    asks: &BTreeMap<u32, Ask>,
     connected: impl Fn(u32) -> bool,
     waited: Duration,
     settle: Duration,
 ) -> Verdict {
+    let carried = |id: &u32| asks.get(id).is_some_and(|a| !a.joining);
     let pending: Vec<u32> = current
         .members
         .iter()
         .copied()
         .filter(|id| !asks.contains_key(id) && connected(*id))
         .collect();
-    if asks.is_empty() || (!pending.is_empty() && waited < settle) {
+    let members_asked = current.members.iter().any(carried);
+    if !members_asked || (!pending.is_empty() && waited < settle) {
         return Verdict::Wait { pending };
     }
     let members: Vec<u32> = asks.keys().copied().collect();
@@ -95,19 +140,19 @@ pub fn decide(
         .members
         .iter()
         .copied()
-        .filter(|id| !asks.contains_key(id))
+        .filter(|id| !carried(id))
         .collect();
     let joined = members
         .iter()
         .copied()
-        .filter(|id| current.members.binary_search(id).is_err())
+        .filter(|id| asks[id].joining || current.members.binary_search(id).is_err())
         .collect();
     Verdict::Decided(Decision {
         generation: Generation {
             number: current.number + 1,
             members,
         },
-        steps: asks.values().copied().collect(),
+        steps: asks.values().map(|a| a.step).collect(),
         left,
         joined,
     })
@@ -118,7 +163,8 @@ pub fn decide(
 #[derive(Debug, Clone)]
 pub struct Board {
     current: Generation,
-    asks: BTreeMap<u32, u64>,
+    asks: BTreeMap<u32, Ask>,
+    /// When the first member asked (joiners start no clock).
     first_ask: Option<Instant>,
     decided: BTreeMap<u64, Decision>,
 }
@@ -150,19 +196,24 @@ impl Board {
         &self.current
     }
 
-    /// Replica `id`, a member of generation `from` (or a replica joining, asking after the
-    /// current one), asks for the generation after it, having completed `step` steps.
-    /// Asking again is harmless; the decision, once made, is the answer for everyone.
+    /// Whether a replica waits to join the current generation's successor.
+    pub fn joiner_waiting(&self) -> bool {
+        self.asks.values().any(|a| a.joining)
+    }
+
+    /// Replica `id` asks for the generation after `from` (a member of it, or a joiner that
+    /// took `from` as the current one when it first asked). Asking again is harmless; the
+    /// decision, once made, is the answer for everyone.
     pub fn ask(
         &mut self,
         id: u32,
         from: u64,
-        step: u64,
+        ask: Ask,
         connected: impl Fn(u32) -> bool,
         now: Instant,
         settle: Duration,
     ) -> Answer {
-        if let Some(d) = self.decided.get(&(from + 1)) {
+        if let Some(d) = from.checked_add(1).and_then(|n| self.decided.get(&n)) {
             return Answer::Decided(d.clone());
         }
         if from != self.current.number {
@@ -170,15 +221,14 @@ impl Board {
                 current: self.current.number,
             };
         }
-        self.asks.insert(id, step);
-        let first = *self.first_ask.get_or_insert(now);
-        match decide(
-            &self.current,
-            &self.asks,
-            connected,
-            now.saturating_duration_since(first),
-            settle,
-        ) {
+        self.asks.insert(id, ask);
+        if !ask.joining && self.current.members.contains(&id) {
+            self.first_ask.get_or_insert(now);
+        }
+        let waited = self
+            .first_ask
+            .map_or(Duration::ZERO, |first| now.saturating_duration_since(first));
+        match decide(&self.current, &self.asks, connected, waited, settle) {
             Verdict::Wait { pending } => Answer::Wait { pending },
             Verdict::Decided(d) => {
                 self.current = d.generation.clone();
@@ -195,8 +245,10 @@ impl Board {
 mod tests {
     use super::*;
 
-    fn asks(v: &[(u32, u64)]) -> BTreeMap<u32, u64> {
-        v.iter().copied().collect()
+    fn asks(v: &[(u32, u64)]) -> BTreeMap<u32, Ask> {
+        v.iter()
+            .map(|&(id, step)| (id, Ask::member(step)))
+            .collect()
     }
 
     const SETTLE: Duration = Duration::from_secs(10);
@@ -265,18 +317,43 @@ mod tests {
             number: 2,
             members: vec![0, 2],
         };
-        let Verdict::Decided(d) = decide(
-            &g,
-            &asks(&[(0, 9), (1, 0), (2, 9)]),
-            |_| true,
-            Duration::ZERO,
-            SETTLE,
-        ) else {
+        let mut a = asks(&[(0, 9), (2, 9)]);
+        a.insert(1, Ask::joiner());
+        let Verdict::Decided(d) = decide(&g, &a, |_| true, Duration::ZERO, SETTLE) else {
             panic!()
         };
         assert_eq!(d.generation.members, vec![0, 1, 2]);
         assert_eq!(d.joined, vec![1]);
         assert_eq!(d.most_advanced(), (9, 0));
+        assert_eq!(d.world_before(), 2);
+        // A joiner alone decides nothing, however long it waits.
+        let alone: BTreeMap<u32, Ask> = [(1, Ask::joiner())].into();
+        assert_eq!(
+            decide(&g, &alone, |_| true, SETTLE * 9, SETTLE),
+            Verdict::Wait {
+                pending: vec![0, 2]
+            }
+        );
+    }
+
+    #[test]
+    fn a_restarted_member_comes_back_and_never_gives_its_state() {
+        // Replica 0 died and was restarted before the others noticed: it asks as a joiner
+        // while still a member of generation 3. It is listed as left and joined, and the
+        // state comes from rank 1 although replica 0 is rank 0.
+        let g = Generation {
+            number: 3,
+            members: vec![0, 1, 2],
+        };
+        let mut a = asks(&[(1, 20), (2, 20)]);
+        a.insert(0, Ask::joiner());
+        let Verdict::Decided(d) = decide(&g, &a, |_| true, Duration::ZERO, SETTLE) else {
+            panic!()
+        };
+        assert_eq!(d.generation.members, vec![0, 1, 2]);
+        assert_eq!((d.left.clone(), d.joined.clone()), (vec![0], vec![0]));
+        assert_eq!(d.most_advanced(), (20, 1));
+        assert_eq!(d.world_before(), 3);
     }
 
     #[test]
@@ -291,37 +368,54 @@ mod tests {
         let t0 = Instant::now();
         let mut b = Board::new(3);
         let connected = |id: u32| id != 2;
+        let m = Ask::member;
         assert_eq!(
-            b.ask(0, 0, 4, connected, t0, SETTLE),
+            b.ask(0, 0, m(4), connected, t0, SETTLE),
             Answer::Wait { pending: vec![1] }
         );
-        let Answer::Decided(d) = b.ask(1, 0, 4, connected, t0, SETTLE) else {
+        let Answer::Decided(d) = b.ask(1, 0, m(4), connected, t0, SETTLE) else {
             panic!()
         };
         assert_eq!(d.generation.members, vec![0, 1]);
         assert_eq!(b.current().number, 1);
         // Replica 0 asks again (its wait had ended): the same decision.
-        assert_eq!(b.ask(0, 0, 4, connected, t0, SETTLE), Answer::Decided(d));
+        assert_eq!(b.ask(0, 0, m(4), connected, t0, SETTLE), Answer::Decided(d));
         // Replica 2, stopped and excluded, wakes up and asks from generation 0: the decision
         // without it (it has left); from an unknown generation: stale.
-        let Answer::Decided(late) = b.ask(2, 0, 3, |_| true, t0, SETTLE) else {
+        let Answer::Decided(late) = b.ask(2, 0, m(3), |_| true, t0, SETTLE) else {
             panic!()
         };
         assert_eq!(late.generation.rank_of(2), None);
         assert_eq!(
-            b.ask(2, 5, 3, |_| true, t0, SETTLE),
+            b.ask(2, 5, m(3), |_| true, t0, SETTLE),
             Answer::Stale { current: 1 }
         );
         // The next loss starts a new round, timed from its own first ask.
         let later = t0 + SETTLE * 3;
         assert_eq!(
-            b.ask(1, 1, 9, |_| true, later, SETTLE),
+            b.ask(1, 1, m(9), |_| true, later, SETTLE),
             Answer::Wait { pending: vec![0] }
         );
-        let Answer::Decided(d2) = b.ask(1, 1, 9, |_| true, later + SETTLE, SETTLE) else {
+        let Answer::Decided(d2) = b.ask(1, 1, m(9), |_| true, later + SETTLE, SETTLE) else {
             panic!()
         };
         assert_eq!((d2.generation.number, d2.generation.members), (2, vec![1]));
         assert_eq!(d2.left, vec![0]);
+        // A joiner waits without starting the clock; the member that asks then decides.
+        assert_eq!(
+            b.ask(0, 2, Ask::joiner(), |_| true, later, SETTLE),
+            Answer::Wait { pending: vec![1] }
+        );
+        assert!(b.joiner_waiting());
+        let Answer::Decided(d3) = b.ask(1, 2, m(12), |_| true, later + SETTLE * 5, SETTLE) else {
+            panic!()
+        };
+        assert_eq!((d3.generation.members, d3.joined), (vec![0, 1], vec![0]));
+        assert!(!b.joiner_waiting());
+        // The joiner's next look finds the decision for the generation it asked to follow.
+        assert!(matches!(
+            b.ask(0, 2, Ask::joiner(), |_| true, later, SETTLE),
+            Answer::Decided(_)
+        ));
     }
 }

@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::elastic::Decision;
+use super::elastic::{Decision, JOIN, JOIN_KEY};
 use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
@@ -39,6 +39,9 @@ pub struct GroupConfig {
     /// The store is served outside the replicas (a launcher's, for an elastic run): rank 0
     /// connects to it as every rank does instead of serving it.
     pub store_elsewhere: bool,
+    /// This replica joins an elastic group under way ([`crate::env::JOIN_VARIABLE`]): it only
+    /// connects to the store, and stands alone until [`ProcessGroup::reform`] brings it in.
+    pub joining: bool,
 }
 
 /// What carries a group's all-reduces.
@@ -125,6 +128,9 @@ impl ProcessGroup {
                 timeout: cfg.timeout,
             });
         }
+        if cfg.joining {
+            return Self::standing_by(cfg);
+        }
         let server = if cfg.rank == 0 && !cfg.store_elsewhere {
             Some(StoreServer::bind(
                 &cfg.master_addr,
@@ -136,6 +142,55 @@ impl ProcessGroup {
             None
         };
         Self::join(cfg, server)
+    }
+
+    /// A joining replica before the group takes it in: connected to the store as replica
+    /// `cfg.rank`, a world of one with no ring.
+    fn standing_by(cfg: &GroupConfig) -> Result<ProcessGroup> {
+        if !cfg.store_elsewhere {
+            return Err(Error::Rendezvous {
+                rank: cfg.rank,
+                msg: "a replica joins an elastic group through a store its launcher serves \
+                      (ddp-trainer --standalone, ddp run); none is announced here"
+                    .into(),
+            });
+        }
+        let store = StoreClient::connect(
+            &cfg.master_addr,
+            cfg.master_port,
+            cfg.rank,
+            cfg.world_size,
+            token(cfg),
+            cfg.timeout,
+        )?;
+        Ok(ProcessGroup {
+            rank: 0,
+            world_size: 1,
+            ring: TcpRing::single(cfg.timeout),
+            shm: None,
+            transport: Transport::Single,
+            ledger: Ledger::new(),
+            publisher: None,
+            store: Some(Arc::new(Mutex::new(store))),
+            server: None,
+            id: cfg.rank,
+            generation: JOIN,
+            token: token(cfg).map(String::from),
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// Whether a replica waits to join this elastic group (announced by the store under
+    /// [`JOIN_KEY`] for this generation); one look at the store.
+    pub fn joiner_waiting(&mut self) -> Result<bool> {
+        let Some(store) = self.store.clone() else {
+            return Ok(false);
+        };
+        let value = store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_get(JOIN_KEY)?;
+        Ok(value.is_some_and(|v| v == self.generation.to_string().as_bytes()))
     }
 
     /// The steps after rank 0 bound its server (tests pass a server bound on port 0).
@@ -187,9 +242,11 @@ impl ProcessGroup {
         })
     }
 
-    /// The next generation of an elastic group, after one of its collectives failed: closes
-    /// this replica's ring (so that members still inside a collective notice at once), asks
-    /// the store for the generation after this one having completed `step` steps, and
+    /// The next generation of an elastic group, after one of its collectives failed or at a
+    /// step boundary the members agreed on (a replica joins or leaves); for a replica standing
+    /// by to join, the generation that takes it in. Closes this replica's ring (so that members
+    /// still inside a collective notice at once), asks the store for the generation after this
+    /// one having completed `step` steps, and
     /// connects the ring of its members, this replica's rank being its place among them.
     /// Members still connected to the store that have not asked within `settle` (a stopped
     /// process) are left out. An error when this replica was left out, or the store is gone.
@@ -400,6 +457,9 @@ impl Collective for ProcessGroup {
     fn reform(&mut self, step: u64, settle: Duration) -> Result<Decision> {
         ProcessGroup::reform(self, step, settle)
     }
+    fn joiner_waiting(&mut self) -> Result<bool> {
+        ProcessGroup::joiner_waiting(self)
+    }
     fn world_size(&self) -> usize {
         self.world_size
     }
@@ -528,6 +588,7 @@ mod tests {
             token: token.map(String::from),
             shared_memory: true,
             store_elsewhere: false,
+            joining: false,
         }
     }
 

@@ -76,6 +76,10 @@ pub trait Collective: Send {
                 .into(),
         })
     }
+    /// Whether a replica waits to join this elastic group (a look at the store).
+    fn joiner_waiting(&mut self) -> Result<bool> {
+        Ok(false)
+    }
     /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;
     /// [`Collective::all_reduce`] with the values on the wire as 16-bit floats (`codec`) and

@@ -28,6 +28,7 @@ pub struct Nccl {
     comm: Comm,
     stream: Arc<CudaStream>,
     rank: usize,
+    world: usize,
     timeout: Duration,
 }
 
@@ -72,8 +73,14 @@ impl Nccl {
             comm,
             stream,
             rank,
+            world,
             timeout,
         })
+    }
+
+    /// Replicas in the communicator.
+    pub fn world_size(&self) -> usize {
+        self.world
     }
 
     /// All-reduces `buf` in place across the replicas; `seq` numbers the op for errors.

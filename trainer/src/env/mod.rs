@@ -33,7 +33,7 @@ use vars::{Vars, env_err};
 /// group's token and torchelastic's restart count. A process that starts a trainer outside its
 /// own launcher's world (a benchmark, a test) removes them from the child's environment, so that
 /// the child sees no launcher at all.
-pub const LAUNCHER_VARIABLES: [&str; 23] = [
+pub const LAUNCHER_VARIABLES: [&str; 24] = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -52,6 +52,7 @@ pub const LAUNCHER_VARIABLES: [&str; 23] = [
     "TORCHELASTIC_RESTART_COUNT",
     LAUNCHER_NAME_VARIABLE,
     STORE_ELSEWHERE_VARIABLE,
+    JOIN_VARIABLE,
     KUBEFLOW_VARIABLES[0],
     KUBEFLOW_VARIABLES[1],
     KUBEFLOW_VARIABLES[2],
@@ -69,6 +70,16 @@ pub const DDP_LAUNCHER: &str = "ddp";
 /// (an elastic run's, so that no replica's death takes the store down): rank 0 then connects
 /// to it like every other rank.
 pub const STORE_ELSEWHERE_VARIABLE: &str = "DDP_STORE_ELSEWHERE";
+
+/// Set to `1` by a launcher for a replica that joins an elastic group under way (restarted after
+/// it failed, or added by `ddp scale`): it asks the store for the next generation instead of
+/// forming the first, and takes the weights, optimizer state and position from a member.
+pub const JOIN_VARIABLE: &str = "DDP_ELASTIC_JOIN";
+
+/// Whether this replica joins a group under way ([`JOIN_VARIABLE`]).
+pub fn joining() -> bool {
+    std::env::var(JOIN_VARIABLE).is_ok_and(|v| v.trim() == "1")
+}
 
 /// Whether the launcher serves the store ([`STORE_ELSEWHERE_VARIABLE`]).
 pub fn store_elsewhere() -> bool {

@@ -4,7 +4,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use crate::error::{EXIT_CONFIG, EXIT_RESTART, EXIT_STOPPED, Error};
+use crate::error::{EXIT_CONFIG, EXIT_LEFT, EXIT_RESTART, EXIT_STOPPED, Error};
 
 /// How a replica ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,11 @@ impl Outcome {
             Outcome::Exited(EXIT_RESTART) => 3,
             _ => 2,
         }
+    }
+
+    /// A replica that left its elastic group on request ([`EXIT_LEFT`]): no failure.
+    pub(super) fn left(&self) -> bool {
+        *self == Outcome::Exited(EXIT_LEFT)
     }
 
     /// A replica that stopped on request after a step its peers finished too, its position

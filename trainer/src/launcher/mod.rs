@@ -16,9 +16,12 @@
 //!   `logs/rank-R.log` ([`log_path`], appended) and echoing local replica 0's stdout and every
 //!   rank's stderr (prefixed `[rank R] `).
 //! - `exit`: how a replica ended and which failure is reported (pure policy).
+//! - `elastic`: an elastic launch's scaling (which replicas start or leave, pure) and the
+//!   file `ddp scale` writes.
 //! - `signals` (`SignalHandlers`): SIGINT/SIGTERM/SIGUSR2 on the launcher ask the supervisor to
 //!   stop.
 
+mod elastic;
 mod exit;
 mod options;
 mod output;
@@ -31,12 +34,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use exit::signal_name;
-pub use options::{DEFAULT_GRACE, LaunchOptions, SpawnHook};
+pub use options::{DEFAULT_GRACE, LaunchOptions, SCALE_FILE, SpawnHook};
 pub use output::log_path;
 pub use ports::free_port;
 
 use crate::dist::store::StoreServer;
 use crate::error::{Error, Result};
+use elastic::{Action, ScaleFile, Slot};
 use exit::{Outcome, culprit, replica_error};
 use output::drain;
 use signals::{INTERRUPTED, SignalHandlers};
@@ -135,7 +139,7 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
     let mut replicas = Vec::with_capacity(opts.nproc);
     let mut readers = Vec::with_capacity(2 * opts.nproc);
     for local in 0..opts.nproc {
-        match spawn(&world, local, &mut readers) {
+        match spawn(&world, local, false, &mut readers) {
             Ok(replica) => replicas.push(replica),
             Err(e) => {
                 stop(&mut replicas, opts.grace);
@@ -144,7 +148,11 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
             }
         }
     }
-    let result = supervise(&mut replicas, opts, interrupted);
+    let result = {
+        // A replica started again, or added, joins the group under way.
+        let mut respawn = |local: usize| spawn(&world, local, true, &mut readers);
+        supervise(&mut replicas, opts, interrupted, &mut respawn)
+    };
     drain(readers);
     result
 }
@@ -199,8 +207,14 @@ fn supervise(
     replicas: &mut [Replica],
     opts: &LaunchOptions,
     interrupted: &AtomicI32,
+    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
 ) -> Result<Ending> {
     let grace = opts.grace;
+    let mut restarts = 0u32;
+    let mut scale_file = match opts.elastic_min {
+        Some(_) => opts.scale_file.clone().map(ScaleFile::new),
+        None => None,
+    };
     loop {
         let signal = interrupted.load(Ordering::SeqCst);
         if signal != 0 {
@@ -229,7 +243,7 @@ fn supervise(
         }
         let mut failed: Vec<usize> = Vec::new();
         for (i, replica) in replicas.iter_mut().enumerate() {
-            if replica.running() && replica.poll().is_some_and(|o| !o.success()) {
+            if replica.running() && replica.poll().is_some_and(|o| !o.success() && !o.left()) {
                 failed.push(i);
             }
         }
@@ -262,6 +276,12 @@ fn supervise(
                 .filter(|&i| !stopped(&replicas[i]))
                 .collect();
         }
+        if let (Some(min), Some(file)) = (opts.elastic_min, scale_file.as_mut())
+            && !replicas.iter().any(Replica::succeeded)
+            && let Some(wanted) = file.changed()
+        {
+            scale_to(replicas, wanted, min, respawn, grace)?;
+        }
         let lost_peers = |i: &usize| {
             replicas[*i]
                 .outcome
@@ -283,6 +303,17 @@ fn supervise(
                     rank_list(&running_ranks(replicas)),
                     r.log.display()
                 );
+                // Started again to join the group under way, within restart.max_restarts, while
+                // the group has not completed.
+                if restarts < opts.elastic_restarts && !replicas.iter().any(Replica::succeeded) {
+                    restarts += 1;
+                    eprintln!(
+                        "ddp-trainer: restarting rank {} to join the group (restart {restarts} \
+                         of {})",
+                        replicas[i].rank, opts.elastic_restarts
+                    );
+                    replicas[i] = start_again(replicas, i, respawn, grace)?;
+                }
             }
             thread::sleep(POLL);
             continue;
@@ -344,6 +375,55 @@ fn supervise(
         }
         thread::sleep(POLL);
     }
+}
+
+/// Starts local replica `i` again to join the group; when that fails, stops the others.
+fn start_again(
+    replicas: &mut [Replica],
+    i: usize,
+    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
+    grace: Duration,
+) -> Result<Replica> {
+    respawn(i).inspect_err(|_| stop(replicas, grace))
+}
+
+/// Brings an elastic launch to `wanted` running replicas ([`elastic::scale`]): asks the highest
+/// to leave at the next step boundary (SIGUSR1), or starts missing ones to join.
+fn scale_to(
+    replicas: &mut [Replica],
+    wanted: usize,
+    min: usize,
+    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
+    grace: Duration,
+) -> Result<()> {
+    let slots: Vec<Slot> = replicas
+        .iter()
+        .map(|r| match (r.running(), r.leaving) {
+            (true, false) => Slot::Running,
+            (true, true) => Slot::Leaving,
+            (false, _) => Slot::Ended,
+        })
+        .collect();
+    for action in elastic::scale(&slots, wanted, min) {
+        match action {
+            Action::Leave(i) => {
+                eprintln!(
+                    "ddp-trainer: scaling to {wanted} replicas: rank {} leaves at the next step",
+                    replicas[i].rank
+                );
+                replicas[i].leaving = true;
+                signal_group(replicas[i].pid, libc::SIGUSR1);
+            }
+            Action::Start(i) => {
+                eprintln!(
+                    "ddp-trainer: scaling to {wanted} replicas: starting rank {} to join",
+                    replicas[i].rank
+                );
+                replicas[i] = start_again(replicas, i, respawn, grace)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether an elastic run goes on: at least `min` replicas are running or exited with 0.

@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The file in the output folder that an elastic launch reads its wanted number of replicas
+/// from ([`LaunchOptions::scale_file`]; `ddp scale` writes it).
+pub const SCALE_FILE: &str = "scale";
+
 /// Default time between SIGTERM and SIGKILL when the replicas are stopped.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
@@ -41,6 +45,13 @@ pub struct LaunchOptions {
     /// at least this many are running or done, and the launcher serves the group's store, so
     /// that no replica's death takes it down.
     pub elastic_min: Option<usize>,
+    /// Replicas an elastic launch may restart, in all (`restart.max_restarts`): a replica that
+    /// fails is started again to join the group under way, while the group goes on.
+    pub elastic_restarts: u32,
+    /// An elastic launch's wanted number of replicas, read from this file (one number, written
+    /// by `ddp scale`) whenever it changes: replicas beyond it leave at a step boundary, and
+    /// missing ones are started to join.
+    pub scale_file: Option<PathBuf>,
 }
 
 /// A callback told about every replica the launcher starts.
@@ -72,6 +83,8 @@ impl LaunchOptions {
             echo: true,
             on_spawn: None,
             elastic_min: None,
+            elastic_restarts: 0,
+            scale_file: None,
         }
     }
 }

@@ -32,14 +32,17 @@ pub(super) struct Replica {
     pub(super) log: PathBuf,
     /// Set once the replica has been reaped.
     pub(super) outcome: Option<Outcome>,
+    /// Asked to leave its elastic group (SIGUSR1).
+    pub(super) leaving: bool,
 }
 
 /// Starts local replica `local` (global rank `node_rank × nproc + local`) with its environment,
 /// its own process group and the parent-death signal; pushes its two output threads onto
-/// `readers`.
+/// `readers`. A `joining` replica joins an elastic group under way.
 pub(super) fn spawn(
     world: &World,
     local: usize,
+    joining: bool,
     readers: &mut Vec<JoinHandle<()>>,
 ) -> Result<Replica> {
     let opts = world.opts;
@@ -71,6 +74,7 @@ pub(super) fn spawn(
             crate::env::STORE_ELSEWHERE_VARIABLE,
             if world.store_elsewhere { "1" } else { "0" },
         )
+        .env(crate::env::JOIN_VARIABLE, if joining { "1" } else { "0" })
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -140,6 +144,7 @@ pub(super) fn spawn(
         child,
         log,
         outcome: None,
+        leaving: false,
     })
 }
 

@@ -36,10 +36,10 @@ use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
-use crate::step::StepCost;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::host::{host_f32, read_tensor};
 use crate::step::overlap::{CommFigures, Overlap, Session, Wire};
+use crate::step::{Control, StepCost};
 use crate::{Error, Result};
 
 struct Slot {
@@ -378,13 +378,21 @@ impl Ddp {
     /// gradients of its shard, `opt` updates that shard only, and an all-gather of the
     /// parameters completes them. With [`Optimizer::grad_clip`], the gradients are first scaled
     /// to that global norm (the same factor on every rank; [`Ddp::grad_norm`] is the norm before).
-    /// `stop` is this replica's stop request; the result says whether any replica asked to stop.
-    pub fn sync_and_step(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
+    /// `control` is this replica's requests (a stop, or just `true`/`false`); the result is what
+    /// the replicas agreed on ([`Control`]).
+    pub fn sync_and_step(
+        &mut self,
+        opt: &mut Optimizer,
+        lr: f64,
+        control: impl Into<Control>,
+    ) -> Result<Control> {
+        let control = control.into();
         if self.overlap.is_some() {
-            return self.step_overlapped(opt, lr, stop);
+            return self.step_overlapped(opt, lr, control);
         }
         let n = self.num_params();
-        self.flat.grads_mut()[n] = if stop { 1.0 } else { 0.0 };
+        let w = with_comm(&self.comm, |c| Ok(c.world_size()))?;
+        self.flat.grads_mut()[n] = control.value(w);
         let (buckets, own, owns_control) = (&self.buckets, &self.own, self.owns_control);
         let held = &self.held;
         let scratch = &mut self.clip_scratch;
@@ -476,15 +484,20 @@ impl Ddp {
         self.micro_batches = 0;
         let mut control = [0.0];
         self.flat.read_params(n..n + 1, &mut control);
-        Ok(control[0] > 0.0)
+        Ok(Control::read(control[0]))
     }
 
     /// The overlapped step after backward: the buckets averaged (now, unless a session did),
     /// clipped to the global norm (every rank has every gradient), and the whole optimizer.
-    fn step_overlapped(&mut self, opt: &mut Optimizer, lr: f64, stop: bool) -> Result<bool> {
+    fn step_overlapped(
+        &mut self,
+        opt: &mut Optimizer,
+        lr: f64,
+        control: Control,
+    ) -> Result<Control> {
         let o = self.overlap.as_mut().expect("checked by the caller");
         if !o.reduced() {
-            o.reduce_all(stop)?;
+            o.reduce_all(control)?;
         }
         let t = Instant::now();
         self.grad_norm = match opt.grad_clip {
@@ -507,7 +520,7 @@ impl Ddp {
             let at = slot.range.clone();
             opt.update(&mut params[at.clone()], o.grad(p), at, lr);
         }
-        let stopped = o.control() > 0.0;
+        let agreed = o.control();
         let figures = o.figures();
         self.cost = StepCost {
             optimizer: t.elapsed(),
@@ -515,7 +528,7 @@ impl Ddp {
             bytes_sent: Some(figures.bytes_sent),
         };
         o.end_step();
-        Ok(stopped)
+        Ok(agreed)
     }
 
     /// What the last step's reduction and optimizer cost.
@@ -576,6 +589,12 @@ impl Ddp {
     /// Copies rank 0's buffers (BatchNorm running statistics) to every rank, as PyTorch DDP does
     /// before each forward pass with `broadcast_buffers=True`.
     pub fn broadcast_buffers(&mut self, net: &Network) -> Result<()> {
+        self.broadcast_buffers_from(net, 0)
+    }
+
+    /// Copies rank `root`'s buffers to every rank (an elastic group takes them from the replica
+    /// whose state it goes on with).
+    pub fn broadcast_buffers_from(&mut self, net: &Network, root: usize) -> Result<()> {
         let buffers = net.buffers.snapshot();
         if buffers.is_empty() {
             return Ok(());
@@ -590,7 +609,7 @@ impl Ddp {
             off += n;
         }
         let scratch = &mut self.buffer_scratch;
-        with_comm(&self.comm, |c| c.broadcast(scratch, 0))?;
+        with_comm(&self.comm, |c| c.broadcast(scratch, root))?;
         let mut off = 0;
         for (name, t) in buffers {
             let n = t.elem_count();

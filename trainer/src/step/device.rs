@@ -27,6 +27,7 @@ use crate::dist::ReduceOp;
 use crate::models::Network;
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::step::comm::{SharedCollective, with_comm};
+use crate::step::control::Control;
 use crate::{Error, Result};
 
 /// Environment variable that makes CPU replicas use the device step (for tests).
@@ -45,6 +46,17 @@ pub enum Reducer {
     /// NCCL on the replica's GPU.
     #[cfg(feature = "cuda")]
     Nccl(crate::dist::nccl::Nccl),
+}
+
+impl Reducer {
+    /// Replicas the reducer averages over.
+    fn world_size(&self) -> Result<usize> {
+        match self {
+            Reducer::Host(comm) => with_comm(comm, |c| Ok(c.world_size())),
+            #[cfg(feature = "cuda")]
+            Reducer::Nccl(n) => Ok(n.world_size()),
+        }
+    }
 }
 
 /// In-place all-reduce of a contiguous f32 tensor, as a candle op so that it reaches the
@@ -209,16 +221,17 @@ impl DeviceStep {
         Ok(())
     }
 
-    /// All-reduces (averages) the accumulated gradients and this replica's stop request;
-    /// returns whether any replica asked to stop.
-    pub fn sync(&mut self, stop: bool) -> Result<bool> {
+    /// All-reduces (averages) the accumulated gradients and this replica's requests
+    /// (`control`); returns what the replicas agreed on.
+    pub fn sync(&mut self, control: impl Into<Control>) -> Result<Control> {
         let device = self.params.device().clone();
         let n = self.params.elem_count();
         let grads = match self.pending.take() {
             Some(g) => g,
             None => Tensor::zeros(n, DType::F32, &device)?,
         };
-        let flag = Tensor::new(&[if stop { 1f32 } else { 0.0 }], &device)?;
+        let world = self.reducer.world_size()?;
+        let flag = Tensor::new(&[control.into().value(world)], &device)?;
         // A fresh contiguous tensor that owns its buffer: safe to reduce in place.
         let buf = Tensor::cat(&[&grads, &flag], 0)?;
         self.ops += 1;
@@ -227,9 +240,9 @@ impl DeviceStep {
             op: ReduceOp::Avg,
             seq: self.ops,
         })?;
-        let stopped = buf.narrow(0, n, 1)?.to_vec1::<f32>()?[0] > 0.0;
+        let agreed = Control::read(buf.narrow(0, n, 1)?.to_vec1::<f32>()?[0]);
         self.reduced = Some(buf.narrow(0, 0, n)?);
-        Ok(stopped)
+        Ok(agreed)
     }
 
     /// One optimizer update with the averaged gradients, written into the model's variables.
@@ -438,8 +451,8 @@ mod tests {
                 ddp.accumulate(&a, &grads_of(&a, 2 * k + m), 0.5).unwrap();
                 dev.accumulate(&grads_of(&b, 2 * k + m), 0.5).unwrap();
             }
-            assert!(!ddp.sync_and_step(&mut host_opt, lr, false).unwrap());
-            assert!(!dev.sync(false).unwrap());
+            assert!(!ddp.sync_and_step(&mut host_opt, lr, false).unwrap().stop);
+            assert!(!dev.sync(false).unwrap().stop);
             ddp.write_params(&a).unwrap();
             dev.step(lr).unwrap();
             match (ddp.grad_norm(), dev.grad_norm().unwrap()) {
@@ -564,7 +577,7 @@ mod tests {
         let mut dev =
             DeviceStep::new(&net, &Optimizer::new(config, 1), Reducer::Host(solo())).unwrap();
         dev.accumulate(&grads_of(&net, 0), 1.0).unwrap();
-        assert!(dev.sync(true).unwrap());
+        assert!(dev.sync(true).unwrap().stop);
         assert!(matches!(dev.step(0.1), Ok(())));
         assert!(
             dev.step(0.1).is_err(),

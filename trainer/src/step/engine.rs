@@ -7,10 +7,10 @@ use candle_core::backprop::GradStore;
 use crate::Result;
 use crate::models::Network;
 use crate::optim::Optimizer;
-use crate::step::StepCost;
 use crate::step::ddp::Ddp;
 use crate::step::device::DeviceStep;
 use crate::step::overlap::Session;
+use crate::step::{Control, StepCost};
 
 /// Where a step's gradients are reduced and the optimizer runs: the host step (flat host
 /// buffers, CPU replicas) or the device step (GPU replicas, see [`crate::step::device`]).
@@ -47,19 +47,19 @@ impl Engine {
         }
     }
 
-    /// Reduces the step's gradients and updates the parameters; says whether any replica asked
-    /// to stop, and what the reduction and optimizer cost.
+    /// Reduces the step's gradients and updates the parameters; says what the replicas agreed
+    /// on (a stop, a regroup), and what the reduction and optimizer cost.
     pub(crate) fn sync_and_step(
         &mut self,
         ddp: &mut Ddp,
         opt: &mut Optimizer,
         net: &Network,
         lr: f64,
-        stop: bool,
-    ) -> Result<(bool, StepCost)> {
+        control: Control,
+    ) -> Result<(Control, StepCost)> {
         match self {
             Engine::Host => {
-                let stopped = ddp.sync_and_step(opt, lr, stop)?;
+                let stopped = ddp.sync_and_step(opt, lr, control)?;
                 let t = Instant::now();
                 ddp.write_params(net)?;
                 let mut cost = ddp.cost();
@@ -67,7 +67,7 @@ impl Engine {
                 Ok((stopped, cost))
             }
             Engine::Device(d) => {
-                let stopped = d.sync(stop)?;
+                let stopped = d.sync(control)?;
                 let t = Instant::now();
                 d.step(lr)?;
                 let cost = StepCost {

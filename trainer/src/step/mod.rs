@@ -6,6 +6,8 @@
 //! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
 //!   (private buffers, ranks on several hosts), the whole optimizer on every rank.
+//! - `control`: the control element the replicas average with their gradients ([`Control`]:
+//!   a stop request, an elastic group's regroup).
 //! - `comm`: the shared collective, SyncBatchNorm's reducer, and the communication thread.
 //! - `cost`: what a step's reduction and optimizer cost ([`StepCost`]).
 //! - `host`: a tensor's values read as host f32.
@@ -15,6 +17,7 @@
 
 pub mod batch_parts;
 pub mod comm;
+pub mod control;
 pub mod cost;
 pub mod ddp;
 pub mod device;
@@ -23,4 +26,5 @@ pub mod host;
 pub mod overlap;
 pub mod placement;
 
+pub use control::Control;
 pub use cost::StepCost;

@@ -42,18 +42,24 @@ pub(super) struct Resync {
     pub opt_steps: u64,
     /// The epoch's end (validation, checkpoint) was under way.
     pub epoch_end_due: bool,
+    /// Epochs the run trains, and steps between two progress lines (a joiner set up alone
+    /// counts them for a world of one).
+    pub epochs: usize,
+    pub log_every: u64,
 }
 
 impl Resync {
     pub fn encode(&self) -> String {
         format!(
-            "resync {} {} {} {} {} {}",
+            "resync {} {} {} {} {} {} {} {}",
             self.epoch,
             self.global_step,
             self.in_epoch,
             self.pos,
             self.opt_steps,
-            self.epoch_end_due as u8
+            self.epoch_end_due as u8,
+            self.epochs,
+            self.log_every
         )
     }
 
@@ -67,9 +73,22 @@ impl Resync {
             pos: next()? as usize,
             opt_steps: next()?,
             epoch_end_due: next()? == 1,
+            epochs: next()? as usize,
+            log_every: next()?,
         };
         it.next().is_none().then_some(r)
     }
+}
+
+/// FNV-1a over the bits of `values`: the weights' fingerprint each member of an elastic group
+/// prints at the end, equal on every member.
+pub(super) fn digest(values: &[f32]) -> u64 {
+    values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+        v.to_bits()
+            .to_le_bytes()
+            .iter()
+            .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    })
 }
 
 /// `1`, `1 and 3`, `0, 1 and 3`.
@@ -87,12 +106,23 @@ fn ids(v: &[u32]) -> String {
 /// What rank 0's log says of a membership change.
 pub(super) fn change_line(d: &Decision, world_before: usize, seconds_lost: f64) -> String {
     let (step, _) = d.most_advanced();
+    let back: Vec<u32> = d
+        .joined
+        .iter()
+        .copied()
+        .filter(|id| d.left.contains(id))
+        .collect();
+    let only =
+        |v: &[u32]| -> Vec<u32> { v.iter().copied().filter(|id| !back.contains(id)).collect() };
     let mut what = Vec::new();
-    if !d.left.is_empty() {
-        what.push(format!("replica {} left", ids(&d.left)));
-    }
-    if !d.joined.is_empty() {
-        what.push(format!("replica {} joined", ids(&d.joined)));
+    for (list, verb) in [
+        (only(&d.left), "left"),
+        (only(&d.joined), "joined"),
+        (back.clone(), "came back"),
+    ] {
+        if !list.is_empty() {
+            what.push(format!("replica {} {verb}", ids(&list)));
+        }
     }
     format!(
         "membership: {} after step {step}; {} replicas go on instead of {world_before} \
@@ -178,10 +208,12 @@ mod tests {
             pos: 192,
             opt_steps: 38,
             epoch_end_due: true,
+            epochs: 3,
+            log_every: 5,
         };
         assert_eq!(Resync::parse(&r.encode()), Some(r));
         assert_eq!(Resync::parse("resync 1 2 3"), None);
-        assert_eq!(Resync::parse("resync 1 2 3 4 5 0 9"), None);
+        assert_eq!(Resync::parse("resync 1 2 3 4 5 0 3 5 9"), None);
     }
 
     #[test]
@@ -200,6 +232,15 @@ mod tests {
             (Some(4), Some(3))
         );
         assert_eq!(e["step"], 38);
+        let mut back = d.clone();
+        back.generation.members = vec![0, 1, 2, 3];
+        back.joined = vec![1];
+        back.steps = vec![37, 0, 38, 37];
+        assert_eq!(
+            change_line(&back, 4, 0.4),
+            "membership: replica 1 came back after step 38; 4 replicas go on instead of 4 \
+             (generation 1, replicas 0, 1, 2 and 3), 0.4 s lost"
+        );
         let msg = below_minimum(&d, 4, 4);
         assert!(msg.starts_with("replica 1 left after step 38: 3 of 4 replicas remain, fewer than ddp.elastic.min_replicas = 4"), "{msg}");
     }

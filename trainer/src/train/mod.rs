@@ -4,10 +4,12 @@
 //! Layout:
 //! - this file: the run, the epoch loop of sample tasks and the step loop of language models,
 //!   a stop request, checkpoints (at epochs' ends, every N steps, and where a stop leaves the
-//!   run), an elastic run's recovery when a replica is lost, and the run's end.
+//!   run), and the run's end.
 //! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
 //! - `elastic`: what an elastic run carries over when its group re-forms (the share of the
 //!   epoch, the most advanced replica's position, the membership event).
+//! - `regroup`: an elastic run's group re-formed under way (a replica lost, joining or
+//!   leaving) and the requests each step carries (stop, regroup).
 //! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
 //!   overlap, compression), and what rank 0's log says of it.
 //! - `position`: where a run stands when it starts, and the resume header carrying it.
@@ -20,45 +22,41 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::Result;
 use crate::checkpoint::{self, TrainState};
-use crate::data::{Batch, DistributedSampler};
+use crate::data::Batch;
 use crate::dist::ReduceOp;
 use crate::env::DistEnv;
 use crate::metrics::MetricKind;
 use crate::report::{Reporter, Window, WindowState};
-use crate::schedule::Schedule;
 use crate::spec::Spec;
 use crate::step::batch_parts;
 use crate::step::comm::with_comm;
 use crate::step::device::{DeviceStep, Reducer};
 use crate::step::overlap;
-use crate::{Error, Result, fsutil};
 
 mod clock;
 mod elastic;
 mod host_step;
 mod position;
+mod regroup;
 mod replica;
 mod samples;
 mod tokens;
 
 use crate::step::engine::Engine;
 use clock::StepClock;
-use elastic::{Resync, Share};
+use elastic::Share;
 use position::Position;
 use replica::{Replica, Task};
 use samples::Loop;
 
+pub use regroup::LEAVE_REQUESTED;
 pub use samples::{Splits, load_data};
 
 /// Set by the SIGTERM/SIGINT/SIGUSR2 handler of the binary: finish the current step on every
 /// replica, checkpoint it, then stop.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-/// Whether this replica was asked to stop (read once per step, where the step sums it).
-fn stopping() -> bool {
-    STOP_REQUESTED.load(Ordering::Relaxed)
-}
 
 pub struct RunOptions {
     pub spec: Spec,
@@ -165,6 +163,13 @@ struct Training {
     /// The window as the last completed step left it (a step lost with a replica is not
     /// counted).
     settled: WindowState,
+    /// The replicas agreed to re-form the group after the last step.
+    regroup_due: bool,
+    /// This replica joins an elastic group under way: its first act is the regroup that
+    /// brings it the group's state.
+    joining: bool,
+    /// When rank 0 last looked for a replica waiting to join.
+    looked: Instant,
 }
 
 impl Training {
@@ -222,6 +227,7 @@ impl Training {
         }
         let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
         let elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
+        let joining = r.joining;
         Ok(Training {
             r,
             engine,
@@ -247,6 +253,9 @@ impl Training {
             last_step_end: Instant::now(),
             last_step: Duration::ZERO,
             settled: WindowState::default(),
+            regroup_due: false,
+            joining,
+            looked: Instant::now(),
         })
     }
 
@@ -254,23 +263,31 @@ impl Training {
     /// requested before the first step stops every replica before it (nothing new to
     /// checkpoint); a resumed run first validates the step its checkpoint left due.
     fn epochs(&mut self) -> Result<()> {
-        if self.stop_before_the_first_step()? {
-            return Ok(());
-        }
-        if std::mem::take(&mut self.val_due) {
-            self.validate(self.epoch, self.global_step)?;
+        if self.joining {
+            // Taken into an elastic group under way, with its state and position.
+            self.regroup(None)?;
+        } else {
+            if self.stop_before_the_first_step()? {
+                return Ok(());
+            }
+            if std::mem::take(&mut self.val_due) {
+                self.validate(self.epoch, self.global_step)?;
+            }
         }
         if let Task::Tokens(_) = self.r.task {
             // A language model's steps, re-entered after an elastic run re-formed its group.
             loop {
                 match self.token_steps() {
-                    Err(e) if self.recoverable(&e) => self.recover(e)?,
+                    Ok(()) if self.regroup_due => self.regroup(None)?,
+                    Err(e) if self.recoverable(&e) => self.regroup(Some(e))?,
                     other => return other,
                 }
             }
         }
         loop {
-            let done = if self.epoch_end_due {
+            let done = if self.regroup_due {
+                self.regroup(None).map(|()| true)
+            } else if self.epoch_end_due {
                 self.end_epoch().map(|()| true)
             } else if self.epoch < self.epochs
                 && self.global_step < self.max_steps.min(self.budget)
@@ -283,142 +300,9 @@ impl Training {
             match done {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(e) if self.recoverable(&e) => self.recover(e)?,
+                Err(e) if self.recoverable(&e) => self.regroup(Some(e))?,
                 Err(e) => return Err(e),
             }
-        }
-        Ok(())
-    }
-
-    /// Whether an elastic run goes on after `e`: a collective that lost or waited in vain for
-    /// a peer.
-    fn recoverable(&self, e: &Error) -> bool {
-        self.elastic_min.is_some() && matches!(e, Error::Collective { .. })
-    }
-
-    /// Re-forms an elastic run's group after `e`, takes the state of the replica that completed
-    /// the most steps (weights, optimizer state, position), and sets the DDP step, the rest of
-    /// the epoch's samples, the schedule and the reporting up for the new world. Fewer replicas
-    /// than `ddp.elastic.min_replicas` end the run with [`Error::Elastic`].
-    fn recover(&mut self, e: Error) -> Result<()> {
-        let min = self.elastic_min.unwrap_or(1);
-        let world_before = self.r.world;
-        eprintln!(
-            "replica {}: {e}; re-forming the group (ddp.elastic)",
-            self.r.id
-        );
-        // Members still computing their step notice within about a step; a silent one is left
-        // out after three steps' time (at least 1.5 s, at most ddp.timeout_s).
-        let timeout = Duration::from_secs(self.r.spec.ddp.timeout_s);
-        let settle = (self.last_step * 3).clamp(Duration::from_millis(1500).min(timeout), timeout);
-        let step = self.global_step;
-        let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
-        let world = d.generation.members.len();
-        if world < min {
-            return Err(Error::Elastic(elastic::below_minimum(
-                &d,
-                world_before,
-                min,
-            )));
-        }
-        let rank = d
-            .generation
-            .rank_of(self.r.id as u32)
-            .ok_or_else(|| Error::Elastic(format!("replica {} is not a member", self.r.id)))?;
-        let (_, src) = d.most_advanced();
-        let train = self.r.spec.train.clone();
-        let per_step = train.batch_size * train.grad_accum;
-        // A language model's windows are a function of the step and the global window index:
-        // it has no position in an epoch to carry.
-        let len = match &self.r.task {
-            Task::Samples { splits, .. } => splits.train.len(),
-            Task::Tokens(_) => 0,
-        };
-        let mine = Resync {
-            epoch: self.epoch,
-            global_step: self.global_step,
-            in_epoch: self.in_epoch,
-            pos: self
-                .share
-                .reached(self.in_epoch, per_step, world_before, len),
-            opt_steps: self.r.opt.steps,
-            epoch_end_due: self.epoch_end_due,
-        };
-        self.r.rank = rank;
-        self.r.world = world;
-        self.work.rank = rank;
-        // A new step for the new world (its buckets learn backward's order again).
-        self.r.ddp = host_step::ddp_step(
-            &self.r.spec,
-            &self.r.net,
-            &self.r.comm,
-            self.r.route.clone(),
-            self.r.host_step,
-            rank,
-            world,
-        )?;
-        let all = with_comm(&self.r.comm, |c| {
-            c.all_gather_bytes(mine.encode().as_bytes())
-        })?;
-        let at = Resync::parse(&String::from_utf8_lossy(&all[src]))
-            .ok_or_else(|| Error::Elastic(format!("rank {src}'s position is malformed")))?;
-        if at.global_step == self.global_step {
-            // The step under way is lost: its samples are trained again.
-            self.window = Window::resume(self.settled);
-        }
-        let Replica {
-            comm,
-            ddp,
-            opt,
-            net,
-            ..
-        } = &mut self.r;
-        with_comm(comm, |c| {
-            c.broadcast(ddp.params_mut(), src)?;
-            for slot in opt.slots.iter_mut() {
-                c.broadcast(slot, src)?;
-            }
-            Ok(())
-        })?;
-        opt.steps = at.opt_steps;
-        ddp.write_params(net)?;
-        ddp.broadcast_buffers(net)?;
-        self.epoch = at.epoch;
-        self.global_step = at.global_step;
-        self.in_epoch = at.in_epoch;
-        self.resume_in_epoch = at.in_epoch;
-        self.epoch_end_due = at.epoch_end_due;
-        self.share = Share {
-            step: at.in_epoch,
-            pos: at.pos,
-        };
-        match &mut self.r.task {
-            Task::Samples { sampler: s, .. } => {
-                let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
-                let whole = Share::default();
-                let full =
-                    whole.epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
-                let sampler = sampler.from_position(at.pos);
-                self.r.steps_per_epoch = self.share.epoch_steps(
-                    sampler.num_samples(),
-                    train.batch_size,
-                    train.grad_accum,
-                );
-                self.r.schedule = Schedule::new(&self.r.spec, world, full);
-                *s = sampler;
-            }
-            Task::Tokens(tokens) => {
-                tokens.regroup(&self.r.spec, world, rank);
-                self.r.schedule = Schedule::new(&self.r.spec, world, self.r.steps_per_epoch);
-            }
-        }
-        self.report
-            .regroup(&self.r.out, world, self.r.steps_per_epoch, rank == 0)?;
-        let lost = self.last_step_end.elapsed().as_secs_f64();
-        if rank == 0 {
-            println!("{}", elastic::change_line(&d, world_before, lost));
-            let line = elastic::event_line(crate::metrics::unix_time(), &d, world_before, lost);
-            fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
         }
         Ok(())
     }
@@ -497,6 +381,7 @@ impl Training {
         while self.global_step < budget.min(self.max_steps) && !self.stopped {
             let step = self.global_step;
             let lr = self.r.schedule.lr(0, step);
+            let control = self.requests()?;
             let Replica { task, net, ddp, .. } = &mut self.r;
             let Task::Tokens(tokens) = task else {
                 unreachable!("sample data trains in epochs")
@@ -508,8 +393,7 @@ impl Training {
                 let session = self.engine.session(ddp, k + 1 == accum, scale);
                 let (loss, grads, rows, data) =
                     tokens.micro_batch(net, step * accum + k, session.as_ref())?;
-                let finish =
-                    overlap::finish(session, net, std::slice::from_ref(&grads), stopping())?;
+                let finish = overlap::finish(session, net, std::slice::from_ref(&grads), control)?;
                 if finish.is_none() {
                     self.engine.accumulate(ddp, net, &grads, scale)?;
                 }
@@ -520,12 +404,12 @@ impl Training {
                 self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, rows);
             }
-            let stop = stopping();
             let Replica { net, ddp, opt, .. } = &mut self.r;
             let t = Instant::now();
-            let (stopped, cost) = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            let (agreed, cost) = self.engine.sync_and_step(ddp, opt, net, lr, control)?;
             self.clock.step(t.elapsed(), &cost, step_start.elapsed());
-            self.stopped = stopped;
+            self.stopped = agreed.stop;
+            self.regroup_due = agreed.regroup;
             self.global_step += 1;
             self.last_step = self.last_step_end.elapsed();
             self.last_step_end = Instant::now();
@@ -551,6 +435,9 @@ impl Training {
                 self.checkpoint(0, false)?;
             }
             self.report.sync()?;
+            if self.regroup_due {
+                return Ok(());
+            }
         }
         if self.global_step >= budget {
             self.epoch = 1;
@@ -620,6 +507,7 @@ impl Training {
             if self.global_step >= self.max_steps.min(self.budget) {
                 break;
             }
+            let control = self.requests()?;
             let Replica {
                 spec,
                 world,
@@ -643,7 +531,7 @@ impl Training {
                 let data = t0.elapsed();
                 let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
                 let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
-                let finish = overlap::finish(session, net, &parts, stopping())?;
+                let finish = overlap::finish(session, net, &parts, control)?;
                 for grads in parts.iter().filter(|_| finish.is_none()) {
                     self.engine.accumulate(ddp, net, grads, scale)?;
                 }
@@ -654,11 +542,11 @@ impl Training {
                 self.clock.micro(data, compute, finish);
                 self.window.add(loss as f64, len);
             }
-            let stop = stopping();
             let t = Instant::now();
-            let (stopped, cost) = self.engine.sync_and_step(ddp, opt, net, lr, stop)?;
+            let (agreed, cost) = self.engine.sync_and_step(ddp, opt, net, lr, control)?;
             self.clock.step(t.elapsed(), &cost, step_start.elapsed());
-            self.stopped = stopped;
+            self.stopped = agreed.stop;
+            self.regroup_due = agreed.regroup;
             self.global_step += 1;
             step_in_epoch += 1;
             self.in_epoch = step_in_epoch;
@@ -687,9 +575,16 @@ impl Training {
             if save_every.is_some_and(|every| self.global_step.is_multiple_of(every)) {
                 self.checkpoint(step_in_epoch, false)?;
             }
+            if self.regroup_due {
+                break;
+            }
         }
         self.work.indices = indices;
         if step_in_epoch < steps_per_epoch && self.global_step < self.budget {
+            if self.regroup_due {
+                // The epoch goes on in the group re-formed at this step boundary.
+                return Ok(true);
+            }
             // Stopped mid-epoch: on request, checkpointed above, so a resume continues after
             // this step; at `train.max_steps`, neither validated nor checkpointed (the run ends).
             if self.r.rank == 0 {
@@ -736,6 +631,11 @@ impl Training {
 
     /// Tests and saves the final model (unless stopped), waits for every rank and sums up.
     fn finish(mut self) -> Result<RunSummary> {
+        if self.elastic_min.is_some() {
+            // Every member ends with the same weights, joiners included: each says which.
+            let digest = elastic::digest(self.r.ddp.params());
+            println!("replica {}: final weights {digest:016x}", self.r.id);
+        }
         let r = &self.r;
         // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
         let test = if self.stopped {

@@ -42,6 +42,9 @@ pub(super) struct Replica {
     /// This replica's identity: its rank when the group first formed (an elastic run's rank
     /// changes when replicas leave).
     pub(super) id: usize,
+    /// It joins an elastic group under way ([`crate::env::JOIN_VARIABLE`]): set up alone, a
+    /// world of one, until the group takes it in.
+    pub(super) joining: bool,
     pub(super) rank: usize,
     pub(super) world: usize,
     pub(super) device: Device,
@@ -82,7 +85,11 @@ impl Replica {
         env: &DistEnv,
         token: Option<String>,
     ) -> Result<(Replica, Reducer)> {
-        let (rank, world) = (env.rank, env.world_size);
+        let (id, world) = (env.rank, env.world_size);
+        let rank = id;
+        // A replica joining an elastic group under way stands alone until the group takes it
+        // in (`Training`'s first regroup), which also brings it the group's state.
+        let joining = spec.ddp.elastic.is_some() && crate::env::joining();
         let device = device_for(&spec, env)?;
         let backend = backend_for(&spec, &device)?;
         let workers = spec.data.workers.unwrap_or_else(|| {
@@ -113,7 +120,9 @@ impl Replica {
             // An elastic group re-forms its ring; shared memory is set up for one world.
             shared_memory: spec.ddp.shared_memory && spec.ddp.elastic.is_none(),
             store_elsewhere: crate::env::store_elsewhere(),
+            joining,
         })?;
+        let (rank, world) = (group.rank(), group.world_size());
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let route = Route::new();
         let net = match &data {
@@ -142,6 +151,7 @@ impl Replica {
             ..
         }) = &data
             && rank == 0
+            && !joining
         {
             record.write(&out)?;
         }
@@ -174,7 +184,8 @@ impl Replica {
         let replica = Replica {
             spec,
             out,
-            id: rank,
+            id,
+            joining,
             rank,
             world,
             device,

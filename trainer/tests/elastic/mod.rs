@@ -278,3 +278,106 @@ fn a_language_model_goes_on_without_a_replica() {
         text(&output)
     );
 }
+
+/// The weights fingerprint each replica printed at the end, by replica.
+fn final_weights(out: &Path) -> HashMap<usize, String> {
+    (0..REPLICAS)
+        .filter_map(|r| {
+            let log = std::fs::read_to_string(out.join(format!("logs/rank-{r}.log"))).ok()?;
+            let line = log
+                .lines()
+                .rev()
+                .find_map(|l| l.split_once(": final weights "))?;
+            Some((r, line.1.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The ids of one membership event's `key` list.
+fn ids(e: &serde_json::Value, key: &str) -> Vec<u64> {
+    e[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .collect()
+}
+
+/// A killed replica restarted by the restart policy joins the group under way: it takes the
+/// weights and optimizer state from a member (no checkpoint is read) and ends with every
+/// other replica's weights, bit for bit.
+#[test]
+fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = spec(2).set("restart.max_restarts", 1);
+    let output = run_spec(out, &spec, &[(2, 5, libc::SIGKILL)]);
+    assert_success(&output);
+    let all = text(&output);
+    assert!(all.contains("restarting rank 2 to join the group"), "{all}");
+    let events = membership(out);
+    let changes: Vec<(Vec<u64>, Vec<u64>)> = events
+        .iter()
+        .map(|e| (ids(e, "left"), ids(e, "joined")))
+        .collect();
+    // Left, then back (or both at once, when it came back before the others noticed).
+    assert!(
+        changes == [(vec![2], vec![]), (vec![], vec![2])] || changes == [(vec![2], vec![2])],
+        "{changes:?}\n{all}"
+    );
+    assert_eq!(events.last().unwrap()["world_after"], REPLICAS as u64);
+    let weights = final_weights(out);
+    assert_eq!(weights.len(), REPLICAS, "{weights:?}\n{all}");
+    assert!(weights.values().all(|w| *w == weights[&0]), "{weights:?}");
+    assert!(!all.contains("resuming from"), "{all}");
+    let acc = test_accuracy(out);
+    assert!(acc >= undisturbed_accuracy() - 0.01, "accuracy {acc}");
+}
+
+/// The launcher's scale file (what `ddp scale` writes): down to 2 replicas, the two highest
+/// leave at a step boundary (exit 76, no failure); back up to 4, they join again.
+#[test]
+fn scaling_down_and_up_moves_replicas_out_and_in_at_step_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = spec(2).write(out);
+    let child = launch(&spec, out);
+    wait_for("step 5", Duration::from_secs(120), || last_step(out) >= 5);
+    std::fs::write(out.join("scale"), "2\n").unwrap();
+    let at_two = |e: &serde_json::Value| e["world_after"] == 2;
+    wait_for("the scale-down", Duration::from_secs(60), || {
+        membership(out).iter().any(at_two)
+    });
+    let step = last_step(out);
+    wait_for("two more steps", Duration::from_secs(60), || {
+        last_step(out) >= step + 2
+    });
+    std::fs::write(out.join("scale"), "4\n").unwrap();
+    let output = wait_output(child, Duration::from_secs(240));
+    assert_success(&output);
+    let all = text(&output);
+    let events = membership(out);
+    // The two leave (and come back) at one step boundary or at two.
+    let union = |key: &str| {
+        let mut v: Vec<u64> = events.iter().flat_map(|e| ids(e, key)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        (union("left"), union("joined")),
+        (vec![2, 3], vec![2, 3]),
+        "{events:?}\n{all}"
+    );
+    assert!(events.iter().any(at_two), "{events:?}");
+    assert_eq!(events.last().unwrap()["world_after"], REPLICAS as u64);
+    for r in [2, 3] {
+        let log = std::fs::read_to_string(out.join(format!("logs/rank-{r}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("replica {r} left the elastic group on request")),
+            "{log}"
+        );
+    }
+    let weights = final_weights(out);
+    assert_eq!(weights.len(), REPLICAS, "{weights:?}\n{all}");
+    assert!(weights.values().all(|w| *w == weights[&0]), "{weights:?}");
+}

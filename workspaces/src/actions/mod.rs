@@ -1,15 +1,15 @@
 //! What every front end does to runs, as library calls that return data and print nothing:
 //! start a run ([`check_new_run`], [`start_run`]) or a sweep ([`check_new_sweep`],
 //! [`start_sweep`]), resume one ([`resume_run`]), stop one ([`request_stop`], then optionally
-//! [`wait_until_terminal`]), remove one ([`remove_run`]), and tag one ([`add_tags`],
-//! [`remove_tags`]). The `ddp` CLI is a thin layer over these; a TUI or a notebook kernel calls
+//! [`wait_until_terminal`]), remove one ([`remove_run`]), scale an elastic one
+//! ([`scale_run`]), and tag one ([`add_tags`], [`remove_tags`]). The `ddp` CLI is a thin layer over these; a TUI or a notebook kernel calls
 //! the same functions and gets the same checks and messages.
 //!
 //! Starting a run spawns its supervisor from `std::env::current_exe()`: the front end's binary
 //! must call [`crate::run_hidden_command`] first thing in `main`.
 //!
 //! `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
-//! [`remove_run`]); this module the rest.
+//! [`remove_run`]); `scale` scaling an elastic run; this module the rest.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -20,11 +20,13 @@ use serde::Serialize;
 pub use crate::request::{NewRun, NewSweep, RunOn};
 use crate::run::{Run, RunStatus};
 
+mod scale;
 mod stop;
 use crate::supervisor::spawn_supervisor;
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
 use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
+pub use scale::scale_run;
 pub use stop::{
     STOP_LIMIT, StopRequest, remove_run, request_stop, stop_and_wait, wait_until_terminal,
 };

@@ -34,7 +34,7 @@ mod words;
 pub use analysis::{CompareArgs, ExportArgs, ExportFormat, KubernetesOptions, PlotArgs};
 pub use paths::{found_in_ancestors, missing_path, path_candidates};
 pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
-pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ShowArgs, TagArgs};
+pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ScaleArgs, ShowArgs, TagArgs};
 pub use sample::{
     DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleArgs,
     SampleOptions, Weights,

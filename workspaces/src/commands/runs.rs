@@ -12,6 +12,16 @@ pub struct RunAddress {
     pub run: String,
 }
 
+/// `scale RUN --replicas N`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct ScaleArgs {
+    /// The run: its id, a unique prefix of it, `latest` or `EXPERIMENT@latest`.
+    pub run: String,
+    /// Replicas wanted, between the spec's ddp.elastic.min_replicas and ddp.replicas.
+    #[arg(long)]
+    pub replicas: usize,
+}
+
 /// Which runs `ls` lists: every condition given must hold.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunFilter {

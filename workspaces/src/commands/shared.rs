@@ -3,7 +3,7 @@
 //! CLI's `run --detach`, `logs -f`, `plot --output`; the kernel's `--wait`, `watch`, `devices`).
 
 use super::analysis::CompareArgs;
-use super::runs::{LsArgs, RunAddress, ShowArgs};
+use super::runs::{LsArgs, RunAddress, ScaleArgs, ShowArgs};
 use super::sample::SampleArgs;
 
 /// A subcommand every front end has.
@@ -18,6 +18,10 @@ pub enum SharedCommand {
     /// Stop a run: replicas finish their step and exit; the run becomes `stopped`.
     #[command(display_order = 50)]
     Stop(RunAddress),
+    /// Scale an elastic run under way: replicas beyond N leave at the next step boundary,
+    /// missing ones start and join with the group's weights and optimizer state.
+    #[command(display_order = 55)]
+    Scale(ScaleArgs),
     /// Compare runs: the spec keys that differ between them, and their final figures.
     #[command(display_order = 100)]
     Compare(CompareArgs),

@@ -70,6 +70,7 @@ pub fn allreduce_worker(args: &Args) -> Result<(), String> {
         token: std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty()),
         shared_memory: args.shm,
         store_elsewhere: false,
+        joining: false,
     })
     .map_err(|e| e.to_string())?;
     let figures = bench_all_reduce(group.collective(), &SIZES).map_err(|e| e.to_string())?;

@@ -4,7 +4,7 @@ use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::dist::elastic::Decision;
+use crate::dist::elastic::{Decision, JOIN};
 use crate::dist::handshake::{STORE_PURPOSE, hello};
 use crate::dist::wire::{
     MAX_FRAME, Refusal, Request, Response, millis, recv_response, secs, send_msg,
@@ -300,7 +300,11 @@ impl StoreClient {
         settle: Duration,
         timeout: Duration,
     ) -> Result<Decision> {
-        let what = format!("rejoin after generation {from}");
+        let what = if from == JOIN {
+            "join the elastic group".to_string()
+        } else {
+            format!("rejoin after generation {from}")
+        };
         match self.call(
             Request::Rejoin {
                 from,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::dist::elastic::{Answer, Board};
+use crate::dist::elastic::{Answer, Ask, Board, JOIN, JOIN_KEY};
 use crate::dist::handshake::{STORE_PURPOSE, greet};
 use crate::dist::wire::{MAX_FRAME, Refusal, Request, Response, recv_request, secs, send_msg};
 use crate::{Error, Result};
@@ -403,8 +403,10 @@ fn handle(shared: &Shared, rank: usize, request: Request) -> Response {
     }
 }
 
-/// Replica `id` asks for the generation after `from` ([`Board::ask`]); waits for the decision
-/// (re-deciding as asks arrive, connections end and the settle time passes) at most `wait_ms`.
+/// Replica `id` asks for the generation after `from` ([`Board::ask`]; a joiner, `from` =
+/// [`JOIN`], after the current one, which it announces under [`JOIN_KEY`] for the members to
+/// see); waits for the decision (re-deciding as asks arrive, connections end and the settle
+/// time passes) at most `wait_ms`.
 fn rejoin(
     shared: &Shared,
     id: u32,
@@ -417,12 +419,21 @@ fn rejoin(
     let deadline = start + Duration::from_millis(wait_ms);
     let settle = Duration::from_millis(settle_ms);
     let mut state = shared.lock();
+    let (from, ask) = if from == JOIN {
+        let current = state.board.current().number;
+        state
+            .kv
+            .insert(JOIN_KEY.to_string(), current.to_string().into_bytes());
+        (current, Ask::joiner())
+    } else {
+        (from, Ask::member(step))
+    };
     loop {
         let live = state.live.clone();
         let connected = |r: u32| live.get(r as usize).copied().unwrap_or(false);
         match state
             .board
-            .ask(id, from, step, connected, Instant::now(), settle)
+            .ask(id, from, ask, connected, Instant::now(), settle)
         {
             Answer::Decided(d) => {
                 drop(state);

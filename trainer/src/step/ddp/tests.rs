@@ -82,11 +82,11 @@ fn accumulate_adds_micro_batches_and_the_step_reports_stop() {
     ddp.accumulate(&net, &g, 0.5).unwrap();
     ddp.accumulate(&net, &g, 0.5).unwrap();
     ddp.params_mut().fill(0.0);
-    assert!(!ddp.sync_and_step(&mut opt, 1.0, false).unwrap());
+    assert!(!ddp.sync_and_step(&mut opt, 1.0, false).unwrap().stop);
     // d(sum of 4 outputs)/d bias = 4 and /d w_i = 4 (inputs 1); two halves → 4; lr 1.
     assert_eq!(ddp.params(), vec![-4.0; 11]);
     ddp.accumulate(&net, &g, 1.0).unwrap();
-    assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap());
+    assert!(ddp.sync_and_step(&mut opt, 1.0, true).unwrap().stop);
 }
 
 /// Adam with L2 weight decay, as the sharded step's tests run it.
@@ -166,7 +166,8 @@ fn sharded_step_equals_a_whole_step(
         whole.step(&mut expected, &avg[..11], 0.01);
         stops.push(
             ddp.sync_and_step(&mut opt, 0.01, rank == 2 && step == 1)
-                .unwrap(),
+                .unwrap()
+                .stop,
         );
         assert_eq!(ddp.grad_norm(), norm);
         // The model first: in shared buffers it reads the shards from the ranks that
@@ -295,8 +296,13 @@ fn two_halves_clipped_equal_the_whole_batch(
         whole
             .accumulate(&whole_net, &mse_grads(&whole_net, k, 0..4), 1.0)
             .unwrap();
-        assert!(!ddp.sync_and_step(&mut opt, 0.05, false).unwrap());
-        assert!(!whole.sync_and_step(&mut whole_opt, 0.05, false).unwrap());
+        assert!(!ddp.sync_and_step(&mut opt, 0.05, false).unwrap().stop);
+        assert!(
+            !whole
+                .sync_and_step(&mut whole_opt, 0.05, false)
+                .unwrap()
+                .stop
+        );
         ddp.write_params(&net).unwrap();
         whole.write_params(&whole_net).unwrap();
         let (norm, want) = (ddp.grad_norm().unwrap(), whole.grad_norm().unwrap());

@@ -32,6 +32,7 @@ use crate::dist::codec::Codec;
 use crate::dist::powersgd::PowerSgd;
 use crate::models::Network;
 use crate::step::comm::{Job, Route, SharedCollective, Worker, with_comm};
+use crate::step::control::Control;
 use crate::step::host::read_tensor;
 use crate::{Error, Result};
 use plan::{BucketPlan, FIRST_BUCKET_BYTES, complete_order, reverse_order};
@@ -203,11 +204,11 @@ impl Overlap {
     }
 
     /// Averages the buckets across the replicas after backward (none was sent during it),
-    /// with the control element `stop`.
-    pub fn reduce_all(&mut self, stop: bool) -> Result<()> {
+    /// with the control element `control`.
+    pub fn reduce_all(&mut self, control: Control) -> Result<()> {
         self.check()?;
         let t0 = Instant::now();
-        self.set_control(stop);
+        self.set_control(control);
         let tx = self.worker.sender();
         let n = self.bufs.len();
         for b in 0..n {
@@ -229,9 +230,10 @@ impl Overlap {
         Ok(())
     }
 
-    fn set_control(&mut self, stop: bool) {
+    fn set_control(&mut self, control: Control) {
+        let value = control.value(self.world);
         let last = self.bufs.last_mut().expect("a plan has the control bucket");
-        *last.last_mut().expect("the control element") = if stop { 1.0 } else { 0.0 };
+        *last.last_mut().expect("the control element") = value;
     }
 
     /// Receives `n` buckets back into their places; the time the thread spent on them.
@@ -303,9 +305,9 @@ impl Overlap {
         })
     }
 
-    /// The summed control element (a stop request of any replica).
-    pub fn control(&self) -> f32 {
-        *self.bufs.last().and_then(|b| b.last()).unwrap_or(&0.0)
+    /// What the replicas agreed on in the averaged control element.
+    pub fn control(&self) -> Control {
+        Control::read(*self.bufs.last().and_then(|b| b.last()).unwrap_or(&0.0))
     }
 
     /// Ends the step: the next micro-batch starts the buckets afresh (laid out by backward's
@@ -399,13 +401,13 @@ pub fn finish(
     session: Option<Session<'_>>,
     net: &Network,
     grads: &[GradStore],
-    stop: bool,
+    control: impl Into<Control>,
 ) -> Result<Option<Duration>> {
     let Some(s) = session else {
         return Ok(None);
     };
     let t = Instant::now();
-    s.finish(net, grads, stop)?;
+    s.finish(net, grads, control.into())?;
     Ok(Some(t.elapsed()))
 }
 
@@ -484,9 +486,14 @@ impl<'a> Session<'a> {
 
     /// After backward: completes the gradients the hook did not see (from `grads`, one store
     /// per part, in part order), sends the rest of the buckets with the control element
-    /// `stop`, and waits for every bucket's average.
-    pub fn finish(mut self, net: &Network, grads: &[GradStore], stop: bool) -> Result<()> {
-        self.lock().finish(net, grads, stop)?;
+    /// `control`, and waits for every bucket's average.
+    pub fn finish(
+        mut self,
+        net: &Network,
+        grads: &[GradStore],
+        control: impl Into<Control>,
+    ) -> Result<()> {
+        self.lock().finish(net, grads, control.into())?;
         self.finished = true;
         Ok(())
     }
@@ -503,7 +510,7 @@ impl Drop for Session<'_> {
 }
 
 impl State<'_> {
-    fn finish(&mut self, net: &Network, grads: &[GradStore], stop: bool) -> Result<()> {
+    fn finish(&mut self, net: &Network, grads: &[GradStore], control: Control) -> Result<()> {
         for (p, (_, var)) in net.params.iter().enumerate() {
             if self.done[p] {
                 continue;
@@ -519,7 +526,7 @@ impl State<'_> {
             let seen = std::mem::take(&mut self.seen);
             self.ov.learn_order(&seen)?;
         }
-        self.ov.set_control(stop);
+        self.ov.set_control(control);
         let t0 = Instant::now();
         self.send_ready(true)?;
         let busy = self.ov.collect(self.in_flight)?;

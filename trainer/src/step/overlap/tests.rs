@@ -113,7 +113,8 @@ fn train(
         }
         stops.push(
             ddp.sync_and_step(&mut opt, 0.01, rank == 1 && k == 1)
-                .unwrap(),
+                .unwrap()
+                .stop,
         );
         figures.extend(ddp.comm_figures());
         ddp.write_params(&net).unwrap();

@@ -1,0 +1,204 @@
+//! An elastic run's group re-formed under way (`ddp.elastic`): after a collective lost a peer,
+//! at a step boundary the replicas agreed on (a replica waits to join, one was asked to leave),
+//! and for a joining replica, its way in. The replica that completed the most steps gives the
+//! others its weights, optimizer state and position; the rest of the epoch's samples, the
+//! schedule and the reporting are set up for the new world.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::elastic::{self, Resync, Share};
+use super::replica::{Replica, Task};
+use super::{STOP_REQUESTED, Training, host_step};
+use crate::data::DistributedSampler;
+use crate::report::Window;
+use crate::schedule::Schedule;
+use crate::step::Control;
+use crate::step::comm::with_comm;
+use crate::{Error, Result, fsutil};
+
+/// Set by the binary's SIGUSR1 handler: this replica leaves its elastic group at the next step
+/// boundary (`ddp scale` down), and exits with [`crate::error::EXIT_LEFT`].
+pub static LEAVE_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// How often rank 0 looks at the store for a replica waiting to join, at most.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+impl Training {
+    /// This replica's requests for the step under way: a stop; in an elastic run, a regroup
+    /// when it was asked to leave or (rank 0) a replica waits to join.
+    pub(super) fn requests(&mut self) -> Result<Control> {
+        let stop = STOP_REQUESTED.load(Ordering::Relaxed);
+        if self.elastic_min.is_none() {
+            return Ok(Control::from(stop));
+        }
+        let leaving = LEAVE_REQUESTED.load(Ordering::Relaxed);
+        let mut joiner = false;
+        if self.r.rank == 0 && !leaving && self.looked.elapsed() >= LOOK_EVERY {
+            self.looked = Instant::now();
+            joiner = with_comm(&self.r.comm, |c| c.joiner_waiting())?;
+        }
+        Ok(Control {
+            stop,
+            regroup: leaving || joiner,
+        })
+    }
+
+    /// Whether an elastic run goes on after `e`: a collective that lost or waited in vain for
+    /// a peer.
+    pub(super) fn recoverable(&self, e: &Error) -> bool {
+        self.elastic_min.is_some() && matches!(e, Error::Collective { .. })
+    }
+
+    /// Re-forms the group: after `lost` (a collective that lost a peer), at an agreed step
+    /// boundary (`None`), or to take this joining replica in. A replica asked to leave leaves
+    /// here instead ([`Error::Left`]). Fewer replicas than `ddp.elastic.min_replicas` end the
+    /// run with [`Error::Elastic`].
+    pub(super) fn regroup(&mut self, lost: Option<Error>) -> Result<()> {
+        if lost.is_none() && !self.joining && LEAVE_REQUESTED.load(Ordering::Relaxed) {
+            return Err(Error::Left(format!(
+                "replica {} left the elastic group on request after step {}",
+                self.r.id, self.global_step
+            )));
+        }
+        let min = self.elastic_min.unwrap_or(1);
+        let world_before = self.r.world;
+        let timeout = Duration::from_secs(self.r.spec.ddp.timeout_s);
+        // Members still computing their step notice within about a step; a silent one is left
+        // out after three steps' time (at least 1.5 s, at most ddp.timeout_s). A joiner decides
+        // nothing: the members' asks do.
+        let settle = if self.joining {
+            timeout
+        } else {
+            (self.last_step * 3).clamp(Duration::from_millis(1500).min(timeout), timeout)
+        };
+        match &lost {
+            Some(e) => eprintln!(
+                "replica {}: {e}; re-forming the group (ddp.elastic)",
+                self.r.id
+            ),
+            None if self.joining => {
+                println!("replica {}: joining the elastic group under way", self.r.id)
+            }
+            None => {}
+        }
+        let step = self.global_step;
+        let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
+        let world = d.generation.members.len();
+        if world < min {
+            return Err(Error::Elastic(elastic::below_minimum(
+                &d,
+                d.world_before(),
+                min,
+            )));
+        }
+        let rank = d
+            .generation
+            .rank_of(self.r.id as u32)
+            .ok_or_else(|| Error::Elastic(format!("replica {} is not a member", self.r.id)))?;
+        let (_, src) = d.most_advanced();
+        let train = self.r.spec.train.clone();
+        let per_step = train.batch_size * train.grad_accum;
+        // A language model's windows are a function of the step and the global window index:
+        // it has no position in an epoch to carry.
+        let len = match &self.r.task {
+            Task::Samples { splits, .. } => splits.train.len(),
+            Task::Tokens(_) => 0,
+        };
+        let mine = Resync {
+            epoch: self.epoch,
+            global_step: self.global_step,
+            in_epoch: self.in_epoch,
+            pos: self
+                .share
+                .reached(self.in_epoch, per_step, world_before, len),
+            opt_steps: self.r.opt.steps,
+            epoch_end_due: self.epoch_end_due,
+            epochs: self.epochs,
+            log_every: self.log_every,
+        };
+        self.r.rank = rank;
+        self.r.world = world;
+        self.work.rank = rank;
+        // A new step for the new world (its buckets learn backward's order again).
+        self.r.ddp = host_step::ddp_step(
+            &self.r.spec,
+            &self.r.net,
+            &self.r.comm,
+            self.r.route.clone(),
+            self.r.host_step,
+            rank,
+            world,
+        )?;
+        let all = with_comm(&self.r.comm, |c| {
+            c.all_gather_bytes(mine.encode().as_bytes())
+        })?;
+        let at = Resync::parse(&String::from_utf8_lossy(&all[src]))
+            .ok_or_else(|| Error::Elastic(format!("rank {src}'s position is malformed")))?;
+        if lost.is_some() && at.global_step == self.global_step {
+            // The step under way is lost: its samples are trained again.
+            self.window = Window::resume(self.settled);
+        }
+        let Replica {
+            comm,
+            ddp,
+            opt,
+            net,
+            ..
+        } = &mut self.r;
+        with_comm(comm, |c| {
+            c.broadcast(ddp.params_mut(), src)?;
+            for slot in opt.slots.iter_mut() {
+                c.broadcast(slot, src)?;
+            }
+            Ok(())
+        })?;
+        opt.steps = at.opt_steps;
+        ddp.write_params(net)?;
+        ddp.broadcast_buffers_from(net, src)?;
+        self.epoch = at.epoch;
+        self.global_step = at.global_step;
+        self.in_epoch = at.in_epoch;
+        self.resume_in_epoch = at.in_epoch;
+        self.epoch_end_due = at.epoch_end_due;
+        self.epochs = at.epochs;
+        self.log_every = at.log_every;
+        self.share = Share {
+            step: at.in_epoch,
+            pos: at.pos,
+        };
+        match &mut self.r.task {
+            Task::Samples { sampler: s, .. } => {
+                let sampler = DistributedSampler::new(len, world, rank, true, train.seed, false)?;
+                let whole = Share::default();
+                let full =
+                    whole.epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
+                let sampler = sampler.from_position(at.pos);
+                self.r.steps_per_epoch = self.share.epoch_steps(
+                    sampler.num_samples(),
+                    train.batch_size,
+                    train.grad_accum,
+                );
+                self.r.schedule = Schedule::new(&self.r.spec, world, full);
+                *s = sampler;
+            }
+            Task::Tokens(tokens) => {
+                tokens.regroup(&self.r.spec, world, rank);
+                self.r.schedule = Schedule::new(&self.r.spec, world, self.r.steps_per_epoch);
+            }
+        }
+        self.report
+            .regroup(&self.r.out, world, self.r.steps_per_epoch, rank == 0)?;
+        let lost_s = self.last_step_end.elapsed().as_secs_f64();
+        if rank == 0 {
+            let before = d.world_before();
+            println!("{}", elastic::change_line(&d, before, lost_s));
+            let line = elastic::event_line(crate::metrics::unix_time(), &d, before, lost_s);
+            fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
+        }
+        self.joining = false;
+        self.regroup_due = false;
+        self.last_step_end = Instant::now();
+        Ok(())
+    }
+}
