@@ -536,3 +536,52 @@ fn a_node_failure_requeues_or_fails_the_run_as_slurm_decides() {
         ws.wait_status("completed", Duration::from_secs(600));
     }
 }
+
+/// An elastic run (`ddp.elastic.min_replicas = 1`) on 2 nodes: the second node dies (its
+/// slurmd and the replica on it, SIGKILL). The job is `--no-kill`, so it keeps running on the
+/// first node, whose replica re-forms the group alone (the store is the batch step's, on the
+/// first node) and completes the run without a requeue.
+#[test]
+fn an_elastic_run_goes_on_when_a_node_dies() {
+    let Some(cluster) = SlurmCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = Ws::new(&cluster, &tmp, "ws");
+    ws.submit_mnist(
+        &[],
+        &[
+            "data.limit_train=3000",
+            "data.limit_test=200",
+            "train.epochs=3",
+            "ddp.elastic.min_replicas=1",
+            "restart.max_restarts=0",
+        ],
+    );
+    let dir = ws.run_dir();
+    ws.wait_status("running", Duration::from_secs(120));
+    replica_pid(&dir, 1, Duration::from_secs(120));
+    cluster.kill_node("ddp-n2");
+    let done = ws.wait_status("completed", Duration::from_secs(300));
+    assert_eq!(done["slurm"]["state"], "COMPLETED", "{done:#}");
+    assert_eq!(
+        done["slurm"]["requeues"].as_u64().unwrap_or(0),
+        0,
+        "{done:#}"
+    );
+    let membership: Vec<Value> = read(&dir.join("events.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "membership")
+        .collect();
+    assert_eq!(membership.len(), 1, "{membership:?}\n{}", job_logs(&dir));
+    assert_eq!(membership[0]["left"], serde_json::json!([1]));
+    assert_eq!(membership[0]["world_after"], 1);
+    assert!(dir.join("model.safetensors").exists());
+    // srun saw the node fail and went on; rank 0 went on alone.
+    let logs = job_logs(&dir);
+    assert!(
+        logs.contains("membership: replica 1 left after step"),
+        "{logs}"
+    );
+}

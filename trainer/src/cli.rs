@@ -46,6 +46,11 @@ pub struct ReplicaArgs {
     /// Number of local replicas with --standalone (default: ddp.replicas of the spec).
     #[arg(long, requires = "standalone")]
     pub nproc: Option<usize>,
+    /// Serve an elastic run's store for WORLD replicas at MASTER_ADDR:MASTER_PORT (with
+    /// DDP_TOKEN) until SIGTERM, instead of training: where no replica's loss takes it down
+    /// (a Slurm job's batch step, beside srun).
+    #[arg(long, value_name = "WORLD", conflicts_with = "standalone")]
+    pub serve_store: Option<usize>,
 }
 
 impl ReplicaArgs {
@@ -58,6 +63,7 @@ impl ReplicaArgs {
             resume: false,
             standalone: false,
             nproc: None,
+            serve_store: None,
         }
     }
 
@@ -84,6 +90,10 @@ impl ReplicaArgs {
         if let Some(n) = self.nproc {
             args.push("--nproc".into());
             args.push(n.to_string().into());
+        }
+        if let Some(w) = self.serve_store {
+            args.push("--serve-store".into());
+            args.push(w.to_string().into());
         }
         args
     }
@@ -139,6 +149,9 @@ fn run_status(args: ReplicaArgs) -> u8 {
         // First, so that a stop request during start-up is kept for the first step.
         install_stop_handler();
     }
+    if let Some(world) = args.serve_store {
+        return serve_store(world);
+    }
     let spec = match Spec::load(&args.spec, &args.overrides) {
         Ok(s) => s,
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
@@ -182,6 +195,34 @@ fn run_status(args: ReplicaArgs) -> u8 {
         Ok(_) => 0,
         Err(e) => fail(&format!("ddp-trainer: rank {rank}: {e}"), e.exit_code()),
     }
+}
+
+/// `--serve-store WORLD`: the store of an elastic run at MASTER_ADDR:MASTER_PORT until SIGTERM.
+fn serve_store(world: usize) -> u8 {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let (Some(addr), Some(port)) = (var("MASTER_ADDR"), var("MASTER_PORT")) else {
+        return fail(
+            "ddp-trainer: --serve-store needs MASTER_ADDR and MASTER_PORT (where the replicas \
+             look for the store)",
+            EXIT_CONFIG,
+        );
+    };
+    let Ok(port) = port.trim().parse::<u16>() else {
+        return fail(
+            &format!("ddp-trainer: MASTER_PORT={port:?} is not a port"),
+            EXIT_CONFIG,
+        );
+    };
+    let server = match crate::dist::store::StoreServer::bind(&addr, port, world, var("DDP_TOKEN")) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
+    };
+    println!("serving the elastic run's store at {addr}:{port} for {world} replicas");
+    while !STOP_REQUESTED.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(server);
+    0
 }
 
 /// The local launcher: `nproc` replicas of this executable with the same arguments, on one node

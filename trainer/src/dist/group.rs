@@ -258,14 +258,8 @@ impl ProcessGroup {
                 "a world of one has no group to re-form".into(),
             ));
         };
-        if self.server.is_some() {
-            return Err(fail(
-                self.rank,
-                "this replica serves the store, so the group cannot outlive it: an elastic run's \
-                 store is served by its launcher (ddp-trainer --standalone, ddp run)"
-                    .into(),
-            ));
-        }
+        // A rank 0 that serves the store itself (under torchrun or Slurm's srun alone) re-forms
+        // too: the group outlives any replica but this one, whose loss takes the store away.
         self.ring = TcpRing::single(self.timeout);
         self.shm = None;
         self.publisher = None;
@@ -837,5 +831,95 @@ mod tests {
     #[test]
     fn survivors_of_rank_0_reform_the_group_with_the_store_elsewhere() {
         three_survivors_reform(0);
+    }
+
+    /// Under torchrun (rank 0 serves the store), a lost replica other than rank 0 is survived.
+    #[test]
+    fn a_group_whose_rank_0_serves_the_store_outlives_another_replica() {
+        let server = StoreServer::bind("127.0.0.1", 0, 3, None).unwrap();
+        let port = server.port();
+        let t = Duration::from_secs(10);
+        let mut server = Some(server);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3)
+                .map(|id| {
+                    let own = if id == 0 { server.take() } else { None };
+                    s.spawn(move || {
+                        let cfg = config(id, 3, port, t, None);
+                        let mut pg = ProcessGroup::join(&cfg, own).unwrap();
+                        let mut buf = vec![1.0; 100];
+                        pg.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                        if id == 2 {
+                            std::thread::sleep(Duration::from_millis(300));
+                            return None;
+                        }
+                        assert!(pg.all_reduce(&mut buf, ReduceOp::Sum).is_err());
+                        let d = pg.reform(1, Duration::from_secs(30)).unwrap();
+                        let mut buf = vec![id as f32 + 1.0; 100];
+                        pg.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                        Some((pg.world_size(), buf[99], d.left))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let survivors: Vec<_> = results.into_iter().flatten().collect();
+        assert_eq!(survivors, vec![(2, 3.0, vec![2]); 2]);
+    }
+
+    /// A replica standing by joins at a boundary the members choose: rank 0 sees it waiting,
+    /// every member re-forms, and the joiner is taken in as its id's rank.
+    #[test]
+    fn a_replica_standing_by_is_taken_in_when_the_members_re_form() {
+        let server = StoreServer::bind("127.0.0.1", 0, 4, None).unwrap();
+        let port = server.port();
+        let t = Duration::from_secs(10);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|id| {
+                    s.spawn(move || {
+                        let mut cfg = config(id, if id == 3 { 4 } else { 3 }, port, t, None);
+                        cfg.store_elsewhere = true;
+                        cfg.joining = id == 3;
+                        let mut pg = if id == 3 {
+                            ProcessGroup::init(&cfg).unwrap()
+                        } else {
+                            cfg.world_size = 4;
+                            // The members' generation 0 is ids 0..3 of a store for 4.
+                            let mut pg = ProcessGroup::standing_by(&cfg).unwrap();
+                            pg.generation = 0;
+                            pg
+                        };
+                        if id == 3 {
+                            assert_eq!((pg.rank(), pg.world_size()), (0, 1));
+                            let d = pg.reform(0, t).unwrap();
+                            assert_eq!(d.joined, vec![3]);
+                        } else {
+                            // Every member is connected (as in a group under way); rank 0
+                            // waits until the joiner has asked, then all re-form.
+                            pg.store().unwrap().wait_all_joined(t).unwrap();
+                            if id == 0 {
+                                let start = Instant::now();
+                                while !pg.joiner_waiting().unwrap() {
+                                    assert!(start.elapsed() < t, "no joiner announced");
+                                    std::thread::sleep(Duration::from_millis(20));
+                                }
+                            }
+                            let d = pg.reform(7, Duration::from_secs(30)).unwrap();
+                            assert_eq!(d.generation.members, vec![0, 1, 2, 3]);
+                        }
+                        let mut buf = vec![id as f32 + 1.0; 100];
+                        pg.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+                        (pg.rank(), pg.world_size(), buf[99])
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        drop(server);
+        assert_eq!(
+            results,
+            vec![(0, 4, 10.0), (1, 4, 10.0), (2, 4, 10.0), (3, 4, 10.0)]
+        );
     }
 }

@@ -10,6 +10,14 @@
 //! stopped on purpose (`slurm/stop` in the run folder, written by `ddp stop`) requeues itself
 //! with `scontrol requeue` while its requeue count is under `restart.max_restarts`. It writes
 //! `slurm/exit` (`CODE ATTEMPT`) as it ends, for when Slurm has forgotten the job.
+//!
+//! An elastic run (`ddp.elastic`) is the exception to "one failed replica ends the step": the
+//! job and the step are `--no-kill` (a node's failure leaves the others running) without
+//! `--kill-on-bad-exit`, the group's store is served by the batch step on the first node
+//! (`--serve-store`, `DDP_STORE_ELSEWHERE=1`) where no replica's loss takes it down, and a step
+//! that ends non-zero after the group wrote its final model is the run's completion (the
+//! failed replicas were left behind); otherwise, below `ddp.elastic.min_replicas`, the requeue
+//! rule applies.
 
 use std::path::PathBuf;
 
@@ -39,6 +47,8 @@ pub struct JobPlan {
     pub warn_s: u32,
     /// Requeues allowed (`restart.max_restarts`).
     pub max_restarts: u32,
+    /// An elastic run (`ddp.elastic`): the group goes on without failed replicas.
+    pub elastic: bool,
 }
 
 /// The script's name in the run folder.
@@ -91,12 +101,38 @@ impl JobPlan {
         opt("--open-mode=append".into());
         opt("--requeue".into());
         opt(format!("--signal=B:USR2@{}", self.warn_s));
+        if self.elastic {
+            opt("--no-kill".into());
+        }
         for a in &self.sbatch_args {
             opt(a.clone());
         }
         let options = s;
         let replica: Vec<String> = self.replica.iter().map(|a| q(a)).collect();
         let tasks = self.nodes * self.tasks_per_node;
+        let (store, kill, store_end) = if self.elastic {
+            (
+                format!(
+                    r#"# An elastic run: its store is served here, on the first node, for the whole job.
+export DDP_STORE_ELSEWHERE=1
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)     {replica} --serve-store {tasks} >> "$run/logs/store.log" 2>&1 &
+store=$!
+touch "$run/slurm/attempt"
+"#,
+                    replica = replica.join(" "),
+                ),
+                "--no-kill",
+                r#"kill -TERM $store 2>/dev/null
+wait $store 2>/dev/null
+if [ "$code" -ne 0 ] && [ "$run/model.safetensors" -nt "$run/slurm/attempt" ]; then
+    echo "ddp: the elastic group completed without the replicas that failed (exit code $code)"
+    code=0
+fi
+"#,
+            )
+        } else {
+            (String::new(), "--kill-on-bad-exit=1", "")
+        };
         format!(
             r#"#!/bin/bash
 # A ddp run on Slurm: written by `ddp run --on slurm` into the run folder, and submitted with
@@ -130,8 +166,8 @@ resume=()
 if compgen -G "$run/checkpoints/*.safetensors" >/dev/null; then
     resume=(--resume)
 fi
-echo "ddp: job ${{SLURM_JOB_ID:-?}} attempt $((attempt + 1)) on ${{SLURM_JOB_NODELIST:-?}}: {tasks} replicas, rendezvous port $MASTER_PORT${{resume:+, resuming}}"
-srun --kill-on-bad-exit=1 --ntasks={tasks} --ntasks-per-node={per_node} \
+{store}echo "ddp: job ${{SLURM_JOB_ID:-?}} attempt $((attempt + 1)) on ${{SLURM_JOB_NODELIST:-?}}: {tasks} replicas, rendezvous port $MASTER_PORT${{resume:+, resuming}}"
+srun {kill} --ntasks={tasks} --ntasks-per-node={per_node} \
     --output="$run/logs/rank-%t.log" --error="$run/logs/rank-%t.log" --open-mode=append \
     {replica} "${{resume[@]}}" &
 step=$!
@@ -145,7 +181,7 @@ while :; do
     code=$?
     kill -0 $step 2>/dev/null || break
 done
-echo "$code $attempt" > "$run/slurm/exit"
+{store_end}echo "$code $attempt" > "$run/slurm/exit"
 if [ "$code" -ne 0 ] && [ ! -e "$run/slurm/stop" ]; then
     if [ "$attempt" -lt "$max_restarts" ]; then
         echo "ddp: replicas ended with exit code $code: requeueing (restart $((attempt + 1)) of $max_restarts)"
@@ -193,7 +229,30 @@ mod tests {
             sbatch_args: vec!["--mem=4G".into()],
             warn_s: 90,
             max_restarts: 3,
+            elastic: false,
         }
+    }
+
+    #[test]
+    fn an_elastic_script_keeps_the_step_through_a_failure_and_serves_the_store() {
+        let s = JobPlan {
+            elastic: true,
+            ..plan()
+        }
+        .script();
+        for line in [
+            "#SBATCH --no-kill\n",
+            "srun --no-kill --ntasks=2 --ntasks-per-node=1 \\\n",
+            "export DDP_STORE_ELSEWHERE=1\n",
+            "/opt/ddp/bin/ddp __replica /shared/ws/experiments/mnist/runs/r1/spec.toml --out \
+             /shared/ws/experiments/mnist/runs/r1 --serve-store 2 >> \"$run/logs/store.log\" 2>&1 &\n",
+            "[ \"$run/model.safetensors\" -nt \"$run/slurm/attempt\" ]",
+        ] {
+            assert!(s.contains(line), "{line:?} missing from\n{s}");
+        }
+        assert!(!s.contains("--kill-on-bad-exit"));
+        assert!(!plan().script().contains("--no-kill"));
+        assert!(!plan().script().contains("--serve-store"));
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub fn job_plan(run: &Run, spec: &Spec) -> Result<JobPlan> {
         sbatch_args: s.sbatch_args.clone(),
         warn_s: s.warn_s.unwrap_or(DEFAULT_WARN_S),
         max_restarts: spec.restart.max_restarts,
+        elastic: spec.ddp.elastic.is_some(),
     })
 }
 
