@@ -42,6 +42,10 @@ pub struct TrainState {
     pub windows: Vec<WindowState>,
     pub spec_hash: String,
     pub world_size: usize,
+    /// An elastic run's position in the epoch's order of samples after `step_in_epoch` steps:
+    /// the samples before it are trained, whatever worlds trained them, and any world can
+    /// continue from it (`None` elsewhere: the position follows from the steps and the world).
+    pub epoch_position: Option<usize>,
 }
 
 /// A checkpoint read back from disk.
@@ -189,6 +193,12 @@ pub fn save(
         ("windows".into(), encode_windows(&state.windows)),
         ("spec_hash".into(), state.spec_hash.clone()),
         ("world_size".into(), state.world_size.to_string()),
+        (
+            "epoch_position".into(),
+            state
+                .epoch_position
+                .map_or(String::new(), |p| p.to_string()),
+        ),
         ("optimizer_steps".into(), opt.steps.to_string()),
         ("optimizer_slots".into(), opt.config.slot_names().join(",")),
         // All randomness is counter-based on (seed, epoch, step, rank), and an epoch's order is
@@ -364,6 +374,10 @@ fn load(out: &Path, at: Mark) -> Result<Loaded> {
         })?,
         spec_hash: get("spec_hash")?,
         world_size: num("world_size")? as usize,
+        epoch_position: match optional("epoch_position") {
+            "" => None,
+            _ => Some(num("epoch_position")? as usize),
+        },
     };
     let names = get("optimizer_slots")?;
     let slots = names
@@ -612,6 +626,7 @@ mod tests {
             ],
             spec_hash: "abc".into(),
             world_size: 2,
+            epoch_position: Some(224),
         };
         let p = save(dir.path(), &net, &opt, &state, 3).unwrap();
         assert!(p.ends_with("checkpoints/epoch-0002-step-00000037.safetensors"));

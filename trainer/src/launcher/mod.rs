@@ -196,9 +196,13 @@ fn running_ranks(replicas: &[Replica]) -> Vec<usize> {
         .collect()
 }
 
-/// Whether every replica has ended with an outcome for which `f` holds.
+/// Whether every replica still in the group has ended with an outcome for which `f` holds (an
+/// elastic group's replicas that failed and were left behind, or left on request, are not).
 fn all_ended(replicas: &[Replica], f: impl Fn(&Outcome) -> bool) -> bool {
-    replicas.iter().all(|r| r.outcome.as_ref().is_some_and(&f))
+    replicas
+        .iter()
+        .filter(|r| !r.out_of_group())
+        .all(|r| r.outcome.as_ref().is_some_and(&f))
 }
 
 /// Waits for the replicas; on the first failure or an interrupt, stops the rest. A replica that
@@ -273,7 +277,7 @@ fn supervise(
             // Not every replica stopped: the others' outcomes are the failures to report.
             failed = (0..replicas.len())
                 .filter(|&i| replicas[i].outcome.as_ref().is_some_and(|o| !o.success()))
-                .filter(|&i| !stopped(&replicas[i]))
+                .filter(|&i| !stopped(&replicas[i]) && !replicas[i].out_of_group())
                 .collect();
         }
         if let (Some(min), Some(file)) = (opts.elastic_min, scale_file.as_mut())
@@ -303,6 +307,7 @@ fn supervise(
                     rank_list(&running_ranks(replicas)),
                     r.log.display()
                 );
+                replicas[i].left_behind = true;
                 // Started again to join the group under way, within restart.max_restarts, while
                 // the group has not completed.
                 if restarts < opts.elastic_restarts && !replicas.iter().any(Replica::succeeded) {

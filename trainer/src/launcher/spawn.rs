@@ -34,6 +34,8 @@ pub(super) struct Replica {
     pub(super) outcome: Option<Outcome>,
     /// Asked to leave its elastic group (SIGUSR1).
     pub(super) leaving: bool,
+    /// Failed in an elastic run that went on without it.
+    pub(super) left_behind: bool,
 }
 
 /// Starts local replica `local` (global rank `node_rank × nproc + local`) with its environment,
@@ -145,6 +147,7 @@ pub(super) fn spawn(
         log,
         outcome: None,
         leaving: false,
+        left_behind: false,
     })
 }
 
@@ -152,6 +155,12 @@ impl Replica {
     /// Whether it has exited with 0.
     pub(super) fn succeeded(&self) -> bool {
         self.outcome.as_ref().is_some_and(Outcome::success)
+    }
+
+    /// No longer one of the group: failed and left behind by an elastic run, or left it on
+    /// request.
+    pub(super) fn out_of_group(&self) -> bool {
+        self.left_behind || self.outcome.as_ref().is_some_and(Outcome::left)
     }
 
     pub(super) fn running(&self) -> bool {

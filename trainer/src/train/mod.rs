@@ -228,7 +228,8 @@ impl Training {
         let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
         let elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
         let joining = r.joining;
-        Ok(Training {
+        let epoch_position = start.epoch_position.filter(|_| start.step_in_epoch > 0);
+        let mut training = Training {
             r,
             engine,
             report,
@@ -256,7 +257,28 @@ impl Training {
             regroup_due: false,
             joining,
             looked: Instant::now(),
-        })
+        };
+        if let Some(pos) = epoch_position {
+            training.go_on_from(pos);
+        }
+        Ok(training)
+    }
+
+    /// A resumed elastic run's epoch goes on from position `pos` of the epoch's order, its rest
+    /// split over this world (the checkpoint's world may have been another).
+    fn go_on_from(&mut self, pos: usize) {
+        self.share = Share {
+            step: self.in_epoch,
+            pos,
+        };
+        let train = &self.r.spec.train;
+        if let Task::Samples { sampler, .. } = &mut self.r.task {
+            *sampler = sampler.clone().from_position(pos);
+            self.r.steps_per_epoch =
+                self.share
+                    .epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
+        }
+        self.report.set_steps_per_epoch(self.r.steps_per_epoch);
     }
 
     /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request. A stop
@@ -453,6 +475,17 @@ impl Training {
         let r = &mut self.r;
         self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
         let windows = position::gather_windows(&r.comm, self.window.state())?;
+        // An elastic run says where in the epoch's order it stands, whatever worlds took it there.
+        let epoch_position = match (&r.task, self.elastic_min) {
+            (Task::Samples { splits, .. }, Some(_)) if step_in_epoch > 0 => {
+                let per_step = r.spec.train.batch_size * r.spec.train.grad_accum;
+                Some(
+                    self.share
+                        .reached(step_in_epoch, per_step, r.world, splits.train.len()),
+                )
+            }
+            _ => None,
+        };
         if r.rank == 0 {
             let state = TrainState {
                 epoch: self.epoch,
@@ -462,6 +495,7 @@ impl Training {
                 windows,
                 spec_hash: r.spec.hash(),
                 world_size: r.world,
+                epoch_position,
             };
             let p = checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -21,19 +21,25 @@ pub(super) struct Position {
     pub step_in_epoch: u64,
     pub val_due: bool,
     pub window: WindowState,
+    /// An elastic run's position in the epoch's order of samples ([`TrainState::epoch_position`]).
+    pub epoch_position: Option<usize>,
 }
 
 /// The header rank 0 sends every rank on resume: `epoch global_step optimizer_steps
-/// step_in_epoch val_due windows`, the windows in the checkpoint's form (one per rank).
+/// step_in_epoch val_due windows epoch_position`, the windows in the checkpoint's form (one
+/// per rank), the position `-` when there is none.
 pub(super) fn header(state: &TrainState, optimizer_steps: u64) -> String {
     format!(
-        "{} {} {} {} {} {}",
+        "{} {} {} {} {} {} {}",
         state.epoch,
         state.global_step,
         optimizer_steps,
         state.step_in_epoch,
         state.val_due,
-        encode_windows(&state.windows)
+        encode_windows(&state.windows),
+        state
+            .epoch_position
+            .map_or("-".to_string(), |p| p.to_string())
     )
 }
 
@@ -42,7 +48,7 @@ pub(super) fn header(state: &TrainState, optimizer_steps: u64) -> String {
 /// replicas) starts an empty one.
 pub(super) fn parse_header(header: &str, rank: usize) -> Option<(Position, u64)> {
     let f: Vec<&str> = header.split(' ').collect();
-    let [epoch, step, opt_steps, in_epoch, val_due, windows] = f[..] else {
+    let [epoch, step, opt_steps, in_epoch, val_due, windows, pos] = f[..] else {
         return None;
     };
     let windows = decode_windows(windows)?;
@@ -52,6 +58,10 @@ pub(super) fn parse_header(header: &str, rank: usize) -> Option<(Position, u64)>
         step_in_epoch: in_epoch.parse().ok()?,
         val_due: val_due.parse().ok()?,
         window: windows.get(rank).copied().unwrap_or_default(),
+        epoch_position: match pos {
+            "-" => None,
+            p => Some(p.parse().ok()?),
+        },
     };
     Some((position, opt_steps.parse().ok()?))
 }
@@ -73,7 +83,8 @@ pub(super) fn describe(state: &TrainState) -> String {
 /// Refuses to continue `state`, read from the checkpoint at `path`, with `world` replicas when it
 /// was written inside an epoch by another number: the order of an epoch's samples depends on it.
 pub(super) fn check_world(state: &TrainState, path: &Path, world: usize) -> Result<()> {
-    if state.step_in_epoch == 0 || state.world_size == world {
+    // An elastic run's checkpoint says where in the epoch's order it stands: any world goes on.
+    if state.step_in_epoch == 0 || state.world_size == world || state.epoch_position.is_some() {
         return Ok(());
     }
     Err(Error::Env {
@@ -151,15 +162,24 @@ mod tests {
                 step_in_epoch: 7,
                 val_due: true,
                 window: window(2.5),
+                epoch_position: None,
             }
         );
+        let elastic = TrainState {
+            epoch_position: Some(224),
+            ..state.clone()
+        };
+        let (p, _) = parse_header(&header(&elastic, 40), 0).unwrap();
+        assert_eq!(p.epoch_position, Some(224));
+        assert!(check_world(&elastic, Path::new("c"), 5).is_ok());
+        assert!(check_world(&state, Path::new("c"), 5).is_err());
         assert_eq!(parse_header(&h, 0).unwrap().0.window, window(0.1 + 0.2));
         assert_eq!(
             parse_header(&h, 2).unwrap().0.window,
             WindowState::default()
         );
         assert_eq!(parse_header("1 2 3", 0), None);
-        assert_eq!(parse_header("1 2 3 4 maybe ", 0), None);
+        assert_eq!(parse_header("1 2 3 4 maybe  -", 0), None);
         assert_eq!(
             describe(&state),
             "epoch 2 done, step 37, 7 steps into epoch 3"

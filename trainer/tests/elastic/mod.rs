@@ -381,3 +381,47 @@ fn scaling_down_and_up_moves_replicas_out_and_in_at_step_boundaries() {
     assert_eq!(weights.len(), REPLICAS, "{weights:?}\n{all}");
     assert!(weights.values().all(|w| *w == weights[&0]), "{weights:?}");
 }
+
+/// A run that lost a replica mid-epoch, then stopped mid-epoch (SIGTERM to rank 0: every
+/// replica checkpoints the same step), resumes with the whole world: the checkpoint says where
+/// in the epoch's order it stood, the rest is split over 4 replicas, and every epoch's samples
+/// still add up to the data set.
+#[test]
+fn a_stop_after_a_membership_change_resumes_with_any_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = spec(2).set("checkpoint.every_epochs", 1);
+    let stopped = run_spec(out, &spec, &[(2, 5, libc::SIGKILL), (0, 30, libc::SIGTERM)]);
+    assert_eq!(stopped.status.code(), Some(143), "{}", text(&stopped));
+    let spec = spec.write(out);
+    let mut cmd = trainer();
+    cmd.arg(&spec)
+        .args(["--standalone", "--resume", "--out"])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let resumed = wait_output(cmd.spawn().unwrap(), Duration::from_secs(240));
+    assert_success(&resumed);
+    let all = text(&resumed);
+    assert!(
+        all.contains("resuming from") && all.contains("steps into epoch 2"),
+        "{all}"
+    );
+    let records: Vec<_> = (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .filter(|m| m.kind == MetricKind::Train)
+        .collect();
+    for epoch in 1..=3 {
+        let samples: u64 = records
+            .iter()
+            .filter(|m| m.epoch == epoch)
+            .filter_map(|m| m.samples)
+            .sum();
+        let train = TRAIN as u64;
+        assert!(
+            (train - 16..train + 2 * REPLICAS as u64).contains(&samples),
+            "epoch {epoch}: {samples} samples\n{all}"
+        );
+    }
+}
