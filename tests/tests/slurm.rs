@@ -273,11 +273,18 @@ fn job_logs(dir: &Path) -> String {
     out
 }
 
-/// The event names of the run, in order.
-fn events(dir: &Path) -> Vec<String> {
+/// The events of the run (`events.jsonl`), in order.
+fn event_records(dir: &Path) -> Vec<Value> {
     read(&dir.join("events.jsonl"))
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// The event names of the run, in order.
+fn events(dir: &Path) -> Vec<String> {
+    event_records(dir)
+        .iter()
         .map(|e| e["event"].as_str().unwrap_or("").to_string())
         .collect()
 }
@@ -569,9 +576,8 @@ fn an_elastic_run_goes_on_when_a_node_dies() {
         0,
         "{done:#}"
     );
-    let membership: Vec<Value> = read(&dir.join("events.jsonl"))
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let membership: Vec<Value> = event_records(&dir)
+        .into_iter()
         .filter(|e| e["event"] == "membership")
         .collect();
     assert_eq!(membership.len(), 1, "{membership:?}\n{}", job_logs(&dir));

@@ -112,21 +112,7 @@ impl ProcessGroup {
             });
         }
         if cfg.world_size == 1 {
-            return Ok(ProcessGroup {
-                rank: 0,
-                world_size: 1,
-                ring: TcpRing::single(cfg.timeout),
-                shm: None,
-                transport: Transport::Single,
-                ledger: Ledger::new(),
-                publisher: None,
-                store: None,
-                server: None,
-                id: 0,
-                generation: 0,
-                token: None,
-                timeout: cfg.timeout,
-            });
+            return Ok(Self::alone(cfg.timeout, None, 0, 0, None));
         }
         if cfg.joining {
             return Self::standing_by(cfg);
@@ -163,21 +149,39 @@ impl ProcessGroup {
             token(cfg),
             cfg.timeout,
         )?;
-        Ok(ProcessGroup {
+        Ok(Self::alone(
+            cfg.timeout,
+            Some(Arc::new(Mutex::new(store))),
+            cfg.rank,
+            JOIN,
+            token(cfg).map(String::from),
+        ))
+    }
+
+    /// A group of this replica alone (rank 0 of 1, no ring): a world of one, or a joiner
+    /// standing by with its `store` connection as replica `id`.
+    fn alone(
+        timeout: Duration,
+        store: Option<Arc<Mutex<StoreClient>>>,
+        id: usize,
+        generation: u64,
+        token: Option<String>,
+    ) -> ProcessGroup {
+        ProcessGroup {
             rank: 0,
             world_size: 1,
-            ring: TcpRing::single(cfg.timeout),
+            ring: TcpRing::single(timeout),
             shm: None,
             transport: Transport::Single,
             ledger: Ledger::new(),
             publisher: None,
-            store: Some(Arc::new(Mutex::new(store))),
+            store,
             server: None,
-            id: cfg.rank,
-            generation: JOIN,
-            token: token(cfg).map(String::from),
-            timeout: cfg.timeout,
-        })
+            id,
+            generation,
+            token,
+            timeout,
+        }
     }
 
     /// Whether a replica waits to join this elastic group (announced by the store under

@@ -134,6 +134,29 @@ fn membership(out: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Each epoch's samples over all replicas' train records: the data set, plus at most the
+/// padding of the worlds that split it, and at most `short` samples fewer; `context` is shown on
+/// failure.
+fn assert_epochs_cover_the_data(out: &Path, short: u64, context: &str) {
+    let records: Vec<_> = (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .filter(|m| m.kind == MetricKind::Train)
+        .collect();
+    for epoch in 1..=3 {
+        let samples: u64 = records
+            .iter()
+            .filter(|m| m.epoch == epoch)
+            .filter_map(|m| m.samples)
+            .sum();
+        let train = TRAIN as u64;
+        assert!(
+            (train - short..train + 2 * REPLICAS as u64).contains(&samples),
+            "epoch {epoch}: {samples} samples\n{context}"
+        );
+    }
+}
+
 /// What every elastic run that lost replicas and completed shows.
 fn assert_went_on(out: &Path, output: &Output, left: &[&[u64]]) {
     assert_success(output);
@@ -161,27 +184,9 @@ fn assert_went_on(out: &Path, output: &Output, left: &[&[u64]]) {
                 .next()
                 .is_none()
     );
-    // Each epoch's samples over all replicas: the data set, plus at most the padding of the
-    // worlds that split it.
-    let records: Vec<_> = (0..REPLICAS)
-        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
-        .flatten()
-        .filter(|m| m.kind == MetricKind::Train)
-        .collect();
-    for epoch in 1..=3 {
-        let samples: u64 = records
-            .iter()
-            .filter(|m| m.epoch == epoch)
-            .filter_map(|m| m.samples)
-            .sum();
-        // A replica killed right after the step it last contributed to was applied by the
-        // others cannot record that step's batch: at most a batch per loss short.
-        let (train, batch) = (TRAIN as u64, 16 * left.len() as u64);
-        assert!(
-            (train - batch..train + 2 * REPLICAS as u64).contains(&samples),
-            "epoch {epoch}: {samples} samples"
-        );
-    }
+    // A replica killed right after the step it last contributed to was applied by the others
+    // cannot record that step's batch: at most a batch per loss short.
+    assert_epochs_cover_the_data(out, 16 * left.len() as u64, "");
     let acc = test_accuracy(out);
     let base = undisturbed_accuracy();
     assert!(
@@ -407,21 +412,5 @@ fn a_stop_after_a_membership_change_resumes_with_any_world() {
         all.contains("resuming from") && all.contains("steps into epoch 2"),
         "{all}"
     );
-    let records: Vec<_> = (0..REPLICAS)
-        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
-        .flatten()
-        .filter(|m| m.kind == MetricKind::Train)
-        .collect();
-    for epoch in 1..=3 {
-        let samples: u64 = records
-            .iter()
-            .filter(|m| m.epoch == epoch)
-            .filter_map(|m| m.samples)
-            .sum();
-        let train = TRAIN as u64;
-        assert!(
-            (train - 16..train + 2 * REPLICAS as u64).contains(&samples),
-            "epoch {epoch}: {samples} samples\n{all}"
-        );
-    }
+    assert_epochs_cover_the_data(out, 16, &all);
 }
