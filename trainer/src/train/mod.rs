@@ -109,7 +109,8 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         token,
     } = opts;
     let (mut replica, reducer) = Replica::set_up(spec, out, &env, token)?;
-    let start = if resume {
+    // A joining replica takes the group's state, not a checkpoint's.
+    let start = if resume && !replica.joining {
         replica.restore()?
     } else {
         Position::default()
@@ -415,6 +416,7 @@ impl Training {
                 let session = self.engine.session(ddp, k + 1 == accum, scale);
                 let (loss, grads, rows, data) =
                     tokens.micro_batch(net, step * accum + k, session.as_ref())?;
+                self.window.add(loss as f64, rows);
                 let finish = overlap::finish(session, net, std::slice::from_ref(&grads), control)?;
                 if finish.is_none() {
                     self.engine.accumulate(ddp, net, &grads, scale)?;
@@ -424,7 +426,6 @@ impl Training {
                 let finish = finish.unwrap_or_default();
                 let compute = t0.elapsed().saturating_sub(data + finish);
                 self.clock.micro(data, compute, finish);
-                self.window.add(loss as f64, rows);
             }
             let Replica { net, ddp, opt, .. } = &mut self.r;
             let t = Instant::now();
@@ -565,6 +566,9 @@ impl Training {
                 let data = t0.elapsed();
                 let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
                 let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
+                // Counted before its collectives: a step that a lost peer leaves applied by
+                // the others was trained on this batch too (see `regroup`).
+                self.window.add(loss as f64, len);
                 let finish = overlap::finish(session, net, &parts, control)?;
                 for grads in parts.iter().filter(|_| finish.is_none()) {
                     self.engine.accumulate(ddp, net, grads, scale)?;
@@ -574,7 +578,6 @@ impl Training {
                 let finish = finish.unwrap_or_default();
                 let compute = t0.elapsed().saturating_sub(data + finish);
                 self.clock.micro(data, compute, finish);
-                self.window.add(loss as f64, len);
             }
             let t = Instant::now();
             let (agreed, cost) = self.engine.sync_and_step(ddp, opt, net, lr, control)?;

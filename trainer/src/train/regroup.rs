@@ -135,8 +135,16 @@ impl Training {
         })?;
         let at = Resync::parse(&String::from_utf8_lossy(&all[src]))
             .ok_or_else(|| Error::Elastic(format!("rank {src}'s position is malformed")))?;
-        if lost.is_some() && at.global_step == self.global_step {
-            // The step under way is lost: its samples are trained again.
+        // The step under way when a peer was lost is either lost for all (its samples are
+        // trained again) or was applied by the most advanced replicas: then it was trained on
+        // this replica's batch too, which its window holds; where that step ended the epoch,
+        // the batch is recorded in it.
+        let lost_step = lost.is_some() && at.global_step == self.global_step;
+        let applied = lost.is_some() && at.global_step == self.global_step + 1;
+        let ended = applied && at.epoch > self.epoch && matches!(self.r.task, Task::Samples { .. });
+        let (epoch_before, in_epoch_before) = (self.epoch, self.in_epoch);
+        let lr_before = self.r.schedule.lr(self.epoch, self.global_step);
+        if lost_step {
             self.window = Window::resume(self.settled);
         }
         let Replica {
@@ -163,6 +171,9 @@ impl Training {
         self.epoch_end_due = at.epoch_end_due;
         self.epochs = at.epochs;
         self.log_every = at.log_every;
+        if ended {
+            self.record_window(epoch_before + 1, in_epoch_before + 1, lr_before)?;
+        }
         self.share = Share {
             step: at.in_epoch,
             pos: at.pos,
