@@ -163,6 +163,19 @@ fn run_status(args: ReplicaArgs) -> u8 {
     let env = match Placement::from_env() {
         Ok(Placement::Replica(e)) => e,
         Ok(Placement::Node(node)) => {
+            if let (Some(min), None) = (node.min_nodes, spec.ddp.elastic) {
+                return fail(
+                    &format!(
+                        "ddp-trainer: environment variable PET_NNODES: is {min}:{} (an elastic job, \
+                         the job's elasticPolicy) but the spec trains a fixed world: set \
+                         ddp.elastic.min_replicas in {} (the replicas that must remain), or remove \
+                         the job's elasticPolicy",
+                        node.nnodes,
+                        args.spec.display()
+                    ),
+                    EXIT_CONFIG,
+                );
+            }
             println!(
                 "{} | {} | out {}",
                 spec.name,
@@ -245,6 +258,7 @@ fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&
     opts.threads_per_replica = spec.ddp.threads;
     opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
     opts.elastic_restarts = spec.restart.max_restarts;
+    opts.elastic_backoff = std::time::Duration::from_secs_f64(spec.restart.backoff_s.max(0.0));
     opts.scale_file = Some(args.out.join(crate::launcher::SCALE_FILE));
     if let Some(node) = node {
         opts.nnodes = node.nnodes;

@@ -26,6 +26,11 @@ pub const JOIN: u64 = u64::MAX;
 /// waits to follow. The members' rank 0 looks at it between steps and has the group re-form.
 pub const JOIN_KEY: &str = "elastic/join";
 
+/// The store key every replica of an elastic group adds one to as it connects: a count past the
+/// world size means the group formed before, and the replica started again (a restarted pod,
+/// container or node) joins it instead of starting a new one.
+pub const STARTED_KEY: &str = "elastic/started";
+
 /// One generation of a group: its number and its members' ids, ascending (a member's rank is
 /// its position).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,12 +9,14 @@
 //! An elastic group ([`ProcessGroup::reform`]) has its store served outside the replicas (by
 //! the launcher: [`GroupConfig::store_elsewhere`]), so that any replica may die; after a
 //! collective fails, the survivors ask the store for the next generation and connect a new
-//! ring of its members.
+//! ring of its members. A replica started again after the group formed (its count under
+//! [`STARTED_KEY`] exceeds the world) stands by to join it, as a replica started with
+//! [`GroupConfig::joining`] does.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::elastic::{Decision, JOIN, JOIN_KEY};
+use super::elastic::{Decision, JOIN, JOIN_KEY, STARTED_KEY};
 use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
@@ -184,6 +186,12 @@ impl ProcessGroup {
         }
     }
 
+    /// Whether this replica stands by to join an elastic group under way (started with
+    /// [`GroupConfig::joining`], or started again after the group formed).
+    pub fn is_standing_by(&self) -> bool {
+        self.generation == JOIN
+    }
+
     /// Whether a replica waits to join this elastic group (announced by the store under
     /// [`JOIN_KEY`] for this generation); one look at the store.
     pub fn joiner_waiting(&mut self) -> Result<bool> {
@@ -209,6 +217,16 @@ impl ProcessGroup {
             token(cfg),
             timeout,
         )?;
+        if cfg.store_elsewhere && store.add(STARTED_KEY, 1)? > world_size as i64 {
+            // The elastic group formed before this replica (started again) connected.
+            return Ok(Self::alone(
+                timeout,
+                Some(Arc::new(Mutex::new(store))),
+                rank,
+                JOIN,
+                token(cfg).map(String::from),
+            ));
+        }
         store.wait_all_joined(timeout)?;
         // The ring listens on the address this rank uses to reach MASTER_ADDR: loopback for a
         // loopback master, the right interface on a multi-homed host.

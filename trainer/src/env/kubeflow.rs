@@ -38,6 +38,10 @@ pub struct NodeWorld {
     /// Host of rank 0's rendezvous store (node 0).
     pub master_addr: String,
     pub master_port: u16,
+    /// An elastic job's least number of nodes (`PET_NNODES` of `MIN:MAX`, a PyTorchJob's
+    /// `elasticPolicy`); the job's world is its `MAX` nodes, `nnodes`. Only an elastic spec
+    /// (`ddp.elastic`) trains in such a job.
+    pub min_nodes: Option<usize>,
 }
 
 impl NodeWorld {
@@ -51,7 +55,8 @@ impl NodeWorld {
     /// started: torchrun, or this node's own launcher). The values are validated; an error names
     /// the variable and its value.
     ///
-    /// - nodes: `PET_NNODES` (a range such as `1:4`, an elastic job, is refused);
+    /// - nodes: `PET_NNODES`; a range such as `1:4` (an elastic job) is its maximum, the
+    ///   minimum in [`NodeWorld::min_nodes`];
     /// - node rank: `PET_NODE_RANK`, else `RANK` (equal when both are set);
     /// - replicas per node: `PET_NPROC_PER_NODE`; `auto` (a PyTorchJob without `nprocPerNode`)
     ///   or unset counts as 1 when `WORLD_SIZE` equals `PET_NNODES` (one replica per pod), and is
@@ -67,7 +72,7 @@ impl NodeWorld {
         let Some(seen) = KUBEFLOW_VARIABLES[..3].iter().find(|v| vars.has(v)) else {
             return Ok(None);
         };
-        let nnodes = nodes(&vars, seen)?;
+        let (nnodes, min_nodes) = nodes(&vars, seen)?;
         let (rank_var, node_rank) = node_rank(&vars, seen)?;
         if node_rank >= nnodes {
             return Err(env_err(
@@ -119,6 +124,7 @@ impl NodeWorld {
             nproc_per_node,
             master_addr,
             master_port,
+            min_nodes,
         }))
     }
 
@@ -156,26 +162,34 @@ impl NodeWorld {
     }
 }
 
-/// `PET_NNODES`: a fixed number of nodes, at least 1.
-fn nodes(vars: &Vars<impl Fn(&str) -> Option<String>>, seen: &str) -> Result<usize> {
+/// `PET_NNODES`: a number of nodes, at least 1, or an elastic job's range `MIN:MAX` (the
+/// nodes, `MAX`, and the least, `MIN`).
+fn nodes(
+    vars: &Vars<impl Fn(&str) -> Option<String>>,
+    seen: &str,
+) -> Result<(usize, Option<usize>)> {
     let Some(value) = vars.get("PET_NNODES") else {
         return Err(env_err(
             "PET_NNODES",
             format!("is not set but {seen} is; {HINT}"),
         ));
     };
-    if value.contains(':') {
-        return Err(env_err(
-            "PET_NNODES",
-            format!(
-                "{value:?} is a range of nodes (an elastic job); ddp-trainer trains on a fixed \
-                 number of nodes: remove the job's elasticPolicy"
-            ),
-        ));
+    if let Some((min, max)) = value.split_once(':') {
+        let bound = |s: &str| s.trim().parse::<usize>().ok().filter(|&n| n > 0);
+        return match (bound(min), bound(max)) {
+            (Some(min), Some(max)) if min <= max => Ok((max, Some(min))),
+            _ => Err(env_err(
+                "PET_NNODES",
+                format!(
+                    "{value:?} is not a range of nodes MIN:MAX with 1 <= MIN <= MAX (an elastic \
+                     job's elasticPolicy minReplicas:maxReplicas)"
+                ),
+            )),
+        };
     }
     match vars.int::<usize>("PET_NNODES")? {
         Some(0) => Err(env_err("PET_NNODES", "is 0; a job needs at least one node")),
-        n => Ok(n.unwrap_or(1)),
+        n => Ok((n.unwrap_or(1), None)),
     }
 }
 

@@ -570,6 +570,7 @@ fn a_kubeflow_pod_is_a_node_that_launches_its_replicas() {
                 nproc_per_node: 2,
                 master_addr: addr.into(),
                 master_port: port,
+                min_nodes: None,
             }
         );
         assert_eq!((n.world_size(), n.first_rank()), (4, 2));
@@ -578,6 +579,9 @@ fn a_kubeflow_pod_is_a_node_that_launches_its_replicas() {
         node(PYTORCHJOB).describe(),
         "node 1/2 via kubeflow: ranks 2-3 of 4, master job-master-0:23456"
     );
+    // An elasticPolicy's range: the job's pods are its maximum.
+    let n = node(&with(PYTORCHJOB, &[("PET_NNODES", "1:2")]));
+    assert_eq!((n.nnodes, n.min_nodes, n.world_size()), (2, Some(1), 4));
     // Older operators set WORLD_SIZE to the number of pods.
     assert_eq!(
         node(&with(PYTORCHJOB, &[("WORLD_SIZE", "2")])).world_size(),
@@ -674,9 +678,14 @@ fn kubeflow_variables_are_validated_by_name() {
             "is not set but PET_NODE_RANK is",
         ),
         (
-            &[("PET_NNODES", "1:4")],
+            &[("PET_NNODES", "3:2")],
             "PET_NNODES",
-            "\"1:4\" is a range of nodes (an elastic job)",
+            "\"3:2\" is not a range of nodes MIN:MAX with 1 <= MIN <= MAX",
+        ),
+        (
+            &[("PET_NNODES", "0:2")],
+            "PET_NNODES",
+            "\"0:2\" is not a range of nodes MIN:MAX",
         ),
         (
             &[("PET_NNODES", "two")],

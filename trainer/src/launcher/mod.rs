@@ -215,6 +215,8 @@ fn supervise(
 ) -> Result<Ending> {
     let grace = opts.grace;
     let mut restarts = 0u32;
+    // Failed replicas of an elastic group to start again, each when its backoff is over.
+    let mut pending: Vec<(usize, Instant)> = Vec::new();
     let mut scale_file = match opts.elastic_min {
         Some(_) => opts.scale_file.clone().map(ScaleFile::new),
         None => None,
@@ -286,16 +288,12 @@ fn supervise(
         {
             scale_to(replicas, wanted, min, respawn, grace)?;
         }
-        let lost_peers = |i: &usize| {
-            replicas[*i]
-                .outcome
-                .as_ref()
-                .is_some_and(Outcome::lost_its_peers)
-        };
+        let mut goes_on = false;
         if let Some(min) = opts.elastic_min
             && !failed.is_empty()
             && elastic_goes_on(replicas, min)
         {
+            goes_on = true;
             for &i in &failed {
                 let r = &replicas[i];
                 let outcome = r.outcome.as_ref().map_or(String::new(), Outcome::describe);
@@ -313,16 +311,37 @@ fn supervise(
                 if restarts < opts.elastic_restarts && !replicas.iter().any(Replica::succeeded) {
                     restarts += 1;
                     eprintln!(
-                        "ddp-trainer: restarting rank {} to join the group (restart {restarts} \
-                         of {})",
-                        replicas[i].rank, opts.elastic_restarts
+                        "ddp-trainer: restarting rank {} in {:.1} s to join the group (restart \
+                         {restarts} of {}, restart.backoff_s)",
+                        replicas[i].rank,
+                        opts.elastic_backoff.as_secs_f64(),
+                        opts.elastic_restarts
                     );
-                    replicas[i] = start_again(replicas, i, respawn, grace)?;
+                    pending.push((i, Instant::now() + opts.elastic_backoff));
                 }
             }
+        }
+        if !pending.is_empty() {
+            if replicas.iter().any(Replica::succeeded) {
+                // The group completed meanwhile: nothing left to join.
+                pending.clear();
+            }
+            let now = Instant::now();
+            for (i, _) in pending.iter().filter(|(_, at)| *at <= now) {
+                replicas[*i] = start_again(replicas, *i, respawn, grace)?;
+            }
+            pending.retain(|(_, at)| *at > now);
+        }
+        if goes_on {
             thread::sleep(POLL);
             continue;
         }
+        let lost_peers = |i: &usize| {
+            replicas[*i]
+                .outcome
+                .as_ref()
+                .is_some_and(Outcome::lost_its_peers)
+        };
         if !failed.is_empty() && failed.iter().all(lost_peers) {
             settle(replicas, &mut failed);
         }

@@ -48,6 +48,8 @@ pub struct LaunchOptions {
     /// Replicas an elastic launch may restart, in all (`restart.max_restarts`): a replica that
     /// fails is started again to join the group under way, while the group goes on.
     pub elastic_restarts: u32,
+    /// How long after its failure a replica is started again (`restart.backoff_s`).
+    pub elastic_backoff: Duration,
     /// An elastic launch's wanted number of replicas, read from this file (one number, written
     /// by `ddp scale`) whenever it changes: replicas beyond it leave at a step boundary, and
     /// missing ones are started to join.
@@ -84,6 +86,7 @@ impl LaunchOptions {
             on_spawn: None,
             elastic_min: None,
             elastic_restarts: 0,
+            elastic_backoff: Duration::ZERO,
             scale_file: None,
         }
     }

@@ -122,6 +122,13 @@ impl Replica {
             store_elsewhere: crate::env::store_elsewhere(),
             joining,
         })?;
+        // A replica started again after its elastic group formed joins it too.
+        let joining = joining || group.is_standing_by();
+        if joining && !crate::env::joining() {
+            println!(
+                "replica {id}: its elastic group formed before it started; it joins the group"
+            );
+        }
         let (rank, world) = (group.rank(), group.world_size());
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let route = Route::new();

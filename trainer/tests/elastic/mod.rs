@@ -143,6 +143,22 @@ fn assert_epochs_cover_the_data(out: &Path, short: u64, context: &str) {
         .flatten()
         .filter(|m| m.kind == MetricKind::Train)
         .collect();
+    // On failure: every file's train records as `epoch:step:samples`, and the events.
+    let listing = (0..REPLICAS)
+        .map(|r| {
+            let path = out.join(format!("metrics/rank-{r}.jsonl"));
+            let steps: Vec<String> = read_metrics(path)
+                .unwrap_or_default()
+                .iter()
+                .filter(|m| m.kind == MetricKind::Train)
+                .map(|m| format!("{}:{}:{}", m.epoch, m.step, m.samples.unwrap_or(0)))
+                .collect();
+            format!("rank-{r}.jsonl {}", steps.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
+    let context = format!("{context}\n{listing}\n{events}");
     for epoch in 1..=3 {
         let samples: u64 = records
             .iter()
@@ -186,7 +202,7 @@ fn assert_went_on(out: &Path, output: &Output, left: &[&[u64]]) {
     );
     // A replica killed right after the step it last contributed to was applied by the others
     // cannot record that step's batch: at most a batch per loss short.
-    assert_epochs_cover_the_data(out, 16 * left.len() as u64, "");
+    assert_epochs_cover_the_data(out, 16 * left.len() as u64, &text(output));
     let acc = test_accuracy(out);
     let base = undisturbed_accuracy();
     assert!(
@@ -315,11 +331,16 @@ fn ids(e: &serde_json::Value, key: &str) -> Vec<u64> {
 fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path();
-    let spec = spec(2).set("restart.max_restarts", 1);
+    let spec = spec(2)
+        .set("restart.max_restarts", 1)
+        .set("restart.backoff_s", 0.5);
     let output = run_spec(out, &spec, &[(2, 5, libc::SIGKILL)]);
     assert_success(&output);
     let all = text(&output);
-    assert!(all.contains("restarting rank 2 to join the group"), "{all}");
+    assert!(
+        all.contains("restarting rank 2 in 0.5 s to join the group"),
+        "{all}"
+    );
     let events = membership(out);
     let changes: Vec<(Vec<u64>, Vec<u64>)> = events
         .iter()
@@ -413,4 +434,74 @@ fn a_stop_after_a_membership_change_resumes_with_any_world() {
         "{all}"
     );
     assert_epochs_cover_the_data(out, 16, &all);
+}
+
+/// Two pods of an elastic PyTorchJob (`elasticPolicy`: `PET_NNODES=1:2`), 2 replicas each, as
+/// two processes with the operator's variables. Pod 1's container dies (its launcher and both
+/// replicas killed with SIGKILL); pod 0's replicas go on alone, and when the operator starts the
+/// container again (the same command and variables, `--resume`), its replicas find the group
+/// under way and join it: the run ends with all four replicas' weights equal, bit for bit.
+#[test]
+fn a_restarted_kubeflow_pod_joins_the_group_under_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = spec(2).write(out);
+    let port = free_port().to_string();
+    let pod = |node: usize| {
+        let mut c = trainer();
+        c.arg(&spec)
+            .args(["--resume", "--out"])
+            .arg(out)
+            .env("PET_NNODES", "1:2")
+            .env("PET_NPROC_PER_NODE", "2")
+            .env("PET_NODE_RANK", node.to_string())
+            .env("RANK", node.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        ChildGuard::new(c.spawn().unwrap())
+    };
+    let mut pod0 = pod(0);
+    let mut pod1 = pod(1);
+    wait_for("step 5", Duration::from_secs(120), || last_step(out) >= 5);
+    // The container dies whole: its launcher and its replicas.
+    let mut killed = pod1.take();
+    let mut pids: Vec<u32> = replicas(killed.id()).into_values().collect();
+    pids.push(killed.id());
+    for pid in pids {
+        // SAFETY: kill(2) on a process of this test.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    let _ = killed.wait();
+    wait_for("pod 0 going on alone", Duration::from_secs(60), || {
+        membership(out).iter().any(|e| e["world_after"] == 2)
+    });
+    let mut pod1 = pod(1);
+    let restarted = wait_output(pod1.take(), Duration::from_secs(240));
+    let first = wait_output(pod0.take(), Duration::from_secs(240));
+    let all = format!("{}\n{}", text(&first), text(&restarted));
+    assert_success(&first);
+    assert_success(&restarted);
+    assert!(
+        all.contains("replica 2: its elastic group formed before it started; it joins the group"),
+        "{all}"
+    );
+    let events = membership(out);
+    let union = |key: &str| {
+        let mut v: Vec<u64> = events.iter().flat_map(|e| ids(e, key)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        (union("left"), union("joined")),
+        (vec![2, 3], vec![2, 3]),
+        "{events:?}\n{all}"
+    );
+    assert_eq!(events.last().unwrap()["world_after"], REPLICAS as u64);
+    let weights = final_weights(out);
+    assert_eq!(weights.len(), REPLICAS, "{weights:?}\n{all}");
+    assert!(weights.values().all(|w| *w == weights[&0]), "{weights:?}");
+    assert!(!all.contains("resuming from"), "{all}");
 }

@@ -74,6 +74,9 @@ pub struct JobPlan {
     pub gpus_per_node: Option<usize>,
     /// `restart.max_restarts`: the PyTorchJob's `backoffLimit`.
     pub max_restarts: u32,
+    /// An elastic spec's least pods (`ddp.elastic.min_replicas` over `procs_per_node`, rounded
+    /// up): the PyTorchJob's `elasticPolicy.minReplicas`.
+    pub min_nodes: Option<usize>,
     /// The spec `ddp-trainer` reads in the pods.
     pub spec_path: String,
     /// The folder the job writes (`--out`), under `mount_path`.
@@ -229,6 +232,17 @@ pub fn plan(
             (spec_path, dir, Some(frozen.to_toml()), source)
         }
     };
+    let min_nodes = match spec.ddp.elastic {
+        Some(e) if e.min_replicas > world => {
+            return Err(invalid(format!(
+                "ddp.elastic.min_replicas = {} is more than the job's {world} replicas \
+                 (--nodes {nodes} × --procs-per-node {procs_per_node}); lower it or add nodes",
+                e.min_replicas
+            )));
+        }
+        Some(e) => Some(e.min_replicas.div_ceil(procs_per_node).max(1)),
+        None => None,
+    };
     if !Path::new(&run_dir).starts_with(&mount) {
         return Err(invalid(format!(
             "{run_dir} is not under --mount-path {mount}: the pods would not write it to the \
@@ -246,6 +260,7 @@ pub fn plan(
         procs_per_node,
         gpus_per_node,
         max_restarts: spec.restart.max_restarts,
+        min_nodes,
         spec_path,
         run_dir,
         spec_text,

@@ -21,7 +21,7 @@ pub fn pytorch_job(plan: &JobPlan) -> Value {
     if plan.nodes > 1 {
         replicas["Worker"] = replica_spec(plan, plan.nodes - 1);
     }
-    json!({
+    let mut job = json!({
         "apiVersion": API_VERSION,
         "kind": plan.kind.kind(),
         "metadata": metadata(&plan.name, plan),
@@ -30,6 +30,22 @@ pub fn pytorch_job(plan: &JobPlan) -> Value {
             "runPolicy": {"backoffLimit": plan.max_restarts},
             "pytorchReplicaSpecs": replicas,
         },
+    });
+    if let Some(min) = plan.min_nodes {
+        job["spec"]["elasticPolicy"] = elastic_policy(plan, min);
+    }
+    job
+}
+
+/// An elastic spec's policy: the pods may fall to `min` (the operator sets `PET_NNODES` to
+/// `MIN:MAX`); its restarts are the spec's. The group's store is node 0's launcher's, not a
+/// c10d rendezvous, but the operator only knows that backend.
+fn elastic_policy(plan: &JobPlan, min: usize) -> Value {
+    json!({
+        "rdzvBackend": "c10d",
+        "minReplicas": min,
+        "maxReplicas": plan.nodes,
+        "maxRestarts": plan.max_restarts,
     })
 }
 

@@ -352,6 +352,58 @@ fn a_pytorchjob_has_a_master_and_workers_restarted_on_failure() {
     );
 }
 
+/// An elastic spec's job may lose pods down to the spec's minimum; a fixed one has no policy.
+#[test]
+fn an_elastic_spec_gives_the_pytorchjob_an_elastic_policy() {
+    let elastic = |min: usize| {
+        Spec::parse(
+            &format!(
+                "name = \"MNIST ddp\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n\
+                 [ddp]\nreplicas = 4\nelastic = {{ min_replicas = {min} }}\n\
+                 [restart]\nmax_restarts = 3\n"
+            ),
+            Path::new("/shared/specs/mnist.toml"),
+            &[],
+        )
+        .unwrap()
+    };
+    let plan_of = |spec: &Spec, nodes: usize| {
+        let o = KubernetesOptions {
+            nodes: Some(nodes),
+            procs_per_node: Some(2),
+            ..opts()
+        };
+        let target = Target::Spec {
+            path: Path::new("/shared/specs/mnist.toml"),
+            spec,
+        };
+        plan(JobKind::PyTorchJob, &o, target, Path::new(WS))
+    };
+    // 3 replicas must remain: 2 pods of 2 (of 4 pods).
+    let p = plan_of(&elastic(3), 4).unwrap();
+    assert_eq!(p.min_nodes, Some(2));
+    let docs = documents(&p);
+    let job = docs.last().unwrap();
+    assert_eq!(
+        job["spec"]["elasticPolicy"],
+        json!({"rdzvBackend": "c10d", "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 3})
+    );
+    // The shipped spec keeps its minimum, with the job's world.
+    let text = p.spec_text.unwrap();
+    assert!(
+        text.contains("replicas = 8") && text.contains("min_replicas = 3"),
+        "{text}"
+    );
+    // More replicas must remain than the job has.
+    let msg = invalid(plan_of(&elastic(4), 1));
+    assert!(
+        msg.contains("ddp.elastic.min_replicas = 4 is more than the job's 2 replicas"),
+        "{msg}"
+    );
+    let fixed = documents(&plan_of(&spec(), 2).unwrap()).pop().unwrap();
+    assert_eq!(fixed["spec"]["elasticPolicy"], Value::Null);
+}
+
 #[test]
 fn a_trainjob_patches_the_volumes_into_the_runtime_node() {
     let o = KubernetesOptions {
