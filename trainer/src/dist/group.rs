@@ -91,6 +91,9 @@ pub struct ProcessGroup {
     id: usize,
     /// The membership's generation: 0, then one more each time the group re-forms.
     generation: u64,
+    /// Shared memory is wanted where every member runs on one host ([`GroupConfig`]'s); each
+    /// generation of an elastic group sets it up again for its members.
+    shared_memory: bool,
     token: Option<String>,
     timeout: Duration,
 }
@@ -151,13 +154,21 @@ impl ProcessGroup {
             token(cfg),
             cfg.timeout,
         )?;
-        Ok(Self::alone(
+        Ok(Self::standing_by_with(cfg, store))
+    }
+
+    /// A joiner connected to the store as `store`: alone until the group takes it in, then
+    /// with the group's transport.
+    fn standing_by_with(cfg: &GroupConfig, store: StoreClient) -> ProcessGroup {
+        let mut group = Self::alone(
             cfg.timeout,
             Some(Arc::new(Mutex::new(store))),
             cfg.rank,
             JOIN,
             token(cfg).map(String::from),
-        ))
+        );
+        group.shared_memory = cfg.shared_memory;
+        group
     }
 
     /// A group of this replica alone (rank 0 of 1, no ring): a world of one, or a joiner
@@ -181,6 +192,7 @@ impl ProcessGroup {
             server: None,
             id,
             generation,
+            shared_memory: false,
             token,
             timeout,
         }
@@ -219,13 +231,7 @@ impl ProcessGroup {
         )?;
         if cfg.store_elsewhere && store.add(STARTED_KEY, 1)? > world_size as i64 {
             // The elastic group formed before this replica (started again) connected.
-            return Ok(Self::alone(
-                timeout,
-                Some(Arc::new(Mutex::new(store))),
-                rank,
-                JOIN,
-                token(cfg).map(String::from),
-            ));
+            return Ok(Self::standing_by_with(cfg, store));
         }
         store.wait_all_joined(timeout)?;
         // The ring listens on the address this rank uses to reach MASTER_ADDR: loopback for a
@@ -259,6 +265,7 @@ impl ProcessGroup {
             server,
             id: rank,
             generation: 0,
+            shared_memory: cfg.shared_memory,
             token: token(cfg).map(String::from),
             timeout,
         })
@@ -301,7 +308,7 @@ impl ProcessGroup {
             ));
         };
         let world = d.generation.members.len();
-        let ring = if world == 1 {
+        let mut ring = if world == 1 {
             TcpRing::single(self.timeout)
         } else {
             let mut client = lock();
@@ -316,13 +323,29 @@ impl ProcessGroup {
                 self.timeout,
             )?
         };
+        let generation = d.generation.number;
+        let (shm, transport) = match world > 1 && self.shared_memory {
+            true => match ShmReducer::establish(&mut ring, rank, world, self.timeout)? {
+                Ok(shm) => {
+                    let staged = shm.staged_because().map(str::to_string);
+                    (Some(shm), Transport::SharedMemory { staged })
+                }
+                Err(why) => {
+                    let why = format!("elastic group, generation {generation}: {why}");
+                    (None, Transport::Tcp { why })
+                }
+            },
+            false => {
+                let why = format!("elastic group, generation {generation}");
+                (None, Transport::Tcp { why })
+            }
+        };
         self.ring = ring;
+        self.shm = shm;
+        self.transport = transport;
         self.rank = rank;
         self.world_size = world;
-        self.generation = d.generation.number;
-        self.transport = Transport::Tcp {
-            why: format!("elastic group, generation {}", self.generation),
-        };
+        self.generation = generation;
         self.ledger = Ledger::new();
         self.publisher = Some(self.ledger.publish(rank, store));
         Ok(d)
@@ -348,6 +371,7 @@ impl ProcessGroup {
             server: None,
             id: 0,
             generation: 0,
+            shared_memory: true,
             token: None,
         }
     }
@@ -475,6 +499,9 @@ impl Collective for ProcessGroup {
     }
     fn joiner_waiting(&mut self) -> Result<bool> {
         ProcessGroup::joiner_waiting(self)
+    }
+    fn transport_line(&self) -> Option<String> {
+        Some(self.transport.to_string())
     }
     fn world_size(&self) -> usize {
         self.world_size

@@ -80,6 +80,10 @@ pub trait Collective: Send {
     fn joiner_waiting(&mut self) -> Result<bool> {
         Ok(false)
     }
+    /// What carries this group's all-reduces, for the log (`None`: not a process group).
+    fn transport_line(&self) -> Option<String> {
+        None
+    }
     /// Element-wise reduction of `buf` across all ranks, in place, result on every rank.
     fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()>;
     /// [`Collective::all_reduce`] with the values on the wire as 16-bit floats (`codec`) and

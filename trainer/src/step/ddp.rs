@@ -231,6 +231,22 @@ impl Ddp {
         self.flat.len() - 1
     }
 
+    /// [`Ddp::new`] with private flat buffers however the ranks are placed, `why` saying why
+    /// (an elastic group keeps the whole optimizer state on every replica, which the shared
+    /// step's sharded optimizer does not).
+    pub fn new_private(
+        net: &Network,
+        comm: SharedCollective,
+        bucket_bytes: usize,
+        why: &str,
+    ) -> Result<Ddp> {
+        let mut ddp = Ddp::new(net, comm, bucket_bytes, false)?;
+        if let Flat::Private { why: w, .. } = &mut ddp.flat {
+            *w = Some(why.to_string());
+        }
+        Ok(ddp)
+    }
+
     /// Why the gradients and parameters are not in memory the other ranks read in place
     /// ([`Collective::step_buffers`]); `None` where they are, or in a world of 1.
     pub fn private_because(&self) -> Option<&str> {

@@ -48,7 +48,16 @@ pub(super) fn ddp_step(
         }
         BucketMb::Auto => probe::AUTO_MAX,
     };
-    let mut ddp = Ddp::new(net, comm.clone(), bucket_bytes, host_step)?;
+    let mut ddp = match spec.ddp.elastic {
+        // Any replica may be lost: each keeps the whole optimizer state, not a shard of it.
+        Some(_) if host_step => Ddp::new_private(
+            net,
+            comm.clone(),
+            bucket_bytes,
+            "an elastic group keeps the whole optimizer state on every replica",
+        )?,
+        _ => Ddp::new(net, comm.clone(), bucket_bytes, host_step)?,
+    };
     let wire = match spec.ddp.compression {
         Compression::None => Wire::F32,
         Compression::Bf16 => Wire::Half(Codec::Bf16),

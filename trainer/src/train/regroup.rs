@@ -204,6 +204,9 @@ impl Training {
         if rank == 0 {
             let before = d.world_before();
             println!("{}", elastic::change_line(&d, before, lost_s));
+            if let Some(t) = with_comm(&self.r.comm, |c| Ok(c.transport_line()))? {
+                println!("all-reduce through {t}");
+            }
             let line = elastic::event_line(crate::metrics::unix_time(), &d, before, lost_s);
             fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
         }

@@ -117,8 +117,8 @@ impl Replica {
             master_port: env.master_port,
             timeout,
             token,
-            // An elastic group re-forms its ring; shared memory is set up for one world.
-            shared_memory: spec.ddp.shared_memory && spec.ddp.elastic.is_none(),
+            // An elastic group sets shared memory up again with each generation.
+            shared_memory: spec.ddp.shared_memory,
             store_elsewhere: crate::env::store_elsewhere(),
             joining,
         })?;

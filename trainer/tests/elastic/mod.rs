@@ -221,6 +221,9 @@ fn a_killed_replica_is_left_behind_and_the_run_completes() {
         show.contains("membership: replica 2 left after step"),
         "{show}"
     );
+    // Shared memory from the start, and again for the three who go on.
+    let shm = "all-reduce through shared memory (all ranks on this host";
+    assert_eq!(show.matches(shm).count(), 2, "{show}");
 }
 
 #[test]
