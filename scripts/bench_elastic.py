@@ -13,11 +13,15 @@ of 1 thread, in a fresh workspace:
                 newest checkpoint
   silent        elastic; SIGSTOP of the same replica at the same step of epoch 2 (its sockets
                 stay open: the others wait ddp.timeout_s, here 10 s)
+  rejoin        elastic with restart.max_restarts = 1: the same first kill; the launcher starts
+                the replica again 1 s later (restart.backoff_s) and it joins the group under way
 
 Figures per scenario: seconds from each kill to the first step completed once the group goes on
 again (after its `membership` event, or the restart's `started`), training
 samples/s of all replicas before the first kill and after the last recovery, the final test
-accuracy, and the time from `ddp run` to its end.
+accuracy, and the time from `ddp run` to its end; for a join, the seconds from the kill to the
+group's `membership` event that takes the replica back in, and the seconds that event says the
+members lost to it (from their last step to going on, the new member's state sent).
 
     scripts/bench_elastic.py DDP_BINARY [--seed 7] [--epochs 8]
 """
@@ -131,7 +135,10 @@ def run_scenario(ddp, work, name, sets, actions, epochs):
         return n / (b - a) if b > a else float("nan")
 
     test = [r for r in records(run) if r["kind"] == "test"]
+    joins = [(e["time"] - kills[0][0], e["seconds_lost"]) for e in events
+             if e["event"] == "membership" and e.get("joined") and kills]
     return {
+        "joins": joins,
         "name": name,
         "recover_s": recover,
         "before": rate(start, first),
@@ -164,6 +171,9 @@ def main():
             run_scenario(a.ddp, work, "restart", restart, kill, a.epochs),
             run_scenario(a.ddp, work, "silent", elastic,
                          [(first, victim, signal.SIGSTOP)], a.epochs),
+            run_scenario(a.ddp, work, "rejoin",
+                         elastic + ["restart.max_restarts=1", "restart.backoff_s=1"],
+                         kill[:1], a.epochs),
         ]
     print(f"\nkills: rank {victim} after step {first}, then rank 0 after step {second} "
           f"(the silent scenario stops rank {victim} after step {first})\n")
@@ -179,6 +189,10 @@ def main():
         after = "-" if not r["recover_s"] else f"{r['after']:,.0f}"
         print(f"| {r['name']} | {rec} | {r['before']:,.0f} | {after} | {acc} | "
               f"{r['total_s']:.1f} s |")
+    for r in rows:
+        for back, lost in r["joins"]:
+            print(f"\n{r['name']}: rank {victim} joined again {back:.2f} s after its kill; "
+                  f"the members lost {lost:.2f} s to taking it in")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,14 @@
 //! Sweeps (`ddp sweep`): one run per combination of a grid of spec overrides, grouped under a
 //! sweep id, with an optional limit on how many of them are in flight at once.
 //!
+//! # Layout
+//!
+//! - this file: grids, plans, manifests, addressing, slots;
+//! - `space.rs`: search spaces (`KEY=KIND:ARGS` parameters) and each trial's values, a function
+//!   of the seed and the trial's number;
+//! - `asha.rs`: asynchronous successive halving as a pure policy (rungs, verdicts, promotions);
+//! - `tests.rs`: this file's tests.
+//!
 //! A sweep is planned first ([`SweepPlan::new`]): the grid (`--grid KEY=V1,V2,...`, parsed by
 //! [`GridAxis`]) is expanded into its cartesian product ([`combinations`]) and every
 //! combination's overrides go through `Spec::load`, so an unknown key or a bad value fails the
@@ -31,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use ddp_trainer::spec::{KEYS, Spec};
+use ddp_trainer::spec::Spec;
 use serde::{Deserialize, Serialize};
 
 use crate::lockfile::{self, Holder, LockFile};
@@ -70,14 +78,7 @@ impl FromStr for GridAxis {
         if key.is_empty() {
             return Err(invalid(format!("empty key ({GRID_USAGE})")));
         }
-        if !KEYS.contains(&key) {
-            let near = nearest(key, KEYS);
-            let hint = match near.first() {
-                Some(k) => format!("; did you mean `{k}`?"),
-                None => " (docs/spec.md lists the keys)".to_string(),
-            };
-            return Err(invalid(format!("no such spec key `{key}`{hint}")));
-        }
+        space::check_key(key).map_err(invalid)?;
         if raw.trim().is_empty() {
             return Err(invalid(format!("no values ({GRID_USAGE})")));
         }
@@ -671,6 +672,9 @@ pub fn wait_for_slot(
         }
     }
 }
+
+pub mod asha;
+pub mod space;
 
 #[cfg(test)]
 mod tests;
