@@ -7,14 +7,15 @@ of 1 thread, in a fresh workspace:
 
   undisturbed   ddp.elastic = { min_replicas = 2 }, nothing killed
   elastic       the same; SIGKILL of a replica (not rank 0) at a random step of epoch 2, then
-                of rank 0 about two epochs later (drawn once, from --seed)
+                of rank 0 about two epochs later (drawn once, from --seed); the recipe's
+                restart.max_restarts = 3 starts each again, and it joins the group under way
   restart       no ddp.elastic, restart.max_restarts = 3 (checkpoints every epoch, as the
                 recipe): the same kills at the same steps; every replica restarts from the
                 newest checkpoint
   silent        elastic; SIGSTOP of the same replica at the same step of epoch 2 (its sockets
                 stay open: the others wait ddp.timeout_s, here 10 s)
-  rejoin        elastic with restart.max_restarts = 1: the same first kill; the launcher starts
-                the replica again 1 s later (restart.backoff_s) and it joins the group under way
+  rejoin        elastic with restart.max_restarts = 1, restart.backoff_s = 1: the first kill
+                alone; the replica joins again
 
 Figures per scenario: seconds from each kill to the first step completed once the group goes on
 again (after its `membership` event, or the restart's `started`), training
@@ -135,8 +136,11 @@ def run_scenario(ddp, work, name, sets, actions, epochs):
         return n / (b - a) if b > a else float("nan")
 
     test = [r for r in records(run) if r["kind"] == "test"]
-    joins = [(e["time"] - kills[0][0], e["seconds_lost"]) for e in events
-             if e["event"] == "membership" and e.get("joined") and kills]
+    joins = []
+    for e in events:
+        if e["event"] == "membership" and e.get("joined") and kills:
+            killed = max((k[0] for k in kills if k[0] < e["time"]), default=kills[0][0])
+            joins.append((e["joined"], e["time"] - killed, e["seconds_lost"]))
     return {
         "joins": joins,
         "name": name,
@@ -189,10 +193,12 @@ def main():
         after = "-" if not r["recover_s"] else f"{r['after']:,.0f}"
         print(f"| {r['name']} | {rec} | {r['before']:,.0f} | {after} | {acc} | "
               f"{r['total_s']:.1f} s |")
+    print()
     for r in rows:
-        for back, lost in r["joins"]:
-            print(f"\n{r['name']}: rank {victim} joined again {back:.2f} s after its kill; "
-                  f"the members lost {lost:.2f} s to taking it in")
+        for ids, back, lost in r["joins"]:
+            who = ", ".join(str(i) for i in ids)
+            print(f"- {r['name']}: replica {who} (restarted by the launcher) joined the group "
+                  f"{back:.2f} s after its kill; the members lost {lost:.2f} s taking it in")
 
 
 if __name__ == "__main__":

@@ -155,6 +155,19 @@ impl Ddp {
         bucket_bytes: usize,
         share: bool,
     ) -> Result<Ddp> {
+        Self::from_root(net, comm, bucket_bytes, share, 0)
+    }
+
+    /// [`Ddp::new`] with every rank starting from rank `root`'s parameters and buffers: an
+    /// elastic group re-formed goes on from its most advanced member's, which need not be the
+    /// new rank 0 (a replica joining may be).
+    pub fn from_root(
+        net: &Network,
+        comm: SharedCollective,
+        bucket_bytes: usize,
+        share: bool,
+        root: usize,
+    ) -> Result<Ddp> {
         check_same_model(net, &comm)?;
         let mut slots = Vec::with_capacity(net.params.len());
         let mut offset = 0;
@@ -217,9 +230,9 @@ impl Ddp {
             cost: StepCost::default(),
         };
         let params = ddp.flat.params_mut();
-        with_comm(&ddp.comm, |c| c.broadcast(params, 0))?;
+        with_comm(&ddp.comm, |c| c.broadcast(params, root))?;
         ddp.write_params(net)?;
-        ddp.broadcast_buffers(net)?;
+        ddp.broadcast_buffers_from(net, root)?;
         Ok(ddp)
     }
 
@@ -231,7 +244,7 @@ impl Ddp {
         self.flat.len() - 1
     }
 
-    /// [`Ddp::new`] with private flat buffers however the ranks are placed, `why` saying why
+    /// [`Ddp::from_root`] with private flat buffers however the ranks are placed, `why` saying why
     /// (an elastic group keeps the whole optimizer state on every replica, which the shared
     /// step's sharded optimizer does not).
     pub fn new_private(
@@ -239,8 +252,9 @@ impl Ddp {
         comm: SharedCollective,
         bucket_bytes: usize,
         why: &str,
+        root: usize,
     ) -> Result<Ddp> {
-        let mut ddp = Ddp::new(net, comm, bucket_bytes, false)?;
+        let mut ddp = Ddp::from_root(net, comm, bucket_bytes, false, root)?;
         if let Flat::Private { why: w, .. } = &mut ddp.flat {
             *w = Some(why.to_string());
         }

@@ -18,6 +18,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The DDP step of `net` over `comm` (`host_step`: the flat buffers on the host, shared with the
 /// other ranks where they can be; else the device step's own); `route` is SyncBatchNorm's.
+/// Every rank starts from rank `root`'s parameters and buffers.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn ddp_step(
     spec: &Spec,
     net: &Network,
@@ -26,6 +28,7 @@ pub(super) fn ddp_step(
     host_step: bool,
     rank: usize,
     world: usize,
+    root: usize,
 ) -> Result<Ddp> {
     let bucket_bytes = match spec.ddp.bucket_mb {
         BucketMb::Size(mb) => (mb * 1024.0 * 1024.0) as usize,
@@ -55,8 +58,9 @@ pub(super) fn ddp_step(
             comm.clone(),
             bucket_bytes,
             "an elastic group keeps the whole optimizer state on every replica",
+            root,
         )?,
-        _ => Ddp::new(net, comm.clone(), bucket_bytes, host_step)?,
+        _ => Ddp::from_root(net, comm.clone(), bucket_bytes, host_step, root)?,
     };
     let wire = match spec.ddp.compression {
         Compression::None => Wire::F32,

@@ -120,7 +120,8 @@ impl Training {
         self.r.rank = rank;
         self.r.world = world;
         self.work.rank = rank;
-        // A new step for the new world (its buckets learn backward's order again).
+        // A new step for the new world (its buckets learn backward's order again), every
+        // member starting from the most advanced one's weights and buffers.
         self.r.ddp = host_step::ddp_step(
             &self.r.spec,
             &self.r.net,
@@ -129,6 +130,7 @@ impl Training {
             self.r.host_step,
             rank,
             world,
+            src,
         )?;
         let all = with_comm(&self.r.comm, |c| {
             c.all_gather_bytes(mine.encode().as_bytes())
@@ -147,23 +149,14 @@ impl Training {
         if lost_step {
             self.window = Window::resume(self.settled);
         }
-        let Replica {
-            comm,
-            ddp,
-            opt,
-            net,
-            ..
-        } = &mut self.r;
+        let Replica { comm, opt, .. } = &mut self.r;
         with_comm(comm, |c| {
-            c.broadcast(ddp.params_mut(), src)?;
             for slot in opt.slots.iter_mut() {
                 c.broadcast(slot, src)?;
             }
             Ok(())
         })?;
         opt.steps = at.opt_steps;
-        ddp.write_params(net)?;
-        ddp.broadcast_buffers_from(net, src)?;
         self.epoch = at.epoch;
         self.global_step = at.global_step;
         self.in_epoch = at.in_epoch;

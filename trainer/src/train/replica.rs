@@ -164,7 +164,8 @@ impl Replica {
         }
         // The host step shares its flat buffers with the other ranks; the device step keeps its own.
         let host_step = !device_step::wanted(&device);
-        let ddp = host_step::ddp_step(&spec, &net, &comm, route.clone(), host_step, rank, world)?;
+        let ddp =
+            host_step::ddp_step(&spec, &net, &comm, route.clone(), host_step, rank, world, 0)?;
         // Clipping (`train.grad_clip`) and AdamW's decay of matrices only come with the shapes.
         let opt = Optimizer::from_spec(&spec, net.params.iter().map(|(_, v)| v.dims()));
 

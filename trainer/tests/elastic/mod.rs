@@ -329,7 +329,9 @@ fn ids(e: &serde_json::Value, key: &str) -> Vec<u64> {
 
 /// A killed replica restarted by the restart policy joins the group under way: it takes the
 /// weights and optimizer state from a member (no checkpoint is read) and ends with every
-/// other replica's weights, bit for bit.
+/// other replica's weights, bit for bit. Rank 0 is the one killed: back, it is the new
+/// group's rank 0 again, and the group goes on from the members' weights, not from its fresh
+/// ones (the loss right after the join stays where the members had brought it).
 #[test]
 fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
     let dir = tempfile::tempdir().unwrap();
@@ -337,12 +339,35 @@ fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
     let spec = spec(2)
         .set("restart.max_restarts", 1)
         .set("restart.backoff_s", 0.5);
-    let output = run_spec(out, &spec, &[(2, 5, libc::SIGKILL)]);
+    let output = run_spec(out, &spec, &[(0, 25, libc::SIGKILL)]);
     assert_success(&output);
     let all = text(&output);
     assert!(
-        all.contains("restarting rank 2 in 0.5 s to join the group"),
+        all.contains("restarting rank 0 in 0.5 s to join the group"),
         "{all}"
+    );
+    let joined_at = membership(out)
+        .iter()
+        .find(|e| !ids(e, "joined").is_empty())
+        .map(|e| e["step"].as_u64().unwrap())
+        .expect("a join");
+    let train: Vec<_> = (0..REPLICAS)
+        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
+        .flatten()
+        .filter(|m| m.kind == MetricKind::Train)
+        .collect();
+    let mean_loss = |steps: std::ops::RangeInclusive<u64>| {
+        let l: Vec<f64> = train
+            .iter()
+            .filter(|m| steps.contains(&m.step))
+            .map(|m| m.loss)
+            .collect();
+        l.iter().sum::<f64>() / l.len() as f64
+    };
+    let (first, after) = (mean_loss(1..=2), mean_loss(joined_at + 1..=joined_at + 3));
+    assert!(
+        after < 0.8 * first,
+        "loss {after:.3} after the join at step {joined_at} against {first:.3} at the start\n{all}"
     );
     let events = membership(out);
     let changes: Vec<(Vec<u64>, Vec<u64>)> = events
@@ -351,7 +376,7 @@ fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
         .collect();
     // Left, then back (or both at once, when it came back before the others noticed).
     assert!(
-        changes == [(vec![2], vec![]), (vec![], vec![2])] || changes == [(vec![2], vec![2])],
+        changes == [(vec![0], vec![]), (vec![], vec![0])] || changes == [(vec![0], vec![0])],
         "{changes:?}\n{all}"
     );
     assert_eq!(events.last().unwrap()["world_after"], REPLICAS as u64);
