@@ -7,6 +7,7 @@
 //! - `space.rs`: search spaces (`KEY=KIND:ARGS` parameters) and each trial's values, a function
 //!   of the seed and the trial's number;
 //! - `asha.rs`: asynchronous successive halving as a pure policy (rungs, verdicts, promotions);
+//! - `file.rs`: a sweep file (TOML: the space, the method, the scheduler), read and checked;
 //! - `tests.rs`: this file's tests.
 //!
 //! A sweep is planned first ([`SweepPlan::new`]): the grid (`--grid KEY=V1,V2,...`, parsed by
@@ -674,6 +675,7 @@ pub fn wait_for_slot(
 }
 
 pub mod asha;
+pub mod file;
 pub mod space;
 
 #[cfg(test)]
