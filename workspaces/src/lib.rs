@@ -53,6 +53,8 @@
 //! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
 //! - `report`: the text renderings front ends share: the `ddp ls` and `ddp compare` tables
 //!   (`Table`), what `ddp show` prints.
+//! - `filter`: run filters (`--where` expressions over a run's fields), parsed and
+//!   evaluated; pure.
 //! - `format`: human formatting of durations, timestamps, percentages, losses, perplexities,
 //!   bits and throughputs.
 //! - `fsutil`: atomic file writes.
@@ -74,6 +76,7 @@ pub mod detach;
 pub mod devices;
 pub mod error;
 pub mod events;
+pub mod filter;
 pub mod format;
 pub mod fsutil;
 pub mod hidden;
