@@ -155,6 +155,46 @@ fn a_sweep_of_four_completes_and_compare_lists_the_differing_keys() {
         let r: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(r["sweep"], sweep.as_str());
     }
+
+    // ls --where on spec keys and the status, sorted by a spec key descending, limited.
+    let ls = ok(run_ddp(
+        &ws,
+        &[
+            "ls",
+            "--where",
+            "spec.train.batch_size = 32 and status = \"completed\" and test_accuracy >= 0",
+            "--sort",
+            "-spec.train.lr",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    ));
+    let picked: Vec<serde_json::Value> = ls
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = picked.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["grid/lr=0.01,batch_size=32", "grid/lr=0.001,batch_size=32"],
+        "{ls}"
+    );
+    let limited = ok(run_ddp(
+        &ws,
+        &["ls", "--sort", "spec.train.lr", "--limit", "1", "--json"],
+        Duration::from_secs(30),
+    ));
+    assert_eq!(limited.lines().count(), 1, "{limited}");
+    assert!(limited.contains("grid/lr=0.001"), "{limited}");
+    // A mistyped field is named with the nearest one, exit 2.
+    bad(
+        run_ddp(
+            &ws,
+            &["ls", "--where", "spec.train.lrr < 1"],
+            Duration::from_secs(30),
+        ),
+        &["no field `spec.train.lrr`; did you mean `spec.train.lr`?"],
+    );
 }
 
 #[test]

@@ -112,6 +112,82 @@ impl Expr {
     }
 }
 
+/// A `--where` expression as given and as parsed (parsed once, where the argument is read).
+#[derive(Debug, Clone)]
+pub struct Where {
+    pub text: String,
+    pub expr: Expr,
+}
+
+impl std::str::FromStr for Where {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Where> {
+        Ok(Where {
+            text: s.to_string(),
+            expr: Expr::parse(s)?,
+        })
+    }
+}
+
+impl PartialEq for Where {
+    fn eq(&self, other: &Where) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Where {}
+
+/// A `--sort` field: ascending, or descending with a leading `-` (`-val_accuracy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub field: String,
+    pub descending: bool,
+}
+
+impl std::str::FromStr for SortKey {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<SortKey> {
+        let (descending, field) = match s.strip_prefix('-') {
+            Some(f) => (true, f),
+            None => (false, s),
+        };
+        check_field(field).map_err(|m| Error::Invalid(format!("--sort {s}: {m}")))?;
+        Ok(SortKey {
+            field: field.to_string(),
+            descending,
+        })
+    }
+}
+
+impl SortKey {
+    /// How `a` and `b` (this field's values of two runs) are ordered: a run without the field
+    /// comes last either way; numbers before strings.
+    pub fn order(&self, a: Option<&Value>, b: Option<&Value>) -> std::cmp::Ordering {
+        use std::cmp::Ordering::*;
+        let rank = |v: &Value| match v {
+            Value::Num(_) => 0,
+            Value::Bool(_) => 1,
+            Value::Str(_) | Value::List(_) => 2,
+        };
+        let (a, b) = match (a, b) {
+            (None, None) => return Equal,
+            (None, Some(_)) => return Greater,
+            (Some(_), None) => return Less,
+            (Some(a), Some(b)) => (a, b),
+        };
+        let o = match (a, b) {
+            (Value::Num(x), Value::Num(y)) => x.partial_cmp(y).unwrap_or(Equal),
+            (Value::Str(x), Value::Str(y)) => x.cmp(y),
+            (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+            (Value::List(x), Value::List(y)) => x.cmp(y),
+            _ => rank(a).cmp(&rank(b)),
+        };
+        if self.descending { o.reverse() } else { o }
+    }
+}
+
 /// `have OP want`; values of different kinds are unequal and unordered.
 fn compare(have: &Value, op: Op, want: &Value) -> bool {
     let ord = match (have, want) {
@@ -419,6 +495,23 @@ mod tests {
             assert_eq!(holds(text), want, "{text}");
         }
         assert!(holds("status = \"completed\" AND NOT val_loss > 1"));
+    }
+
+    #[test]
+    fn sort_keys_order_missing_values_last_either_way() {
+        let asc: SortKey = "val_loss".parse().unwrap();
+        let desc: SortKey = "-val_loss".parse().unwrap();
+        let (one, two) = (Value::Num(1.0), Value::Num(2.0));
+        use std::cmp::Ordering::*;
+        assert_eq!(asc.order(Some(&one), Some(&two)), Less);
+        assert_eq!(desc.order(Some(&one), Some(&two)), Greater);
+        assert_eq!(asc.order(None, Some(&one)), Greater);
+        assert_eq!(desc.order(None, Some(&one)), Greater);
+        let e = "-val_los".parse::<SortKey>().unwrap_err().to_string();
+        assert!(
+            e.contains("--sort -val_los: no field `val_los`; did you mean `val_loss`?"),
+            "{e}"
+        );
     }
 
     #[test]

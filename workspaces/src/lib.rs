@@ -28,6 +28,7 @@
 //!   watcher), an exclusive `flock` held by a value, and who holds one.
 //! - `logs`: a run's replica logs as front ends print them (rank prefixes, `--tail`).
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
+//! - `run_fields`: a run's fields by the names filters and sorts use, read as first asked for.
 //! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
 //! - `events`: following a run as typed events (`Workspace::watch` → `RunWatch`, a stream of
@@ -91,6 +92,7 @@ pub mod policy;
 pub mod report;
 pub mod request;
 pub mod run;
+pub mod run_fields;
 pub mod run_list;
 pub mod sample;
 pub mod slurm;

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use crate::filter::{SortKey, Where};
+use crate::run_fields::RunFields;
 use crate::{Result, Run, RunStatus};
 
 /// One run, by any address a workspace resolves (`Workspace::run`).
@@ -34,6 +36,18 @@ pub struct RunFilter {
     /// Only the runs of this sweep (id, unique id prefix, --name of the sweep, or `latest`).
     #[arg(long, value_name = "SWEEP")]
     pub sweep: Option<String>,
+    /// Only the runs for which EXPR holds, e.g. 'spec.train.lr < 0.01 and status = "completed"'
+    /// (fields: id, experiment, name, status, sweep, host, replicas, restarts, tags, created,
+    /// val_loss, val_accuracy, test_loss, test_accuracy, perplexity, samples_per_sec, epoch,
+    /// step, spec.KEY; and, or, not, parentheses).
+    #[arg(long = "where", value_name = "EXPR")]
+    pub where_: Option<Where>,
+    /// Order by this field, ascending (`-FIELD`: descending); runs without it come last.
+    #[arg(long, value_name = "FIELD", allow_hyphen_values = true)]
+    pub sort: Option<SortKey>,
+    /// At most N runs (after filtering and sorting).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
 }
 
 impl RunFilter {
@@ -45,7 +59,7 @@ impl RunFilter {
             .as_deref()
             .map(|s| crate::sweep::resolve(root, runs, s))
             .transpose()?;
-        Ok(runs
+        let mut picked: Vec<(&Run, RunFields)> = runs
             .iter()
             .filter(|r| sweep.is_none() || r.record.sweep == sweep)
             .filter(|r| {
@@ -54,11 +68,29 @@ impl RunFilter {
                     .is_none_or(|e| r.record.experiment == e)
             })
             .filter(|r| self.status.is_none_or(|s| r.record.status == s))
-            .collect())
+            .map(|r| (r, RunFields::new(r)))
+            .filter(|(_, f)| {
+                self.where_
+                    .as_ref()
+                    .is_none_or(|w| w.expr.matches(&|name| f.get(name)))
+            })
+            .collect();
+        if let Some(key) = &self.sort {
+            let mut keyed: Vec<_> = picked
+                .into_iter()
+                .map(|(r, f)| (f.get(&key.field), r, f))
+                .collect();
+            // Stable: runs with equal values keep the listing's order.
+            keyed.sort_by(|a, b| key.order(a.0.as_ref(), b.0.as_ref()));
+            picked = keyed.into_iter().map(|(_, r, f)| (r, f)).collect();
+        }
+        picked.truncate(self.limit.unwrap_or(usize::MAX));
+        Ok(picked.into_iter().map(|(r, _)| r).collect())
     }
 }
 
-/// `ls [--experiment E] [--status S] [--sweep SWEEP] [--json]`.
+/// `ls [--experiment E] [--status S] [--sweep SWEEP] [--where EXPR] [--sort FIELD] [--limit N]
+/// [--json]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct LsArgs {
     #[command(flatten)]
