@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::common::*;
-use ddp_trainer::metrics::{MetricKind, read_metrics};
+use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
 
 /// Training samples: 20 steps an epoch for 4 replicas of 16.
 const TRAIN: usize = 1280;
@@ -68,15 +68,18 @@ fn replicas(launcher: u32) -> HashMap<usize, u32> {
         .collect()
 }
 
-/// The highest step any replica has recorded.
-fn last_step(out: &Path) -> u64 {
+/// Every replica's train records (all metrics files of the run).
+fn train_records(out: &Path) -> Vec<MetricRecord> {
     (0..REPLICAS)
         .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
         .flatten()
         .filter(|m| m.kind == MetricKind::Train)
-        .map(|m| m.step)
-        .max()
-        .unwrap_or(0)
+        .collect()
+}
+
+/// The highest step any replica has recorded.
+fn last_step(out: &Path) -> u64 {
+    train_records(out).iter().map(|m| m.step).max().unwrap_or(0)
 }
 
 /// Runs the elastic spec (minimum `min`) in `out`, killing replica `rank` with SIGKILL once a
@@ -138,11 +141,7 @@ fn membership(out: &Path) -> Vec<serde_json::Value> {
 /// padding of the worlds that split it, and at most `short` samples fewer; `context` is shown on
 /// failure.
 fn assert_epochs_cover_the_data(out: &Path, short: u64, context: &str) {
-    let records: Vec<_> = (0..REPLICAS)
-        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
-        .flatten()
-        .filter(|m| m.kind == MetricKind::Train)
-        .collect();
+    let records = train_records(out);
     // On failure: every file's train records as `epoch:step:samples`, and the events.
     let listing = (0..REPLICAS)
         .map(|r| {
@@ -317,6 +316,13 @@ fn final_weights(out: &Path) -> HashMap<usize, String> {
         .collect()
 }
 
+/// The ids of every event's `key` list, sorted.
+fn union(events: &[serde_json::Value], key: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = events.iter().flat_map(|e| ids(e, key)).collect();
+    v.sort();
+    v
+}
+
 /// The ids of one membership event's `key` list.
 fn ids(e: &serde_json::Value, key: &str) -> Vec<u64> {
     e[key]
@@ -351,11 +357,7 @@ fn a_restarted_replica_joins_and_ends_with_the_others_weights() {
         .find(|e| !ids(e, "joined").is_empty())
         .map(|e| e["step"].as_u64().unwrap())
         .expect("a join");
-    let train: Vec<_> = (0..REPLICAS)
-        .filter_map(|r| read_metrics(out.join(format!("metrics/rank-{r}.jsonl"))).ok())
-        .flatten()
-        .filter(|m| m.kind == MetricKind::Train)
-        .collect();
+    let train = train_records(out);
     let mean_loss = |steps: std::ops::RangeInclusive<u64>| {
         let l: Vec<f64> = train
             .iter()
@@ -412,13 +414,8 @@ fn scaling_down_and_up_moves_replicas_out_and_in_at_step_boundaries() {
     let all = text(&output);
     let events = membership(out);
     // The two leave (and come back) at one step boundary or at two.
-    let union = |key: &str| {
-        let mut v: Vec<u64> = events.iter().flat_map(|e| ids(e, key)).collect();
-        v.sort();
-        v
-    };
     assert_eq!(
-        (union("left"), union("joined")),
+        (union(&events, "left"), union(&events, "joined")),
         (vec![2, 3], vec![2, 3]),
         "{events:?}\n{all}"
     );
@@ -517,13 +514,8 @@ fn a_restarted_kubeflow_pod_joins_the_group_under_way() {
         "{all}"
     );
     let events = membership(out);
-    let union = |key: &str| {
-        let mut v: Vec<u64> = events.iter().flat_map(|e| ids(e, key)).collect();
-        v.sort();
-        v
-    };
     assert_eq!(
-        (union("left"), union("joined")),
+        (union(&events, "left"), union(&events, "joined")),
         (vec![2, 3], vec![2, 3]),
         "{events:?}\n{all}"
     );
