@@ -16,7 +16,7 @@ use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
 use crate::launcher::{Ended, LaunchOptions, launch_ended};
 use crate::spec::Spec;
 use crate::step::batch_parts;
-use crate::train::{self, LEAVE_REQUESTED, RunOptions, STOP_REQUESTED};
+use crate::train::{self, LEAVE_REQUESTED, PauseAt, RunOptions, STOP_REQUESTED};
 
 /// The command line of one replica (or, with `--standalone`, of the local launcher): the one
 /// contract every launcher starts a replica with — the supervisor of a local run, the local
@@ -51,6 +51,10 @@ pub struct ReplicaArgs {
     /// (a Slurm job's batch step, beside srun).
     #[arg(long, value_name = "WORLD", conflicts_with = "standalone")]
     pub serve_store: Option<usize>,
+    /// Pause after epoch N or global step N (`epoch:N`, `step:N`): validated and checkpointed
+    /// there, not tested; rank 0 writes OUT/paused.json and `--resume` goes on.
+    #[arg(long, value_name = "epoch:N|step:N")]
+    pub pause_at: Option<PauseAt>,
 }
 
 impl ReplicaArgs {
@@ -64,6 +68,7 @@ impl ReplicaArgs {
             standalone: false,
             nproc: None,
             serve_store: None,
+            pause_at: None,
         }
     }
 
@@ -94,6 +99,10 @@ impl ReplicaArgs {
         if let Some(w) = self.serve_store {
             args.push("--serve-store".into());
             args.push(w.to_string().into());
+        }
+        if let Some(p) = self.pause_at {
+            args.push("--pause-at".into());
+            args.push(p.to_string().into());
         }
         args
     }
@@ -202,6 +211,7 @@ fn run_status(args: ReplicaArgs) -> u8 {
         resume: args.resume,
         env,
         token,
+        pause_at: args.pause_at,
     });
     match result {
         Ok(s) if s.stopped => EXIT_STOPPED as u8,
@@ -372,6 +382,7 @@ mod tests {
         every.overrides = vec!["train.lr=0.01".into(), "model.name=mlp".into()];
         every.standalone = true;
         every.nproc = Some(3);
+        every.pause_at = Some(PauseAt::Epoch(3));
         for args in [
             ReplicaArgs::new("spec.toml", "out"),
             ReplicaArgs::new("spec.toml", "out").resuming(true),

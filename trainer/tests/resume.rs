@@ -180,3 +180,64 @@ fn sigterm_stops_all_replicas_at_the_same_step_and_resume_finishes() {
     resume(&spec, &out);
     assert_same_as_uninterrupted(&full, &out);
 }
+
+/// `--pause-at`: a run paused mid-epoch (step 20), then at an epoch's end, each time validated
+/// and checkpointed there with `paused.json` and no test or final model, then resumed to the
+/// end, ends with the uninterrupted run's weights.
+#[test]
+fn paused_at_a_step_then_an_epoch_and_resumed_equals_uninterrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let full = uninterrupted(dir.path(), &spec);
+    let out = dir.path().join("paused");
+    let pause = |at: &str, resume: bool| {
+        let mut c = trainer();
+        c.arg(&spec)
+            .args(["--standalone", "--nproc", "2", "--pause-at", at, "--out"])
+            .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        let o = run_with_timeout(c, Duration::from_secs(120));
+        assert_success(&o);
+        let paused: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("paused.json")).unwrap()).unwrap();
+        assert!(!out.join("model.safetensors").exists(), "{}", text(&o));
+        (paused, text(&o))
+    };
+    let kinds = |out: &Path| -> Vec<(String, u64)> {
+        metrics(out, 0)
+            .into_iter()
+            .filter(|m| m.kind != ddp_trainer::metrics::MetricKind::Train)
+            .map(|m| (format!("{:?}", m.kind), m.step))
+            .collect()
+    };
+    let (at, log) = pause("step:20", false);
+    assert_eq!(
+        at,
+        serde_json::json!({"epoch": 1, "global_step": 20}),
+        "{log}"
+    );
+    assert!(
+        log.contains("paused (--pause-at): stopping after step 20"),
+        "{log}"
+    );
+    let marks = ddp_trainer::checkpoint::list_marks(&out).unwrap();
+    assert_eq!(
+        marks.last().map(|m| (m.number, m.epochs)),
+        Some((20, Some(1)))
+    );
+    assert_eq!(kinds(&out), [("Val".into(), 15), ("Val".into(), 20)]);
+    let (at, log) = pause("epoch:2", true);
+    assert_eq!(
+        at,
+        serde_json::json!({"epoch": 2, "global_step": 30}),
+        "{log}"
+    );
+    assert!(log.contains("paused after epoch 2 (--pause-at)"), "{log}");
+    let log = resume(&spec, &out);
+    assert!(!out.join("paused.json").exists(), "{log}");
+    let k = kinds(&out);
+    assert_eq!(k.last().unwrap().0, "Test", "{k:?}");
+    assert_same_as_uninterrupted(&full, &out);
+}

@@ -12,7 +12,8 @@
 //!   leaving) and the requests each step carries (stop, regroup).
 //! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
 //!   overlap, compression), and what rank 0's log says of it.
-//! - `position`: where a run stands when it starts, and the resume header carrying it.
+//! - `position`: where a run stands when it starts, the resume header carrying it, and where
+//!   a run pauses (`PauseAt`).
 //! - `replica`: a replica set up from the spec (device, data, group, model, DDP step,
 //!   optimizer, schedule) and restored from a checkpoint.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
@@ -48,6 +49,7 @@ use crate::step::engine::Engine;
 use clock::StepClock;
 use elastic::Share;
 use position::Position;
+pub use position::{PAUSED_FILE, PauseAt};
 use replica::{Replica, Task};
 use samples::Loop;
 
@@ -64,6 +66,8 @@ pub struct RunOptions {
     pub resume: bool,
     pub env: DistEnv,
     pub token: Option<String>,
+    /// Pause there (validated and checkpointed, not tested) instead of training to the end.
+    pub pause_at: Option<PauseAt>,
 }
 
 /// What a finished run reports (the test figures are global, identical on every rank).
@@ -81,6 +85,8 @@ pub struct RunSummary {
     pub train_tokens_per_sec: Option<f64>,
     /// True when the run ended early because a stop was requested.
     pub stopped: bool,
+    /// True when the run paused at its `pause_at` (checkpointed there, not tested).
+    pub paused: bool,
 }
 
 /// Keeps freed memory in the process. candle allocates fresh buffers for every op; with glibc's
@@ -107,8 +113,13 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         resume,
         env,
         token,
+        pause_at,
     } = opts;
     let (mut replica, reducer) = Replica::set_up(spec, out, &env, token)?;
+    if replica.rank == 0 {
+        // A pause of an earlier launch is over once the run goes on.
+        let _ = std::fs::remove_file(replica.out.join(PAUSED_FILE));
+    }
     // A joining replica takes the group's state, not a checkpoint's.
     let start = if resume && !replica.joining {
         replica.restore()?
@@ -116,6 +127,7 @@ pub fn run(opts: RunOptions) -> Result<RunSummary> {
         Position::default()
     };
     let mut training = Training::start(replica, reducer, start)?;
+    training.pause = pause_at;
     training.epochs()?;
     training.finish()
 }
@@ -171,6 +183,9 @@ struct Training {
     joining: bool,
     /// When rank 0 last looked for a replica waiting to join.
     looked: Instant,
+    /// Where the run pauses instead of going on (`--pause-at`), and whether it did.
+    pause: Option<PauseAt>,
+    paused: bool,
 }
 
 impl Training {
@@ -258,6 +273,8 @@ impl Training {
             regroup_due: false,
             joining,
             looked: Instant::now(),
+            pause: None,
+            paused: false,
         };
         if let Some(pos) = epoch_position {
             training.go_on_from(pos);
@@ -315,6 +332,7 @@ impl Training {
             } else if self.epoch < self.epochs
                 && self.global_step < self.max_steps.min(self.budget)
                 && !self.stopped
+                && !self.paused
             {
                 self.train_epoch()
             } else {
@@ -401,7 +419,11 @@ impl Training {
         let eval_every = spec.train.eval_every.unwrap_or((budget / 10).max(1));
         let save_every = spec.checkpoint.every_steps.unwrap_or(eval_every);
         let accum = spec.train.grad_accum as u64;
-        while self.global_step < budget.min(self.max_steps) && !self.stopped {
+        let pause = match self.pause {
+            Some(PauseAt::Step(n)) if n < budget => n,
+            _ => u64::MAX,
+        };
+        while self.global_step < budget.min(self.max_steps).min(pause) && !self.stopped {
             let step = self.global_step;
             let lr = self.r.schedule.lr(0, step);
             let control = self.requests()?;
@@ -437,7 +459,8 @@ impl Training {
             self.last_step = self.last_step_end.elapsed();
             self.last_step_end = Instant::now();
             let done = self.global_step;
-            let last = done == budget;
+            self.paused = done == pause && !self.stopped;
+            let last = done == budget || self.paused;
             if done.is_multiple_of(self.log_every) || last {
                 self.record_window(1, done, lr)?;
             }
@@ -464,6 +487,9 @@ impl Training {
         }
         if self.global_step >= budget {
             self.epoch = 1;
+        }
+        if self.paused && self.r.rank == 0 {
+            println!("paused after step {} (--pause-at)", self.global_step);
         }
         Ok(())
     }
@@ -590,10 +616,17 @@ impl Training {
             self.last_step = self.last_step_end.elapsed();
             self.last_step_end = Instant::now();
             let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
-            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends {
+            let pause_here = !epoch_ends && self.pause == Some(PauseAt::Step(self.global_step));
+            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends || pause_here {
                 self.record_window(epoch + 1, step_in_epoch, lr)?;
             }
             self.settled = self.window.state();
+            if pause_here && !self.stopped {
+                self.validate(epoch, self.global_step)?;
+                self.checkpoint(step_in_epoch, false)?;
+                self.paused = true;
+                break;
+            }
             // The end of the epoch is validated and checkpointed by `end_epoch`.
             if epoch_ends {
                 break;
@@ -627,6 +660,8 @@ impl Training {
             if self.r.rank == 0 {
                 let why = if self.stopped {
                     "stop requested"
+                } else if self.paused {
+                    "paused (--pause-at)"
                 } else {
                     "train.max_steps reached"
                 };
@@ -655,14 +690,26 @@ impl Training {
         let on_steps = checkpoint
             .every_steps
             .is_some_and(|n| self.global_step.is_multiple_of(n));
+        self.paused = !self.stopped
+            && epoch < self.epochs
+            && self.global_step < self.budget
+            && match self.pause {
+                Some(PauseAt::Epoch(n)) => epoch == n,
+                Some(PauseAt::Step(n)) => self.global_step == n,
+                None => false,
+            };
         if every > 0 && (epoch.is_multiple_of(every) || epoch == self.epochs)
             || self.stopped
+            || self.paused
             || on_steps
         {
             self.checkpoint(0, false)?;
         }
         self.epoch_end_due = false;
         self.fresh_epoch();
+        if self.paused && self.r.rank == 0 {
+            println!("paused after epoch {epoch} (--pause-at)");
+        }
         self.report.sync()
     }
 
@@ -674,8 +721,14 @@ impl Training {
             println!("replica {}: final weights {digest:016x}", self.r.id);
         }
         let r = &self.r;
-        // A stopped run is not finished: no test figures, no final model; `--resume` continues it.
-        let test = if self.stopped {
+        // A stopped or paused run is not finished: no test figures, no final model; `--resume`
+        // continues it.
+        let test = if self.stopped || self.paused {
+            if self.paused && r.rank == 0 {
+                let at = serde_json::json!({"epoch": self.epoch, "global_step": self.global_step});
+                crate::fsutil::write_atomic(&r.out.join(PAUSED_FILE), at.to_string().as_bytes())
+                    .map_err(|e| crate::Error::io(r.out.join(PAUSED_FILE), e))?;
+            }
             None
         } else if let Task::Tokens(_) = &r.task {
             // A language model has no test part: its last validation is its final figure.
@@ -725,6 +778,7 @@ impl Training {
             train_tokens_per_sec: block.map(|b| train_sps * b as f64),
             val: self.report.last_val(),
             stopped: self.stopped,
+            paused: self.paused,
         })
     }
 }

@@ -195,3 +195,65 @@ mod tests {
         assert_eq!((p.epoch, p.global_step, p.step_in_epoch), (1, 15, 0));
     }
 }
+
+/// Where a run pauses (`ddp-trainer --pause-at epoch:N` or `step:N`): after epoch N, or after
+/// global step N, with a validation and a checkpoint there, no test and no final model; rank 0
+/// writes [`PAUSED_FILE`], and `--resume` goes on from the checkpoint. A search's scheduler
+/// (ASHA) pauses its trials at its rungs this way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseAt {
+    Epoch(usize),
+    Step(u64),
+}
+
+/// `OUT/paused.json`: written by rank 0 when a run paused at its `--pause-at`
+/// (`{"epoch": E, "global_step": S}`); a launcher removes it before starting the replicas.
+pub const PAUSED_FILE: &str = "paused.json";
+
+impl std::str::FromStr for PauseAt {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<PauseAt, String> {
+        let bad = || format!("`{s}`: expected epoch:N or step:N with N >= 1, e.g. epoch:3");
+        let (unit, n) = s.split_once(':').ok_or_else(bad)?;
+        let n: u64 = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        match unit.trim() {
+            "epoch" => Ok(PauseAt::Epoch(n as usize)),
+            "step" => Ok(PauseAt::Step(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for PauseAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PauseAt::Epoch(n) => write!(f, "epoch:{n}"),
+            PauseAt::Step(n) => write!(f, "step:{n}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod pause_tests {
+    use super::PauseAt;
+
+    #[test]
+    fn pause_points_round_trip_and_bad_ones_are_refused() {
+        for (s, want) in [
+            ("epoch:3", PauseAt::Epoch(3)),
+            ("step:200", PauseAt::Step(200)),
+        ] {
+            let p: PauseAt = s.parse().unwrap();
+            assert_eq!(p, want);
+            assert_eq!(p.to_string(), s);
+        }
+        for bad in ["epoch:0", "epochs:3", "3", "step:x", ""] {
+            let e = bad.parse::<PauseAt>().unwrap_err();
+            assert!(e.contains("epoch:N or step:N"), "{bad}: {e}");
+        }
+    }
+}
