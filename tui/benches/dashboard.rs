@@ -99,6 +99,7 @@ fn record(id: &str, exp: &str, status: RunStatus, created: f64) -> RunRecord {
         error: None,
         data: None,
         slurm: None,
+        pause_at: None,
     }
 }
 

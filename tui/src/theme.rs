@@ -48,6 +48,7 @@ impl Theme {
             RunStatus::Completed => self.fg(Color::Cyan),
             RunStatus::Failed => self.fg(Color::Red).add_modifier(Modifier::BOLD),
             RunStatus::Stopped => self.fg(Color::Magenta),
+            RunStatus::Paused => self.fg(Color::Blue),
         }
     }
 

@@ -18,6 +18,9 @@ use crate::run::{RunRecord, RunStatus};
 pub enum Outcome {
     /// Every replica exited 0.
     Completed,
+    /// Every replica exited 0 at the run's pause point (`paused.json`): `epoch` epochs and
+    /// `step` steps trained.
+    Paused { epoch: u64, step: u64 },
     /// The supervisor was asked to stop (and the replicas stopped).
     Stopped,
     /// The first replica to fail, and how; `error` is the last error line it wrote in this
@@ -49,6 +52,7 @@ impl std::fmt::Display for Exit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     Complete,
+    Pause { epoch: u64, step: u64 },
     Stop,
     /// Restart every replica with `--resume` after `after`; `attempt` counts restarts from 1.
     Restart {
@@ -79,6 +83,10 @@ pub fn decide(
 ) -> Decision {
     match outcome {
         Outcome::Completed => Decision::Complete,
+        Outcome::Paused { epoch, step } => Decision::Pause {
+            epoch: *epoch,
+            step: *step,
+        },
         Outcome::Stopped => Decision::Stop,
         Outcome::LaunchFailed(msg) => Decision::Fail {
             reason: msg.clone(),
@@ -140,7 +148,8 @@ pub fn failed_on_bad_input(record: &RunRecord) -> bool {
 /// the code of bad input), 1 any other failure.
 pub fn exit_code(record: &RunRecord) -> i32 {
     match record.status {
-        RunStatus::Completed => 0,
+        // A paused run trained what it was asked to (up to its pause point).
+        RunStatus::Completed | RunStatus::Paused => 0,
         RunStatus::Stopped => EXIT_STOPPED,
         _ if failed_on_bad_input(record) => EXIT_CONFIG,
         _ => EXIT_FAILURE,

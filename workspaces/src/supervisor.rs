@@ -149,7 +149,17 @@ fn launch_once(
     resume: bool,
 ) -> Outcome {
     let dir = lock(run).dir.clone();
-    let replica = ReplicaArgs::new(lock(run).spec_path(), &dir).resuming(resume);
+    let mut replica = ReplicaArgs::new(lock(run).spec_path(), &dir).resuming(resume);
+    let pause_at = lock(run).record.pause_at.clone();
+    if let Some(p) = pause_at {
+        match p.parse() {
+            Ok(p) => replica.pause_at = Some(p),
+            Err(e) => return Outcome::LaunchFailed(format!("run.json: pause_at {e}")),
+        }
+    }
+    // A pause of an earlier launch is over.
+    let paused_file = dir.join(ddp_trainer::train::PAUSED_FILE);
+    let _ = std::fs::remove_file(&paused_file);
     // The run's own trainer is a `ddp-trainer`; this executable runs it as a hidden command.
     let args = match lock(run).record.trainer {
         Some(_) => replica.to_args(),
@@ -186,7 +196,10 @@ fn launch_once(
         });
     })));
     match launch(&opts) {
-        Ok(()) => Outcome::Completed,
+        Ok(()) => match paused_at(&paused_file) {
+            Some((epoch, step)) => Outcome::Paused { epoch, step },
+            None => Outcome::Completed,
+        },
         Err(ddp_trainer::Error::Replica {
             rank, code, signal, ..
         }) => {
@@ -216,6 +229,12 @@ fn launch_once(
         }
         Err(e) => Outcome::LaunchFailed(e.to_string()),
     }
+}
+
+/// Where the trainer's rank 0 said the run paused (`paused.json`: epochs and steps trained).
+fn paused_at(file: &Path) -> Option<(u64, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    Some((v["epoch"].as_u64()?, v["global_step"].as_u64()?))
 }
 
 /// The last error line ([`crate::policy::last_error_line`]) a replica wrote to its log `log`
@@ -317,6 +336,11 @@ fn finish(run: &Arc<Mutex<Run>>, decision: Decision) -> Result<RunStatus> {
     let (status, event, error) = match decision {
         Decision::Complete => (RunStatus::Completed, SupervisorEvent::Completed, None),
         Decision::Stop => (RunStatus::Stopped, SupervisorEvent::Stopped, None),
+        Decision::Pause { epoch, step } => (
+            RunStatus::Paused,
+            SupervisorEvent::Paused { epoch, step },
+            None,
+        ),
         Decision::Fail { reason } => (
             RunStatus::Failed,
             SupervisorEvent::Failed {

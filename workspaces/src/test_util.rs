@@ -215,6 +215,7 @@ impl RunRecord {
             error: None,
             data: None,
             slurm: None,
+            pause_at: None,
         }
     }
 
@@ -373,6 +374,7 @@ mod tests {
                 error: Some("e".into()),
                 data: None,
                 slurm: None,
+                pause_at: None,
             }
         );
     }

@@ -46,6 +46,7 @@ pub fn describe(e: &SupervisorEvent) -> String {
         } => format!("restarting (attempt {attempt}) in {after_s:.0}s: {reason}"),
         SupervisorEvent::Stopped => "stopped".into(),
         SupervisorEvent::Completed => "completed".into(),
+        e @ SupervisorEvent::Paused { .. } => e.pause_text().unwrap_or_default(),
         SupervisorEvent::Failed { reason } => format!("failed: {reason}"),
         e @ SupervisorEvent::Membership { .. } => e.membership_text().unwrap_or_default(),
     }

@@ -141,14 +141,23 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
     launch(run, &spec, false)
 }
 
-/// Continues a stopped or failed run (by address: id, prefix, `latest`, ...) from its newest
-/// checkpoint, in the same folder; refuses any other status ([`Error::Refused`]).
+/// Continues a stopped, failed or paused run (by address: id, prefix, `latest`, ...) from its
+/// newest checkpoint, in the same folder, to the end; refuses any other status
+/// ([`Error::Refused`]).
 pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
+    resume_run_to(root, address, None)
+}
+
+/// [`resume_run`], pausing again at `pause_at` (`epoch:N`, `step:N`: a sweep's next rung).
+pub fn resume_run_to(root: &Path, address: &str, pause_at: Option<String>) -> Result<Started> {
     let ws = Workspace::open(root)?;
     let mut run = ws.run(address)?;
-    if !matches!(run.record.status, RunStatus::Stopped | RunStatus::Failed) {
+    if !matches!(
+        run.record.status,
+        RunStatus::Stopped | RunStatus::Failed | RunStatus::Paused
+    ) {
         return Err(Error::Refused(format!(
-            "run {} is {}: only a stopped or failed run can be resumed",
+            "run {} is {}: only a stopped, failed or paused run can be resumed",
             run.record.id, run.record.status
         )));
     }
@@ -158,6 +167,7 @@ pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
         r.error = None;
         r.ended = None;
         r.supervisor = None;
+        r.pause_at = pause_at;
     })?;
     if run.record.slurm.is_some() {
         // A new job from the same script: it resumes from the newest checkpoint.

@@ -23,6 +23,9 @@ pub enum RunStatus {
     Completed,
     Failed,
     Stopped,
+    /// Trained up to its `pause_at` (a search's rung) and checkpointed there; `ddp resume` or
+    /// its sweep's scheduler goes on from that checkpoint.
+    Paused,
 }
 
 impl RunStatus {
@@ -30,7 +33,7 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped | RunStatus::Paused
         )
     }
 
@@ -42,6 +45,7 @@ impl RunStatus {
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Stopped => "stopped",
+            RunStatus::Paused => "paused",
         }
     }
 }
@@ -57,7 +61,7 @@ impl std::str::FromStr for RunStatus {
     fn from_str(s: &str) -> Result<Self> {
         serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
             Error::Invalid(format!(
-                "unknown status `{s}`; expected one of queued, running, restarting, completed, failed, stopped"
+                "unknown status `{s}`; expected one of queued, running, restarting, completed, failed, stopped, paused"
             ))
         })
     }
@@ -148,6 +152,10 @@ pub struct RunRecord {
     /// The Slurm job of a run submitted with `--on slurm` (none: a local run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmJob>,
+    /// Where the next launch pauses (`epoch:N`, `step:N`; `ddp-trainer --pause-at`), set by a
+    /// sweep's scheduler before it starts or resumes a trial; none: trains to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_at: Option<String>,
 }
 
 /// The run's own data in a line: its format, samples per part, classes, files skipped.
@@ -241,6 +249,11 @@ pub enum SupervisorEvent {
     },
     Stopped,
     Completed,
+    /// Paused at its `pause_at`: `epoch` epochs and `step` steps trained, checkpointed there.
+    Paused {
+        epoch: u64,
+        step: u64,
+    },
     Failed {
         reason: String,
     },
@@ -258,6 +271,18 @@ pub enum SupervisorEvent {
 }
 
 impl SupervisorEvent {
+    /// A pause in words: `paused after epoch 3 (step 45)`, `paused after step 200`.
+    pub fn pause_text(&self) -> Option<String> {
+        let SupervisorEvent::Paused { epoch, step } = self else {
+            return None;
+        };
+        Some(if *epoch > 0 {
+            format!("paused after epoch {epoch} (step {step})")
+        } else {
+            format!("paused after step {step}")
+        })
+    }
+
     /// A membership change in words: `replica 1 left at step 38: 4 -> 3 replicas (1.4 s lost)`.
     pub fn membership_text(&self) -> Option<String> {
         let SupervisorEvent::Membership {

@@ -13,10 +13,13 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{Error, Result};
 
 /// Whether smaller or larger metric values are better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     Min,
     Max,
@@ -24,7 +27,7 @@ pub enum Mode {
 
 /// The scheduler's settings: rungs from `min` to `max` budget, reduction factor `eta`, and the
 /// metric's `mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Asha {
     pub min: u64,
     pub max: u64,

@@ -26,14 +26,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::asha::{Asha, Mode};
 use super::space::{Dist, Param, check_key};
 use crate::{Error, Result};
 
 /// How the space is searched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
     /// Every combination of the parameters' choices.
@@ -43,7 +43,7 @@ pub enum Method {
 }
 
 /// The metric a scheduler compares trials by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     ValLoss,
@@ -62,7 +62,7 @@ impl Metric {
 }
 
 /// What a rung's budget counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Unit {
     Epochs,
@@ -82,7 +82,7 @@ pub struct SweepFile {
 }
 
 /// ASHA with the metric it compares and the unit of its budgets.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Scheduler {
     pub asha: Asha,
     pub metric: Metric,

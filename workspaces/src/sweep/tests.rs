@@ -1,4 +1,5 @@
 //! Tests of sweeps: grid parsing, plans, slots, manifests.
+use super::grid::short_keys;
 use super::*;
 
 fn axis(s: &str) -> GridAxis {

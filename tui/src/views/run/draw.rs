@@ -329,6 +329,7 @@ fn event_text(e: &SupervisorEvent) -> (String, String) {
         ),
         SupervisorEvent::Stopped => ("stopped".into(), "stopped on request".into()),
         SupervisorEvent::Completed => ("completed".into(), "all replicas finished".into()),
+        e @ SupervisorEvent::Paused { .. } => ("paused".into(), e.pause_text().unwrap_or_default()),
         SupervisorEvent::Failed { reason } => ("failed".into(), reason.clone()),
         e @ SupervisorEvent::Membership { .. } => {
             ("membership".into(), e.membership_text().unwrap_or_default())
