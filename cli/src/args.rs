@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use ddp_workspaces::commands::{
-    ExportArgs, LogsArgs, PlotArgs, RunAddress, RunArgs, SharedCommand, SweepArgs, TagArgs,
+    ExportArgs, LogsArgs, PlotArgs, RunAddress, RunArgs, SharedCommand, SweepArgs, SweepCommand,
+    TagArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -46,7 +47,7 @@ pub enum Command {
         #[arg(short, long)]
         follow: bool,
     },
-    /// Continue a stopped or failed run from its newest checkpoint, in the same folder.
+    /// Continue a stopped, failed or paused run from its newest checkpoint, in the same folder.
     #[command(display_order = 60)]
     Resume {
         #[command(flatten)]
@@ -61,12 +62,20 @@ pub enum Command {
     /// Add tags to a run (or remove them with --remove); without tags, print its tags.
     #[command(display_order = 80)]
     Tag(TagArgs),
-    /// Start one run per combination of a grid of spec overrides (a sweep).
+    /// Start a sweep: a grid of spec overrides (--grid), a random search (--param, --trials)
+    /// or a sweep file (--file); with --scheduler asha, bad trials stop early.
     ///
     /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
-    /// Waits for all of them, printing a line as each ends, then the comparison (unless --detach).
-    #[command(display_order = 90)]
+    /// Waits for all of them, printing a line as each ends, then the comparison (unless
+    /// --detach). `ddp sweep show|stop|resume SWEEP` looks at and manages a sweep.
+    #[command(
+        display_order = 90,
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
     Sweep {
+        #[command(subcommand)]
+        action: Option<SweepCommand>,
         #[command(flatten)]
         args: SweepArgs,
         /// Return once the runs are created and their supervisors started.

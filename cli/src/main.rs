@@ -14,6 +14,7 @@ mod logs;
 mod manage;
 mod plot;
 mod sample;
+mod search;
 mod sweep;
 mod table;
 
@@ -57,7 +58,11 @@ fn main() -> ExitCode {
         Command::Resume { run, detach } => follow::resume(&root, &run.run, detach),
         Command::Rm(run) => manage::rm(&root, &run.run),
         Command::Tag(TagArgs { run, tags, remove }) => manage::tag(&root, &run.run, &tags, remove),
-        Command::Sweep { args, detach } => sweep::sweep(&root, &args, detach),
+        Command::Sweep {
+            action: Some(action),
+            ..
+        } => search::manage(&root, action),
+        Command::Sweep { args, detach, .. } => sweep::sweep(&root, &args, detach),
         Command::Shared(SharedCommand::Compare(c)) => {
             compare::compare(&root, &c.runs, c.sweep.as_deref(), c.json)
         }

@@ -18,6 +18,7 @@ use ddp_workspaces::actions;
 use ddp_workspaces::analysis::comparison;
 use ddp_workspaces::commands::SweepArgs;
 use ddp_workspaces::format::{duration, percent, perplexity};
+use ddp_workspaces::search::SweepStarted;
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, RunStatus, Summary};
 use serde::Serialize;
@@ -37,7 +38,12 @@ struct Started<'a> {
 pub fn sweep(root: &Path, a: &SweepArgs, detach: bool) -> Result<ExitCode> {
     // Every combination is checked first: a bad key or value creates nothing.
     let req = a.new_sweep(std::env::args().collect());
-    let started = actions::start_sweep(root, &req)?;
+    let started = match ddp_workspaces::search::start(root, &req)? {
+        SweepStarted::Runs(started) => started,
+        SweepStarted::Search { sweep, driver } => {
+            return crate::search::started(root, sweep, driver, detach, a.json);
+        }
+    };
     for (id, e) in &started.not_started {
         eprintln!("ddp: run {id}: {e}");
     }

@@ -11,7 +11,7 @@ use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::commands::SampleOptions;
 use ddp_workspaces::devices::telemetry::Telemetry;
 use ddp_workspaces::run_list::RunListEvent;
-use ddp_workspaces::{Run, RunEvent, RunStatus};
+use ddp_workspaces::{Run, RunEvent};
 
 use crate::dialogs::input::InputLine;
 use crate::dialogs::{Confirm, Dialog, DialogOutcome};
@@ -661,9 +661,9 @@ impl App {
                 self.dialog = Some(Dialog::Confirm(Confirm::Delete(run)));
                 vec![]
             }
-            Action::Resume if !matches!(r.status, RunStatus::Stopped | RunStatus::Failed) => {
+            Action::Resume if !r.status.can_resume() => {
                 let text = format!(
-                    "run {} is {}: only a stopped or failed run can be resumed",
+                    "run {} is {}: only a stopped, failed or paused run can be resumed",
                     r.id, r.status
                 );
                 self.notify(text, true);

@@ -30,6 +30,7 @@ use crate::run::RunStatus;
 ///   run completed, 1 otherwise.
 /// - `EXE __replica SPEC --out RUN_DIR [--resume]` runs one replica (the trainer's command line).
 /// - `EXE __slurm-watch ROOT` keeps the workspace's Slurm runs in step with their jobs.
+/// - `EXE __sweep ROOT ID` drives the scheduled search `ID` ([`crate::search`]).
 ///
 /// A hidden sub-command with bad arguments prints clap's message and exits 2.
 pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
@@ -55,6 +56,13 @@ pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
                 }
             }
         }
+        HiddenCommand::Sweep { root, id } => match crate::search::driver::drive(&root, &id) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ddp __sweep: {e}");
+                ExitCode::from(1)
+            }
+        },
         HiddenCommand::SlurmWatch { root } => match crate::slurm::watcher::watch(&root) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -18,6 +18,7 @@ pub const REPLICA: &str = "__replica";
 pub const SUPERVISE: &str = "__supervise";
 /// `EXE __slurm-watch ROOT`: a workspace's Slurm watcher.
 pub const SLURM_WATCH: &str = "__slurm-watch";
+pub const SWEEP: &str = "__sweep";
 
 /// A hidden sub-command with its arguments.
 #[derive(Parser, Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub enum HiddenCommand {
     /// The Slurm watcher of the workspace at `root`.
     #[command(name = SLURM_WATCH)]
     SlurmWatch { root: PathBuf },
+    #[command(name = SWEEP)]
+    Sweep { root: PathBuf, id: String },
 }
 
 impl HiddenCommand {
@@ -44,7 +47,7 @@ impl HiddenCommand {
     /// command or clap's error for its arguments.
     pub fn parse(args: &[OsString]) -> Option<std::result::Result<Self, clap::Error>> {
         let name = args.get(1)?.to_str()?;
-        if ![REPLICA, SUPERVISE, SLURM_WATCH].contains(&name) {
+        if ![REPLICA, SUPERVISE, SLURM_WATCH, SWEEP].contains(&name) {
             return None;
         }
         Some(Self::try_parse_from(args))
@@ -66,6 +69,7 @@ impl HiddenCommand {
                 args
             }
             HiddenCommand::SlurmWatch { root } => vec![SLURM_WATCH.into(), root.into()],
+            HiddenCommand::Sweep { root, id } => vec![SWEEP.into(), root.into(), id.into()],
         }
     }
 }
@@ -94,6 +98,10 @@ mod tests {
                 resume: true,
             },
             HiddenCommand::SlurmWatch { root: "/ws".into() },
+            HiddenCommand::Sweep {
+                root: "/ws".into(),
+                id: "20261129-073000-abcdef".into(),
+            },
         ] {
             let mut args = vec![OsString::from("ddp")];
             args.extend(cmd.to_args());

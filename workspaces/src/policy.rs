@@ -52,7 +52,10 @@ impl std::fmt::Display for Exit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     Complete,
-    Pause { epoch: u64, step: u64 },
+    Pause {
+        epoch: u64,
+        step: u64,
+    },
     Stop,
     /// Restart every replica with `--resume` after `after`; `attempt` counts restarts from 1.
     Restart {

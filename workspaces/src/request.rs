@@ -81,4 +81,32 @@ pub struct NewSweep {
     pub command: Vec<String>,
     /// The executable every run's replicas run (`--trainer`), as for [`NewRun::trainer`].
     pub trainer: Option<PathBuf>,
+    /// `KEY=KIND:ARGS` parameters (`--param`) drawn for each of `trials` (a random search).
+    pub params: Vec<String>,
+    /// How many trials a random search draws (`--trials`).
+    pub trials: Option<u32>,
+    /// The seed of a random search's draws (`--seed`; default 0).
+    pub seed: Option<u64>,
+    /// A sweep file (TOML): the space, how it is searched, the scheduler (`--file`).
+    pub file: Option<PathBuf>,
+    /// A scheduler that stops bad trials early (`--scheduler asha` and its settings).
+    pub scheduler: Option<SchedulerRequest>,
+}
+
+/// `--scheduler NAME` and its settings, as given (checked by the sweep's planning).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerRequest {
+    pub name: String,
+    /// `val_loss`, `val_accuracy` or `perplexity` (default `val_loss`).
+    pub metric: Option<String>,
+    /// `min` or `max` (default: the metric's).
+    pub mode: Option<String>,
+    /// `epochs` or `steps` (default `epochs`).
+    pub unit: Option<String>,
+    /// The first rung's budget (default 1).
+    pub min: Option<u64>,
+    /// The last rung's budget (default: the spec's `train.epochs`, or `train.steps`).
+    pub max: Option<u64>,
+    /// The reduction factor (default 3).
+    pub eta: Option<u64>,
 }

@@ -63,7 +63,7 @@ pub enum Command {
     /// Print a run's logs (all ranks, prefixed).
     #[command(display_order = 40)]
     Logs(LogsArgs),
-    /// Continue a stopped or failed run from its newest checkpoint, with a live card.
+    /// Continue a stopped, failed or paused run from its newest checkpoint, with a live card.
     #[command(display_order = 60)]
     Resume {
         #[command(flatten)]

@@ -74,7 +74,7 @@ fn delete_refuses_a_live_run_and_confirms_a_finished_one() {
 }
 
 #[test]
-fn resume_only_a_stopped_or_failed_run() {
+fn resume_only_a_stopped_failed_or_paused_run() {
     let mut app = app();
     for (id, status) in [(A, "running"), (B, "completed")] {
         select(&mut app, id);
@@ -82,7 +82,9 @@ fn resume_only_a_stopped_or_failed_run() {
         assert_eq!(
             app.notice,
             notice(
-                &format!("run {id} is {status}: only a stopped or failed run can be resumed"),
+                &format!(
+                    "run {id} is {status}: only a stopped, failed or paused run can be resumed"
+                ),
                 true
             )
         );

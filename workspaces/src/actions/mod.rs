@@ -152,10 +152,7 @@ pub fn resume_run(root: &Path, address: &str) -> Result<Started> {
 pub fn resume_run_to(root: &Path, address: &str, pause_at: Option<String>) -> Result<Started> {
     let ws = Workspace::open(root)?;
     let mut run = ws.run(address)?;
-    if !matches!(
-        run.record.status,
-        RunStatus::Stopped | RunStatus::Failed | RunStatus::Paused
-    ) {
+    if !run.record.status.can_resume() {
         return Err(Error::Refused(format!(
             "run {} is {}: only a stopped, failed or paused run can be resumed",
             run.record.id, run.record.status
@@ -339,6 +336,15 @@ impl StartedSweep {
 /// creating nothing. The same checks as [`start_sweep`].
 pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
     let grid: Vec<GridAxis> = req.grid.iter().map(|g| g.parse()).collect::<Result<_>>()?;
+    let overrides = sweep_overrides(req)?;
+    let plan = SweepPlan::new(&req.spec, overrides, grid)?;
+    check_plan(req, &plan)?;
+    Ok(plan)
+}
+
+/// The overrides every run of sweep `req` shares (`--set`, then `--replicas`), once its
+/// `--max-parallel`, trainer and spec file are checked.
+pub fn sweep_overrides(req: &NewSweep) -> Result<Vec<String>> {
     let mut overrides = req.overrides.clone();
     if let Some(n) = req.replicas {
         overrides.push(format!("ddp.replicas={n}"));
@@ -350,14 +356,18 @@ pub fn check_new_sweep(req: &NewSweep) -> Result<SweepPlan> {
         check_trainer(t)?;
     }
     check_spec_file(&req.spec)?;
-    let plan = SweepPlan::new(&req.spec, overrides, grid)?;
+    Ok(overrides)
+}
+
+/// Checks what a planned sweep's runs train: a model of their own needs `--trainer`, and their
+/// data must be there and readable.
+pub fn check_plan(req: &NewSweep, plan: &SweepPlan) -> Result<()> {
     if req.trainer.is_none()
         && let Some(why) = plan.runs.iter().find_map(|r| own_parts(&r.spec))
     {
         return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
-    check_sweep_data(&plan)?;
-    Ok(plan)
+    check_sweep_data(plan)
 }
 
 /// [`ddp_trainer::preflight::check`] of every combination's data, each distinct one once (a grid
@@ -380,12 +390,16 @@ fn check_sweep_data(plan: &SweepPlan) -> Result<()> {
 /// the workspace if needed, one queued run per combination and the sweep's manifest, and spawns
 /// every run's supervisor (each waits for a sweep slot and for its devices by itself).
 pub fn start_sweep(root: &Path, req: &NewSweep) -> Result<StartedSweep> {
-    let plan = check_new_sweep(req)?;
+    start_planned(root, req, &check_new_sweep(req)?)
+}
+
+/// Creates the runs of a checked `plan` of sweep `req` and starts their supervisors.
+pub fn start_planned(root: &Path, req: &NewSweep, plan: &SweepPlan) -> Result<StartedSweep> {
     let trainer = req.trainer.as_deref().map(check_trainer).transpose()?;
     let ws = Workspace::open_or_create(root)?;
     let (sweep, mut runs) = crate::sweep::create(
         &ws,
-        &plan,
+        plan,
         req.name.clone(),
         req.max_parallel,
         req.command.clone(),
@@ -587,14 +601,14 @@ mod tests {
     }
 
     #[test]
-    fn only_stopped_or_failed_runs_resume() {
+    fn only_stopped_failed_or_paused_runs_resume() {
         let dir = tempfile::tempdir().unwrap();
         let run = run_in(dir.path(), RunStatus::Completed, None);
         let e = resume_run(&dir.path().join("ws"), "latest").unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
-                "run {} is completed: only a stopped or failed run can be resumed",
+                "run {} is completed: only a stopped, failed or paused run can be resumed",
                 run.record.id
             )
         );

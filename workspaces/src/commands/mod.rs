@@ -8,7 +8,7 @@
 //!
 //! Layout:
 //! - `run`: starting runs: [`RunArgs`] (`run SPEC`), [`RunOptions`], [`SpecOptions`],
-//!   [`SweepArgs`].
+//!   [`SweepArgs`] with its [`SchedulerOptions`], and [`SweepCommand`] (`sweep show|stop|resume`).
 //! - `runs`: looking at and managing runs: [`LsArgs`] with its [`RunFilter`], [`ShowArgs`],
 //!   [`LogsArgs`], [`RunAddress`] (stop, resume, rm), [`TagArgs`].
 //! - `analysis`: several runs at once: [`CompareArgs`], [`PlotArgs`], [`ExportArgs`] (with its
@@ -33,7 +33,9 @@ mod words;
 
 pub use analysis::{CompareArgs, ExportArgs, ExportFormat, KubernetesOptions, PlotArgs};
 pub use paths::{found_in_ancestors, missing_path, path_candidates};
-pub use run::{RunArgs, RunOptions, SpecOptions, SweepArgs};
+pub use run::{
+    RunArgs, RunOptions, SchedulerOptions, SpecOptions, SweepAddress, SweepArgs, SweepCommand,
+};
 pub use runs::{LogsArgs, LsArgs, RunAddress, RunFilter, ScaleArgs, ShowArgs, TagArgs};
 pub use sample::{
     DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleArgs,

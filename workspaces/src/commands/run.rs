@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::request::{NewRun, NewSweep, RunOn};
+use crate::request::{NewRun, NewSweep, RunOn, SchedulerRequest};
 
 /// How a spec is changed and run: overrides, replicas, the trainer executable.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
@@ -153,12 +153,31 @@ impl RunArgs {
 /// [--max-parallel N] [--trainer PATH] [--name NAME] [--json]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct SweepArgs {
-    /// The experiment spec (TOML) every run starts from.
-    pub spec: PathBuf,
+    /// The experiment spec (TOML) every run starts from (an `Option` only so that `sweep show
+    /// ID` and its siblings parse without one).
+    #[arg(required = true)]
+    pub spec: Option<PathBuf>,
     /// A spec key and its values, e.g. --grid train.lr=0.001,0.01 (repeatable: the runs are
     /// the cartesian product; commas inside [...] or quotes do not split).
-    #[arg(long = "grid", value_name = "KEY=V1,V2,...", required = true)]
+    #[arg(long = "grid", value_name = "KEY=V1,V2,...", required_unless_present_any = ["params", "file"])]
     pub grid: Vec<String>,
+    /// A parameter drawn for each trial of a random search, e.g. --param
+    /// train.lr=loguniform:1e-4:1e-1 (KIND: choice:V1,V2,..., uniform:LOW:HIGH,
+    /// loguniform:LOW:HIGH, int:LOW:HIGH; repeatable; needs --trials).
+    #[arg(long = "param", value_name = "KEY=KIND:ARGS", conflicts_with = "grid")]
+    pub params: Vec<String>,
+    /// How many trials a random search draws.
+    #[arg(long, value_name = "N", requires = "params")]
+    pub trials: Option<u32>,
+    /// The seed of a random search (the same seed draws the same trials).
+    #[arg(long, value_name = "N", requires = "params")]
+    pub seed: Option<u64>,
+    /// A sweep file (TOML: [search] method, trials, seed, max_parallel, params; [scheduler]),
+    /// instead of --grid/--param.
+    #[arg(long, value_name = "SWEEP.toml", conflicts_with_all = ["grid", "params", "scheduler"])]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub scheduler: SchedulerOptions,
     #[command(flatten)]
     pub options: SpecOptions,
     /// At most N runs of the sweep at a time, also after --detach (default: all that the
@@ -173,11 +192,58 @@ pub struct SweepArgs {
     pub json: bool,
 }
 
+/// `--scheduler asha [--metric M] [--mode min|max] [--unit epochs|steps] [--min-budget N]
+/// [--max-budget N] [--eta N]`: stop bad trials early.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct SchedulerOptions {
+    /// Stop bad trials early: `asha` (asynchronous successive halving): a trial reaching a
+    /// rung goes on only in the top 1/eta of that rung, else it is paused (and maybe resumed).
+    #[arg(long, value_name = "asha", value_parser = ["asha"])]
+    pub scheduler: Option<String>,
+    /// The metric trials are compared by at each rung.
+    #[arg(long, requires = "scheduler", value_parser = ["val_loss", "val_accuracy", "perplexity"])]
+    pub metric: Option<String>,
+    /// Whether smaller or larger is better (default: the metric's).
+    #[arg(long, requires = "scheduler", value_parser = ["min", "max"])]
+    pub mode: Option<String>,
+    /// What the budgets count (default epochs).
+    #[arg(long, requires = "scheduler", value_parser = ["epochs", "steps"])]
+    pub unit: Option<String>,
+    /// The first rung's budget (default 1).
+    #[arg(long, value_name = "N", requires = "scheduler")]
+    pub min_budget: Option<u64>,
+    /// The last rung's budget: every trial's train.epochs (or train.steps) (default: the spec's).
+    #[arg(long, value_name = "N", requires = "scheduler")]
+    pub max_budget: Option<u64>,
+    /// The reduction factor: each rung keeps the best 1/eta (default 3).
+    #[arg(long, value_name = "N", requires = "scheduler")]
+    pub eta: Option<u64>,
+}
+
+impl SchedulerOptions {
+    fn request(&self) -> Option<SchedulerRequest> {
+        self.scheduler.as_ref().map(|name| SchedulerRequest {
+            name: name.clone(),
+            metric: self.metric.clone(),
+            mode: self.mode.clone(),
+            unit: self.unit.clone(),
+            min: self.min_budget,
+            max: self.max_budget,
+            eta: self.eta,
+        })
+    }
+}
+
 impl SweepArgs {
     /// The request for this sweep, recording `command`.
     pub fn new_sweep(&self, command: Vec<String>) -> NewSweep {
         NewSweep {
-            spec: self.spec.clone(),
+            spec: self.spec.clone().unwrap_or_default(),
+            params: self.params.clone(),
+            trials: self.trials,
+            seed: self.seed,
+            file: self.file.clone(),
+            scheduler: self.scheduler.request(),
             grid: self.grid.clone(),
             overrides: self.options.overrides.clone(),
             replicas: self.options.replicas,
@@ -187,6 +253,31 @@ impl SweepArgs {
             command,
         }
     }
+}
+
+/// What `sweep show|stop|resume SWEEP` does to a sweep that exists.
+#[derive(clap::Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum SweepCommand {
+    /// Show a sweep: a search's leaderboard, rungs, promotions and budget used; a sweep
+    /// without a scheduler: its runs.
+    Show {
+        #[command(flatten)]
+        sweep: SweepAddress,
+        /// Print the sweep's manifest (with the search's state) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a search: its trials in flight checkpoint and stop; `sweep resume` goes on.
+    Stop(SweepAddress),
+    /// Go on with a stopped search, or one whose process was killed.
+    Resume(SweepAddress),
+}
+
+/// One sweep, by id, unique id prefix, `--name` or `latest`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct SweepAddress {
+    /// The sweep: its id, a unique prefix of it, its name or `latest`.
+    pub sweep: String,
 }
 
 /// A `KEY=VALUE` word (the value may be empty; the key is checked against the spec later).

@@ -20,7 +20,7 @@
 //!   of `run.json` closer together than the poll interval may be coalesced (`events.jsonl` is the
 //!   complete history);
 //! - a line that does not parse (metrics, events) is a [`RunEvent::Unparsed`], never fatal;
-//! - the stream does not end when the run does (a stopped or failed run can be resumed, and the
+//! - the stream does not end when the run does (a stopped, failed or paused run can be resumed, and the
 //!   last lines of other files may still be on their way): it ends when the [`RunWatch`] is
 //!   closed or dropped, which stops both tasks (and the `notify` watcher).
 //!

@@ -37,6 +37,15 @@ impl RunStatus {
         )
     }
 
+    /// Whether `ddp resume` takes the run on from its newest checkpoint: stopped, failed or
+    /// paused.
+    pub fn can_resume(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Stopped | RunStatus::Failed | RunStatus::Paused
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Queued => "queued",

@@ -177,4 +177,3 @@ pub(crate) fn short_keys(keys: &[&str]) -> Vec<String> {
         })
         .collect()
 }
-

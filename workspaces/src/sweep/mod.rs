@@ -75,6 +75,16 @@ impl SweepPlan {
     /// combination and the key.
     pub fn new(spec_path: &Path, overrides: Vec<String>, grid: Vec<GridAxis>) -> Result<SweepPlan> {
         let combos = combinations(&grid)?;
+        SweepPlan::of(spec_path, overrides, grid, combos)
+    }
+
+    /// The plan of one run per combination in `combos` (a grid's, or a random search's trials).
+    pub fn of(
+        spec_path: &Path,
+        overrides: Vec<String>,
+        grid: Vec<GridAxis>,
+        combos: Vec<Combination>,
+    ) -> Result<SweepPlan> {
         // The file and the shared overrides alone first, so their errors read as usual.
         Spec::load(spec_path, &overrides)?;
         let n = combos.len();
@@ -124,6 +134,9 @@ pub struct SweepRecord {
     pub command: Vec<String>,
     /// The runs, in combination order (a scheduled search's: as its trials were created).
     pub runs: Vec<SweepMember>,
+    /// The executable the runs' replicas run (`--trainer`), for a search's trials created later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer: Option<PathBuf>,
     /// A scheduled search's state (`ddp sweep --scheduler asha`), written by the sweep's
     /// process; none: a sweep of runs that each train to their end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -375,6 +388,7 @@ pub fn create(
                 overrides: p.combination.overrides.clone(),
             })
             .collect(),
+        trainer: trainer.clone(),
         search: None,
     };
     if let Err(e) = record.save(&ws.root) {

@@ -90,9 +90,11 @@ impl Search {
     pub fn overrides(&self, n: u32) -> Result<Vec<String>> {
         let mut o = match self.method {
             Method::Random => trial_overrides(&self.params, self.seed, n)?,
-            Method::Grid => combinations(&grid_axes(&self.params)?)?
-                .swap_remove(n as usize)
-                .overrides,
+            Method::Grid => {
+                combinations(&grid_axes(&self.params)?)?
+                    .swap_remove(n as usize)
+                    .overrides
+            }
         };
         o.push(self.budget_override());
         Ok(o)
@@ -116,7 +118,12 @@ impl Search {
         let parts: Vec<String> = values
             .iter()
             .zip(&short)
-            .map(|(o, k)| format!("{k}={}", o.split_once('=').map_or("", |(_, v)| v)))
+            .map(|(o, k)| {
+                format!(
+                    "{k}={}",
+                    short_value(o.split_once('=').map_or("", |(_, v)| v))
+                )
+            })
             .collect();
         Ok(format!("t{n:02} {}", parts.join(",")))
     }
@@ -159,6 +166,27 @@ impl Search {
             Metric::ValAccuracy => "val_accuracy",
             Metric::Perplexity => "perplexity",
         }
+    }
+}
+
+/// A drawn float in 4 significant digits for a label (`0.002057`, `3.142e-5`); other values as
+/// they are.
+fn short_value(v: &str) -> String {
+    match v.parse::<f64>() {
+        Ok(x) if v.contains(['.', 'e', 'E']) && x != 0.0 && x.is_finite() => {
+            if (1e-3..1e4).contains(&x.abs()) {
+                let decimals = (3 - x.abs().log10().floor() as i32).max(0) as usize;
+                let s = format!("{x:.decimals$}");
+                if s.contains('.') {
+                    s.trim_end_matches('0').trim_end_matches('.').to_string()
+                } else {
+                    s
+                }
+            } else {
+                format!("{x:.3e}")
+            }
+        }
+        _ => v.to_string(),
     }
 }
 
@@ -426,9 +454,8 @@ impl SearchState {
         acts
     }
 
-    /// A stopped search goes on: its stopped trials are resumed to their targets.
+    /// A running search's stopped trials (stopped with it) are resumed to their targets.
     pub fn resume(&mut self) -> Vec<Act> {
-        self.status = SearchStatus::Running;
         let mut acts = Vec::new();
         for t in self.trials.iter_mut() {
             if t.state == TrialState::Stopped {
@@ -513,6 +540,16 @@ mod tests {
         assert!(o[0].starts_with("train.lr="), "{o:?}");
         assert_eq!(o[1], "train.epochs=9");
         assert!(s.label(1).unwrap().starts_with("t01 lr="));
+        for (v, short) in [
+            ("0.0020574357987221815", "0.002057"),
+            ("0.09074930192211524", "0.09075"),
+            ("3.1e-5", "3.100e-5"),
+            ("32", "32"),
+            ("\"adam\"", "\"adam\""),
+            ("2.5", "2.5"),
+        ] {
+            assert_eq!(short_value(v), short, "{v}");
+        }
         assert_eq!(s.pause_at(3).as_deref(), Some("epoch:3"));
         assert_eq!(s.pause_at(9), None);
     }
@@ -539,7 +576,10 @@ mod tests {
         // Trial 0 reaches rung 1 first: 1 result, top ⌊1/3⌋ = 0: paused; trial 2 starts.
         let acts = st.advance(&seen(&[(0, Seen::Reached(Some(0.5)))]), 2);
         assert_eq!(st.trials[0].state, TrialState::Paused);
-        assert!(matches!(acts[..], [Act::Start { trial: 2, .. }]), "{acts:?}");
+        assert!(
+            matches!(acts[..], [Act::Start { trial: 2, .. }]),
+            "{acts:?}"
+        );
         // Trial 1 fails, trial 2 is worse than 0: three results at rung 1, trial 0 the best:
         // it is promoted to epoch 3 before a new trial starts.
         st.advance(&seen(&[(1, Seen::Failed)]), 2);
@@ -575,7 +615,7 @@ mod tests {
         let mut st = SearchState::new(search(2));
         st.advance(&BTreeMap::new(), 2);
         st.advance(&seen(&[(0, Seen::Stopped)]), 2);
-        st.status = SearchStatus::Stopped;
+        st.status = SearchStatus::Running;
         let acts = st.resume();
         assert_eq!(
             acts,

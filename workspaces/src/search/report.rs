@@ -1,0 +1,176 @@
+//! A scheduled search in words, as `ddp sweep show` and `%ddp sweep show` print it: what it
+//! searches, its budget used, each rung's results and promotions, and the leaderboard.
+
+use crate::report::Table;
+use crate::sweep::SweepRecord;
+use crate::sweep::file::{Method, Unit};
+use crate::sweep::search::{SearchState, TrialState};
+
+/// `63 of 243 epochs (26 %)`.
+pub fn budget_text(state: &SearchState) -> String {
+    let (used, full) = state.budget_used();
+    let unit = match state.search.scheduler.unit {
+        Unit::Epochs => "epochs",
+        Unit::Steps => "steps",
+    };
+    let pct = if full > 0 {
+        100.0 * used as f64 / full as f64
+    } else {
+        0.0
+    };
+    format!("{used} of {full} {unit} ({pct:.0} %)")
+}
+
+/// How many trials are in each state: `2 running, 20 paused, 3 completed, 2 failed`.
+pub fn states_text(state: &SearchState) -> String {
+    let all = [
+        TrialState::Running,
+        TrialState::Paused,
+        TrialState::Completed,
+        TrialState::Failed,
+        TrialState::Stopped,
+    ];
+    let parts: Vec<String> = all
+        .iter()
+        .filter_map(|s| {
+            let n = state.trials.iter().filter(|t| t.state == *s).count();
+            (n > 0).then(|| format!("{n} {}", s.as_str()))
+        })
+        .collect();
+    let left = (state.search.trials as usize).saturating_sub(state.trials.len());
+    let mut text = if parts.is_empty() {
+        "none started".to_string()
+    } else {
+        parts.join(", ")
+    };
+    if left > 0 {
+        text.push_str(&format!(", {left} not started"));
+    }
+    text
+}
+
+/// A value as the leaderboard shows it.
+fn value_text(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.4}"),
+        Some(_) => "nan".into(),
+        None => "-".into(),
+    }
+}
+
+/// The leaderboard: trials best first (see `SearchState::leaderboard`).
+pub fn leaderboard(state: &SearchState) -> Table {
+    let metric = state.search.metric_name().to_uppercase();
+    let header = [
+        "#",
+        "TRIAL",
+        "RUN",
+        "STATE",
+        "RUNG",
+        metric.as_str(),
+        "PARAMS",
+    ];
+    let rows = state
+        .leaderboard()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let params = t
+                .label
+                .split_once(' ')
+                .map_or(t.label.as_str(), |(_, p)| p)
+                .to_string();
+            vec![
+                (i + 1).to_string(),
+                format!("t{:02}", t.number),
+                t.run.clone(),
+                t.state.as_str().to_string(),
+                t.last().map_or("-".into(), |r| r.budget.to_string()),
+                value_text(t.last().and_then(|r| r.value)),
+                params,
+            ]
+        })
+        .collect();
+    Table::new(&header, rows)
+}
+
+/// Each rung: its budget, how many results it has, which trials went on from it.
+pub fn rungs_text(state: &SearchState) -> String {
+    let rungs = state.search.rungs();
+    let unit = match state.search.scheduler.unit {
+        Unit::Epochs => "epoch",
+        Unit::Steps => "step",
+    };
+    let mut out = String::new();
+    for (k, budget) in rungs.iter().enumerate() {
+        let results = state
+            .trials
+            .iter()
+            .filter(|t| t.results.iter().any(|r| r.budget == *budget))
+            .count();
+        let promoted = state.promoted.get(k).cloned().unwrap_or_default();
+        let s = if *budget == 1 { "" } else { "s" };
+        let mut line = format!("  rung {} ({budget} {unit}{s}): {results} results", k + 1);
+        if !promoted.is_empty() {
+            let names: Vec<String> = promoted.iter().map(|n| format!("t{n:02}")).collect();
+            line.push_str(&format!(
+                ", promoted {} ({})",
+                names.join(", "),
+                promoted.len()
+            ));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `ddp sweep show` of a scheduled search; `driver`: its driver's pid when one runs.
+pub fn show_text(record: &SweepRecord, state: &SearchState, driver: Option<u32>) -> String {
+    let s = &state.search;
+    let name = record
+        .name
+        .as_ref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    let driver = match driver {
+        Some(pid) => format!(", driver pid {pid}"),
+        None if state.status == crate::sweep::search::SearchStatus::Running => {
+            ", no driver: `ddp sweep resume` goes on".into()
+        }
+        None => String::new(),
+    };
+    let method = match s.method {
+        Method::Grid => format!("grid, {} trials", s.trials),
+        Method::Random => format!("random, {} trials, seed {}", s.trials, s.seed),
+    };
+    let a = &s.scheduler.asha;
+    let rungs: Vec<String> = s.rungs().iter().map(u64::to_string).collect();
+    let unit = match s.scheduler.unit {
+        Unit::Epochs => "epochs",
+        Unit::Steps => "steps",
+    };
+    let parallel = record
+        .max_parallel
+        .map_or("all at once".to_string(), |n| format!("{n} at a time"));
+    let mode = match a.mode {
+        crate::sweep::asha::Mode::Min => "min",
+        crate::sweep::asha::Mode::Max => "max",
+    };
+    let mut out = format!(
+        "sweep {}{name}: {}{driver}\nsearch: {method}; asha on {} ({mode}), rungs {} {unit}, eta {}; {parallel}\nbudget: {}; trials: {}\nrungs:\n{}",
+        record.id,
+        state.status.as_str(),
+        s.metric_name(),
+        rungs.join(", "),
+        a.eta,
+        budget_text(state),
+        states_text(state),
+        rungs_text(state),
+    );
+    if !state.trials.is_empty() {
+        out.push_str("leaderboard:\n");
+        out.push_str(&leaderboard(state).to_text());
+    }
+    out
+}
