@@ -67,7 +67,16 @@ fn main() -> ExitCode {
             compare::compare(&root, &c.runs, c.sweep.as_deref(), c.json)
         }
         Command::Plot {
-            args: PlotArgs { runs, sweep, x },
+            args:
+                PlotArgs {
+                    sweep: Some(sweep),
+                    parallel: true,
+                    ..
+                },
+            output,
+        } => plot::parallel(&root, &sweep, &output),
+        Command::Plot {
+            args: PlotArgs { runs, sweep, x, .. },
             output,
         } => plot::plot(&root, &runs, sweep.as_deref(), &output, x),
         Command::Export(args) => match args.format() {

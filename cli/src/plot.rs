@@ -1,4 +1,5 @@
-//! `ddp plot RUN... [--sweep ID] -o FILE.svg|FILE.png [--x step|epoch|time]`.
+//! `ddp plot RUN... [--sweep ID] -o FILE.svg|FILE.png [--x step|epoch|time]`, and `ddp plot
+//! --sweep ID --parallel -o FILE`: a sweep's parallel coordinates.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,6 +9,23 @@ use ddp_workspaces::Workspace;
 use ddp_workspaces::plot::{Series, XAxis, plot_runs};
 
 use crate::compare::select_runs;
+
+pub fn parallel(root: &Path, sweep: &str, out: &Path) -> Result<ExitCode> {
+    let record = ddp_workspaces::search::find(root, sweep)?;
+    let ws = Workspace::open(root)?;
+    let (all, _) = ws.runs()?;
+    let runs = ddp_workspaces::sweep::members(&ws.root, &all, &record.id);
+    let p = ddp_workspaces::search::report::parallel(&record, &runs);
+    ddp_workspaces::plot::parallel::plot_parallel(&p, out)?;
+    println!(
+        "wrote {} (sweep {}: {} lines, {} axes)",
+        out.display(),
+        record.id,
+        p.lines.len(),
+        p.axes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
 
 pub fn plot(
     root: &Path,

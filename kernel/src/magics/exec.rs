@@ -101,7 +101,20 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             out.display(&shown, None);
             Ok(())
         }
-        Command::Plot(PlotArgs { runs, sweep, x }) => {
+        Command::Plot(PlotArgs {
+            sweep: Some(sweep),
+            parallel: true,
+            ..
+        }) => {
+            let record = ddp_workspaces::search::find(&root, &sweep)?;
+            let ws = open(&root)?;
+            let all = ws.runs()?.0;
+            let runs = ddp_workspaces::sweep::members(&ws.root, &all, &record.id);
+            let p = ddp_workspaces::search::report::parallel(&record, &runs);
+            out.display(&render::runs::parallel(&p)?, None);
+            Ok(())
+        }
+        Command::Plot(PlotArgs { runs, sweep, x, .. }) => {
             let ws = open(&root)?;
             let (selected, bad) = analysis::select_runs(&ws, &runs, sweep.as_deref())?;
             report_unreadable(&bad, out);

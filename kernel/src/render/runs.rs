@@ -107,6 +107,21 @@ pub fn plot(series: &[Series], x: XAxis) -> Result<Output, Error> {
     Ok(Output::image(plain, svg, png).with_html(html))
 }
 
+/// A sweep's parallel coordinates, as an image (SVG in HTML, with SVG and PNG beside it).
+pub fn parallel(p: &ddp_workspaces::plot::parallel::Parallel) -> Result<Output, Error> {
+    use ddp_workspaces::plot::parallel::{SIZE, parallel_png, parallel_svg};
+    let svg = parallel_svg(p, SIZE)?;
+    let png = parallel_png(p, SIZE)?;
+    let names: Vec<&str> = p.axes.iter().map(|a| a.name.as_str()).collect();
+    let plain = format!(
+        "parallel coordinates of {} trials: {}",
+        p.lines.len(),
+        names.join(", ")
+    );
+    let html = svg_img(&svg, SIZE.0, &plain);
+    Ok(Output::image(plain, svg, png).with_html(html))
+}
+
 fn overview(run: &Run) -> Value {
     serde_json::to_value(RunOverview::of(run)).unwrap_or(Value::Null)
 }

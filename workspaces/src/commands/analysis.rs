@@ -18,7 +18,7 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-/// `plot RUN... [--sweep SWEEP] [--x step|epoch|time]`.
+/// `plot RUN... [--sweep SWEEP] [--x step|epoch|time]`, or `plot --sweep SWEEP --parallel`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlotArgs {
     /// Runs (ids, unique prefixes, `EXPERIMENT@latest`, `latest`).
@@ -29,6 +29,10 @@ pub struct PlotArgs {
     /// What the horizontal axis counts: step, epoch or time (seconds since the first record).
     #[arg(long = "x", value_name = "step|epoch|time", default_value = "step")]
     pub x: XAxis,
+    /// The sweep's parallel coordinates instead: its parameters against its metric (a
+    /// search's at the highest rung each trial reached), one line per trial, the best darkest.
+    #[arg(long, requires = "sweep", conflicts_with = "runs")]
+    pub parallel: bool,
 }
 
 /// `export RUN --csv [-o FILE] [--all-ranks]`, or `export RUN|SPEC --kubeflow|--trainjob --image

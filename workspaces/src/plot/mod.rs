@@ -28,6 +28,7 @@
 //! - `style`: colours, line and marker sizes, text styles, and `Scale`, which shrinks text and
 //!   margins on small images down to a readable minimum.
 //! - `legend`: the legend strip under the panels, its entries in rows that fit the width.
+//! - `parallel`: parallel coordinates of a sweep's parameters against its metric.
 //! - `tests` (its own file).
 
 use std::path::Path;
@@ -48,6 +49,7 @@ use style::{
 };
 
 mod legend;
+pub mod parallel;
 mod style;
 
 /// The metric records of one run and the name the legend gives it.

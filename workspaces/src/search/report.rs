@@ -1,7 +1,11 @@
 //! A scheduled search in words, as `ddp sweep show` and `%ddp sweep show` print it: what it
-//! searches, its budget used, each rung's results and promotions, and the leaderboard.
+//! searches, its budget used, each rung's results and promotions, and the leaderboard; and a
+//! sweep's parallel coordinates ([`parallel`]).
 
+use crate::plot::parallel::{Line, Parallel};
 use crate::report::Table;
+use crate::run::Run;
+use crate::summary::Summary;
 use crate::sweep::SweepRecord;
 use crate::sweep::file::{Method, Unit};
 use crate::sweep::search::{SearchState, TrialState};
@@ -173,4 +177,75 @@ pub fn show_text(record: &SweepRecord, state: &SearchState, driver: Option<u32>)
         out.push_str(&leaderboard(state).to_text());
     }
     out
+}
+
+/// A sweep's parallel coordinates: a search's trials by their parameters and their metric at
+/// the highest rung they reached; a sweep without a scheduler's runs by the keys of its grid
+/// (or draws) and their test accuracy (else their last validation loss). `runs`: the sweep's
+/// runs (for a sweep without a scheduler).
+pub fn parallel(record: &SweepRecord, runs: &[&Run]) -> Parallel {
+    let short = |key: &str| key.rsplit('.').next().unwrap_or(key).to_string();
+    let split = |overrides: &[String]| -> (Vec<String>, Vec<String>) {
+        overrides
+            .iter()
+            .filter_map(|o| o.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .unzip()
+    };
+    if let Some(state) = &record.search {
+        let names = state.search.params.iter().map(|p| short(&p.key)).collect();
+        let lines = state
+            .trials
+            .iter()
+            .map(|t| Line {
+                label: format!("t{:02}", t.number),
+                values: split(&t.overrides).1,
+                metric: t.last().and_then(|r| r.value),
+            })
+            .collect();
+        let higher = state.search.scheduler.asha.mode == crate::sweep::asha::Mode::Max;
+        return Parallel::new(names, state.search.metric_name(), lines, higher);
+    }
+    let keys: Vec<String> = record
+        .runs
+        .first()
+        .map(|m| split(&m.overrides).0)
+        .unwrap_or_default();
+    let summaries: Vec<(String, Summary)> = runs
+        .iter()
+        .map(|r| (r.record.id.clone(), Summary::of(r)))
+        .collect();
+    let accuracy = summaries.iter().any(|(_, s)| s.test_accuracy.is_some());
+    let lines = record
+        .runs
+        .iter()
+        .map(|m| {
+            let s = summaries
+                .iter()
+                .find(|(id, _)| *id == m.run)
+                .map(|(_, s)| s);
+            Line {
+                label: m.label.clone(),
+                values: split(&m.overrides).1,
+                metric: s.and_then(|s| {
+                    if accuracy {
+                        s.test_accuracy
+                    } else {
+                        s.final_val_loss
+                    }
+                }),
+            }
+        })
+        .collect();
+    let metric = if accuracy {
+        "test_accuracy"
+    } else {
+        "val_loss"
+    };
+    Parallel::new(
+        keys.iter().map(|k| short(k)).collect(),
+        metric,
+        lines,
+        accuracy,
+    )
 }
