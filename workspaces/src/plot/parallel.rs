@@ -242,7 +242,7 @@ fn draw<DB: DrawingBackend>(
         // Tick labels right of the axis, where the lines leave it.
         for (t, label) in ticks(&axis.scale) {
             let y = y_of(t);
-            root.draw(&PathElement::new(vec![(x, y), (x + 4, y)], &BLACK))
+            root.draw(&PathElement::new(vec![(x, y), (x + 4, y)], BLACK))
                 .map_err(draw_err)?;
             let left_aligned = small.pos(Pos::new(HPos::Left, VPos::Center));
             root.draw_text(&label, &left_aligned, (x + 6, y))
