@@ -2,7 +2,8 @@
 //! date by a task that follows the run folder ([`Workspace::watch_with`]) and publishes
 //! `update_display_data` at most twice a second while what it shows changes, until the run
 //! reaches a final status. The task belongs to [`Cards`], which ends all of them at shutdown;
-//! the run itself belongs to its supervisor and never depends on the kernel.
+//! the run itself belongs to its supervisor and never depends on the kernel. A sweep's card is
+//! kept live the same way, re-read from the workspace until the sweep is over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::error::Result;
 use crate::output::Out;
 use crate::render::Output;
 use crate::render::card::Card;
@@ -94,11 +96,67 @@ impl Cards {
         live
     }
 
+    /// Shows sweep `id`'s card in `out`'s cell now and keeps it live (re-read every
+    /// [`UPDATE_INTERVAL`]) until the sweep is over. Returns the display id.
+    pub fn show_sweep(&self, ws_root: &std::path::Path, id: &str, out: &Out) -> Result<String> {
+        let display_id = format!("ddp-sweep-{id}-{}", uuid::Uuid::new_v4().simple());
+        let (shown, done) = sweep_card(ws_root, id)?;
+        out.display(&shown, Some(&display_id));
+        if done {
+            return Ok(display_id);
+        }
+        let (root, id, out, stop) = (
+            ws_root.to_path_buf(),
+            id.to_string(),
+            out.clone(),
+            self.shutdown.clone(),
+        );
+        let shown_id = display_id.clone();
+        let _guard = self.runtime.enter();
+        self.tasks.spawn_on(
+            async move {
+                let mut shown = shown;
+                let mut tick = tokio::time::interval(UPDATE_INTERVAL);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tick.tick() => {}
+                    }
+                    let Ok((now, done)) = sweep_card(&root, &id) else {
+                        continue;
+                    };
+                    if now != shown {
+                        out.update(&now, &shown_id);
+                        shown = now;
+                    }
+                    if done {
+                        return;
+                    }
+                }
+            },
+            &self.runtime,
+        );
+        Ok(display_id)
+    }
+
     /// Ends every card task (kernel shutdown) and waits for them, at most `limit`.
     pub async fn close(&self, limit: Duration) {
         self.tasks.close();
         let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
     }
+}
+
+/// Sweep `id`'s card as the workspace says now, and whether the sweep is over.
+fn sweep_card(root: &std::path::Path, id: &str) -> Result<(Output, bool)> {
+    let record = ddp_workspaces::sweep::SweepRecord::load(root, id)?;
+    let ws = Workspace {
+        root: root.to_path_buf(),
+    };
+    let (all, _) = ws.runs()?;
+    let runs = ddp_workspaces::sweep::members(root, &all, id);
+    let driver = ddp_workspaces::search::driver_pid(root, id)?;
+    let done = crate::render::sweep::is_final(&record, &runs);
+    Ok((crate::render::sweep::card(&record, &runs, driver)?, done))
 }
 
 /// The card of `run` as its folder says now: the record, rank 0's metrics, the last log lines

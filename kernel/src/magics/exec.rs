@@ -38,6 +38,33 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             let req = run.options.new_run(spec, command);
             start(&root, &req, wait.wait, shared, out)
         }
+        Command::Sweep {
+            action: None,
+            args: sweep,
+        } => {
+            let mut command = vec!["%ddp".to_string()];
+            command.extend(super::words(args)?);
+            let mut req = sweep.new_sweep(command);
+            req.spec = spec_file(&req.spec, shared)?;
+            if let Some(f) = &req.file {
+                req.file = Some(shared.notebook_path(f));
+            }
+            let id = match ddp_workspaces::search::start(&root, &req)? {
+                ddp_workspaces::search::SweepStarted::Runs(started) => {
+                    started.reap_in_background().0.id
+                }
+                ddp_workspaces::search::SweepStarted::Search { sweep, mut driver } => {
+                    std::thread::spawn(move || driver.wait());
+                    sweep.id
+                }
+            };
+            shared.cards.show_sweep(&root, &id, out)?;
+            Ok(())
+        }
+        Command::Sweep {
+            action: Some(action),
+            ..
+        } => sweep_action(&root, action, shared, out),
         Command::Watch(run) => card(&open(&root)?.run(&run.run)?, false, shared, out),
         Command::Wait(run) => card(&open(&root)?.run(&run.run)?, true, shared, out),
         Command::Shared(SharedCommand::Ls(LsArgs { filter, json })) => {
@@ -255,6 +282,42 @@ fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
                 r.error.as_deref().unwrap_or("see its logs")
             ))
             .into());
+        }
+    }
+    Ok(())
+}
+
+/// `%ddp sweep show|stop|resume SWEEP`: `show` and `resume` with the live sweep card.
+fn sweep_action(
+    root: &Path,
+    action: commands::SweepCommand,
+    shared: &Shared,
+    out: &Out,
+) -> Result<()> {
+    use ddp_workspaces::search;
+    match action {
+        commands::SweepCommand::Show { sweep, json } => {
+            let record = search::find(root, &sweep.sweep)?;
+            if json {
+                let value = serde_json::to_value(&record).unwrap_or_default();
+                out.display(&Output::json(record.id.clone(), value), None);
+                return Ok(());
+            }
+            shared.cards.show_sweep(root, &record.id, out)?;
+        }
+        commands::SweepCommand::Stop(sweep) => {
+            let record = search::stop(root, &sweep.sweep)?;
+            let states = record
+                .search
+                .as_ref()
+                .map(search::report::states_text)
+                .unwrap_or_default();
+            out.stream(false, &format!("sweep {} stopped: {states}\n", record.id));
+        }
+        commands::SweepCommand::Resume(sweep) => {
+            let (record, mut driver) = search::resume(root, &sweep.sweep)?;
+            std::thread::spawn(move || driver.wait());
+            shared.cards.show_sweep(root, &record.id, out)?;
         }
     }
     Ok(())

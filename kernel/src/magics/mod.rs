@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use ddp_workspaces::commands::{
-    self, LogsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, SharedCommand,
+    self, LogsArgs, PlotArgs, RunAddress, RunArgs, RunOptions, SharedCommand, SweepArgs,
+    SweepCommand,
 };
 
 use crate::error::{Error, Result};
@@ -70,6 +71,20 @@ pub enum Command {
         run: RunAddress,
         #[command(flatten)]
         wait: Wait,
+    },
+    /// Start a sweep (a grid, a random search: --param with --trials, or --file SWEEP.toml;
+    /// --scheduler asha stops bad trials early) and show its live sweep card; `%ddp sweep
+    /// show|stop|resume SWEEP`.
+    #[command(
+        display_order = 70,
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
+    Sweep {
+        #[command(subcommand)]
+        action: Option<SweepCommand>,
+        #[command(flatten)]
+        args: SweepArgs,
     },
     /// Plot the loss and accuracy of runs (SVG and PNG).
     #[command(display_order = 110)]

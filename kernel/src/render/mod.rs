@@ -21,6 +21,8 @@
 //!   badges.
 //! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (HTML with the image, SVG,
 //!   PNG).
+//! - `sweep`: the sweep card (a search's status, budget, rungs, leaderboard, parallel
+//!   coordinates; a plain sweep's runs).
 //! - `devices`: the GPUs, CPU, memory and the runs' processes ([`devices::devices`]).
 //! - `card`: the run card ([`card::Card`]), built from [`ddp_workspaces::RunEvent`]s and
 //!   re-rendered in place while the run trains; `text`: its text helpers (progress bar,
@@ -30,6 +32,7 @@
 pub mod card;
 pub mod devices;
 pub mod runs;
+pub mod sweep;
 pub mod table;
 pub mod text;
 

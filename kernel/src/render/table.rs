@@ -33,6 +33,7 @@ pub fn status_colour(status: &str) -> Option<&'static str> {
         "completed" => "#15803d",
         "failed" => "#b91c1c",
         "stopped" => "#a16207",
+        "paused" => "#7c3aed",
         _ => return None,
     })
 }

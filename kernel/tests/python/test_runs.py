@@ -10,7 +10,9 @@
 - errors (unknown subcommand, unknown run, unknown spec key) are error replies naming the culprit;
   a missing spec file's names the notebook's folder and the path that exists;
 - `%%ddp run --wait` trains an inline spec whose data path is relative to the notebook folder
-  (the kernel's working directory).
+  (the kernel's working directory);
+- `%ddp sweep ... --scheduler asha` returns at once with a live sweep card (status, rungs,
+  leaderboard, parallel coordinates) kept current until the search completes.
 
 Run by kernel/tests/jupyter.rs (DDP_WORKSPACE is a fresh workspace); exits non-zero on failure.
 The methods run in name order and share one kernel, whose working directory is a scratch
@@ -259,6 +261,37 @@ class RunTests(unittest.TestCase):
         self.assertEqual(run_named("inline")["status"], "completed", "--wait returned before the run completed")
         card = card_of(self.k.outputs(msg_id))
         self.k.wait_card(display_id(card), final, 30, "'completed' and the test accuracy")
+
+    # (g) -----------------------------------------------------------------------------------------
+
+    def test_8_an_asha_sweep_shows_a_live_sweep_card(self) -> None:
+        small = (
+            "--replicas 1 --set data.limit_train=320 --set data.limit_test=64 --set data.val_fraction=0.2"
+        )
+        started = time.monotonic()
+        outputs = self.k.execute_ok(
+            f"%ddp sweep {self.spec()} {small} --param train.lr=loguniform:1e-4:3e-2 --trials 4 --seed 2 "
+            "--scheduler asha --metric val_accuracy --max-budget 3 --max-parallel 2 --name nbsweep",
+            timeout=60,
+        )
+        self.assertLess(time.monotonic() - started, 30, "%ddp sweep should return once the search is started")
+        card = card_of(outputs)
+        ident = display_id(card)
+        self.assertTrue(ident.startswith("ddp-sweep-"), ident)
+        text = self.k.wait_card(ident, lambda t: ": completed" in t, TRAINING_TIMEOUT, "the search completed")
+        self.assertIn("rung 1 (1 epoch): 4 results", text)
+        self.assertIn("leaderboard", text)
+        cards = self.k.cards(ident)
+        updates = [m for m in cards if m["msg_type"] == "update_display_data"]
+        self.assertTrue(updates, f"no update of the sweep card:\n{summary(cards)}")
+        html = cards[-1]["content"]["data"]["text/html"]
+        self.assertIn("ddp-sweep-card", html)
+        self.assertIn("data:image/svg+xml;base64,", html, "the parallel coordinates are missing")
+        paused = [r for r in runs() if r.get("status") == "paused"]
+        self.assertTrue(paused, "ASHA paused no trial")
+        # `%ddp sweep show` shows the finished search's card at once.
+        shown = card_of(self.k.execute_ok("%ddp sweep show nbsweep", timeout=60))
+        self.assertIn(": completed", plain(shown))
 
 
 if __name__ == "__main__":
