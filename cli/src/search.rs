@@ -199,6 +199,10 @@ pub fn manage(root: &Path, action: SweepCommand) -> Result<ExitCode> {
                 );
             }
         }
+        SweepCommand::Promote { sweep, trial } => {
+            let (run, to) = search::promote(root, &sweep.sweep, &trial)?;
+            println!("trial {trial} (run {run}) promoted: it trains on to {to}");
+        }
         SweepCommand::Resume(sweep) => {
             let (record, mut driver) = search::resume(root, &sweep.sweep)?;
             let pid = driver.id();

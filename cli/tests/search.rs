@@ -247,6 +247,43 @@ fn an_asha_search_pauses_promotes_and_survives_its_driver_being_killed_and_stopp
         first_row.contains(&best.run) && first_row.contains("completed"),
         "{shown}"
     );
+    // Promoted by hand after the search completed: the best paused trial trains on to the last
+    // rung, and the search, going on for it, completes again.
+    let best_paused = st
+        .leaderboard()
+        .into_iter()
+        .find(|t| t.state == TrialState::Paused)
+        .map(|t| t.number)
+        .unwrap();
+    let name = format!("t{best_paused:02}");
+    let said = ok(run_ddp(
+        &ws,
+        &["sweep", "promote", &id, &name],
+        Duration::from_secs(30),
+    ));
+    assert!(said.contains("trains on to 3"), "{said}");
+    wait_search(
+        &ws,
+        &id,
+        "the hand-promoted trial to complete",
+        Duration::from_secs(120),
+        |st| {
+            st.status == SearchStatus::Completed
+                && st.trials[best_paused as usize].state == TrialState::Completed
+        },
+    );
+    let st = state(&ws, &id);
+    assert!(st.promoted[0].contains(&best_paused), "{st:#?}");
+    let refused = run_ddp(
+        &ws,
+        &["sweep", "promote", &id, &name],
+        Duration::from_secs(30),
+    );
+    assert!(
+        text(&refused).contains("only a paused trial can be promoted"),
+        "{}",
+        text(&refused)
+    );
     // The trials are the sweep's runs for every view.
     let listed = ok(run_ddp(
         &ws,

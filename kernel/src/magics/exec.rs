@@ -314,6 +314,13 @@ fn sweep_action(
                 .unwrap_or_default();
             out.stream(false, &format!("sweep {} stopped: {states}\n", record.id));
         }
+        commands::SweepCommand::Promote { sweep, trial } => {
+            let (run, to) = search::promote(root, &sweep.sweep, &trial)?;
+            out.stream(
+                false,
+                &format!("trial {trial} (run {run}) promoted: it trains on to {to}\n"),
+            );
+        }
         commands::SweepCommand::Resume(sweep) => {
             let (record, mut driver) = search::resume(root, &sweep.sweep)?;
             std::thread::spawn(move || driver.wait());

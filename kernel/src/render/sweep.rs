@@ -44,7 +44,10 @@ pub fn card(record: &SweepRecord, runs: &[&Run], driver: Option<u32>) -> Result<
         }
         None => {
             let table = runs_table(runs);
-            let done = runs.iter().filter(|r| r.record.status.is_terminal()).count();
+            let done = runs
+                .iter()
+                .filter(|r| r.record.status.is_terminal())
+                .count();
             let head = format!(
                 "sweep {}: {done} of {} runs ended",
                 record.id,

@@ -271,6 +271,13 @@ pub enum SweepCommand {
     Stop(SweepAddress),
     /// Go on with a stopped search, or one whose process was killed.
     Resume(SweepAddress),
+    /// Promote a paused trial by hand: it trains on to the next rung.
+    Promote {
+        #[command(flatten)]
+        sweep: SweepAddress,
+        /// The trial: its number, e.g. t03.
+        trial: String,
+    },
 }
 
 /// One sweep, by id, unique id prefix, `--name` or `latest`.

@@ -149,8 +149,38 @@ impl Driver {
         Ok(dir)
     }
 
-    /// What the running trials' runs did.
+    /// What the running trials' runs did. A paused trial whose run goes on again was promoted
+    /// by hand (`ddp sweep promote`, `ddp resume`): it is running again, to the run's pause
+    /// point (or its end).
     fn look(&mut self) -> Result<BTreeMap<u32, Seen>> {
+        let paused: Vec<(u32, String)> = self
+            .state
+            .trials
+            .iter()
+            .filter(|t| t.state == TrialState::Paused)
+            .map(|t| (t.number, t.run.clone()))
+            .collect();
+        let max = self.state.search.scheduler.asha.max;
+        for (n, id) in paused {
+            let Ok(run) = self.dir(&id).and_then(|d| Run::load(&d)) else {
+                continue;
+            };
+            if run.record.status == RunStatus::Paused {
+                continue;
+            }
+            let to = run
+                .record
+                .pause_at
+                .as_deref()
+                .and_then(|p| p.split_once(':'))
+                .and_then(|(_, n)| n.parse().ok())
+                .unwrap_or(max);
+            self.state.promote_by_hand(n, to);
+            eprintln!(
+                "sweep {}: trial {n} promoted by hand to {to}",
+                self.record.id
+            );
+        }
         let mut seen = BTreeMap::new();
         let running: Vec<(u32, String, u64)> = self
             .state

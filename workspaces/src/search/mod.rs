@@ -365,23 +365,72 @@ pub fn resume(root: &Path, address: &str) -> Result<(SweepRecord, Child)> {
             "sweep {id} has completed: nothing is left to train"
         )));
     }
-    // The search is marked running before its driver starts, under the driver's lock: a
-    // driver goes on only with a running search, so a `stop` just after this one wins.
+    let driver = restart_driver(root, &id)?;
+    Ok((record, driver))
+}
+
+/// Marks search `id` running and starts its driver. The mark is made under the driver's lock:
+/// a driver goes on only with a running search, so a `stop` just after this wins.
+fn restart_driver(root: &Path, id: &str) -> Result<Child> {
     {
-        let Some(_lock) = lockfile::try_lock(&driver_lock(root, &id), Some(&holder(&id)))? else {
-            let pid = driver_pid(root, &id)?.map_or("starting".into(), |p| p.to_string());
+        let Some(_lock) = lockfile::try_lock(&driver_lock(root, id), Some(&holder(id)))? else {
+            let pid = driver_pid(root, id)?.map_or("starting".into(), |p| p.to_string());
             return Err(Error::Refused(format!(
                 "sweep {id} is running: its driver is process {pid}"
             )));
         };
-        let mut record = SweepRecord::load(root, &id)?;
+        let mut record = SweepRecord::load(root, id)?;
         if let Some(s) = record.search.as_mut() {
             s.status = SearchStatus::Running;
         }
         record.save(root)?;
     }
-    let driver = spawn_driver(root, &id)?;
-    Ok((record, driver))
+    spawn_driver(root, id)
+}
+
+/// Promotes paused trial `trial` (`t03` or `3`) of search `address` by hand: its run is resumed
+/// to the next rung (the search's driver takes it as running again). Returns the run's id and
+/// the budget it trains to.
+pub fn promote(root: &Path, address: &str, trial: &str) -> Result<(String, u64)> {
+    let record = find(root, address)?;
+    let state = record
+        .search
+        .as_ref()
+        .ok_or_else(|| not_a_search(&record))?;
+    let n: u32 = trial
+        .trim_start_matches('t')
+        .parse()
+        .map_err(|_| Error::Invalid(format!("`{trial}` is no trial: give its number, e.g. t03")))?;
+    let t = state.trials.iter().find(|t| t.number == n).ok_or_else(|| {
+        Error::NotFound(format!(
+            "sweep {} has no trial t{n:02} ({} started)",
+            record.id,
+            state.trials.len()
+        ))
+    })?;
+    if t.state != crate::sweep::search::TrialState::Paused {
+        return Err(Error::Refused(format!(
+            "trial t{n:02} is {}: only a paused trial can be promoted",
+            t.state.as_str()
+        )));
+    }
+    let rungs = state.search.rungs();
+    let at = t.last().map_or(0, |r| r.budget);
+    let to = rungs
+        .iter()
+        .copied()
+        .find(|&b| b > at)
+        .unwrap_or(state.search.scheduler.asha.max);
+    let started = actions::resume_run_to(root, &t.run, state.search.pause_at(to))?;
+    if let Some(mut c) = started.supervisor {
+        std::thread::spawn(move || c.wait());
+    }
+    // A search that was over (or stopped) goes on for this trial.
+    if driver_pid(root, &record.id)?.is_none() {
+        let mut driver = restart_driver(root, &record.id)?;
+        std::thread::spawn(move || driver.wait());
+    }
+    Ok((t.run.clone(), to))
 }
 
 fn not_a_search(record: &SweepRecord) -> Error {

@@ -454,6 +454,28 @@ impl SearchState {
         acts
     }
 
+    /// Paused trial `n` was resumed by hand to train to `to`: it runs again, promoted from the
+    /// rung it paused at.
+    pub fn promote_by_hand(&mut self, n: u32, to: u64) {
+        let rungs = self.search.rungs();
+        let Some(t) = self.trial_mut(n) else {
+            return;
+        };
+        let from = t
+            .last()
+            .and_then(|r| rungs.iter().position(|&b| b == r.budget));
+        t.state = TrialState::Running;
+        t.target = to;
+        if let Some(k) = from {
+            if self.promoted.len() <= k {
+                self.promoted.resize(k + 1, Vec::new());
+            }
+            if !self.promoted[k].contains(&n) {
+                self.promoted[k].push(n);
+            }
+        }
+    }
+
     /// A running search's stopped trials (stopped with it) are resumed to their targets.
     pub fn resume(&mut self) -> Vec<Act> {
         let mut acts = Vec::new();
