@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
-use ddp_workspaces::actions::NewRun;
+use ddp_workspaces::actions::{NewRun, NewSweep};
 use ddp_workspaces::commands::SampleOptions;
 use ddp_workspaces::devices::telemetry::Telemetry;
 use ddp_workspaces::run_list::RunListEvent;
@@ -23,7 +23,9 @@ use crate::views::devices::DevicesState;
 use crate::views::run::sample::{SampleEvent, SampleState, rows};
 use crate::views::run::{Pane, RunView};
 use crate::views::runs::RunsState;
+use crate::views::sweep::{SweepRequest, SweepView};
 use crate::widgets::logview::LogBuffer;
+use ddp_workspaces::sweep::SweepRecord;
 /// How long a notice stays in the footer, seconds.
 const NOTICE_S: f64 = 6.0;
 
@@ -35,6 +37,7 @@ pub enum View {
     Run,
     Devices,
     Compare,
+    Sweep,
 }
 
 /// A line of feedback in the footer (action results, refusals).
@@ -55,9 +58,15 @@ pub enum Effect {
     /// Follow the metrics of runs for Compare and read their specs ([`Msg::CompareSpecs`]).
     WatchCompare(Vec<Run>),
     UnwatchCompare,
+    /// Re-read a sweep's manifest while its view is open ([`Msg::Sweep`]).
+    WatchSweep(String),
+    UnwatchSweep,
+    /// Stop, resume or promote in a search.
+    Sweep(SweepRequest),
     /// Complete the path being typed in the new-run dialog ([`Msg::Completions`]).
     Complete(String),
     StartRun(NewRun),
+    StartSweep(NewSweep),
     StopRun(Run),
     ResumeRun(Run),
     DeleteRun(Run),
@@ -82,11 +91,15 @@ pub enum Outcome {
     },
     /// The new-run dialog's request was refused (bad spec, devices, ...): nothing was created.
     StartRefused(String),
+    /// The new-run dialog started sweep `id`.
+    SweepStarted(String),
     Stopping(String),
     Resumed(String),
     Deleted(String),
     TagsSet(String),
     NotesEdited(String),
+    /// What a sweep action did, in words.
+    Sweep(String),
     Failed(String),
 }
 
@@ -110,6 +123,11 @@ pub enum Msg {
         text: Result<String, String>,
     },
     CompareSpecs(Result<CompareTable, String>),
+    /// Sweep `id`'s manifest as read now.
+    Sweep {
+        id: String,
+        record: Result<SweepRecord, String>,
+    },
     Telemetry(Telemetry),
     Completions {
         typed: String,
@@ -136,6 +154,7 @@ pub struct App {
     pub runs: RunsState,
     pub run: Option<RunView>,
     pub compare: Option<CompareView>,
+    pub sweep: Option<SweepView>,
     pub devices: DevicesState,
     pub dialog: Option<Dialog>,
     pub notice: Option<Notice>,
@@ -154,6 +173,7 @@ impl App {
             runs: RunsState::default(),
             run: None,
             compare: None,
+            sweep: None,
             devices: DevicesState::default(),
             dialog: None,
             notice: None,
@@ -170,6 +190,7 @@ impl App {
             View::Run => Context::Run(self.run.as_ref().map_or(Pane::Charts, |r| r.pane)),
             View::Devices => Context::Devices,
             View::Compare => Context::Compare,
+            View::Sweep => Context::Sweep,
         }
     }
 
@@ -277,6 +298,12 @@ impl App {
                 }
                 vec![]
             }
+            Msg::Sweep { id, record } => {
+                if let Some(s) = self.sweep.as_mut().filter(|s| s.id == id) {
+                    s.apply(record);
+                }
+                vec![]
+            }
             Msg::Telemetry(t) => {
                 self.devices.apply(t);
                 vec![]
@@ -287,10 +314,7 @@ impl App {
                 }
                 vec![]
             }
-            Msg::Done(outcome) => {
-                self.on_outcome(outcome);
-                vec![]
-            }
+            Msg::Done(outcome) => self.on_outcome(outcome),
             Msg::Quit => {
                 self.should_quit = true;
                 vec![]
@@ -337,6 +361,7 @@ impl App {
             DialogOutcome::Confirmed(Confirm::Stop(run)) => vec![Effect::StopRun(run)],
             DialogOutcome::Confirmed(Confirm::Delete(run)) => vec![Effect::DeleteRun(run)],
             DialogOutcome::StartRun(req) => vec![Effect::StartRun(req)],
+            DialogOutcome::StartSweep(req) => vec![Effect::StartSweep(req)],
             DialogOutcome::Complete(typed) => vec![Effect::Complete(typed)],
             DialogOutcome::SetTags(run, tags) => vec![Effect::SetTags(run, tags)],
             DialogOutcome::Filter { text, .. } => {
@@ -364,8 +389,15 @@ impl App {
         }
     }
 
-    fn on_outcome(&mut self, outcome: Outcome) {
+    fn on_outcome(&mut self, outcome: Outcome) -> Vec<Effect> {
         match outcome {
+            Outcome::SweepStarted(id) => {
+                self.dialog = None;
+                self.notify(format!("started sweep {id}"), false);
+                self.sweep = Some(SweepView::new(&id));
+                self.view = View::Sweep;
+                return vec![Effect::WatchSweep(id)];
+            }
             Outcome::Started { id, dir } => {
                 self.dialog = None;
                 self.runs.selected = Some(dir);
@@ -386,8 +418,10 @@ impl App {
             Outcome::Deleted(id) => self.notify(format!("deleted run {id}"), false),
             Outcome::TagsSet(id) => self.notify(format!("tags of {id} saved"), false),
             Outcome::NotesEdited(id) => self.notify(format!("notes of {id} saved"), false),
+            Outcome::Sweep(text) => self.notify(text, false),
             Outcome::Failed(error) => self.notify(error, true),
         }
+        vec![]
     }
 
     /// The run an action applies to: the open run in the Run view, else the selected one.
@@ -407,6 +441,13 @@ impl App {
     /// Carries out a key's action in the current view.
     pub fn act(&mut self, action: Action) -> Vec<Effect> {
         let page = self.page();
+        let global = matches!(
+            action,
+            Action::Quit | Action::Help | Action::Back | Action::Devices
+        );
+        if self.view == View::Sweep && !global {
+            return self.act_sweep(action, page);
+        }
         match action {
             Action::Quit => {
                 self.should_quit = true;
@@ -445,9 +486,67 @@ impl App {
                     }
                     vec![]
                 }
-                View::Devices => vec![],
+                View::Devices | View::Sweep => vec![],
             },
         }
+    }
+
+    /// The Sweep view's keys: move, open the trial's run, stop, resume, promote.
+    fn act_sweep(&mut self, action: Action, page: usize) -> Vec<Effect> {
+        let Some(s) = self.sweep.as_mut() else {
+            return vec![];
+        };
+        let id = s.id.clone();
+        let request = match action {
+            Action::Up => return move_and_none(s, -1),
+            Action::Down => return move_and_none(s, 1),
+            Action::PageUp => return move_and_none(s, -(page as isize)),
+            Action::PageDown => return move_and_none(s, page as isize),
+            Action::Home => return move_and_none(s, isize::MIN / 2),
+            Action::End => return move_and_none(s, isize::MAX / 2),
+            Action::Stop => SweepRequest::Stop(id),
+            Action::Resume => SweepRequest::Resume(id),
+            Action::Promote => match s.promote() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.notify(e, true);
+                    return vec![];
+                }
+            },
+            Action::Open => {
+                let Some(run) = s.selected_trial().map(|t| t.run.clone()) else {
+                    return vec![];
+                };
+                let dir = self
+                    .runs
+                    .entries
+                    .iter()
+                    .find(|e| e.run.record.id == run)
+                    .map(|e| e.run.dir.clone());
+                self.runs.selected = dir;
+                self.view = View::Runs;
+                self.sweep = None;
+                let mut effects = vec![Effect::UnwatchSweep];
+                effects.extend(self.open_selected());
+                return effects;
+            }
+            _ => return vec![],
+        };
+        vec![Effect::Sweep(request)]
+    }
+
+    fn open_sweep(&mut self) -> Vec<Effect> {
+        let Some(id) = self
+            .runs
+            .selected_entry()
+            .and_then(|e| e.run.record.sweep.clone())
+        else {
+            self.notify("the selected run belongs to no sweep", true);
+            return vec![];
+        };
+        self.sweep = Some(SweepView::new(&id));
+        self.view = View::Sweep;
+        vec![Effect::WatchSweep(id)]
     }
 
     fn back(&mut self) -> Vec<Effect> {
@@ -471,10 +570,16 @@ impl App {
                 self.compare = None;
                 vec![Effect::UnwatchCompare]
             }
+            View::Sweep => {
+                self.view = View::Runs;
+                self.sweep = None;
+                vec![Effect::UnwatchSweep]
+            }
             View::Devices => {
                 self.view = match self.previous {
                     View::Run if self.run.is_some() => View::Run,
                     View::Compare if self.compare.is_some() => View::Compare,
+                    View::Sweep if self.sweep.is_some() => View::Sweep,
                     _ => View::Runs,
                 };
                 vec![]
@@ -506,6 +611,7 @@ impl App {
             }
             Action::Open => return self.open_selected(),
             Action::Compare => return self.open_compare(),
+            Action::OpenSweep => return self.open_sweep(),
             _ => {}
         }
         vec![]
@@ -743,4 +849,10 @@ fn log_key(v: &mut RunView, action: Action, page: usize) {
         Action::SearchPrev => state.prev_match(buf),
         _ => {}
     }
+}
+
+/// Moves the Sweep view's selection; no effect.
+fn move_and_none(s: &mut SweepView, by: isize) -> Vec<Effect> {
+    s.move_selection(by);
+    vec![]
 }

@@ -48,6 +48,10 @@ pub enum Action {
     Sample,
     /// Generate again from the same prompt with the next seed.
     SampleAgain,
+    /// `w`: the Sweep view of the selected run's sweep.
+    OpenSweep,
+    /// `p` in the Sweep view: promote the selected (paused) trial by hand.
+    Promote,
 }
 
 /// The view whose keys apply.
@@ -57,6 +61,7 @@ pub enum Context {
     Run(Pane),
     Devices,
     Compare,
+    Sweep,
 }
 
 /// One binding: the keys as written in the help, what it does, and the key codes.
@@ -186,6 +191,31 @@ const RUNS: [Binding; 8] = [
     ),
     b("", "", Action::Open, &[Right, Char('l')], false),
 ];
+const OPEN_SWEEP: Binding = b(
+    "w",
+    "the run's sweep",
+    Action::OpenSweep,
+    &[Char('w')],
+    false,
+);
+const SWEEP: [Binding; 4] = [
+    b(
+        "Enter",
+        "open the trial's run",
+        Action::Open,
+        &[Enter],
+        true,
+    ),
+    b("s", "stop the search", Action::Stop, &[Char('s')], true),
+    b("r", "resume the search", Action::Resume, &[Char('r')], true),
+    b(
+        "p",
+        "promote the trial",
+        Action::Promote,
+        &[Char('p')],
+        true,
+    ),
+];
 const PANES: [Binding; 6] = [
     b("Tab", "next pane", Action::NextPane, &[Tab], true),
     b(
@@ -271,6 +301,7 @@ pub fn bindings(ctx: Context) -> Vec<&'static Binding> {
     match ctx {
         Context::Runs => {
             v.extend(&RUNS);
+            v.push(&OPEN_SWEEP);
             v.extend(&RUN_ACTIONS);
             v.push(&DEVICES);
             v.extend(&MOVE);
@@ -304,6 +335,12 @@ pub fn bindings(ctx: Context) -> Vec<&'static Binding> {
             v.extend(&CHARTS);
             v.push(&DEVICES);
             v.extend(&MOVE);
+        }
+        Context::Sweep => {
+            v.extend(&SWEEP);
+            v.push(&DEVICES);
+            v.extend(&MOVE);
+            v.extend(&ENDS);
         }
     }
     v.extend(&COMMON);

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::views::sweep::SweepRequest;
 use anyhow::{Context as _, Result};
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream, KeyEventKind};
 use crossterm::execute;
@@ -28,6 +29,7 @@ use ddp_workspaces::commands::{self, SampleOptions};
 use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
 use ddp_workspaces::events::RunWatchOptions;
 use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
 use futures_util::StreamExt;
 use ratatui::Terminal;
@@ -217,6 +219,8 @@ pub struct Executor {
     pub tx: mpsc::Sender<Msg>,
     run_watches: BTreeMap<PathBuf, JoinHandle<()>>,
     compare_watches: Vec<JoinHandle<()>>,
+    /// Re-reads the open sweep's manifest.
+    sweep_watch: Option<JoinHandle<()>>,
     owners: Arc<Mutex<ProcessOwners>>,
     stop: Arc<AtomicBool>,
     /// The generation running: its run folder and its stop flag.
@@ -252,6 +256,7 @@ impl Executor {
             tx,
             run_watches: BTreeMap::new(),
             compare_watches: Vec::new(),
+            sweep_watch: None,
             owners,
             stop,
             sample: None,
@@ -338,12 +343,57 @@ impl Executor {
                     t.abort();
                 }
             }
+            Effect::WatchSweep(id) => {
+                let tx = self.tx.clone();
+                let task = tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(SWEEP_POLL);
+                    loop {
+                        tick.tick().await;
+                        let (r, i) = (root.clone(), id.clone());
+                        let record = tokio::task::spawn_blocking(move || {
+                            SweepRecord::load(&r, &i).map_err(|e| e.to_string())
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()));
+                        let msg = Msg::Sweep {
+                            id: id.clone(),
+                            record,
+                        };
+                        if tx.send(msg).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                if let Some(old) = self.sweep_watch.replace(task) {
+                    old.abort();
+                }
+            }
+            Effect::UnwatchSweep => {
+                if let Some(task) = self.sweep_watch.take() {
+                    task.abort();
+                }
+            }
+            Effect::Sweep(request) => {
+                self.blocking(move || Msg::Done(sweep_request(&root, request)))
+            }
             Effect::Complete(typed) => self.blocking(move || {
                 let cwd = std::env::current_dir().unwrap_or_default();
                 let options = commands::path_candidates(&cwd, &typed);
                 Msg::Completions { typed, options }
             }),
             Effect::StartRun(req) => self.blocking(move || Msg::Done(start(&root, req))),
+            Effect::StartSweep(req) => self.blocking(move || {
+                Msg::Done(match ddp_workspaces::search::start(&root, &req) {
+                    Ok(ddp_workspaces::search::SweepStarted::Runs(s)) => {
+                        Outcome::SweepStarted(s.reap_in_background().0.id)
+                    }
+                    Ok(ddp_workspaces::search::SweepStarted::Search { sweep, mut driver }) => {
+                        std::thread::spawn(move || driver.wait());
+                        Outcome::SweepStarted(sweep.id)
+                    }
+                    Err(e) => Outcome::StartRefused(e.to_string()),
+                })
+            }),
             Effect::StopRun(run) => self.blocking(move || {
                 Msg::Done(match actions::request_stop(&run) {
                     Ok(StopRequest::Signalled { run, .. } | StopRequest::Cancelled { run, .. }) => {
@@ -461,6 +511,34 @@ fn telemetry_loop(
         }
         // Nobody waits for this thread: it ends at the next period after the stop.
         std::thread::sleep(TICK);
+    }
+}
+
+/// How often the open sweep's manifest is read again.
+const SWEEP_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Carries out a Sweep view's request (stop and resume wait for the search's driver).
+fn sweep_request(root: &std::path::Path, request: SweepRequest) -> Outcome {
+    use ddp_workspaces::search;
+    let done = match request {
+        SweepRequest::Stop(id) => search::stop(root, &id).map(|r| {
+            let states = r
+                .search
+                .as_ref()
+                .map(search::report::states_text)
+                .unwrap_or_default();
+            format!("sweep {} stopped: {states}", r.id)
+        }),
+        SweepRequest::Resume(id) => search::resume(root, &id).map(|(r, mut driver)| {
+            std::thread::spawn(move || driver.wait());
+            format!("sweep {} resumed", r.id)
+        }),
+        SweepRequest::Promote { sweep, trial } => search::promote(root, &sweep, &trial)
+            .map(|(run, to)| format!("trial {trial} (run {run}) promoted: it trains on to {to}")),
+    };
+    match done {
+        Ok(text) => Outcome::Sweep(text),
+        Err(e) => Outcome::Failed(e.to_string()),
     }
 }
 

@@ -108,6 +108,20 @@ impl Theme {
         }
     }
 
+    /// A line's colour by how good its result is, from 0 (worst) to 1 (best), `None` without
+    /// one; `Reset` without colour.
+    pub fn rank(self, weight: Option<f64>) -> Color {
+        if !self.color {
+            return Color::Reset;
+        }
+        match weight {
+            None => Color::DarkGray,
+            Some(w) if w > 0.8 => Color::LightRed,
+            Some(w) if w > 0.4 => Color::Yellow,
+            Some(_) => Color::Blue,
+        }
+    }
+
     /// A gauge/bar colour for a fraction in [0, 1] (green, yellow, red as it fills).
     pub fn level(self, fraction: f64) -> Style {
         self.fg(if fraction < 0.6 {

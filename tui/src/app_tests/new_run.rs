@@ -197,3 +197,28 @@ fn tab_in_the_new_run_dialog_completes_the_last_word() {
     });
     assert_eq!(app.dialog, None);
 }
+
+#[test]
+fn a_sweep_line_starts_a_sweep_and_opens_its_view() {
+    let mut app = app();
+    press_char(&mut app, 'n');
+    type_text(
+        &mut app,
+        "sweep s.toml --param train.lr=loguniform:1e-4:1e-1 --trials 4 --scheduler asha",
+    );
+    let effects = press(&mut app, KeyCode::Enter);
+    let [Effect::StartSweep(req)] = &effects[..] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!((req.trials, req.spec.to_str()), (Some(4), Some("s.toml")));
+    assert_eq!(
+        app.update(Msg::Done(Outcome::SweepStarted("S1".into()))),
+        [Effect::WatchSweep("S1".into())]
+    );
+    assert_eq!(app.dialog, None);
+    assert_eq!(app.view, View::Sweep);
+    assert_eq!(app.sweep.as_ref().unwrap().id, "S1");
+    // Esc leaves it and stops reading the sweep.
+    assert_eq!(press(&mut app, KeyCode::Esc), [Effect::UnwatchSweep]);
+    assert_eq!(app.view, View::Runs);
+}

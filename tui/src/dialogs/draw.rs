@@ -271,10 +271,11 @@ mod tests {
         // At 80×24 the common keys are still there.
         let s = screen(&app, 80, 24);
         for k in [
-            "│?            help",
-            "│Esc          back",
-            "│q            quit",
+            "?            help",
+            "Esc          back",
+            "q            quit",
             "│Enter        open run",
+            "w            the run's sweep",
         ] {
             assert_has(&s, k);
         }

@@ -10,7 +10,8 @@ pub mod input;
 use crossterm::event::{KeyCode, KeyEvent};
 use ddp_workspaces::Run;
 use ddp_workspaces::actions::NewRun;
-use ddp_workspaces::commands::{self, RunArgs};
+use ddp_workspaces::actions::NewSweep;
+use ddp_workspaces::commands::{self, RunArgs, SweepArgs};
 
 use self::input::{Edit, InputLine};
 
@@ -71,9 +72,40 @@ pub enum Dialog {
     },
 }
 
-/// The usage line of the new-run dialog: `ddp run`'s arguments, from their one definition.
+/// The usage line of the new-run dialog: `ddp run`'s arguments, from their one definition, and
+/// the word that starts a sweep instead.
 pub fn new_run_usage() -> String {
-    format!("ddp run {}", commands::synopsis::<RunArgs>())
+    format!(
+        "ddp run {}   (or: sweep SPEC --param ... --trials N --scheduler asha ...)",
+        commands::synopsis::<RunArgs>()
+    )
+}
+
+/// What the new-run dialog asks for: a run, or (a line starting with `sweep`) a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NewRequest {
+    Run(NewRun),
+    Sweep(NewSweep),
+}
+
+/// Parses the new-run dialog's line: `sweep ARGS` as `ddp sweep`'s arguments, anything else
+/// as `ddp run`'s ([`parse_new_run`]).
+pub fn parse_request(line: &str) -> Result<NewRequest, String> {
+    let refusal = |e: ddp_workspaces::Error| commands::one_line(&e.to_string());
+    let words = commands::split(line).map_err(refusal)?;
+    if words.first().map(String::as_str) != Some("sweep") {
+        return parse_new_run(line).map(NewRequest::Run);
+    }
+    #[derive(clap::Parser)]
+    struct Sweep {
+        #[command(flatten)]
+        args: SweepArgs,
+    }
+    let args = commands::parse_words::<Sweep>("sweep", &words[1..])
+        .map_err(refusal)?
+        .args;
+    let command = ["ddp-tui"].map(String::from).into_iter().chain(words);
+    Ok(NewRequest::Sweep(args.new_sweep(command.collect())))
 }
 
 /// Parses the new-run command line as `ddp run`'s arguments into the library's request, which
@@ -150,6 +182,8 @@ pub enum DialogOutcome {
     Confirmed(Confirm),
     /// The dialog stays open, busy: start the run.
     StartRun(NewRun),
+    /// The dialog stays open, busy: start the sweep.
+    StartSweep(NewSweep),
     /// The dialog stays open: complete the word typed (Tab).
     Complete(String),
     /// The dialog closes: set the run's tags.
@@ -166,7 +200,10 @@ impl DialogOutcome {
     /// Whether the dialog closes.
     pub fn closes(&self) -> bool {
         match self {
-            DialogOutcome::Open | DialogOutcome::StartRun(_) | DialogOutcome::Complete(_) => false,
+            DialogOutcome::Open
+            | DialogOutcome::StartRun(_)
+            | DialogOutcome::StartSweep(_)
+            | DialogOutcome::Complete(_) => false,
             DialogOutcome::Filter { close, .. } => *close,
             DialogOutcome::Close
             | DialogOutcome::Quit
@@ -209,12 +246,15 @@ impl Dialog {
                 }
                 match input.key(key) {
                     Edit::Cancel => DialogOutcome::Close,
-                    Edit::Submit => match parse_new_run(&input.text) {
+                    Edit::Submit => match parse_request(&input.text) {
                         Ok(req) => {
                             *error = None;
                             *hint = None;
                             *busy = true;
-                            DialogOutcome::StartRun(req)
+                            match req {
+                                NewRequest::Run(r) => DialogOutcome::StartRun(r),
+                                NewRequest::Sweep(s) => DialogOutcome::StartSweep(s),
+                            }
                         }
                         Err(e) => {
                             *error = Some(e);
@@ -336,7 +376,23 @@ mod tests {
             new_run_usage(),
             "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
              [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
-             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]..."
+             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]...   \
+             (or: sweep SPEC --param ... --trials N --scheduler asha ...)"
+        );
+        // A line starting with `sweep` is `ddp sweep`'s arguments.
+        let Ok(NewRequest::Sweep(req)) = parse_request(
+            "sweep s.toml --param train.lr=loguniform:1e-4:1e-1 --trials 9 --scheduler asha --max-parallel 2",
+        ) else {
+            panic!("not a sweep")
+        };
+        assert_eq!(req.params, ["train.lr=loguniform:1e-4:1e-1"]);
+        assert_eq!((req.trials, req.max_parallel), (Some(9), Some(2)));
+        assert_eq!(req.scheduler.unwrap().name, "asha");
+        assert_eq!(req.command[..2], ["ddp-tui", "sweep"]);
+        assert!(matches!(parse_request("s.toml"), Ok(NewRequest::Run(_))));
+        assert_eq!(
+            parse_request("sweep s.toml").unwrap_err(),
+            "the following required arguments were not provided: --grid <KEY=V1,V2,...>"
         );
     }
 

@@ -12,7 +12,7 @@ use unicode_width::UnicodeWidthStr;
 use crate::app::{App, View};
 use crate::dialogs;
 use crate::keys;
-use crate::views::{compare, devices, run, runs};
+use crate::views::{compare, devices, run, runs, sweep};
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -41,6 +41,10 @@ impl Widget for &App {
                 Some(c) => compare::draw::render(t, c, body, buf),
                 None => runs(buf),
             },
+            View::Sweep => match &self.sweep {
+                Some(s) => sweep::draw::render(t, s, body, buf),
+                None => runs(buf),
+            },
         }
         render_footer(self, footer, buf);
         if let Some(d) = &self.dialog {
@@ -56,12 +60,14 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         (View::Run, "Run"),
         (View::Devices, "Devices"),
         (View::Compare, "Compare"),
+        (View::Sweep, "Sweep"),
     ];
     let mut spans = vec![Span::styled(" ddp ", t.title()), Span::raw(" ")];
     for (v, name) in views {
         let available = match v {
             View::Run => app.run.is_some(),
             View::Compare => app.compare.is_some(),
+            View::Sweep => app.sweep.is_some(),
             _ => true,
         };
         if available {

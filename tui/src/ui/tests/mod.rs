@@ -6,6 +6,7 @@
 //! once (footer, sizes, `NO_COLOR`).
 
 mod screens;
+mod sweep;
 
 pub(crate) use std::collections::BTreeMap;
 pub(crate) use std::path::PathBuf;

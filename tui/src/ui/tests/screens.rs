@@ -58,6 +58,11 @@ fn every_screen(w: u16, h: u16) -> Vec<(&'static str, App, String)> {
     gpus.update(Msg::Telemetry(gpu_telemetry()));
     out.push(("gpus", gpus, " Devices ".into()));
     out.push(("compare", compare_app(w, h), " Compare 2 runs ".into()));
+    out.push((
+        "sweep",
+        super::sweep::sweep_app(w, h),
+        " Sweep 20261104-110000-ssssss ".into(),
+    ));
     for (name, typed, title) in [
         ("help", "?", "Keys (any key closes)"),
         ("confirm", "s", " Confirm "),
