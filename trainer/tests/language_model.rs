@@ -172,3 +172,46 @@ fn records_count_tokens_and_validation_has_perplexity_and_bits_per_char() {
         assert!(tag(absent).is_empty(), "{absent}");
     }
 }
+
+/// `--pause-at step:4` (between evaluations): a language model validates and checkpoints at step
+/// 4, writes `paused.json` and no model; resumed, it ends with the uninterrupted run's weights.
+#[test]
+fn a_language_model_paused_at_a_step_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpt_spec(dir.path(), "");
+    let (straight, paused) = (dir.path().join("straight"), dir.path().join("paused"));
+    train_standalone(&spec, 2, &straight, &[]);
+    let run = |resume: bool, pause: Option<&str>| {
+        let mut c = trainer();
+        c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&paused);
+        if let Some(p) = pause {
+            c.args(["--pause-at", p]);
+        }
+        if resume {
+            c.arg("--resume");
+        }
+        let o = run_with_timeout(c, std::time::Duration::from_secs(120));
+        assert_success(&o);
+        text(&o)
+    };
+    let log = run(false, Some("step:4"));
+    assert!(log.contains("paused after step 4 (--pause-at)"), "{log}");
+    let at: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(paused.join("paused.json")).unwrap()).unwrap();
+    assert_eq!(at["global_step"], 4);
+    assert!(!paused.join("model.safetensors").exists());
+    assert!(paused.join("checkpoints/step-00000004.safetensors").is_file());
+    let vals: Vec<u64> = metrics(&paused, 0)
+        .into_iter()
+        .filter(|m| m.kind == MetricKind::Val)
+        .map(|m| m.step)
+        .collect();
+    assert_eq!(vals, [3, 4]);
+    run(true, None);
+    assert!(!paused.join("paused.json").exists());
+    let (diff, at) = worst_tensor(
+        &load_model(&straight.join("model.safetensors")),
+        &load_model(&paused.join("model.safetensors")),
+    );
+    assert_eq!(diff, 0.0, "paused and uninterrupted runs differ in {at}");
+}
