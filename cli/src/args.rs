@@ -67,7 +67,7 @@ pub enum Command {
     ///
     /// The runs are grouped under a sweep id (`ddp ls --sweep ID`, `ddp compare --sweep ID`).
     /// Waits for all of them, printing a line as each ends, then the comparison (unless
-    /// --detach). `ddp sweep show|stop|resume SWEEP` looks at and manages a sweep.
+    /// --detach). `ddp sweep show|stop|resume|promote SWEEP` looks at and manages a sweep.
     #[command(
         display_order = 90,
         args_conflicts_with_subcommands = true,

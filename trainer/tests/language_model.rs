@@ -183,7 +183,9 @@ fn a_language_model_paused_at_a_step_resumes_exactly() {
     train_standalone(&spec, 2, &straight, &[]);
     let run = |resume: bool, pause: Option<&str>| {
         let mut c = trainer();
-        c.arg(&spec).args(["--standalone", "--nproc", "2", "--out"]).arg(&paused);
+        c.arg(&spec)
+            .args(["--standalone", "--nproc", "2", "--out"])
+            .arg(&paused);
         if let Some(p) = pause {
             c.args(["--pause-at", p]);
         }
@@ -200,7 +202,11 @@ fn a_language_model_paused_at_a_step_resumes_exactly() {
         serde_json::from_slice(&std::fs::read(paused.join("paused.json")).unwrap()).unwrap();
     assert_eq!(at["global_step"], 4);
     assert!(!paused.join("model.safetensors").exists());
-    assert!(paused.join("checkpoints/step-00000004.safetensors").is_file());
+    assert!(
+        paused
+            .join("checkpoints/step-00000004.safetensors")
+            .is_file()
+    );
     let vals: Vec<u64> = metrics(&paused, 0)
         .into_iter()
         .filter(|m| m.kind == MetricKind::Val)

@@ -153,8 +153,8 @@ impl RunArgs {
 /// [--max-parallel N] [--trainer PATH] [--name NAME] [--json]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct SweepArgs {
-    /// The experiment spec (TOML) every run starts from (an `Option` only so that `sweep show
-    /// ID` and its siblings parse without one).
+    // An `Option` only so that `sweep show ID` and its siblings parse without one.
+    /// The experiment spec (TOML) every run starts from.
     #[arg(required = true)]
     pub spec: Option<PathBuf>,
     /// A spec key and its values, e.g. --grid train.lr=0.001,0.01 (repeatable: the runs are
