@@ -376,3 +376,69 @@ fn bad_searches_are_refused_and_create_nothing() {
     let o = run_ddp(&ws, &["sweep", "show", "nosuch"], Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// A driver that dies after creating a trial's run and before starting it (fault injected)
+/// leaves a queued run nobody supervises; the next driver starts it once it has waited
+/// `ORPHAN_AFTER`, and the search completes.
+#[test]
+fn a_trial_whose_driver_died_before_starting_it_is_started_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = TestSpec::small_mnist_cnn()
+        .name("orphan")
+        .set("data.limit_train", 160)
+        .set("data.limit_test", 32)
+        .set("data.val_fraction", 0.2)
+        .write(dir.path());
+    let mut c = ddp(&ws);
+    c.env(ddp_workspaces::search::driver::CRASH_AFTER_CREATE, "1");
+    c.args([
+        "sweep",
+        s(&spec),
+        "--param",
+        "train.lr=loguniform:1e-4:1e-2",
+        "--trials",
+        "2",
+        "--scheduler",
+        "asha",
+        "--max-budget",
+        "1",
+        "--detach",
+        "--json",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(output(c, Duration::from_secs(60)))).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    wait_search(
+        &ws,
+        &id,
+        "the first trial's run",
+        Duration::from_secs(60),
+        |st| st.trials.first().is_some_and(|t| !t.run.is_empty()),
+    );
+    wait_for("the crashed driver's lock", Duration::from_secs(10), || {
+        driver_pid(&ws, &id).unwrap().is_none()
+    });
+    let orphan = state(&ws, &id).trials[0].run.clone();
+    let run = Workspace::open(&ws).unwrap().run(&orphan).unwrap();
+    assert_eq!(run.record.status, RunStatus::Queued);
+    assert!(run.record.supervisor.is_none());
+    ok(run_ddp(
+        &ws,
+        &["sweep", "resume", &id],
+        Duration::from_secs(30),
+    ));
+    wait_search(
+        &ws,
+        &id,
+        "the search to complete",
+        Duration::from_secs(120),
+        |st| st.status == SearchStatus::Completed,
+    );
+    let st = state(&ws, &id);
+    assert!(
+        st.trials.iter().all(|t| t.state == TrialState::Completed),
+        "{st:#?}"
+    );
+    assert!(driver_log(&ws, &id).contains("was never started: starting it"));
+}

@@ -17,6 +17,7 @@ const CLI_ONLY: &[(&str, &str)] = &[
     ("resume", "detach"),
     ("logs", "follow"),
     ("plot", "output"),
+    ("sweep", "detach"),
 ];
 /// Options only the kernel has: a cell shows a live card and returns unless told to wait.
 const KERNEL_ONLY: &[(&str, &str)] = &[("run", "wait"), ("resume", "wait")];
@@ -112,7 +113,8 @@ fn the_shared_subcommands_are_the_ones_expected() {
     assert_eq!(
         shared(),
         [
-            "run", "ls", "show", "logs", "stop", "scale", "resume", "compare", "plot", "sample"
+            "run", "ls", "show", "logs", "stop", "scale", "resume", "sweep", "compare", "plot",
+            "sample"
         ]
     );
     for (sub, id) in CLI_ONLY {

@@ -17,7 +17,7 @@ use ddp_trainer::spec::Spec;
 use super::holder;
 use crate::actions::{self, STOP_LIMIT, request_stop, wait_until_terminal};
 use crate::lockfile;
-use crate::run::{Run, RunStatus};
+use crate::run::{Run, RunStatus, SupervisorEvent};
 use crate::sweep::search::{Act, SearchState, SearchStatus, Seen, TrialState};
 use crate::sweep::{SweepMember, SweepRecord};
 use crate::workspace::{RunOrigin, Workspace};
@@ -25,6 +25,28 @@ use crate::{Error, Result};
 
 /// How often the driver looks at its trials.
 pub const POLL: Duration = Duration::from_millis(250);
+/// Set (to anything) in a driver's environment, the driver exits right after it created a
+/// trial's run and before it starts the run's supervisor: how the tests make the orphan a
+/// driver killed at the worst moment leaves.
+pub const CRASH_AFTER_CREATE: &str = "DDP_TEST_SWEEP_CRASH_AFTER_CREATE";
+
+/// A queued run with no supervisor this long after its record was written was never started.
+pub const ORPHAN_AFTER: Duration = Duration::from_secs(5);
+
+/// Whether `run` is queued with no supervisor since [`ORPHAN_AFTER`] or longer: a trial's run
+/// created by a driver that died before starting its supervisor (a supervisor records itself
+/// as its first act).
+fn orphan(run: &Run) -> bool {
+    let age = std::fs::metadata(run.dir.join(crate::run::RUN_JSON))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default();
+    run.record.status == RunStatus::Queued
+        && run.record.supervisor.is_none()
+        && run.record.slurm.is_none()
+        && age >= ORPHAN_AFTER
+}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -199,6 +221,18 @@ impl Driver {
                     continue;
                 }
             };
+            if orphan(&run) {
+                // Created by a driver that died before it started the run's supervisor.
+                eprintln!(
+                    "sweep {}: trial {n}: run {id} was never started: starting it",
+                    self.record.id
+                );
+                let mut run = run;
+                let mut child = actions::spawn_supervisor_or_fail(&mut run, true)?;
+                std::thread::spawn(move || child.wait());
+                seen.insert(n, Seen::InFlight);
+                continue;
+            }
             let s = match run.record.status {
                 RunStatus::Queued | RunStatus::Running | RunStatus::Restarting => Seen::InFlight,
                 RunStatus::Failed => Seen::Failed,
@@ -294,6 +328,14 @@ impl Driver {
             overrides: t.overrides.clone(),
         });
         self.save()?;
+        if std::env::var_os(CRASH_AFTER_CREATE).is_some() {
+            // Fault injection for tests: the driver dies between a run and its supervisor.
+            eprintln!(
+                "sweep {}: {CRASH_AFTER_CREATE} is set: exiting",
+                self.record.id
+            );
+            std::process::exit(70);
+        }
         eprintln!(
             "sweep {}: trial {n} started as run {}",
             self.record.id, run.record.id
@@ -316,10 +358,26 @@ impl Driver {
         let mut asked = Vec::new();
         for (n, id) in &running {
             let dir = self.dir(id)?;
-            let run = Run::load(&dir)?;
-            match request_stop(&run) {
-                Ok(_) => asked.push((*n, dir)),
-                Err(e) => eprintln!("sweep {}: trial {n}: {e}", self.record.id),
+            let mut run = Run::load(&dir)?;
+            if orphan(&run) {
+                // Never started (its driver died first): nothing runs to be asked.
+                run.transition(SupervisorEvent::Stopped, |r| r.status = RunStatus::Stopped)?;
+                asked.push((*n, dir));
+                continue;
+            }
+            // A run whose supervisor is starting is asked again until it has one.
+            let deadline = std::time::Instant::now() + ORPHAN_AFTER;
+            loop {
+                match request_stop(&run) {
+                    Ok(_) => asked.push((*n, dir.clone())),
+                    Err(Error::Refused(_)) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(100));
+                        run = Run::load(&dir)?;
+                        continue;
+                    }
+                    Err(e) => eprintln!("sweep {}: trial {n}: {e}", self.record.id),
+                }
+                break;
             }
         }
         for (n, dir) in asked {
