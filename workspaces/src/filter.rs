@@ -86,6 +86,28 @@ impl Expr {
         }
     }
 
+    /// The fields the filter reads, each once.
+    pub fn fields(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        self.collect_fields(&mut out);
+        out
+    }
+
+    fn collect_fields<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                a.collect_fields(out);
+                b.collect_fields(out);
+            }
+            Expr::Not(e) => e.collect_fields(out),
+            Expr::Cmp { field, .. } => {
+                if !out.contains(&field.as_str()) {
+                    out.push(field);
+                }
+            }
+        }
+    }
+
     /// Whether a run whose fields `get` gives satisfies the filter.
     pub fn matches(&self, get: &dyn Fn(&str) -> Option<Value>) -> bool {
         match self {

@@ -8,11 +8,23 @@ use ddp_trainer::spec::Spec;
 
 use crate::Run;
 use crate::filter::Value;
+use crate::run_list::RunEntry;
 use crate::summary::Summary;
+
+/// A frozen spec as a table of its keys (defaults included), what `spec.KEY` fields read.
+pub type SpecTable = toml::Table;
+
+/// `run`'s frozen spec as a [`SpecTable`]; `None` when it no longer loads.
+pub fn spec_table(run: &Run) -> Option<SpecTable> {
+    let spec = Spec::load(&run.spec_path(), &[]).ok()?;
+    spec.to_toml().parse::<toml::Table>().ok()
+}
 
 /// One run's fields, each source read once.
 pub struct RunFields<'a> {
     run: &'a Run,
+    /// A run list's entry: its tags and metric digest, already read.
+    entry: Option<&'a RunEntry>,
     tags: OnceCell<Vec<String>>,
     summary: OnceCell<Summary>,
     spec: OnceCell<Option<toml::Table>>,
@@ -22,9 +34,52 @@ impl<'a> RunFields<'a> {
     pub fn new(run: &'a Run) -> RunFields<'a> {
         RunFields {
             run,
+            entry: None,
             tags: OnceCell::new(),
             summary: OnceCell::new(),
             spec: OnceCell::new(),
+        }
+    }
+
+    /// The fields of a run list's entry (a dashboard's list): its tags and metrics as the
+    /// entry has them, and its frozen spec as `spec` gives it (a cache of the caller's: frozen
+    /// specs never change).
+    pub fn of_entry(entry: &'a RunEntry, spec: Option<&toml::Table>) -> RunFields<'a> {
+        let fields = RunFields {
+            entry: Some(entry),
+            ..RunFields::new(&entry.run)
+        };
+        let _ = fields.spec.set(spec.cloned());
+        fields
+    }
+
+    /// A metric field from the entry's digest, or the run's summary.
+    fn metric(&self, name: &str) -> Option<f64> {
+        if let Some(e) = self.entry {
+            let d = &e.metrics;
+            return match name {
+                "val_loss" => d.last_val_loss,
+                "val_accuracy" => d.last_val_accuracy,
+                "test_loss" => d.test_loss,
+                "test_accuracy" => d.test_accuracy,
+                "perplexity" => d.last_val_perplexity,
+                "samples_per_sec" => d.samples_per_sec,
+                "epoch" => Some(d.epochs_done as f64),
+                "step" => Some(d.steps as f64),
+                _ => None,
+            };
+        }
+        let s = self.summary.get_or_init(|| Summary::of(self.run));
+        match name {
+            "val_loss" => s.final_val_loss,
+            "val_accuracy" => s.final_val_accuracy,
+            "test_loss" => s.test_loss,
+            "test_accuracy" => s.test_accuracy,
+            "perplexity" => s.final_val_perplexity,
+            "samples_per_sec" => s.samples_per_sec,
+            "epoch" => Some(s.epochs_done as f64),
+            "step" => Some(s.steps as f64),
+            _ => None,
         }
     }
 
@@ -33,7 +88,6 @@ impl<'a> RunFields<'a> {
     pub fn get(&self, name: &str) -> Option<Value> {
         let r = &self.run.record;
         let num = |x: Option<f64>| x.map(Value::Num);
-        let summary = || self.summary.get_or_init(|| Summary::of(self.run));
         match name {
             "id" => Some(Value::Str(r.id.clone())),
             "experiment" => Some(Value::Str(r.experiment.clone())),
@@ -44,17 +98,12 @@ impl<'a> RunFields<'a> {
             "replicas" => Some(Value::Num(r.replicas as f64)),
             "restarts" => Some(Value::Num(r.restarts as f64)),
             "created" => Some(Value::Num(r.created)),
-            "tags" => Some(Value::List(
-                self.tags.get_or_init(|| self.run.tags()).clone(),
-            )),
-            "val_loss" => num(summary().final_val_loss),
-            "val_accuracy" => num(summary().final_val_accuracy),
-            "test_loss" => num(summary().test_loss),
-            "test_accuracy" => num(summary().test_accuracy),
-            "perplexity" => num(summary().final_val_perplexity),
-            "samples_per_sec" => num(summary().samples_per_sec),
-            "epoch" => Some(Value::Num(summary().epochs_done as f64)),
-            "step" => Some(Value::Num(summary().steps as f64)),
+            "tags" => Some(Value::List(match self.entry {
+                Some(e) => e.tags.clone(),
+                None => self.tags.get_or_init(|| self.run.tags()).clone(),
+            })),
+            "val_loss" | "val_accuracy" | "test_loss" | "test_accuracy" | "perplexity"
+            | "samples_per_sec" | "epoch" | "step" => num(self.metric(name)),
             other => other
                 .strip_prefix("spec.")
                 .and_then(|key| self.spec_value(key)),
@@ -63,13 +112,7 @@ impl<'a> RunFields<'a> {
 
     /// The frozen spec's value of `key` (dotted), defaults included.
     fn spec_value(&self, key: &str) -> Option<Value> {
-        let table = self
-            .spec
-            .get_or_init(|| {
-                let spec = Spec::load(&self.run.spec_path(), &[]).ok()?;
-                spec.to_toml().parse::<toml::Table>().ok()
-            })
-            .as_ref()?;
+        let table = self.spec.get_or_init(|| spec_table(self.run)).as_ref()?;
         let mut parts = key.split('.');
         let mut v = table.get(parts.next()?)?;
         for part in parts {

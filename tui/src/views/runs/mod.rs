@@ -4,9 +4,12 @@
 
 pub mod draw;
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use ddp_workspaces::filter::Expr;
+use ddp_workspaces::run_fields::{RunFields, SpecTable, spec_table};
 use ddp_workspaces::run_list::{RunEntry, RunListEvent};
 use ddp_workspaces::workspace::Unreadable;
 
@@ -91,6 +94,8 @@ pub struct RunsState {
     pub marked: BTreeSet<PathBuf>,
     /// The selected run folder (kept across re-sorting and updates).
     pub selected: Option<PathBuf>,
+    /// Frozen specs read for `spec.KEY` filters, by run folder (they never change).
+    specs: RefCell<HashMap<PathBuf, Option<SpecTable>>>,
 }
 
 impl RunsState {
@@ -142,10 +147,28 @@ impl RunsState {
         self.selected.as_deref().and_then(|d| self.entry(d))
     }
 
-    /// Whether `entry` passes the filter: a case-insensitive substring of its id, experiment,
-    /// name, status or one of its tags.
+    /// Whether `entry` passes the filter: an expression (`ddp ls --where`'s: `spec.train.lr <
+    /// 0.01 and status = "completed"`), else a case-insensitive substring of its id,
+    /// experiment, name, status or one of its tags.
     pub fn matches(&self, entry: &RunEntry) -> bool {
-        matches_filter(&self.filter.trim().to_lowercase(), entry)
+        let f = self.filter.trim();
+        match Expr::parse(f) {
+            Ok(expr) => self.matches_expr(&expr, entry),
+            Err(_) => matches_filter(&f.to_lowercase(), entry),
+        }
+    }
+
+    /// Whether `entry` satisfies `expr`; the frozen specs it needs are read once per run.
+    fn matches_expr(&self, expr: &Expr, entry: &RunEntry) -> bool {
+        let wants_spec = expr.fields().iter().any(|f| f.starts_with("spec."));
+        if wants_spec && !self.specs.borrow().contains_key(&entry.run.dir) {
+            let table = spec_table(&entry.run);
+            self.specs.borrow_mut().insert(entry.run.dir.clone(), table);
+        }
+        let specs = self.specs.borrow();
+        let spec = specs.get(&entry.run.dir).and_then(Option::as_ref);
+        let fields = RunFields::of_entry(entry, spec);
+        expr.matches(&|name| fields.get(name))
     }
 }
 
@@ -172,11 +195,7 @@ impl RunsState {
     /// The rows shown, in order: filtered, sorted, grouped; unreadable folders last.
     pub fn rows(&self) -> Vec<Row<'_>> {
         let f = self.filter.trim().to_lowercase();
-        let mut runs: Vec<&RunEntry> = self
-            .entries
-            .iter()
-            .filter(|e| matches_filter(&f, e))
-            .collect();
+        let mut runs: Vec<&RunEntry> = self.entries.iter().filter(|e| self.matches(e)).collect();
         runs.sort_by(|a, b| {
             let o = compare(self.sort, a, b).then_with(|| b.run.record.id.cmp(&a.run.record.id));
             if self.reversed { o.reverse() } else { o }
@@ -393,6 +412,37 @@ pub(crate) mod tests {
                 Row::Unreadable(_) => "bad".into(),
             })
             .collect()
+    }
+
+    /// `/` with an expression filters as `ddp ls --where` does; spec keys read the frozen
+    /// spec once per run; text that is no expression filters as a substring.
+    #[test]
+    fn an_expression_filters_like_ls_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = state();
+        s.entries[2].metrics.test_accuracy = Some(0.96);
+        // Run a's frozen spec, in a folder of its own.
+        let a = &mut s.entries[2];
+        a.run.dir = dir.path().to_path_buf();
+        std::fs::write(
+            dir.path().join("spec.toml"),
+            "name = \"m\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n[train]\nlr = 0.003\n",
+        )
+        .unwrap();
+        let shown = |s: &mut RunsState, f: &str| {
+            s.filter = f.into();
+            ids(&s.rows())
+        };
+        assert_eq!(shown(&mut s, "status = \"completed\""), ["aaaaaa"]);
+        assert_eq!(
+            shown(&mut s, "test_accuracy > 0.9 or status = \"running\""),
+            ["bbbbbb", "aaaaaa"]
+        );
+        assert_eq!(shown(&mut s, "tags = \"baseline\""), ["aaaaaa"]);
+        assert_eq!(shown(&mut s, "spec.train.lr < 0.01"), ["aaaaaa"]);
+        assert_eq!(s.specs.borrow().len(), 3, "each run's spec read once");
+        // Not an expression: a substring, as before.
+        assert_eq!(shown(&mut s, "cifar"), ["bbbbbb"]);
     }
 
     #[test]
