@@ -305,10 +305,7 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(180);
 pub fn stop(root: &Path, address: &str) -> Result<SweepRecord> {
     let record = find(root, address)?;
     let id = record.id.clone();
-    let state = record
-        .search
-        .as_ref()
-        .ok_or_else(|| not_a_search(&record))?;
+    let state = search_of(&record)?;
     if state.status != SearchStatus::Running {
         return Err(Error::Refused(format!(
             "sweep {id} is already {}",
@@ -351,10 +348,7 @@ pub fn stop(root: &Path, address: &str) -> Result<SweepRecord> {
 pub fn resume(root: &Path, address: &str) -> Result<(SweepRecord, Child)> {
     let record = find(root, address)?;
     let id = record.id.clone();
-    let state = record
-        .search
-        .as_ref()
-        .ok_or_else(|| not_a_search(&record))?;
+    let state = search_of(&record)?;
     if let Some(pid) = driver_pid(root, &id)? {
         return Err(Error::Refused(format!(
             "sweep {id} is running: its driver is process {pid}"
@@ -393,10 +387,7 @@ fn restart_driver(root: &Path, id: &str) -> Result<Child> {
 /// the budget it trains to.
 pub fn promote(root: &Path, address: &str, trial: &str) -> Result<(String, u64)> {
     let record = find(root, address)?;
-    let state = record
-        .search
-        .as_ref()
-        .ok_or_else(|| not_a_search(&record))?;
+    let state = search_of(&record)?;
     let n: u32 = trial
         .trim_start_matches('t')
         .parse()
@@ -431,6 +422,11 @@ pub fn promote(root: &Path, address: &str, trial: &str) -> Result<(String, u64)>
         std::thread::spawn(move || driver.wait());
     }
     Ok((t.run.clone(), to))
+}
+
+/// The search of sweep `record`; refused for a sweep without a scheduler.
+fn search_of(record: &SweepRecord) -> Result<&SearchState> {
+    record.search.as_ref().ok_or_else(|| not_a_search(record))
 }
 
 fn not_a_search(record: &SweepRecord) -> Error {
