@@ -6,25 +6,30 @@ use std::process::ExitCode;
 use anyhow::Result;
 use ddp_workspaces::Workspace;
 use ddp_workspaces::commands::RunFilter;
+use ddp_workspaces::index::Index;
 use ddp_workspaces::report;
 use ddp_workspaces::summary::RunOverview;
 
 pub fn ls(root: &Path, filter: &RunFilter, json: bool) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
-    let (runs, bad) = ws.runs()?;
-    // A live Slurm run nobody follows (the watcher died with its machine) gets its watcher back.
-    let _ = ddp_workspaces::slurm::watcher::adopt(root, &runs);
-    for b in &bad {
+    // The run index, brought up to date with the folders that changed since.
+    let mut index = Index::open_or_memory(&ws.root);
+    let refreshed = index.refresh(&ws)?;
+    for b in &refreshed.unreadable {
         eprintln!("ddp: skipping {}: {}", b.dir.display(), b.error);
     }
-    let runs = filter.select(&ws.root, &runs)?;
+    // A live Slurm run nobody follows (the watcher died with its machine) gets its watcher back.
+    let live = index.live()?;
+    let _ = ddp_workspaces::slurm::watcher::adopt(root, live.iter().map(|r| &r.run));
+    let runs = index.select(&ws.root, filter)?;
     if json {
-        for r in runs {
-            println!("{}", serde_json::to_string(&RunOverview::of(r))?);
+        for r in &runs {
+            println!("{}", serde_json::to_string(&r.overview())?);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", report::runs_table(&runs).to_text());
+    let rows: Vec<_> = runs.iter().map(|r| (&r.run, r.summary())).collect();
+    print!("{}", report::runs_table_of(&rows).to_text());
     Ok(ExitCode::SUCCESS)
 }
 

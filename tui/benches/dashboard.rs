@@ -50,6 +50,11 @@ fn main() -> ExitCode {
 }
 
 async fn bench() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--workspace") {
+        let root = args.get(i + 1).context("--workspace needs a folder")?;
+        return large_workspace(Path::new(root)).await;
+    }
     let tmp = tempfile::Builder::new()
         .prefix("ddp-tui-bench")
         .tempdir()
@@ -443,4 +448,120 @@ fn idle_cpu(root: &Path) -> Result<()> {
         .args(["kill-session", "-t", &name])
         .status();
     result
+}
+
+/// `--workspace WS`: on an existing (large) workspace: the first frame, a filter typed key by
+/// key (each key's update and frame), a `--where` expression's answer, a run created beside
+/// (as another front end would) until it is listed, and the RSS.
+async fn large_workspace(root: &Path) -> Result<()> {
+    use crossterm::event::{KeyCode, KeyEvent};
+    let start = Instant::now();
+    let (tx, mut rx) = mpsc::channel(16_384);
+    let mut exec = Executor::start(root.to_path_buf(), tx);
+    let mut app = App::new(root.to_path_buf(), Theme { color: true }, now(), (W, H));
+    let mut term = terminal()?;
+    term.draw(|f| f.render_widget(&app, f.area()))?;
+    while !app.runs.loaded {
+        let Some(m) = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await? else {
+            bail!("the run-list watch ended");
+        };
+        app.update(m);
+    }
+    term.draw(|f| f.render_widget(&app, f.area()))?;
+    let listed = start.elapsed();
+    let runs = app.runs.entries.len();
+    println!(
+        "first frame: {:.0} ms listing {runs} runs (target <= 300 ms)",
+        listed.as_secs_f64() * 1e3
+    );
+    // What follows the snapshot (runs changed since the index, metric digests not in it).
+    let t = Instant::now();
+    let mut followed = 0;
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
+        followed += 1;
+        for e in app.update(m) {
+            exec.execute(e);
+        }
+    }
+    println!(
+        "events after the snapshot: {followed} ({:.1} s until 300 ms without one)",
+        t.elapsed().as_secs_f64()
+    );
+
+    // One key: its update and the frame after it.
+    async fn key(
+        app: &mut App,
+        exec: &mut Executor,
+        term: &mut Terminal<TestBackend>,
+        code: KeyCode,
+    ) -> Result<f64> {
+        let t = Instant::now();
+        for e in app.update(Msg::Key(KeyEvent::from(code))) {
+            exec.execute(e);
+        }
+        term.draw(|f| f.render_widget(&*app, f.area()))?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+    for text in ["exp-1", "spec.train.lr < 0.01 and status = \"completed\""] {
+        key(&mut app, &mut exec, &mut term, KeyCode::Char('/')).await?;
+        let mut times = Vec::new();
+        for c in text.chars() {
+            times.push(key(&mut app, &mut exec, &mut term, KeyCode::Char(c)).await?);
+        }
+        // The spec values from the index, where the expression asks for them.
+        let t = Instant::now();
+        let mut answered = None;
+        while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
+            let values = matches!(m, Msg::SpecValues(_));
+            app.update(m);
+            if values {
+                term.draw(|f| f.render_widget(&app, f.area()))?;
+                answered = Some(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let shown = app.runs.rows().len();
+        let (p50, p99, max) = percentiles(times);
+        println!(
+            "filter `{text}` typed: per key p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms (target <= 50 ms); {shown} runs shown{}",
+            answered.map_or(String::new(), |ms| format!(
+                "; spec values from the index {ms:.0} ms after the last key"
+            ))
+        );
+        key(&mut app, &mut exec, &mut term, KeyCode::Esc).await?;
+    }
+
+    // A run created beside the dashboard (another front end), until it is listed.
+    let newest = app
+        .runs
+        .entries
+        .iter()
+        .max_by(|a, b| a.run.record.id.cmp(&b.run.record.id));
+    let newest = newest.context("no runs")?.run.clone();
+    let mut made = newest.clone();
+    made.record.id = format!("29991231-235959-{:06x}", std::process::id() & 0xffffff);
+    made.dir = newest.dir.with_file_name(&made.record.id);
+    std::fs::create_dir_all(&made.dir)?;
+    std::fs::copy(newest.spec_path(), made.spec_path())?;
+    let t = Instant::now();
+    made.save()?;
+    let mut seen = None;
+    while t.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await {
+            app.update(m);
+        }
+        if app.runs.entry(&made.dir).is_some() {
+            seen = Some(t.elapsed());
+            break;
+        }
+    }
+    std::fs::remove_dir_all(&made.dir)?;
+    match seen {
+        Some(d) => println!(
+            "a run created elsewhere listed after {:.0} ms (target <= 1 s)",
+            d.as_secs_f64() * 1e3
+        ),
+        None => println!("a run created elsewhere: not listed within 10 s"),
+    }
+    println!("RSS {:.0} MB (target <= 150 MB)", rss_mb());
+    Ok(())
 }

@@ -28,6 +28,7 @@ use ddp_workspaces::actions::{self, StopRequest};
 use ddp_workspaces::commands::{self, SampleOptions};
 use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
 use ddp_workspaces::events::RunWatchOptions;
+use ddp_workspaces::index::Index;
 use ddp_workspaces::sample::Sampler;
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
@@ -376,6 +377,21 @@ impl Executor {
             Effect::Sweep(request) => {
                 self.blocking(move || Msg::Done(sweep_request(&root, request)))
             }
+            Effect::ReadSpecValues(keys) => self.blocking(move || {
+                // From the run index brought up to date; a key it cannot answer reads as no
+                // values, and the runs' own specs are read instead.
+                let ws = Workspace { root };
+                let mut index = Index::open_or_memory(&ws.root);
+                let fresh = index.refresh(&ws).is_ok();
+                let values = keys
+                    .into_iter()
+                    .map(|k| {
+                        let v = fresh.then(|| index.spec_by_dir(&k).ok()).flatten();
+                        (k, v.unwrap_or_default())
+                    })
+                    .collect();
+                Msg::SpecValues(values)
+            }),
             Effect::Complete(typed) => self.blocking(move || {
                 let cwd = std::env::current_dir().unwrap_or_default();
                 let options = commands::path_candidates(&cwd, &typed);

@@ -37,7 +37,7 @@ pub fn select_runs(
             Ok(r) => push(r),
             Err(Error::NotFound(msg)) => {
                 // `ddp compare <sweep id>` is an easy slip: point at --sweep.
-                if sweep::resolve(&ws.root, &all, a).is_ok_and(|id| id == *a) {
+                if sweep::resolve(&ws.root, sweep::sweeps_of(&all), a).is_ok_and(|id| id == *a) {
                     return Err(Error::NotFound(format!(
                         "no run `{a}`: that is a sweep; use --sweep {a}"
                     )));
@@ -48,7 +48,7 @@ pub fn select_runs(
         }
     }
     if let Some(s) = sweep {
-        let id = sweep::resolve(&ws.root, &all, s)?;
+        let id = sweep::resolve(&ws.root, sweep::sweeps_of(&all), s)?;
         let members = sweep::members(&ws.root, &all, &id);
         if members.is_empty() {
             return Err(Error::NotFound(format!("sweep {id} has no runs left")));

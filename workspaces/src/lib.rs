@@ -28,6 +28,11 @@
 //!   watcher), an exclusive `flock` held by a value, and who holds one.
 //! - `logs`: a run's replica logs as front ends print them (rank prefixes, `--tail`).
 //! - `tail`, `watch`: following files line by line (notify + polling fallback).
+//! - `index`: the run index (`<ws>/index.sqlite`): what the views list and filter (record, tags,
+//!   summary, every filter field, every frozen spec key), refreshed from the folders that changed
+//!   by whoever reads it; the folders stay the truth.
+//! - `run_entry`: what a run list shows per run (`RunEntry`; `MetricDigest`, metric records
+//!   folded).
 //! - `run_fields`: a run's fields by the names filters and sorts use, read as first asked for.
 //! - `run_list`: following the whole run list live (`Workspace::watch_runs` → `RunListWatch`,
 //!   a stream of `RunListEvent`: runs appearing, changing, disappearing, with metric digests).
@@ -84,6 +89,7 @@ pub mod filter;
 pub mod format;
 pub mod fsutil;
 pub mod hidden;
+pub mod index;
 pub mod invocation;
 pub mod kubernetes;
 pub mod lockfile;
@@ -95,6 +101,7 @@ pub mod policy;
 pub mod report;
 pub mod request;
 pub mod run;
+pub mod run_entry;
 pub mod run_fields;
 pub mod run_list;
 pub mod sample;

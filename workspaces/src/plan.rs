@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// A run's planned length; every figure `None` when the spec does not give it (or cannot be
 /// read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     /// `train.epochs` of a run counted in epochs (`None` for a run counted in steps: it has no
     /// epochs to count).

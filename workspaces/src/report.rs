@@ -85,12 +85,18 @@ fn status_text(rec: &crate::run::RunRecord) -> String {
     }
 }
 
-/// The `ddp ls` table, one row per run in the order given.
+/// The `ddp ls` table, one row per run in the order given (each run's metrics read).
 pub fn runs_table(runs: &[&Run]) -> Table {
+    let summaries: Vec<Summary> = runs.iter().map(|r| Summary::of(r)).collect();
+    let rows: Vec<(&Run, &Summary)> = runs.iter().copied().zip(&summaries).collect();
+    runs_table_of(&rows)
+}
+
+/// The `ddp ls` table of runs whose summaries are known (the run index's).
+pub fn runs_table_of(runs: &[(&Run, &Summary)]) -> Table {
     let rows = runs
         .iter()
-        .map(|r| {
-            let s = Summary::of(r);
+        .map(|(r, s)| {
             let rec = &r.record;
             vec![
                 rec.id.clone(),

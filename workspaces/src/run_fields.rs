@@ -8,7 +8,7 @@ use ddp_trainer::spec::Spec;
 
 use crate::Run;
 use crate::filter::Value;
-use crate::run_list::RunEntry;
+use crate::run_entry::RunEntry;
 use crate::summary::Summary;
 
 /// A frozen spec as a table of its keys (defaults included), what `spec.KEY` fields read.
@@ -18,6 +18,37 @@ pub type SpecTable = toml::Table;
 pub fn spec_table(run: &Run) -> Option<SpecTable> {
     let spec = Spec::load(&run.spec_path(), &[]).ok()?;
     spec.to_toml().parse::<toml::Table>().ok()
+}
+
+/// A spec value as a field's [`Value`].
+fn spec_value_of(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::Integer(i) => Value::Num(*i as f64),
+        toml::Value::Float(f) => Value::Num(*f),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::String(s) => Value::Str(s.clone()),
+        other => Value::Str(other.to_string()),
+    }
+}
+
+/// Every leaf of a frozen spec as `(dotted key, value)`: the `spec.KEY` fields a run has.
+pub fn spec_fields(table: &SpecTable) -> Vec<(String, Value)> {
+    fn walk(prefix: &str, table: &SpecTable, out: &mut Vec<(String, Value)>) {
+        for (k, v) in table {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => walk(&key, t, out),
+                leaf => out.push((key, spec_value_of(leaf))),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", table, &mut out);
+    out
 }
 
 /// One run's fields, each source read once.
@@ -50,6 +81,20 @@ impl<'a> RunFields<'a> {
             ..RunFields::new(&entry.run)
         };
         let _ = fields.spec.set(spec.cloned());
+        fields
+    }
+
+    /// The fields of `run` whose tags, summary and frozen spec are already read.
+    pub fn known(
+        run: &'a Run,
+        tags: Vec<String>,
+        summary: Summary,
+        spec: Option<SpecTable>,
+    ) -> RunFields<'a> {
+        let fields = RunFields::new(run);
+        let _ = fields.tags.set(tags);
+        let _ = fields.summary.set(summary);
+        let _ = fields.spec.set(spec);
         fields
     }
 
@@ -118,13 +163,7 @@ impl<'a> RunFields<'a> {
         for part in parts {
             v = v.as_table()?.get(part)?;
         }
-        Some(match v {
-            toml::Value::Integer(i) => Value::Num(*i as f64),
-            toml::Value::Float(f) => Value::Num(*f),
-            toml::Value::Boolean(b) => Value::Bool(*b),
-            toml::Value::String(s) => Value::Str(s.clone()),
-            other => Value::Str(other.to_string()),
-        })
+        Some(spec_value_of(v))
     }
 }
 

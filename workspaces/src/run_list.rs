@@ -20,129 +20,36 @@
 //! is counted in [`MetricDigest::bad_lines`] and named in [`RunEntry::warnings`]. Like
 //! [`crate::Run::load_checked`], a live run whose supervisor is gone is marked failed on disk.
 //!
+//! The first snapshot comes from the run index ([`crate::index`]) where it holds runs (brought
+//! up to date with the folders that changed; the scan that follows only reports what differs
+//! from it), else from reading every folder (and the index is built beside it for next time).
+//!
 //! Layout:
-//! - [`RunEntry`], [`MetricDigest`]: what a list shows per run (pure folding of records).
+//! - [`RunEntry`], [`MetricDigest`] (re-exported from `run_entry`): what a list shows per run.
 //! - [`RunListEvent`], [`RunListOptions`], [`RunListWatch`]: the API.
 //! - `Tracked`, `Scanner`: per-folder state and the rounds (blocking, on the owner thread).
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{MetricKind, MetricRecord, StepBreakdown, is_language_model, metrics_path};
+use crate::metrics::metrics_path;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::Workspace;
+use crate::index::Index;
 use crate::plan::Plan;
 use crate::run::{RUN_JSON, Run, SPEC, TAGS};
 use crate::tail::{LineTailer, TailFrom};
 use crate::workspace::Unreadable;
 
-/// How many recent train losses a [`MetricDigest`] keeps (for a sparkline).
-pub const RECENT_LOSSES: usize = 64;
-
-/// Rank 0's metric records of one run, folded: what a run list shows.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricDigest {
-    /// The highest epoch with a validation record.
-    pub epochs_done: usize,
-    /// The highest step of any record.
-    pub steps: u64,
-    pub last_train_loss: Option<f64>,
-    /// The last [`RECENT_LOSSES`] train losses, oldest first.
-    pub recent_train_loss: Vec<f64>,
-    /// Samples per second of the whole run (rank 0's rate × world size) at the last train record.
-    pub samples_per_sec: Option<f64>,
-    /// A language model's tokens per second, like `samples_per_sec`.
-    pub tokens_per_sec: Option<f64>,
-    /// The learning rate of the last train record.
-    pub last_lr: Option<f64>,
-    /// Where the steps of the last train record's window went (rank 0's).
-    pub step_breakdown: Option<StepBreakdown>,
-    pub best_val_accuracy: Option<f64>,
-    pub last_val_loss: Option<f64>,
-    pub last_val_accuracy: Option<f64>,
-    /// A language model's last validation: perplexity, bits per character or per byte.
-    pub last_val_perplexity: Option<f64>,
-    pub last_val_bits_per_char: Option<f64>,
-    pub last_val_bits_per_byte: Option<f64>,
-    /// Some record is a language model's ([`crate::metrics::is_language_model`]).
-    pub language_model: bool,
-    pub test_loss: Option<f64>,
-    pub test_accuracy: Option<f64>,
-    /// Time of the newest record (Unix seconds).
-    pub last_time: Option<f64>,
-    /// Lines of the metrics file that did not parse.
-    pub bad_lines: usize,
-}
-
-impl MetricDigest {
-    /// Folds records in file order.
-    pub fn of(records: &[MetricRecord]) -> MetricDigest {
-        let mut d = MetricDigest::default();
-        for r in records {
-            d.push(r);
-        }
-        d
-    }
-
-    /// Folds one more record.
-    pub fn push(&mut self, m: &MetricRecord) {
-        self.steps = self.steps.max(m.step);
-        self.last_time = Some(self.last_time.map_or(m.time, |t| t.max(m.time)));
-        self.language_model |= is_language_model(m);
-        match m.kind {
-            MetricKind::Train => {
-                self.last_train_loss = Some(m.loss);
-                if self.recent_train_loss.len() == RECENT_LOSSES {
-                    self.recent_train_loss.remove(0);
-                }
-                self.recent_train_loss.push(m.loss);
-                let world = m.world_size as f64;
-                self.samples_per_sec = Some(m.samples_per_sec * world);
-                self.tokens_per_sec = m.tokens_per_sec.map(|t| t * world);
-                self.last_lr = Some(m.lr);
-                self.step_breakdown = m.breakdown.or(self.step_breakdown);
-            }
-            MetricKind::Val => {
-                self.epochs_done = self.epochs_done.max(m.epoch);
-                self.last_val_loss = Some(m.loss);
-                self.last_val_accuracy = m.accuracy;
-                self.last_val_perplexity = m.perplexity;
-                self.last_val_bits_per_char = m.bits_per_char;
-                self.last_val_bits_per_byte = m.bits_per_byte;
-                if let Some(a) = m.accuracy {
-                    self.best_val_accuracy = Some(self.best_val_accuracy.map_or(a, |b| b.max(a)));
-                }
-            }
-            MetricKind::Test => {
-                self.test_loss = Some(m.loss);
-                self.test_accuracy = m.accuracy;
-            }
-        }
-    }
-}
-
-/// One run as a list shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunEntry {
-    pub run: Run,
-    /// The run's tags ([`Run::tags`]).
-    pub tags: Vec<String>,
-    /// `train.epochs` of the frozen spec, when it can be read and the run counts epochs.
-    pub epochs_total: Option<usize>,
-    /// `train.steps` of the frozen spec (capped by `train.max_steps`): a run counted in
-    /// optimizer steps (a language model), whose progress is steps done of these.
-    pub steps_total: Option<u64>,
-    /// Rank 0's metrics so far.
-    pub metrics: MetricDigest,
-    /// What could not be read about this run (it is still listed).
-    pub warnings: Vec<String>,
-}
+use crate::run_entry::fold_metrics;
+pub use crate::run_entry::{MetricDigest, RECENT_LOSSES, RunEntry};
 
 /// One change of the run list.
 // `Snapshot` is large but sent once; boxing would only add a hop for every reader.
@@ -276,6 +183,14 @@ fn stamp(path: &Path) -> Stamp {
     Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
+/// [`stamp`] of metadata already looked up (by [`Index::refresh_seeing`]): the same value.
+fn stamp_of(st: Option<&libc::stat>) -> Stamp {
+    let st = st?;
+    let modified = std::time::UNIX_EPOCH
+        + Duration::new(u64::try_from(st.st_mtime).ok()?, st.st_mtime_nsec as u32);
+    Some((modified, st.st_size as u64, st.st_ino))
+}
+
 /// One run folder as last read.
 struct Tracked {
     run_json: Stamp,
@@ -338,40 +253,132 @@ impl Scanner {
         }
     }
 
+    /// The first snapshot from the run index, brought up to date with the folders that changed
+    /// (records, tags, plans and the metric digests of finished runs), each folder then tracked as read
+    /// with the stamps taken before the refresh (a change after them is seen by the next
+    /// check): `None` where the index holds no run (never built: reading the folders is faster
+    /// than building it) or cannot be read.
+    fn snapshot_from_index(&mut self) -> Option<RunListEvent> {
+        let mut index = Index::open_or_memory(&self.root);
+        if index.is_empty().ok()? {
+            return None;
+        }
+        let ws = Workspace {
+            root: self.root.clone(),
+        };
+        // Each folder's stamps as the refresh looks them up, before it reads anything.
+        let mut stamps: HashMap<OsString, (Stamp, Stamp)> = HashMap::new();
+        let refreshed = index
+            .refresh_seeing(&ws, |dir, [run_json, tags]| {
+                let s = (stamp_of(run_json), stamp_of(tags));
+                stamps.insert(dir.as_os_str().to_owned(), s);
+            })
+            .ok()?;
+        let runs = index.all().ok()?;
+        let mut entries = Vec::with_capacity(runs.len());
+        for r in runs {
+            let (metrics, warnings) = r.digest();
+            let entry = RunEntry {
+                epochs_total: r.plan.epochs,
+                steps_total: r.plan.steps,
+                tags: r.tags,
+                metrics,
+                warnings,
+                run: r.run,
+            };
+            if let Some((run_json, tags)) = stamps.remove(entry.run.dir.as_os_str()) {
+                let tracked = Tracked {
+                    run_json,
+                    tags,
+                    metrics: None,
+                    // A finished run's digest is the index's; a live one's is read again.
+                    metrics_read: entry.run.record.status.is_terminal(),
+                    entry: Some(entry.clone()),
+                    unreadable: None,
+                };
+                self.tracked.insert(entry.run.dir.clone(), tracked);
+            }
+            entries.push(entry);
+        }
+        Some(RunListEvent::Snapshot {
+            entries,
+            unreadable: refreshed.unreadable,
+        })
+    }
+
     fn experiments(&self) -> PathBuf {
         self.root.join("experiments")
     }
 
     fn run(mut self, tx: mpsc::Sender<RunListEvent>, stop: Arc<AtomicBool>) {
         let mut out = Vec::new();
+        // The snapshot from the run index where it holds runs (the folders then seeded as
+        // read: the scan below re-reads only those changed since); else from the folders.
+        let indexed = match self.snapshot_from_index() {
+            Some(snapshot) => {
+                if tx.blocking_send(snapshot).is_err() {
+                    return;
+                }
+                true
+            }
+            None => false,
+        };
         self.defer_metrics = true;
         self.full_scan(&mut out);
         self.defer_metrics = false;
-        let mut entries = Vec::new();
-        let mut unreadable = Vec::new();
-        for event in out.drain(..) {
-            match event {
-                RunListEvent::Changed(e) => entries.push(e),
-                RunListEvent::Unreadable(u) => unreadable.push(u),
-                RunListEvent::Removed { .. } | RunListEvent::Snapshot { .. } => {}
+        if indexed {
+            for event in out.drain(..) {
+                if tx.blocking_send(event).is_err() {
+                    return;
+                }
             }
-        }
-        entries.sort_by(|a, b| b.run.record.id.cmp(&a.run.record.id));
-        if tx
-            .blocking_send(RunListEvent::Snapshot {
+        } else {
+            let mut entries = Vec::new();
+            let mut unreadable = Vec::new();
+            for event in out.drain(..) {
+                match event {
+                    RunListEvent::Changed(e) => entries.push(e),
+                    RunListEvent::Unreadable(u) => unreadable.push(u),
+                    RunListEvent::Removed { .. } | RunListEvent::Snapshot { .. } => {}
+                }
+            }
+            entries.sort_by(|a, b| b.run.record.id.cmp(&a.run.record.id));
+            let snapshot = RunListEvent::Snapshot {
                 entries,
                 unreadable,
-            })
-            .is_err()
-        {
-            return;
+            };
+            if tx.blocking_send(snapshot).is_err() {
+                return;
+            }
+            // No index yet: build it beside the list, for the next look.
+            let root = self.root.clone();
+            std::thread::spawn(move || {
+                let ws = Workspace { root };
+                let _ = Index::open(&ws.root).and_then(|mut i| i.refresh(&ws));
+            });
         }
         // The metrics, newest runs first (the top of a list).
         let mut dirs: Vec<PathBuf> = self.tracked.keys().cloned().collect();
         dirs.sort_by(|a, b| b.file_name().cmp(&a.file_name()));
-        for dir in dirs {
+        for (i, dir) in dirs.into_iter().enumerate() {
             if stop.load(Ordering::SeqCst) {
                 return;
+            }
+            // A run created meanwhile is listed at once, not after every digest.
+            if i % 64 == 0 {
+                while let Ok(p) = self.events.try_recv() {
+                    self.note(p);
+                }
+                let new: Vec<PathBuf> = self
+                    .dirty
+                    .iter()
+                    .filter(|d| !self.tracked.contains_key(*d) && d.is_dir())
+                    .filter(|d| d.parent().is_some_and(|p| p.ends_with("runs")))
+                    .cloned()
+                    .collect();
+                for d in new {
+                    self.check(&d, &mut out);
+                }
             }
             self.check(&dir, &mut out);
             for event in out.drain(..) {
@@ -646,49 +653,13 @@ impl Scanner {
             }
         }
         if let Some(tailer) = t.metrics.as_mut() {
-            changed |= follow_metrics(tailer, entry);
+            changed |= fold_metrics(tailer, &mut entry.metrics, &mut entry.warnings);
             if !live && tailer.caught_up() {
                 t.metrics = None;
             }
         }
         if changed {
             out.push(RunListEvent::Changed(entry.clone()));
-        }
-    }
-}
-
-/// Reads the new lines of a metrics file into `entry`; whether anything changed.
-fn follow_metrics(tailer: &mut LineTailer, entry: &mut RunEntry) -> bool {
-    let mut changed = false;
-    loop {
-        let lines = match tailer.poll() {
-            Ok(lines) => lines,
-            Err(e) => {
-                let w = e.to_string();
-                if !entry.warnings.contains(&w) {
-                    entry.warnings.push(w);
-                    changed = true;
-                }
-                return changed;
-            }
-        };
-        for line in lines.iter().filter(|l| !l.trim().is_empty()) {
-            changed = true;
-            match serde_json::from_str::<MetricRecord>(line) {
-                Ok(m) => entry.metrics.push(&m),
-                Err(e) => {
-                    entry.metrics.bad_lines += 1;
-                    if entry.metrics.bad_lines == 1 {
-                        entry.warnings.push(format!(
-                            "{}: a line does not parse ({e})",
-                            tailer.path().display()
-                        ));
-                    }
-                }
-            }
-        }
-        if tailer.caught_up() {
-            return changed;
         }
     }
 }
@@ -705,4 +676,22 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stamps the index hands over are the stamps a check takes: a folder seeded from the
+    /// index is not read again for nothing.
+    #[test]
+    fn a_stamp_from_metadata_looked_up_relative_to_a_folder_is_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("run.json"), "{}").unwrap();
+        let folder = crate::fsutil::Folder::open(dir.path()).unwrap();
+        let st = folder.stat(b"run.json");
+        assert!(stamp(&dir.path().join("run.json")).is_some());
+        assert_eq!(stamp_of(st.as_ref()), stamp(&dir.path().join("run.json")));
+        assert_eq!(stamp_of(folder.stat(b"tags").as_ref()), None);
+    }
 }

@@ -4,15 +4,15 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics::{MetricRecord, StepBreakdown};
 use crate::plan::Plan;
 use crate::run::{Run, RunRecord, now};
-use crate::run_list::MetricDigest;
+use crate::run_entry::MetricDigest;
 
 /// Figures from rank 0's metrics (`None`: no such record yet).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Summary {
     /// The highest epoch validated so far.
     pub epochs_done: usize,

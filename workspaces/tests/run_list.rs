@@ -1,5 +1,6 @@
 //! `Workspace::watch_runs`: the live run list, on real folders written the way supervisors and
-//! replicas write them (atomic run.json, appended metrics), with and without `notify`.
+//! replicas write them (atomic run.json, appended metrics), with and without `notify`, and with
+//! its first snapshot from the run index.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use ddp_trainer::metrics::{MetricKind, MetricRecord, MetricsWriter};
 use ddp_trainer::spec::Spec;
+use ddp_workspaces::index::Index;
 use ddp_workspaces::run_list::{MetricDigest, RunListEvent, RunListOptions, RunListWatch};
 use ddp_workspaces::test_util::metric;
 use ddp_workspaces::{Run, RunStatus, Workspace};
@@ -120,6 +122,57 @@ fn snapshot_lists_runs_newest_first_with_digests_and_unreadable_folders() {
     assert!(eb.warnings.is_empty());
     // A run without metrics has nothing to follow: no event for it.
     assert!(watch.next_timeout(Duration::from_millis(300)).is_none());
+}
+
+#[test]
+fn the_snapshot_comes_from_the_run_index_with_digests_and_changes_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open_or_create(&dir.path().join("ws")).unwrap();
+    let a = ws.create_run(&spec("exp-a"), vec![], None, None).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut b = ws.create_run(&spec("exp-b"), vec![], None, None).unwrap();
+    b.update(|r| r.status = RunStatus::Completed).unwrap();
+    let mut w = MetricsWriter::create(&b.dir, 0).unwrap();
+    let recs = [
+        record(MetricKind::Train, 1, 1, 2.0, None),
+        record(MetricKind::Val, 1, 2, 1.4, Some(0.5)),
+        record(MetricKind::Test, 1, 2, 1.1, Some(0.45)),
+    ];
+    for r in &recs {
+        w.write(r).unwrap();
+    }
+    drop(w);
+    let mut index = Index::open(&ws.root).unwrap();
+    assert_eq!(index.refresh(&ws).unwrap().read, 2);
+    // Changed after the index last read it: the snapshot has it as it is now.
+    b.set_tags(&["baseline".into()]).unwrap();
+
+    let mut watch = ws.watch_runs();
+    let (entries, unreadable) = snapshot(&mut watch);
+    assert_eq!(unreadable, 0);
+    let ids: Vec<&str> = entries.iter().map(|e| e.run.record.id.as_str()).collect();
+    assert_eq!(ids, [b.record.id.as_str(), a.record.id.as_str()]);
+    assert_eq!(entries[0].tags, ["baseline"]);
+    assert_eq!(entries[0].epochs_total, Some(7));
+    // The finished run's digest is in the snapshot, not read again after it.
+    assert_eq!(entries[0].metrics, MetricDigest::of(&recs));
+    assert!(
+        watch.next_timeout(Duration::from_millis(500)).is_none(),
+        "nothing changed since the snapshot"
+    );
+    // What changes afterwards is followed as without an index.
+    b.set_tags(&["best".into()]).unwrap();
+    changed_with(&mut watch, &b.record.id, "b's new tags", |e| {
+        e.tags == ["best"] && e.metrics == MetricDigest::of(&recs)
+    });
+    let c = ws.create_run(&spec("exp-c"), vec![], None, None).unwrap();
+    changed_with(&mut watch, &c.record.id, "a new run", |_| true);
+    std::fs::remove_dir_all(&a.dir).unwrap();
+    let gone = wait_for(&mut watch, "a's removal", |e| match e {
+        RunListEvent::Removed { dir } => Some(dir),
+        _ => None,
+    });
+    assert_eq!(gone, a.dir);
 }
 
 /// Everything a dashboard must see without a keypress, with notify and by polling alone.

@@ -69,9 +69,9 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
         Command::Wait(run) => card(&open(&root)?.run(&run.run)?, true, shared, out),
         Command::Shared(SharedCommand::Ls(LsArgs { filter, json })) => {
             let ws = open(&root)?;
-            let (runs, bad) = ws.runs()?;
+            // The run index, brought up to date with the folders that changed.
+            let (runs, bad) = ddp_workspaces::index::Index::list(&ws, &filter)?;
             report_unreadable(&bad, out);
-            let runs = filter.select(&ws.root, &runs)?;
             let shown = if json {
                 render::runs::ls_json(&runs)
             } else {

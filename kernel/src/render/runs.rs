@@ -3,6 +3,7 @@
 //! The plain text is exactly what the `ddp` CLI prints.
 
 use ddp_workspaces::analysis::Comparison;
+use ddp_workspaces::index::IndexedRun;
 use ddp_workspaces::plot::{self, Series, XAxis};
 use ddp_workspaces::report;
 use ddp_workspaces::summary::RunOverview;
@@ -13,8 +14,9 @@ use super::table::{html_table, key_value_table, note, pre, status_badge, wrappin
 use super::{Output, html_escape, svg_img};
 
 /// The run list (`ddp ls`): the CLI's table as text and as an HTML table.
-pub fn ls(runs: &[&Run]) -> Output {
-    let table = report::runs_table(runs);
+pub fn ls(runs: &[IndexedRun]) -> Output {
+    let rows: Vec<_> = runs.iter().map(|r| (&r.run, r.summary())).collect();
+    let table = report::runs_table_of(&rows);
     let mut html = html_table(&table);
     if runs.is_empty() {
         html.push_str(&note("no runs"));
@@ -24,8 +26,11 @@ pub fn ls(runs: &[&Run]) -> Output {
 
 /// `ddp ls --json`: a JSON array of [`RunOverview`]s; the text is the CLI's (one JSON object
 /// per line).
-pub fn ls_json(runs: &[&Run]) -> Output {
-    let values: Vec<Value> = runs.iter().map(|r| overview(r)).collect();
+pub fn ls_json(runs: &[IndexedRun]) -> Output {
+    let values: Vec<Value> = runs
+        .iter()
+        .map(|r| serde_json::to_value(r.overview()).unwrap_or(Value::Null))
+        .collect();
     let plain: String = values.iter().map(|v| format!("{v}\n")).collect();
     Output::json(plain, Value::Array(values))
 }

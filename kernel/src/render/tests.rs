@@ -2,6 +2,7 @@
 
 use base64::Engine as _;
 use ddp_workspaces::devices::telemetry::{CpuSample, GpuSample, ProcessSample, Telemetry};
+use ddp_workspaces::index::IndexedRun;
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
 use ddp_workspaces::plot::{Series, XAxis};
 use ddp_workspaces::report::{self, Table};
@@ -122,7 +123,8 @@ fn ls_show_compare_plain_text_is_the_cli_text() {
     let b = run_in(dir.path(), "20261121-101600-bbbbbb", 0.2, &[]);
     std::fs::write(a.dir.join("notes.md"), "try <b>more</b>\n").unwrap();
 
-    let o = runs::ls(&[&a, &b]);
+    let listed = [IndexedRun::read(a.clone()), IndexedRun::read(b.clone())];
+    let o = runs::ls(&listed);
     assert_eq!(o.plain, report::runs_table(&[&a, &b]).to_text());
     assert!(o.plain.starts_with("ID  "));
     let html = o.html.unwrap();
@@ -130,7 +132,7 @@ fn ls_show_compare_plain_text_is_the_cli_text() {
     assert!(html.contains(">91.00%</td>"), "{html}");
     assert!(runs::ls(&[]).html.unwrap().contains("no runs"));
 
-    let j = runs::ls_json(&[&a, &b]);
+    let j = runs::ls_json(&listed);
     let arr = j.json.as_ref().unwrap().as_array().unwrap();
     assert_eq!(arr.len(), 2);
     assert_eq!(arr[0]["id"], "20261121-101500-aaaaaa");

@@ -4,6 +4,7 @@
 //! executes off the UI thread and answers with more messages. Pure: tested without a terminal,
 //! files or processes.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
@@ -22,7 +23,7 @@ use crate::views::compare::{CompareTable, CompareView};
 use crate::views::devices::DevicesState;
 use crate::views::run::sample::{SampleEvent, SampleState, rows};
 use crate::views::run::{Pane, RunView};
-use crate::views::runs::RunsState;
+use crate::views::runs::{RunsState, SpecValues};
 use crate::views::sweep::{SweepRequest, SweepView};
 
 mod sweep;
@@ -65,6 +66,8 @@ pub enum Effect {
     UnwatchSweep,
     /// Stop, resume or promote in a search.
     Sweep(SweepRequest),
+    /// Read spec keys' values from the run index ([`Msg::SpecValues`]).
+    ReadSpecValues(Vec<String>),
     /// Complete the path being typed in the new-run dialog ([`Msg::Completions`]).
     Complete(String),
     StartRun(NewRun),
@@ -125,6 +128,8 @@ pub enum Msg {
         text: Result<String, String>,
     },
     CompareSpecs(Result<CompareTable, String>),
+    /// Spec keys' values by run folder ([`Effect::ReadSpecValues`]).
+    SpecValues(HashMap<String, SpecValues>),
     /// Sweep `id`'s manifest as read now.
     Sweep {
         id: String,
@@ -300,6 +305,10 @@ impl App {
                 }
                 vec![]
             }
+            Msg::SpecValues(values) => {
+                self.runs.spec_values_read(values);
+                vec![]
+            }
             Msg::Sweep { id, record } => {
                 if let Some(s) = self.sweep.as_mut().filter(|s| s.id == id) {
                     s.apply(record);
@@ -367,9 +376,8 @@ impl App {
             DialogOutcome::Complete(typed) => vec![Effect::Complete(typed)],
             DialogOutcome::SetTags(run, tags) => vec![Effect::SetTags(run, tags)],
             DialogOutcome::Filter { text, .. } => {
-                self.runs.filter = text;
-                self.runs.fix_selection();
-                vec![]
+                let wanted = self.runs.set_filter(text);
+                wanted.map(Effect::ReadSpecValues).into_iter().collect()
             }
             DialogOutcome::Sample(prompt) => match self.run.as_mut() {
                 Some(v) => {

@@ -57,7 +57,7 @@ impl RunFilter {
         let sweep = self
             .sweep
             .as_deref()
-            .map(|s| crate::sweep::resolve(root, runs, s))
+            .map(|s| crate::sweep::resolve(root, crate::sweep::sweeps_of(runs), s))
             .transpose()?;
         let mut picked: Vec<(&Run, RunFields)> = runs
             .iter()

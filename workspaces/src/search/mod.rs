@@ -292,7 +292,7 @@ pub fn spawn_driver(root: &Path, id: &str) -> Result<Child> {
 pub fn find(root: &Path, address: &str) -> Result<SweepRecord> {
     let ws = Workspace::open(root)?;
     let (runs, _) = ws.runs()?;
-    let id = crate::sweep::resolve(&ws.root, &runs, address)?;
+    let id = crate::sweep::resolve(&ws.root, crate::sweep::sweeps_of(&runs), address)?;
     SweepRecord::load(&ws.root, &id)
 }
 

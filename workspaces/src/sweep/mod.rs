@@ -240,13 +240,24 @@ pub fn list(ws_root: &Path) -> Result<(Vec<SweepRecord>, Vec<Unreadable>)> {
     Ok((good, bad))
 }
 
+/// The `sweep` fields of `runs`, what [`resolve`] looks among.
+pub fn sweeps_of(runs: &[Run]) -> impl Iterator<Item = &str> {
+    runs.iter().filter_map(|r| r.record.sweep.as_deref())
+}
+
 /// Finds a sweep id by full id, `--name` (the newest sweep of that name), unique id prefix or
-/// `latest`, among the manifests and the `sweep` fields of `runs` (a sweep whose manifest was
-/// deleted still groups its runs). An unknown address gets the closest ids and names.
-pub fn resolve(ws_root: &Path, runs: &[Run], address: &str) -> Result<String> {
+/// `latest`, among the manifests and `run_sweeps`, the `sweep` fields of the workspace's runs (a
+/// sweep whose manifest was deleted still groups its runs). An unknown address gets the closest
+/// ids and names.
+pub fn resolve<'a>(
+    ws_root: &Path,
+    run_sweeps: impl IntoIterator<Item = &'a str>,
+    address: &str,
+) -> Result<String> {
     let (manifests, _) = list(ws_root)?;
+    let of_runs: Vec<&str> = run_sweeps.into_iter().collect();
     let mut ids: BTreeSet<&str> = manifests.iter().map(|m| m.id.as_str()).collect();
-    ids.extend(runs.iter().filter_map(|r| r.record.sweep.as_deref()));
+    ids.extend(of_runs);
     if ids.contains(address) {
         return Ok(address.to_string());
     }

@@ -143,11 +143,19 @@ fn create_resolve_and_members() {
     assert_eq!(SweepRecord::load(&ws.root, &rec.id).unwrap(), rec);
     assert_eq!(rec.member(&runs[2].record.id).unwrap().label, "seed=3");
     let (all, _) = ws.runs().unwrap();
-    assert_eq!(resolve(&ws.root, &all, &rec.id).unwrap(), rec.id);
-    assert_eq!(resolve(&ws.root, &all, "seeds").unwrap(), rec.id);
-    assert_eq!(resolve(&ws.root, &all, "latest").unwrap(), rec.id);
-    assert_eq!(resolve(&ws.root, &all, &rec.id[..10]).unwrap(), rec.id);
-    let e = resolve(&ws.root, &all, "seedz").unwrap_err().to_string();
+    assert_eq!(resolve(&ws.root, sweeps_of(&all), &rec.id).unwrap(), rec.id);
+    assert_eq!(resolve(&ws.root, sweeps_of(&all), "seeds").unwrap(), rec.id);
+    assert_eq!(
+        resolve(&ws.root, sweeps_of(&all), "latest").unwrap(),
+        rec.id
+    );
+    assert_eq!(
+        resolve(&ws.root, sweeps_of(&all), &rec.id[..10]).unwrap(),
+        rec.id
+    );
+    let e = resolve(&ws.root, sweeps_of(&all), "seedz")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("did you mean `seeds`"), "{e}");
     let ids: Vec<&str> = members(&ws.root, &all, &rec.id)
         .iter()

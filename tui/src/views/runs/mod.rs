@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use ddp_workspaces::filter::Expr;
+use ddp_workspaces::filter::{Expr, Value};
 use ddp_workspaces::run_fields::{RunFields, SpecTable, spec_table};
 use ddp_workspaces::run_list::{RunEntry, RunListEvent};
 use ddp_workspaces::workspace::Unreadable;
@@ -94,8 +94,34 @@ pub struct RunsState {
     pub marked: BTreeSet<PathBuf>,
     /// The selected run folder (kept across re-sorting and updates).
     pub selected: Option<PathBuf>,
-    /// Frozen specs read for `spec.KEY` filters, by run folder (they never change).
+    /// Frozen specs read for `spec.KEY` filters, by run folder (they never change): the runs
+    /// whose values are not in `spec_values`.
     specs: RefCell<HashMap<PathBuf, Option<SpecTable>>>,
+    /// Spec keys' values from the run index, by run folder, for `spec.KEY` filters
+    /// ([`RunsState::set_filter`] asks for them); `None` while asked for and not arrived.
+    spec_values: HashMap<String, Option<SpecValues>>,
+    /// Where each run folder is in `entries`; `None` to be rebuilt.
+    positions: RefCell<Option<HashMap<PathBuf, usize>>>,
+}
+
+/// One spec key's value in each run that has it, by run folder (its path as text, as the run
+/// index keeps it).
+pub type SpecValues = HashMap<String, Value>;
+
+/// The filter as typed, parsed once: an expression, else a lowercased substring.
+enum Filter {
+    Expr(Expr),
+    Text(String),
+}
+
+impl Filter {
+    fn of(text: &str) -> Filter {
+        let f = text.trim();
+        match Expr::parse(f) {
+            Ok(expr) => Filter::Expr(expr),
+            Err(_) => Filter::Text(f.to_lowercase()),
+        }
+    }
 }
 
 impl RunsState {
@@ -109,21 +135,31 @@ impl RunsState {
                 self.entries = entries;
                 self.unreadable = unreadable;
                 self.loaded = true;
+                *self.positions.get_mut() = None;
             }
             RunListEvent::Changed(entry) => {
-                self.unreadable.retain(|u| u.dir != entry.run.dir);
-                match self.entries.iter_mut().find(|e| e.run.dir == entry.run.dir) {
-                    Some(e) => *e = entry,
-                    None => self.entries.push(entry),
+                if !self.unreadable.is_empty() {
+                    self.unreadable.retain(|u| u.dir != entry.run.dir);
+                }
+                match self.position(&entry.run.dir) {
+                    Some(i) => self.entries[i] = entry,
+                    None => {
+                        if let Some(p) = self.positions.get_mut() {
+                            p.insert(entry.run.dir.clone(), self.entries.len());
+                        }
+                        self.entries.push(entry);
+                    }
                 }
             }
             RunListEvent::Removed { dir } => {
                 self.entries.retain(|e| e.run.dir != dir);
+                *self.positions.get_mut() = None;
                 self.unreadable.retain(|u| u.dir != dir);
                 self.marked.remove(&dir);
             }
             RunListEvent::Unreadable(u) => {
                 self.entries.retain(|e| e.run.dir != u.dir);
+                *self.positions.get_mut() = None;
                 match self.unreadable.iter_mut().find(|x| x.dir == u.dir) {
                     Some(x) => *x = u,
                     None => self.unreadable.push(u),
@@ -139,7 +175,57 @@ impl RunsState {
     }
 
     pub fn entry(&self, dir: &Path) -> Option<&RunEntry> {
-        self.entries.iter().find(|e| e.run.dir == dir)
+        self.position(dir).map(|i| &self.entries[i])
+    }
+
+    /// Where run folder `dir` is in `entries` (a map kept beside them: 10,000 runs' updates
+    /// each find their entry at once).
+    fn position(&self, dir: &Path) -> Option<usize> {
+        let fresh = |p: &HashMap<PathBuf, usize>| {
+            p.get(dir)
+                .copied()
+                .filter(|&i| self.entries.get(i).is_some_and(|e| e.run.dir == dir))
+        };
+        let mut positions = self.positions.borrow_mut();
+        match positions.as_ref() {
+            Some(p) if p.len() == self.entries.len() => fresh(p),
+            _ => {
+                let p: HashMap<PathBuf, usize> = self
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e.run.dir.clone(), i))
+                    .collect();
+                let found = fresh(&p);
+                *positions = Some(p);
+                found
+            }
+        }
+    }
+
+    /// Sets the filter; returns the spec keys it names whose values are to be read from the run
+    /// index (each asked for once; until they arrive a run has no value for them).
+    pub fn set_filter(&mut self, text: String) -> Option<Vec<String>> {
+        self.filter = text;
+        let mut wanted = Vec::new();
+        if let Filter::Expr(expr) = Filter::of(&self.filter) {
+            for key in expr.fields().iter().filter_map(|f| f.strip_prefix("spec.")) {
+                if !self.spec_values.contains_key(key) {
+                    self.spec_values.insert(key.to_string(), None);
+                    wanted.push(key.to_string());
+                }
+            }
+        }
+        self.fix_selection();
+        (!wanted.is_empty()).then_some(wanted)
+    }
+
+    /// Spec keys' values read from the run index.
+    pub fn spec_values_read(&mut self, values: HashMap<String, SpecValues>) {
+        for (key, v) in values {
+            self.spec_values.insert(key, Some(v));
+        }
+        self.fix_selection();
     }
 
     /// The selected run, if it is a readable one.
@@ -151,24 +237,48 @@ impl RunsState {
     /// 0.01 and status = "completed"`), else a case-insensitive substring of its id,
     /// experiment, name, status or one of its tags.
     pub fn matches(&self, entry: &RunEntry) -> bool {
-        let f = self.filter.trim();
-        match Expr::parse(f) {
-            Ok(expr) => self.matches_expr(&expr, entry),
-            Err(_) => matches_filter(&f.to_lowercase(), entry),
+        self.matches_with(&Filter::of(&self.filter), entry)
+    }
+
+    fn matches_with(&self, filter: &Filter, entry: &RunEntry) -> bool {
+        match filter {
+            Filter::Expr(expr) => self.matches_expr(expr, entry),
+            Filter::Text(f) => matches_filter(f, entry),
         }
     }
 
-    /// Whether `entry` satisfies `expr`; the frozen specs it needs are read once per run.
+    /// Whether `entry` satisfies `expr`: `spec.KEY` values from the run index, else (a run
+    /// newer than the index's answer, or no answer asked for) from its frozen spec, read once.
     fn matches_expr(&self, expr: &Expr, entry: &RunEntry) -> bool {
-        let wants_spec = expr.fields().iter().any(|f| f.starts_with("spec."));
-        if wants_spec && !self.specs.borrow().contains_key(&entry.run.dir) {
+        let dir = &entry.run.dir;
+        let key = dir.to_string_lossy();
+        let own_spec = expr.fields().iter().any(|f| {
+            f.strip_prefix("spec.")
+                .is_some_and(|k| match self.spec_values.get(k) {
+                    Some(Some(values)) => !values.contains_key(key.as_ref()),
+                    Some(None) => false,
+                    None => true,
+                })
+        });
+        if own_spec && !self.specs.borrow().contains_key(dir) {
             let table = spec_table(&entry.run);
-            self.specs.borrow_mut().insert(entry.run.dir.clone(), table);
+            self.specs.borrow_mut().insert(dir.clone(), table);
         }
         let specs = self.specs.borrow();
-        let spec = specs.get(&entry.run.dir).and_then(Option::as_ref);
+        let spec = specs.get(dir).and_then(Option::as_ref);
         let fields = RunFields::of_entry(entry, spec);
-        expr.matches(&|name| fields.get(name))
+        expr.matches(&|name| {
+            let indexed = name
+                .strip_prefix("spec.")
+                .and_then(|k| self.spec_values.get(k));
+            match indexed {
+                Some(None) => None,
+                Some(Some(values)) if values.contains_key(key.as_ref()) => {
+                    values.get(key.as_ref()).cloned()
+                }
+                _ => fields.get(name),
+            }
+        })
     }
 }
 
@@ -195,7 +305,12 @@ impl RunsState {
     /// The rows shown, in order: filtered, sorted, grouped; unreadable folders last.
     pub fn rows(&self) -> Vec<Row<'_>> {
         let f = self.filter.trim().to_lowercase();
-        let mut runs: Vec<&RunEntry> = self.entries.iter().filter(|e| self.matches(e)).collect();
+        let filter = Filter::of(&self.filter);
+        let mut runs: Vec<&RunEntry> = self
+            .entries
+            .iter()
+            .filter(|e| self.matches_with(&filter, e))
+            .collect();
         runs.sort_by(|a, b| {
             let o = compare(self.sort, a, b).then_with(|| b.run.record.id.cmp(&a.run.record.id));
             if self.reversed { o.reverse() } else { o }
@@ -443,6 +558,33 @@ pub(crate) mod tests {
         assert_eq!(s.specs.borrow().len(), 3, "each run's spec read once");
         // Not an expression: a substring, as before.
         assert_eq!(shown(&mut s, "cifar"), ["bbbbbb"]);
+    }
+
+    /// A `spec.KEY` filter set by typing asks for the key's values from the run index once;
+    /// until they arrive no run has the key; then runs the answer covers take their value from
+    /// it, and a run it does not cover (newer) its own frozen spec.
+    #[test]
+    fn spec_keys_come_from_the_run_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = state();
+        let a = &mut s.entries[2];
+        a.run.dir = dir.path().to_path_buf();
+        std::fs::write(
+            dir.path().join("spec.toml"),
+            "name = \"m\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n[train]\nlr = 0.003\n",
+        )
+        .unwrap();
+        let f = "spec.train.lr < 0.01";
+        assert_eq!(s.set_filter(f.into()), Some(vec!["train.lr".to_string()]));
+        assert_eq!(s.set_filter(f.into()), None, "asked for once");
+        assert!(ids(&s.rows()).is_empty(), "pending: no run has a value");
+        let b = s.entries[1].run.dir.to_string_lossy().into_owned();
+        let c = s.entries[0].run.dir.to_string_lossy().into_owned();
+        let values: SpecValues = [(b, Value::Num(0.001)), (c, Value::Num(0.1))].into();
+        s.spec_values_read([("train.lr".to_string(), values)].into());
+        // b from the index; a (not in the answer) from its own spec; c is over.
+        assert_eq!(ids(&s.rows()), ["bbbbbb", "aaaaaa"]);
+        assert_eq!(s.specs.borrow().len(), 1, "only a's spec read");
     }
 
     #[test]
