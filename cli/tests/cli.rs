@@ -118,6 +118,17 @@ fn run_in_the_foreground_to_completion() {
         line.contains(" s/step: compute ") && line.ends_with("-bound"),
         "{line}"
     );
+    // ls answers from the run index, which follows the folders: a tag added, the index
+    // deleted (built again), the run removed.
+    assert!(ws.join("index.sqlite").exists());
+    let keep = ["ls", "--where", "tags = \"keep\" and spec.train.epochs = 2"];
+    assert!(!ok(ddp(&ws).args(keep).output().unwrap()).contains(&r.id));
+    ok(ddp(&ws).args(["tag", &r.id, "keep"]).output().unwrap());
+    assert!(ok(ddp(&ws).args(keep).output().unwrap()).contains(&r.id));
+    std::fs::remove_file(ws.join("index.sqlite")).unwrap();
+    assert!(ok(ddp(&ws).args(keep).output().unwrap()).contains(&r.id));
+    ok(ddp(&ws).args(["rm", &r.id]).output().unwrap());
+    assert!(!ok(ddp(&ws).arg("ls").output().unwrap()).contains(&r.id));
 }
 
 #[test]

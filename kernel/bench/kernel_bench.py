@@ -48,6 +48,11 @@ the workspace), removed at the end (`--keep` keeps it). Every wait has a time li
 whole bench is stopped after `--timeout-s` (default 1800 s); kernels are shut down, runs still
 going are stopped, and every process started for the bench (found by a marker in its
 environment, or the scratch folder on its command line) is killed at the end, whatever happened.
+5. **`%ddp ls` on a large workspace ≤ 300 ms, kernel RSS ≤ 150 MB** (`--parts large --workspace
+   WS`, not in the default parts): `%ddp ls --limit 50` and a filtered, sorted `%ddp ls` on an
+   existing workspace (scripts/make-workspace.py makes one of 10,000 runs), `--large-repeat`
+   calls each after a first; p50 and max, then the kernel's RSS.
+
 `--parts start,ls,card` picks the measurements. Exit status 0 when everything measured meets its
 target, 1 when a target is missed, 2 on an error.
 """
@@ -454,6 +459,45 @@ def bench_ls(args: argparse.Namespace, root: Path, cwd: Path, ws: Path) -> dict[
     }
 
 
+LARGE_FILTER = "--where 'spec.train.lr < 0.01 and status = \"completed\"' --sort -test_accuracy --limit 20"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_large(args: argparse.Namespace, root: Path, cwd: Path) -> dict[str, Any]:
+    """`%ddp ls --limit 50` and a filtered, sorted `%ddp ls` on `--workspace` (an existing
+    workspace of many runs, e.g. from scripts/make-workspace.py), and the kernel's RSS after."""
+    k = Kernel(cwd)
+    try:
+        waited = settle(root, 5, 90)
+        log(f"kernel quiet after {waited:.0f} s; timing %ddp ls on {args.workspace}")
+        out: dict[str, Any] = {"workspace": args.workspace, "rss_before_mb": rss_mb(k.pid)}
+        for name, line in (("plain", "%ddp ls --limit 50"), ("filtered", f"%ddp ls {LARGE_FILTER}")):
+            outputs, first = k.execute_ok(line, 120)
+            shown = "\n".join(text_of(m) for m in outputs)
+            times = []
+            for _ in range(args.large_repeat):
+                _, took = k.execute_ok(line, 60)
+                times.append(took)
+                k.iopub.clear()
+            out[name] = {
+                "line": line,
+                "first": first,
+                "rows": max(0, len(shown.strip().splitlines()) - 1),
+                "p50": percentile(times, 50),
+                "max": max(times),
+            }
+        out["rss_mb"] = rss_mb(k.pid)
+    finally:
+        k.close()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. CPU of a live run card
 
@@ -652,7 +696,9 @@ def pick_kernel(explicit: str | None) -> tuple[Path, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", help="the ddp-kernel executable (default: target/release, else target/debug)")
-    ap.add_argument("--parts", default="start,ls,card", help="which measurements: start,ls,card,train")
+    ap.add_argument("--parts", default="start,ls,card", help="which measurements: start,ls,card,train,large")
+    ap.add_argument("--workspace", help="the existing workspace of the `large` part (e.g. 10,000 runs)")
+    ap.add_argument("--large-repeat", type=int, default=20, help="measured calls of each `large` %%ddp ls")
     ap.add_argument("--train-cells", type=int, default=3, help="%%%%ddp train cells measured with a warm cache")
     ap.add_argument("--no-cold", dest="cold", action="store_false", help="skip the cold-cache %%%%ddp train cell")
     ap.add_argument("--starts", type=int, default=10, help="kernels started for the start-up time")
@@ -668,7 +714,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"start", "ls", "card", "train"}
+    unknown = parts - {"start", "ls", "card", "train", "large"}
+    if "large" in parts and not args.workspace:
+        ap.error("the `large` part needs --workspace WS")
     if unknown:
         ap.error(f"unknown parts {sorted(unknown)}")
 
@@ -715,6 +763,10 @@ def main() -> int:
             results["start"] = bench_start(args.starts, cwd)
         if "ls" in parts:
             results["ls"] = bench_ls(args, root, cwd, ws)
+        if "large" in parts:
+            os.environ["DDP_WORKSPACE"] = str(Path(args.workspace).resolve())
+            results["large"] = bench_large(args, root, cwd)
+            os.environ["DDP_WORKSPACE"] = str(ws)
         if "card" in parts:
             results["card"] = bench_card(args, root, cwd, ws)
         if "train" in parts:
@@ -773,6 +825,27 @@ def report(results: dict[str, Any], exe: Path, which: str) -> bool:
                 f"p50 {ms(s['p50'])}, p95 {ms(s['p95'])}, p99 {ms(s['p99'])}, max {ms(s['max'])} "
                 f"(first call {ms(s['first'])}; {s['listed']}/{s['runs']} ids listed)",
                 s["p50"] < 0.05 and s["p99"] < 0.1 and s["listed"] == s["runs"],
+            )
+        )
+    if "large" in results:
+        s = results["large"]
+        for name in ("plain", "filtered"):
+            f = s[name]
+            rows.append(
+                (
+                    f"`{f['line']}` on {s['workspace']}",
+                    "≤ 300 ms",
+                    f"p50 {ms(f['p50'])}, max {ms(f['max'])} (first call {ms(f['first'])}; {f['rows']} rows)",
+                    f["p50"] <= 0.3,
+                )
+            )
+        grown = s["rss_mb"] - s["rss_before_mb"]
+        rows.append(
+            (
+                "kernel RSS after them (before them)",
+                "≤ 150 MB",
+                f"{s['rss_mb']:.0f} MB ({s['rss_before_mb']:.0f} MB: +{grown:.0f} MB)",
+                s["rss_mb"] <= 150,
             )
         )
     if "card" in results:

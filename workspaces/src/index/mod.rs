@@ -46,12 +46,15 @@ pub const INDEX_FILE: &str = "index.sqlite";
 /// How long a refresh waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(20);
 /// The layout of the tables; an index of another version is rebuilt.
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 /// An open index.
 pub struct Index {
     conn: Connection,
     path: PathBuf,
+    /// The workspace's folder: rows name their run folder relative to it (an index stays good
+    /// for the workspace moved, or reached by another path).
+    root: PathBuf,
 }
 
 /// What [`Index::refresh`] found.
@@ -78,14 +81,17 @@ impl Index {
     /// do not.
     pub fn open(root: &Path) -> Result<Index> {
         let path = root.join(INDEX_FILE);
-        match Index::open_at(&path) {
+        match Index::open_at(&path, root) {
             Ok(i) => Ok(i),
-            Err(_) => {
+            // Only a file that is no database (or a damaged one) is made anew: an index that is
+            // busy, locked or unwritable is another process's or the workspace's business.
+            Err(e) if is_damaged(&e) => {
                 for suffix in ["", "-wal", "-shm"] {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
-                Index::open_at(&path)
+                Index::open_at(&path, root).map_err(|e| sql(&path, e))
             }
+            Err(e) => Err(sql(&path, e)),
         }
     }
 
@@ -97,6 +103,7 @@ impl Index {
             let index = Index {
                 conn,
                 path: PathBuf::from(":memory:"),
+                root: root.to_path_buf(),
             };
             index.create().expect("the tables are made in memory");
             index
@@ -114,24 +121,16 @@ impl Index {
         Ok((index.select(&ws.root, filter)?, refreshed.unreadable))
     }
 
-    fn open_at(path: &Path) -> Result<Index> {
-        let conn = Connection::open(path).map_err(|e| sql(path, e))?;
+    fn open_at(path: &Path, root: &Path) -> rusqlite::Result<Index> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         let index = Index {
             conn,
             path: path.to_path_buf(),
+            root: root.to_path_buf(),
         };
-        index
-            .conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| index.err(e))?;
-        index
-            .conn
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| index.err(e))?;
-        index
-            .conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| index.err(e))?;
         index.create()?;
         Ok(index)
     }
@@ -140,54 +139,48 @@ impl Index {
         sql(&self.path, e)
     }
 
-    /// Makes the tables unless they are there, of this version.
-    fn create(&self) -> Result<()> {
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
+    /// Makes the tables unless they are there, of this version: in one immediate transaction,
+    /// so that processes opening a new index at once make it once.
+    fn create(&self) -> rusqlite::Result<()> {
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version != VERSION {
             // No type on the field columns: each value keeps its own (a number, a text, a flag).
             let fields: Vec<String> = FIELDS.iter().map(|f| column(f)).collect();
-            self.conn
-                .execute_batch(&format!(
-                    "DROP TABLE IF EXISTS spec;
-                     DROP TABLE IF EXISTS runs;
-                     CREATE TABLE runs (
-                         key INTEGER PRIMARY KEY,
-                         dir TEXT NOT NULL UNIQUE,
-                         stamp INTEGER NOT NULL,
-                         live INTEGER NOT NULL,
-                         record TEXT NOT NULL,
-                         summary TEXT NOT NULL,
-                         plan TEXT NOT NULL,
-                         digest TEXT NOT NULL,
-                         {}
-                     );
-                     CREATE INDEX runs_id ON runs (\"id\");
-                     CREATE TABLE spec (
-                         key TEXT NOT NULL,
-                         run INTEGER NOT NULL,
-                         value,
-                         PRIMARY KEY (key, run)
-                     ) WITHOUT ROWID;
-                     CREATE INDEX spec_run ON spec (run);
-                     PRAGMA user_version = {VERSION};",
-                    fields.join(",\n")
-                ))
-                .map_err(|e| self.err(e))?;
+            tx.execute_batch(&format!(
+                "DROP TABLE IF EXISTS spec;
+                 DROP TABLE IF EXISTS runs;
+                 CREATE TABLE runs (
+                     key INTEGER PRIMARY KEY,
+                     dir TEXT NOT NULL UNIQUE,
+                     stamp INTEGER NOT NULL,
+                     live INTEGER NOT NULL,
+                     record TEXT NOT NULL,
+                     summary TEXT NOT NULL,
+                     plan TEXT NOT NULL,
+                     digest TEXT NOT NULL,
+                     {}
+                 );
+                 CREATE INDEX runs_id ON runs (\"id\");
+                 CREATE TABLE spec (
+                     key TEXT NOT NULL,
+                     run INTEGER NOT NULL,
+                     value,
+                     PRIMARY KEY (key, run)
+                 ) WITHOUT ROWID;
+                 CREATE INDEX spec_run ON spec (run);
+                 PRAGMA user_version = {VERSION};",
+                fields.join(",\n")
+            ))?;
         }
         // A quick look that the tables are what this version writes.
         for look in [
             "SELECT key, dir, plan, digest FROM runs LIMIT 1",
             "SELECT key, run, value FROM spec LIMIT 1",
         ] {
-            self.conn
-                .prepare(look)
-                .and_then(|mut s| s.query([]).map(|_| ()))
-                .map_err(|e| self.err(e))?;
+            tx.prepare(look)?.query([])?.next()?;
         }
-        Ok(())
+        tx.commit()
     }
 
     /// Brings the index up to date with the folders of `ws` (see the module's docs).
@@ -215,8 +208,9 @@ impl Index {
         };
         let mut seen = HashSet::with_capacity(stamped.len());
         let mut stale = Vec::new();
+        let key_of = |dir: &Path| relative(&ws.root, dir);
         for (dir, stamp) in &stamped {
-            let key = dir.to_string_lossy().into_owned();
+            let key = key_of(dir);
             match known.get(&key) {
                 Some(&(s, live)) if s == *stamp && !live => {}
                 found => stale.push((dir.clone(), *stamp, found.is_none())),
@@ -232,7 +226,7 @@ impl Index {
         let mut rows = Vec::with_capacity(stale.len());
         for (dir, stamp, new) in stale {
             match Run::load_checked(&dir) {
-                Ok(run) => rows.push(Row::of(&run, stamp, new)),
+                Ok(run) => rows.push(Row::of(&run, key_of(&dir), stamp, new)),
                 Err(e) => refreshed.unreadable.push(Unreadable {
                     dir,
                     error: e.to_string(),
@@ -241,12 +235,7 @@ impl Index {
         }
         let mut gone: Vec<String> = known.into_keys().filter(|k| !seen.contains(k)).collect();
         refreshed.removed = gone.len();
-        gone.extend(
-            refreshed
-                .unreadable
-                .iter()
-                .map(|b| b.dir.to_string_lossy().into_owned()),
-        );
+        gone.extend(refreshed.unreadable.iter().map(|b| key_of(&b.dir)));
         if !rows.is_empty() || !gone.is_empty() {
             self.write(&rows, &gone)?;
         }
@@ -339,6 +328,20 @@ impl Index {
     }
 }
 
+/// Run folder `dir` as a row names it: relative to the workspace's folder `root`.
+fn relative(root: &Path, dir: &Path) -> String {
+    dir.strip_prefix(root)
+        .unwrap_or(dir)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `e` says the file is no SQLite database, or a damaged one.
+fn is_damaged(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    matches!(e.sqlite_error_code(), Some(NotADatabase | DatabaseCorrupt))
+}
+
 fn sql(path: &Path, e: rusqlite::Error) -> Error {
     Error::Corrupt {
         path: path.to_path_buf(),
@@ -427,6 +430,7 @@ fn stamps(
 
 /// What one run's row holds.
 struct Row {
+    /// The run folder, relative to the workspace's.
     dir: String,
     stamp: i64,
     live: bool,
@@ -443,14 +447,14 @@ struct Row {
 }
 
 impl Row {
-    fn of(run: &Run, stamp: i64, new: bool) -> Row {
+    fn of(run: &Run, dir: String, stamp: i64, new: bool) -> Row {
         let summary = Summary::of(run);
         let summary_json = serde_json::to_string(&summary).expect("a summary serialises");
         let spec = if new { spec_table(run) } else { None };
         let spec_rows = spec.as_ref().map(spec_fields);
         let f = RunFields::known(run, run.tags(), summary, spec);
         Row {
-            dir: run.dir.to_string_lossy().into_owned(),
+            dir,
             stamp,
             live: !run.record.status.is_terminal(),
             record: serde_json::to_string(&run.record).expect("a run record always serialises"),

@@ -4,7 +4,7 @@
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::params_from_iter;
 use rusqlite::types::Value as SqlValue;
@@ -175,7 +175,7 @@ impl Index {
             .prepare_cached("SELECT dir, record, summary, \"tags\", plan, digest FROM runs ORDER BY \"id\" DESC")
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], parse_row)
+            .query_map([], |r| parse_row(&self.root, r))
             .map_err(|e| self.err(e))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| self.err(e))?;
@@ -191,7 +191,7 @@ impl Index {
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], parse_row)
+            .query_map([], |r| parse_row(&self.root, r))
             .map_err(|e| self.err(e))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| self.err(e))?;
@@ -217,7 +217,7 @@ impl Index {
         for row in rows {
             let (dir, value) = row.map_err(|e| self.err(e))?;
             if let Some(v) = value {
-                out.insert(dir, v);
+                out.insert(self.root.join(dir).to_string_lossy().into_owned(), v);
             }
         }
         Ok(out)
@@ -278,7 +278,8 @@ impl Index {
             .map_err(|e| self.err(e))?;
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            if let Some(run) = stmt.query_row([key], parse_row).map_err(|e| self.err(e))? {
+            let run = stmt.query_row([key], |r| parse_row(&self.root, r));
+            if let Some(run) = run.map_err(|e| self.err(e))? {
                 out.push(run);
             }
         }
@@ -287,7 +288,7 @@ impl Index {
 }
 
 /// A run's row; `None` for a record this version does not read.
-fn parse_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<IndexedRun>> {
+fn parse_row(root: &Path, r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<IndexedRun>> {
     let dir: String = r.get(0)?;
     let record: String = r.get(1)?;
     let summary: String = r.get(2)?;
@@ -299,7 +300,7 @@ fn parse_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<IndexedRun>> {
     };
     Ok(Some(IndexedRun {
         run: Run {
-            dir: PathBuf::from(dir),
+            dir: root.join(dir),
             record,
         },
         tags: serde_json::from_str(&tags).unwrap_or_default(),

@@ -88,6 +88,23 @@ fn an_index_rebuilt_from_the_folders_matches_a_full_scan() {
     assert_eq!(indexed(&index), scan(&ws));
     // Nothing changed: nothing is read again.
     assert_eq!(counts(&mut index, &ws), (7, 0, 0, 0));
+    // Nor when the workspace is reached by another path (a link, a relative path, a mount
+    // elsewhere): rows name their folders relative to it.
+    let link = tempfile::tempdir().unwrap();
+    let other = Workspace {
+        root: link.path().join("ws"),
+    };
+    std::os::unix::fs::symlink(&ws.root, &other.root).unwrap();
+    let mut by_link = Index::open(&other.root).unwrap();
+    assert_eq!(counts(&mut by_link, &other), (7, 0, 0, 0));
+    assert!(
+        by_link
+            .all()
+            .unwrap()
+            .iter()
+            .all(|r| r.run.dir.starts_with(&other.root))
+    );
+    drop(by_link);
     // Deleted, the index is made again from the folders; corrupt, too.
     drop(index);
     std::fs::remove_file(ws.root.join(INDEX_FILE)).unwrap();
