@@ -3,8 +3,9 @@
 //!
 //! [`Workspace::watch_runs`] returns a [`RunListWatch`]: its first event is always a
 //! [`RunListEvent::Snapshot`] of every run (newest first: records, tags, `train.epochs`), then
-//! one [`RunListEvent::Changed`] per run with its metric digest (newest first; deferred so that a
-//! workspace of thousands of runs is listed at once), then one event per change. Behind it
+//! one [`RunListEvent::Changed`] per run whose metric digest the snapshot does not have (newest
+//! first; deferred so that a workspace of thousands of runs is listed at once), then one event
+//! per change. Behind it
 //! one thread (the watch's owner: dropping the watch stops it) keeps, per run folder, the
 //! `run.json` and `tags` it last read and a [`LineTailer`] on rank 0's metrics folded into a
 //! [`MetricDigest`], and re-reads only what changed:
@@ -20,9 +21,11 @@
 //! is counted in [`MetricDigest::bad_lines`] and named in [`RunEntry::warnings`]. Like
 //! [`crate::Run::load_checked`], a live run whose supervisor is gone is marked failed on disk.
 //!
-//! The first snapshot comes from the run index ([`crate::index`]) where it holds runs (brought
-//! up to date with the folders that changed; the scan that follows only reports what differs
-//! from it), else from reading every folder (and the index is built beside it for next time).
+//! The first snapshot comes from the run index ([`crate::index`]) where it holds runs: brought
+//! up to date with the folders that changed, with the digests of finished runs, each folder then
+//! tracked as the index read it (the scan that follows reports only what changed since, and
+//! reads only live runs' metrics). Else it comes from reading every folder, and the index is
+//! built beside it for the next start.
 //!
 //! Layout:
 //! - [`RunEntry`], [`MetricDigest`] (re-exported from `run_entry`): what a list shows per run.

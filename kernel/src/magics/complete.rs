@@ -102,9 +102,12 @@ fn run_addresses(ws_root: &Path) -> Vec<String> {
     let Ok(ws) = Workspace::open(ws_root) else {
         return Vec::new();
     };
-    let Ok((runs, _)) = ws.runs() else {
+    // From the run index (a workspace of thousands of runs completes at once).
+    let mut index = ddp_workspaces::index::Index::open_or_memory(&ws.root);
+    let Ok(runs) = index.refresh(&ws).and_then(|_| index.all()) else {
         return Vec::new();
     };
+    let runs: Vec<_> = runs.into_iter().map(|r| r.run).collect();
     let mut out = vec!["latest".to_string()];
     for r in &runs {
         let e = format!("{}@latest", r.record.experiment);
