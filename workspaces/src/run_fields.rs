@@ -33,22 +33,13 @@ fn spec_value_of(v: &toml::Value) -> Value {
 
 /// Every leaf of a frozen spec as `(dotted key, value)`: the `spec.KEY` fields a run has.
 pub fn spec_fields(table: &SpecTable) -> Vec<(String, Value)> {
-    fn walk(prefix: &str, table: &SpecTable, out: &mut Vec<(String, Value)>) {
-        for (k, v) in table {
-            let key = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
-            match v {
-                toml::Value::Table(t) => walk(&key, t, out),
-                leaf => out.push((key, spec_value_of(leaf))),
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk("", table, &mut out);
-    out
+    crate::analysis::flatten(table)
+        .into_iter()
+        .map(|(k, v)| {
+            let value = spec_value_of(&v);
+            (k, value)
+        })
+        .collect()
 }
 
 /// One run's fields, each source read once.

@@ -170,25 +170,22 @@ impl Index {
 
     /// Every indexed run, newest first.
     pub fn all(&self) -> Result<Vec<IndexedRun>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT dir, record, summary, \"tags\", plan, digest FROM runs ORDER BY \"id\" DESC")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| parse_row(&self.root, r))
-            .map_err(|e| self.err(e))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| self.err(e))?;
-        Ok(rows.into_iter().flatten().collect())
+        self.runs_where("1")
     }
 
     /// The runs that were live (not ended) when last read.
     pub fn live(&self) -> Result<Vec<IndexedRun>> {
+        self.runs_where("live")
+    }
+
+    /// The runs for which the SQL condition `cond` holds, newest first.
+    fn runs_where(&self, cond: &str) -> Result<Vec<IndexedRun>> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT dir, record, summary, \"tags\", plan, digest FROM runs WHERE live ORDER BY \"id\" DESC",
-            )
+            .prepare_cached(&format!(
+                "SELECT dir, record, summary, \"tags\", plan, digest FROM runs
+                 WHERE {cond} ORDER BY \"id\" DESC"
+            ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| parse_row(&self.root, r))

@@ -529,21 +529,25 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// `/` with an expression filters as `ddp ls --where` does; spec keys read the frozen
-    /// spec once per run; text that is no expression filters as a substring.
-    #[test]
-    fn an_expression_filters_like_ls_where() {
+    /// [`state`] with run a's frozen spec (`train.lr = 0.003`) in a folder of its own.
+    fn with_a_spec() -> (RunsState, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let mut s = state();
-        s.entries[2].metrics.test_accuracy = Some(0.96);
-        // Run a's frozen spec, in a folder of its own.
-        let a = &mut s.entries[2];
-        a.run.dir = dir.path().to_path_buf();
+        s.entries[2].run.dir = dir.path().to_path_buf();
         std::fs::write(
             dir.path().join("spec.toml"),
             "name = \"m\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n[train]\nlr = 0.003\n",
         )
         .unwrap();
+        (s, dir)
+    }
+
+    /// `/` with an expression filters as `ddp ls --where` does; spec keys read the frozen
+    /// spec once per run; text that is no expression filters as a substring.
+    #[test]
+    fn an_expression_filters_like_ls_where() {
+        let (mut s, _dir) = with_a_spec();
+        s.entries[2].metrics.test_accuracy = Some(0.96);
         let shown = |s: &mut RunsState, f: &str| {
             s.filter = f.into();
             ids(&s.rows())
@@ -565,15 +569,7 @@ pub(crate) mod tests {
     /// it, and a run it does not cover (newer) its own frozen spec.
     #[test]
     fn spec_keys_come_from_the_run_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = state();
-        let a = &mut s.entries[2];
-        a.run.dir = dir.path().to_path_buf();
-        std::fs::write(
-            dir.path().join("spec.toml"),
-            "name = \"m\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n[train]\nlr = 0.003\n",
-        )
-        .unwrap();
+        let (mut s, _dir) = with_a_spec();
         let f = "spec.train.lr < 0.01";
         assert_eq!(s.set_filter(f.into()), Some(vec!["train.lr".to_string()]));
         assert_eq!(s.set_filter(f.into()), None, "asked for once");
