@@ -4,6 +4,7 @@
 //! - this module: the typed [`Spec`] and its defaults, semantic validation, [`Spec::hash`].
 //! - `ddp`: the `[ddp]` table (backend, devices, buckets, compression) and its values' types.
 //! - `slurm`: the `[slurm]` table (`ddp run --on slurm`) and its rules.
+//! - `spark`: the `[spark]` table (`ddp run --on spark`) and its rules.
 //! - `load`: reading a file ([`Spec::load`], [`Spec::parse`]), `--set key=value` overrides,
 //!   unknown keys rejected with the line and a suggestion, type errors with the line and the
 //!   expected type.
@@ -15,11 +16,13 @@ mod language_model;
 mod load;
 mod own_data;
 mod slurm;
+mod spark;
 mod text_keys;
 
 pub use ddp::{Backend, BucketMb, Compression, DdpSpec, DeviceKeyword, Devices, Elastic};
 pub use load::{KEYS, edit_distance, parse_override};
 pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
+pub use spark::SparkSpec;
 pub use text_keys::{TokenDtype, TokenizerKind};
 
 use serde::{Deserialize, Serialize};
@@ -47,6 +50,9 @@ pub struct Spec {
     /// Where the run goes on Slurm (`ddp run --on slurm`); not part of [`Spec::hash`].
     #[serde(default, skip_serializing_if = "SlurmSpec::is_empty")]
     pub slurm: SlurmSpec,
+    /// Where the run goes on Spark (`ddp run --on spark`); not part of [`Spec::hash`].
+    #[serde(default, skip_serializing_if = "SparkSpec::is_empty")]
+    pub spark: SparkSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -481,7 +487,7 @@ impl Spec {
     }
 
     /// SHA-256 of the resolved spec's training-relevant content, hex. Settings that do not change
-    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `ddp.shared_memory`, `ddp.overlap`, `restart`, `checkpoint`, `slurm`,
+    /// what is trained (`ddp.timeout_s`, `ddp.threads`, `ddp.shared_memory`, `ddp.overlap`, `restart`, `checkpoint`, `slurm`, `spark`,
     /// `train.max_steps`, `train.log_every`) are excluded, so a resumed run may change them.
     pub fn hash(&self) -> String {
         use sha2::Digest;
@@ -493,6 +499,7 @@ impl Spec {
         s.restart = RestartSpec::default();
         s.checkpoint = CheckpointSpec::default();
         s.slurm = SlurmSpec::default();
+        s.spark = SparkSpec::default();
         s.train.max_steps = None;
         s.train.log_every = 0;
         let digest = sha2::Sha256::digest(s.to_toml().as_bytes());
@@ -687,6 +694,9 @@ impl Spec {
         self.check_language_model()?;
         self.check_own_data()?;
         self.check_slurm()?;
+        if !self.spark.is_empty() {
+            self.check_spark()?;
+        }
         self.check_elastic()?;
         if self.model.name == ModelName::Linear && self.data.task != SyntheticTask::Regression {
             return bad("model.name", "\"linear\" is a regression model: use data with data.task = \"regression\" (synthetic, or a table's numeric target)".into());

@@ -97,6 +97,10 @@ pub const KEYS: &[&str] = &[
     "slurm.constraint",
     "slurm.sbatch_args",
     "slurm.warn_s",
+    "spark.master",
+    "spark.tasks",
+    "spark.gpus_per_task",
+    "spark.conf",
 ];
 
 impl Spec {

@@ -333,6 +333,11 @@ qos = "normal"
 constraint = "a100"
 sbatch_args = ["--mem=8G"]
 warn_s = 60
+[spark]
+master = "local[2]"
+tasks = 2
+gpus_per_task = 1
+conf = { "spark.executor.memory" = "1g" }
 "#;
     // The language-model keys, which image data refuses, from a second spec.
     let language_model = r#"
@@ -447,7 +452,8 @@ fn flatten(t: &Table, prefix: &str, out: &mut Vec<String>) {
             format!("{prefix}.{k}")
         };
         match v {
-            Value::Table(t) => flatten(t, &full, out),
+            // `spark.conf` is one key: a table of Spark's own keys.
+            Value::Table(t) if full != "spark.conf" => flatten(t, &full, out),
             _ => out.push(full),
         }
     }
