@@ -104,6 +104,7 @@ fn record(id: &str, exp: &str, status: RunStatus, created: f64) -> RunRecord {
         error: None,
         data: None,
         slurm: None,
+        spark: None,
         pause_at: None,
     }
 }

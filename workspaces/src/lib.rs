@@ -43,6 +43,8 @@
 //! - `slurm`: runs on Slurm (`--on slurm`): the batch script, submitting, stopping and
 //!   resubmitting a job, parsing `squeue --json`, the status policy, and the workspace's
 //!   watcher process (`__slurm-watch`) that keeps such runs' `run.json` in step with their jobs.
+//! - `spark`: runs on Spark (`--on spark`): the driver program written into the run folder,
+//!   `spark-submit` run and followed by the run's supervisor, the application in `run.json`.
 //! - `sweep`: grids of overrides → one run each, grouped under a sweep id; the sweep's
 //!   parallelism limit (slots: per-sweep lock files taken by the runs' supervisors); search
 //!   spaces and their trials (`sweep/space.rs`), sweep files (`sweep/file.rs`) and the ASHA
@@ -107,6 +109,7 @@ pub mod run_list;
 pub mod sample;
 pub mod search;
 pub mod slurm;
+pub mod spark;
 pub mod spec;
 pub mod summary;
 pub mod supervisor;

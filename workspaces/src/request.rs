@@ -32,6 +32,8 @@ pub struct NewRun {
     pub on: RunOn,
     /// The Slurm options given on the command line (`--nodes`, ...): refused for a local run.
     pub slurm_options: Vec<String>,
+    /// The Spark options given on the command line (`--master`, ...): refused unless on Spark.
+    pub spark_options: Vec<String>,
 }
 
 /// Where a run's replicas run (`--on`).
@@ -42,6 +44,9 @@ pub enum RunOn {
     Local,
     /// In a Slurm job submitted with `sbatch` (docs/slurm.md).
     Slurm,
+    /// In a barrier stage of a Spark application, submitted with `spark-submit` by the run's
+    /// supervisor (docs/spark.md).
+    Spark,
 }
 
 impl NewRun {

@@ -165,6 +165,17 @@ fn launch_once(
         Some(_) => replica.to_args(),
         None => HiddenCommand::Replica(replica).to_args(),
     };
+    if lock(run).record.spark.is_some() {
+        let mut command = vec![program.display().to_string()];
+        command.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+        return match on_spark(run, spec, command, threads, replica_env, resume) {
+            Outcome::Completed => match paused_at(&paused_file) {
+                Some((epoch, step)) => Outcome::Paused { epoch, step },
+                None => Outcome::Completed,
+            },
+            other => other,
+        };
+    }
     let mut opts = LaunchOptions::new(spec.ddp.replicas, program, &dir);
     opts.args = args;
     opts.threads_per_replica = Some(threads);
@@ -228,6 +239,77 @@ fn launch_once(
             Outcome::Stopped
         }
         Err(e) => Outcome::LaunchFailed(e.to_string()),
+    }
+}
+
+/// One launch of a run on Spark: `spark-submit` of the run's driver, its application recorded
+/// in `run.json` as the driver reports it ([`crate::spark`]).
+fn on_spark(
+    run: &Arc<Mutex<Run>>,
+    spec: &Spec,
+    command: Vec<String>,
+    threads: usize,
+    replica_env: &[(String, String)],
+    resume: bool,
+) -> Outcome {
+    let (dir, id) = {
+        let r = lock(run);
+        (r.dir.clone(), r.record.id.clone())
+    };
+    let mut env: std::collections::BTreeMap<String, String> = replica_env.iter().cloned().collect();
+    for key in ["RAYON_NUM_THREADS", "DDP_THREADS"] {
+        env.insert(key.to_string(), threads.to_string());
+    }
+    let folder = dir.join(crate::spark::SPARK_DIR);
+    let job = crate::spark::Job {
+        name: format!("ddp-{id}"),
+        tasks: spec.spark.task_count(spec.ddp.replicas),
+        replicas_per_task: spec.spark.replicas_per_task(),
+        command,
+        resume,
+        env,
+        out: dir.clone(),
+        logs: dir.join("logs"),
+        // The replicas start where a local launch's would (relative data paths).
+        cwd: std::env::current_dir().unwrap_or_else(|_| dir.clone()),
+        state: folder.join("state.json"),
+        failure: folder.join("failure.json"),
+    };
+    // Where this launch's lines start in each rank's log, for the failing one's error.
+    let starts: Vec<u64> = (0..spec.ddp.replicas)
+        .map(|rank| {
+            let log = ddp_trainer::launcher::log_path(&dir, rank);
+            std::fs::metadata(log).map_or(0, |m| m.len())
+        })
+        .collect();
+    let hook_run = run.clone();
+    let mut on_state = move |app_id: Option<String>, ui: Option<String>, attempt: u32| {
+        // Best effort: the run goes on if its record cannot say so.
+        let _ = lock(&hook_run).update(|r| {
+            if let Some(app) = r.spark.as_mut() {
+                app.app_id = app_id;
+                app.ui = ui;
+                app.stage_retries = attempt;
+            }
+            r.restarts = r.restarts.max(attempt);
+        });
+    };
+    match crate::spark::launch_once(
+        &dir,
+        spec,
+        &job,
+        &|| STOP.load(Ordering::SeqCst),
+        &mut on_state,
+    ) {
+        Outcome::ReplicaFailed { rank, exit, .. } => Outcome::ReplicaFailed {
+            rank,
+            exit,
+            error: replica_error(
+                &ddp_trainer::launcher::log_path(&dir, rank),
+                starts.get(rank).copied().unwrap_or(0),
+            ),
+        },
+        other => other,
     }
 }
 

@@ -215,6 +215,7 @@ impl RunRecord {
             error: None,
             data: None,
             slurm: None,
+            spark: None,
             pause_at: None,
         }
     }
@@ -374,6 +375,7 @@ mod tests {
                 error: Some("e".into()),
                 data: None,
                 slurm: None,
+                spark: None,
                 pause_at: None,
             }
         );

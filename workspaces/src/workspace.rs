@@ -180,6 +180,7 @@ impl Workspace {
                     error: None,
                     data: None,
                     slurm: None,
+                    spark: None,
                     pause_at: None,
                 },
             };

@@ -138,6 +138,17 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
     if req.on == RunOn::Slurm {
         return submit(run, &spec);
     }
+    if req.on == RunOn::Spark {
+        let mut run = run;
+        run.update(|r| {
+            r.spark = Some(crate::spark::SparkApp {
+                master: crate::spark::master_of(&spec),
+                tasks: spec.spark.task_count(spec.ddp.replicas),
+                ..Default::default()
+            })
+        })?;
+        return launch(run, &spec, false);
+    }
     launch(run, &spec, false)
 }
 
@@ -240,6 +251,16 @@ fn own_parts(spec: &Spec) -> Option<String> {
 }
 
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
+    if req.on != RunOn::Spark && !req.spark_options.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} applies to runs on Spark: add --on spark",
+            req.spark_options.join(", ")
+        )));
+    }
+    if req.on == RunOn::Spark {
+        // Spark's client is checked before anything is created.
+        crate::spark::Installation::find()?;
+    }
     if req.on == RunOn::Local && !req.slurm_options.is_empty() {
         return Err(Error::Invalid(format!(
             "{} applies to runs on Slurm: add --on slurm (or leave {} out to run here)",

@@ -25,8 +25,9 @@ pub struct SpecOptions {
 /// key; given here, it overrides the spec's).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlaceOptions {
-    /// Where the replicas run: `local` (this machine, the default) or `slurm` (a Slurm job,
-    /// submitted with sbatch; see docs/slurm.md).
+    /// Where the replicas run: `local` (this machine, the default), `slurm` (a Slurm job,
+    /// submitted with sbatch; see docs/slurm.md) or `spark` (a Spark application's barrier
+    /// stage; see docs/spark.md).
     #[arg(long, value_enum, value_name = "WHERE")]
     pub on: Option<RunOn>,
     /// Slurm: nodes to run on (slurm.nodes).
@@ -55,6 +56,19 @@ pub struct PlaceOptions {
     /// replaces slurm.sbatch_args).
     #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub sbatch_args: Vec<String>,
+    /// Spark: the master URL (spark.master; default $SPARK_MASTER, else local[N]).
+    #[arg(long, value_name = "URL")]
+    pub master: Option<String>,
+    /// Spark: tasks of the barrier stage (spark.tasks); ddp.replicas becomes tasks × G.
+    #[arg(long, value_name = "N")]
+    pub tasks: Option<usize>,
+    /// Spark: GPUs per task, one replica each (spark.gpus_per_task).
+    #[arg(long, value_name = "G")]
+    pub gpus_per_task: Option<usize>,
+    /// Spark: one more configuration key, e.g. --spark-conf spark.executor.memory=4g
+    /// (repeatable; added to spark.conf).
+    #[arg(long = "spark-conf", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub spark_conf: Vec<String>,
 }
 
 impl PlaceOptions {
@@ -91,6 +105,36 @@ impl PlaceOptions {
         }
         (o, given)
     }
+
+    /// The `spark.*` overrides these options stand for, and the options given.
+    fn spark_overrides(&self) -> (Vec<String>, Vec<&'static str>) {
+        let text = |v: &str| toml::Value::String(v.to_string()).to_string();
+        let mut o = Vec::new();
+        let mut given = Vec::new();
+        if let Some(m) = &self.master {
+            o.push(format!("spark.master={}", text(m)));
+            given.push("--master");
+        }
+        if let Some(n) = self.tasks {
+            o.push(format!("spark.tasks={n}"));
+            given.push("--tasks");
+        }
+        if let Some(g) = self.gpus_per_task {
+            o.push(format!("spark.gpus_per_task={g}"));
+            given.push("--gpus-per-task");
+        }
+        if !self.spark_conf.is_empty() {
+            let items: Vec<String> = self
+                .spark_conf
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| format!("{} = {}", text(k), text(v)))
+                .collect();
+            o.push(format!("spark.conf={{{}}}", items.join(", ")));
+            given.push("--spark-conf");
+        }
+        (o, given)
+    }
 }
 
 /// The options of every command that starts one run (`ddp run`, `%ddp run`, `%%ddp run`,
@@ -113,11 +157,16 @@ impl RunOptions {
     pub fn new_run(self, spec: PathBuf, command: Vec<String>) -> NewRun {
         let on = self.place.on.unwrap_or_default();
         let (slurm, given) = self.place.overrides();
+        let (spark, spark_given) = self.place.spark_overrides();
         let mut overrides = self.spec.overrides;
         overrides.extend(slurm);
+        overrides.extend(spark);
         let mut replicas = self.spec.replicas;
         if let (None, Some(g)) = (replicas, self.place.gpus_per_node) {
             replicas = Some(self.place.nodes.unwrap_or(1) * g);
+        }
+        if let (None, Some(n)) = (replicas, self.place.tasks) {
+            replicas = Some(n * self.place.gpus_per_task.unwrap_or(1));
         }
         NewRun {
             spec,
@@ -128,6 +177,7 @@ impl RunOptions {
             command,
             on,
             slurm_options: given.iter().map(|g| g.to_string()).collect(),
+            spark_options: spark_given.iter().map(|g| g.to_string()).collect(),
             ..NewRun::default()
         }
     }

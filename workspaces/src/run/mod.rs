@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 mod slurm_job;
+mod spark_app;
 pub use slurm_job::SlurmJob;
+pub use spark_app::SparkApp;
 
 /// Lifecycle: queued → running → completed | failed | stopped, with restarting in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
@@ -161,6 +163,9 @@ pub struct RunRecord {
     /// The Slurm job of a run submitted with `--on slurm` (none: a local run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmJob>,
+    /// The Spark application of a run submitted with `--on spark` (none: not on Spark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spark: Option<SparkApp>,
     /// Where the next launch pauses (`epoch:N`, `step:N`; `ddp-trainer --pause-at`), set by a
     /// sweep's scheduler before it starts or resumes a trial; none: trains to the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
