@@ -80,7 +80,18 @@ stop_slurm() {
     rm -f "$dir.down.log"
   done
 }
-trap stop_slurm EXIT
+# A real Spark standalone cluster (scripts/spark-cluster.sh: a master and two one-core workers,
+# PySpark from the test venv, Java from the distribution) for tests/tests/spark.rs, through
+# DDP_TEST_SPARK; skipped where it cannot start, a failure with DDP_TEST_SPARK_REQUIRED=1 (CI).
+spark_dir=""
+stop_clusters() {
+  stop_slurm
+  if [ -n "$spark_dir" ]; then
+    DDP_SPARK_PYTHON=$DDP_TEST_PYTHON scripts/spark-cluster.sh down "$spark_dir" >/dev/null 2>&1 || true
+    rm -rf "$spark_dir"
+  fi
+}
+trap stop_clusters EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 slurm_ok=1
@@ -98,6 +109,16 @@ elif [ "${DDP_TEST_SLURM_REQUIRED:-}" = 1 ]; then
   exit 1
 else
   echo "scripts/test.sh: no Slurm test clusters (see above): the Slurm tests (tests/tests/slurm.rs and every test that needs a real Slurm) will be SKIPPED" >&2
+fi
+spark_dir=$(mktemp -d "${TMPDIR:-/tmp}/ddp-spark.XXXXXX")
+if DDP_SPARK_PYTHON=$DDP_TEST_PYTHON scripts/spark-cluster.sh up "$spark_dir" >/dev/null; then
+  DDP_TEST_SPARK=$spark_dir
+  export DDP_TEST_SPARK
+elif [ "${DDP_TEST_SPARK_REQUIRED:-}" = 1 ]; then
+  echo "scripts/test.sh: the Spark test cluster could not be brought up (see above) and DDP_TEST_SPARK_REQUIRED=1: failing" >&2
+  exit 1
+else
+  echo "scripts/test.sh: no Spark test cluster (see above): the Spark tests (tests/tests/spark.rs) will be SKIPPED" >&2
 fi
 # Clippy lints the workspace's crates while they are compiled for the tests (clippy-driver as
 # cargo's workspace wrapper, which is what `cargo clippy` does around `cargo check`), so the

@@ -7,7 +7,8 @@
 //! time limit), [`run_limited`] / [`run_limited_with`] (any command with a time limit),
 //! [`binaries`] and [`trainer`] (the front ends' and the trainer's executables, as
 //! `cargo test --workspace` builds them), [`slurm`] (`slurm.rs`: [`SlurmCluster`], the real two-node test Slurm that
-//! `scripts/test.sh` brings up, one test at a time).
+//! `scripts/test.sh` brings up, one test at a time), [`spark`] (`spark.rs`: [`SparkCluster`],
+//! the standalone test Spark it brings up, one test at a time).
 //!
 //! Python comes from `$DDP_TEST_PYTHON`, else `<repo>/.venv-test/bin/python`: the venv that
 //! `scripts/python-venv.sh` makes (and `scripts/test.sh` runs first). Without it the tests fail,
@@ -26,7 +27,9 @@ use std::time::{Duration, Instant};
 use ddp_trainer::test_util::fixtures::workspace_binaries;
 
 pub mod slurm;
+pub mod spark;
 pub use slurm::SlurmCluster;
+pub use spark::SparkCluster;
 
 /// Marks every process started for a test (inherited through the environment), so the ones left
 /// behind can be found and stopped.

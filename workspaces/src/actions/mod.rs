@@ -257,10 +257,6 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
             req.spark_options.join(", ")
         )));
     }
-    if req.on == RunOn::Spark {
-        // Spark's client is checked before anything is created.
-        crate::spark::Installation::find()?;
-    }
     if req.on == RunOn::Local && !req.slurm_options.is_empty() {
         return Err(Error::Invalid(format!(
             "{} applies to runs on Slurm: add --on slurm (or leave {} out to run here)",
@@ -289,6 +285,18 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
         check_devices(&spec, &req.spec)?;
         // Last: the costliest check (a text or a table is read as a replica reads it).
         ddp_trainer::preflight::check(&spec)?;
+    }
+    if req.on == RunOn::Spark {
+        if spec.spark.gpus_per_task.is_some_and(|g| g > 1) {
+            return Err(Error::Invalid(format!(
+                "{}: spark.gpus_per_task = {}: several replicas per Spark task are not run yet; \
+                 use one task per replica (spark.tasks = ddp.replicas)",
+                req.spec.display(),
+                spec.spark.gpus_per_task.unwrap_or(1)
+            )));
+        }
+        // Spark's client (PySpark, Java) is there before anything is created.
+        crate::spark::Installation::find()?;
     }
     Ok(spec)
 }

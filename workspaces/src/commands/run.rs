@@ -394,6 +394,24 @@ mod tests {
     }
 
     #[test]
+    fn spark_options_become_spark_keys() {
+        let r = run("s.toml --on spark --master spark://h:7077 --tasks 2 --gpus-per-task 4 --spark-conf spark.executor.memory=4g --spark-conf spark.task.cpus=2").unwrap();
+        let req = r.new_run(vec![]);
+        assert_eq!(req.on, RunOn::Spark);
+        assert_eq!(
+            req.overrides,
+            [
+                "spark.master=\"spark://h:7077\"",
+                "spark.tasks=2",
+                "spark.gpus_per_task=4",
+                "spark.conf={\"spark.executor.memory\" = \"4g\", \"spark.task.cpus\" = \"2\"}",
+            ]
+        );
+        assert_eq!(req.replicas, Some(8));
+        assert_eq!(req.spark_options.len(), 4);
+    }
+
+    #[test]
     fn bad_run_lines_say_what_is_wrong() {
         let e = run("").unwrap_err();
         assert!(e.contains("<SPEC>"), "{e}");

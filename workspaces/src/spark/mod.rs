@@ -178,19 +178,16 @@ pub fn launch_once(
     let mut cmd = Command::new(&install.spark_submit);
     cmd.arg("--master").arg(master_of(spec));
     cmd.args(["--name", &job.name]);
-    // A failed barrier stage is run again as a whole: the run's restarts.
-    let attempts = spec.restart.max_restarts + 1;
-    let mut conf = vec![
-        (
-            "spark.ui.showConsoleProgress".to_string(),
-            "false".to_string(),
-        ),
-        (
-            "spark.stage.maxConsecutiveAttempts".to_string(),
-            attempts.to_string(),
-        ),
-        ("spark.task.maxFailures".to_string(), attempts.to_string()),
-    ];
+    // Spark does not run a failed stage again by itself: the supervisor's restart policy
+    // decides (a configuration error is not retried), with a new application that resumes.
+    let mut conf: Vec<(String, String)> = [
+        ("spark.ui.showConsoleProgress", "false"),
+        ("spark.stage.maxConsecutiveAttempts", "1"),
+        ("spark.task.maxFailures", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     conf.extend(spec.spark.conf.iter().map(|(k, v)| (k.clone(), v.clone())));
     for (k, v) in conf {
         cmd.arg("--conf").arg(format!("{k}={v}"));
