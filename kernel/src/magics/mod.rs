@@ -305,6 +305,7 @@ mod tests {
                 "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
                  [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
                  [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
+                 [--master URL] [--tasks N] [--gpus-per-task G] [--spark-conf KEY=VALUE]... \
                  [--wait] [--features FEATURES]..."
             ),
             "{all}"

@@ -100,7 +100,8 @@ mod tests {
             synopsis::<RunArgs>(),
             "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--on WHERE] \
              [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
-             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]..."
+             [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
+             [--master URL] [--tasks N] [--gpus-per-task G] [--spark-conf KEY=VALUE]..."
         );
         let e = parse_line::<RunArgs>("run", "").unwrap_err().to_string();
         assert_eq!(
