@@ -11,7 +11,7 @@
 //! Layout: a folder per view and one for the dialogs, each with its state (`mod.rs`) and its
 //! drawing (`draw.rs`, its tests at its end) side by side.
 //! - [`app`]: `App`, `Msg` (everything that changes it), `Effect` (what it asks the runtime to
-//!   do), `update` (the Sweep view's keys in `app/sweep.rs`); `app_tests` tests it without a
+//!   do), `update` (the Run view's keys in `app/run.rs`, the Sweep view's in `app/sweep.rs`); `app_tests` tests it without a
 //!   terminal.
 //! - [`keys`]: key tables per view (the footer and the help overlay are made from them).
 //! - [`views`]: [`views::runs`], [`views::run`] (with the Run view's charts, shared with Compare,
