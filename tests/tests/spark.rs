@@ -1,7 +1,10 @@
 //! Runs on a real Spark (`ddp run --on spark`), on the standalone test cluster of
 //! `scripts/spark-cluster.sh` (a master and two one-core workers; `ddp_e2e::SparkCluster`): a
 //! 2-task run ends with the weights of a local 2-replica run, byte for byte, and records its
-//! application; bad input is refused before anything is created.
+//! application; `ddp stop` checkpoints and ends the application, `ddp resume` goes on; a replica
+//! killed mid-run makes Spark run the stage again, which resumes from the checkpoint; bad input
+//! (options, spec, no PySpark, an unreachable master, more tasks than the cluster runs at once)
+//! is refused with exit 2, before anything is created where it can be known then.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,13 +32,77 @@ fn ddp(ws: &Path, args: &[&str]) -> Outcome {
 }
 
 fn run_mnist(ws: &Path, options: &[&str]) -> Outcome {
+    run_mnist_with(ws, options, &RUN_SETS)
+}
+
+fn run_mnist_with(ws: &Path, options: &[&str], sets: &[&str]) -> Outcome {
     let spec = repo().join("examples/mnist.toml");
     let mut args = vec!["run", spec.to_str().unwrap()];
     args.extend(options);
-    for s in RUN_SETS {
+    for s in sets {
         args.extend(["--set", s]);
     }
     ddp(ws, &args)
+}
+
+/// Three epochs of 3,000 samples: long enough to stop or kill a replica after a checkpoint.
+const LONGER: [&str; 4] = [
+    "data.limit_train=3000",
+    "data.limit_test=100",
+    "train.epochs=3",
+    "ddp.threads=1",
+];
+
+/// Waits (at most 180 s) until `ready` holds for the run folder `dir`.
+fn wait_for(dir: &Path, what: &str, ready: impl Fn(&Path) -> bool) {
+    let started = std::time::Instant::now();
+    while !ready(dir) {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "waited 180 s for {what} in {}; run.json: {}",
+            dir.display(),
+            std::fs::read_to_string(dir.join("run.json")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The checkpoints written so far.
+fn checkpoints(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.contains(".state.") && n.ends_with(".safetensors"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Replicas of the run in `dir` still running here (the executors' children): pid and rank.
+fn replicas_of(dir: &Path) -> Vec<(i32, String)> {
+    let needle = dir.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !cmdline.contains("__replica") || !cmdline.contains(&needle) {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let rank = environ
+            .split(|&b| b == 0)
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .find_map(|v| v.strip_prefix("RANK="))
+            .unwrap_or("?")
+            .to_string();
+        found.push((pid, rank));
+    }
+    found
 }
 
 fn ok(o: Outcome) -> String {
@@ -126,4 +193,158 @@ fn spark_options_without_on_spark_and_a_bad_spark_table_are_refused_creating_not
     assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("pip install pyspark"), "{}", o.stderr);
     assert!(!ws.join("experiments").exists(), "nothing was created");
+}
+
+#[test]
+fn ddp_stop_checkpoints_and_ends_the_application_and_ddp_resume_goes_on() {
+    let Some(cluster) = SparkCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let options = ["--on", "spark", "--master", &cluster.master, "--detach"];
+    ok(run_mnist_with(&ws, &options, &LONGER));
+    let dir = run_dir(&ws);
+    // Queued while the application waits for its executors, with Spark's reason.
+    let events = || std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    wait_for(&dir, "a step of the run", |d| {
+        std::fs::read_to_string(d.join("logs/rank-0.log")).is_ok_and(|l| l.contains(" step "))
+    });
+    assert!(
+        events().contains("\"waiting_for\":\"Spark application: submitted to spark://"),
+        "{}",
+        events()
+    );
+    let id = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let stopped = ok(ddp(&ws, &["stop", &id]));
+    assert!(stopped.contains("stopped"), "{stopped}");
+    let r = record(&dir);
+    assert_eq!(r["status"], "stopped", "{r:#}");
+    // The replicas checkpointed where they stopped, and none is left.
+    let saved = checkpoints(&dir);
+    assert!(
+        saved.iter().any(|c| c.contains("-step-")),
+        "no checkpoint at the stop: {saved:?}"
+    );
+    wait_for(&dir, "the replicas to end", |d| replicas_of(d).is_empty());
+    let first_app = r["spark"]["app_id"].as_str().unwrap().to_string();
+
+    let resumed = ok(ddp(&ws, &["resume", &id]));
+    assert!(resumed.contains("completed"), "{resumed}");
+    let r = record(&dir);
+    assert_ne!(r["spark"]["app_id"].as_str().unwrap(), first_app, "{r:#}");
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    let stop_checkpoint = saved.iter().find(|c| c.contains("-step-")).unwrap();
+    assert!(
+        log.contains("resuming from") && log.contains(stop_checkpoint.as_str()),
+        "the resumed application did not go on from {stop_checkpoint}:\n{log}"
+    );
+}
+
+#[test]
+fn a_replica_killed_mid_run_makes_spark_run_the_stage_again_from_the_checkpoint() {
+    let Some(cluster) = SparkCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let options = ["--on", "spark", "--master", &cluster.master, "--detach"];
+    ok(run_mnist_with(&ws, &options, &LONGER));
+    let dir = run_dir(&ws);
+    wait_for(&dir, "the first epoch's checkpoint", |d| {
+        checkpoints(d).iter().any(|c| c.starts_with("epoch-0001"))
+    });
+    let replicas = replicas_of(&dir);
+    let (pid, _) = replicas
+        .iter()
+        .find(|(_, rank)| rank == "1")
+        .unwrap_or_else(|| panic!("no replica of rank 1 among {replicas:?}"));
+    // SAFETY: a replica of this test's run.
+    unsafe { libc::kill(*pid, libc::SIGKILL) };
+    let id = dir.file_name().unwrap().to_str().unwrap().to_string();
+    wait_for(&dir, "the run to end", |d| {
+        let r = record(d);
+        ["completed", "failed", "stopped"].contains(&r["status"].as_str().unwrap_or(""))
+    });
+    let r = record(&dir);
+    assert_eq!(r["status"], "completed", "{r:#}");
+    assert_eq!(r["restarts"], 1, "{r:#}");
+    assert_eq!(r["spark"]["stage_retries"], 1, "{r:#}");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("Spark ran the barrier stage again"),
+        "{events}"
+    );
+    // One application: Spark's retry, not a new submission; the second attempt went on from
+    // epoch 1's checkpoint (it trained epochs 2 and 3 only).
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    let attempts: Vec<&str> = log.split("restart 1 |").collect();
+    assert_eq!(attempts.len(), 2, "one restart in rank 0's log:\n{log}");
+    assert!(
+        !attempts[1].contains("epoch 1/3 val") && attempts[1].contains("epoch 3/3 val"),
+        "the second attempt did not resume from epoch 1:\n{log}"
+    );
+    let shown = ok(ddp(&ws, &["show", &id]));
+    assert!(
+        shown.contains(r["spark"]["app_id"].as_str().unwrap()),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_unreachable_master_or_too_few_task_slots_end_with_exit_2() {
+    let Some(cluster) = SparkCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    // Nothing listens there: refused before the run is created.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nowhere = format!("spark://127.0.0.1:{port}");
+    let o = run_mnist(&ws, &["--on", "spark", "--master", &nowhere]);
+    assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("cannot reach the Spark master"),
+        "{}",
+        o.stderr
+    );
+    let o = run_mnist(&ws, &["--on", "spark", "--master", "local[1]"]);
+    assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("runs 1 task(s) at once"), "{}", o.stderr);
+    assert!(!ws.join("experiments").exists(), "nothing was created");
+
+    // Three tasks on a cluster of two cores: queued for spark.wait_s, then failed naming why.
+    let mut sets = RUN_SETS.to_vec();
+    sets.push("spark.wait_s=4");
+    let options = [
+        "--on",
+        "spark",
+        "--master",
+        &cluster.master,
+        "--replicas",
+        "3",
+    ];
+    let o = run_mnist_with(&ws, &options, &sets);
+    assert_eq!(
+        o.status.and_then(|s| s.code()),
+        Some(2),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
+    let dir = run_dir(&ws);
+    let r = record(&dir);
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("3 task slots") && error.contains("spark.wait_s"),
+        "{r:#}"
+    );
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("waiting for executors"), "{events}");
+    assert!(replicas_of(&dir).is_empty());
 }

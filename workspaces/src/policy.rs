@@ -143,7 +143,9 @@ pub fn last_error_line(log: &str) -> Option<&str> {
 /// Whether `record` is a run that failed because a replica reported a configuration or data
 /// error (exit code 2): retrying cannot help, the input must change.
 pub fn failed_on_bad_input(record: &RunRecord) -> bool {
-    record.status == RunStatus::Failed && record.exit_codes.values().any(|&c| c == EXIT_CONFIG)
+    record.status == RunStatus::Failed
+        && (record.exit_codes.values().any(|&c| c == EXIT_CONFIG)
+            || record.spark.as_ref().is_some_and(|s| s.refused))
 }
 
 /// The exit code a front end that waited for the run reports once it has ended: 0 completed,

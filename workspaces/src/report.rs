@@ -71,9 +71,19 @@ impl Table {
     }
 }
 
-/// A run's status as `ddp ls` prints it: a live run on Slurm names its job, and why it waits
-/// (`queued (slurm 42: Priority)`, `running (slurm 42)`).
+/// A run's status as `ddp ls` prints it: a live run on Slurm or Spark names its job or
+/// application, and why it waits (`queued (slurm 42: Priority)`, `running (slurm 42)`,
+/// `queued (spark: waiting for executors: ...)`, `running (spark app-2026...)`).
 fn status_text(rec: &crate::run::RunRecord) -> String {
+    if let Some(app) = &rec.spark
+        && !rec.status.is_terminal()
+    {
+        return match (rec.status, &app.waiting, &app.app_id) {
+            (crate::run::RunStatus::Queued, Some(why), _) => format!("queued (spark: {why})"),
+            (status, _, Some(id)) => format!("{status} (spark {id})"),
+            (status, _, None) => format!("{status} (spark: submitted)"),
+        };
+    }
     match &rec.slurm {
         Some(j) if rec.status == crate::run::RunStatus::Queued => format!(
             "queued (slurm {}: {})",
@@ -195,6 +205,9 @@ pub fn run_details(run: &Run) -> RunDetails {
     ];
     if let Some(job) = &r.slurm {
         fields.insert(3, ("slurm", job.text()));
+    }
+    if let Some(app) = &r.spark {
+        fields.insert(3, ("spark", app.text()));
     }
     if summary.language_model {
         fields.extend(language_model_fields(
@@ -621,6 +634,41 @@ mod tests {
         let d = run_details(&run);
         assert_eq!(d.fields[3].0, "slurm");
         assert_eq!(d.fields[3].1, "job 42 RUNNING on n[1-2], requeued 1 time");
+    }
+
+    #[test]
+    fn ls_and_show_follow_a_spark_application() {
+        let mut rec = RunRecord::sample();
+        let waiting = "waiting for executors: the barrier stage needs 2 task slots at once, the \
+                       cluster offers 0 now";
+        rec.spark = Some(crate::run::SparkApp {
+            master: "spark://h:7077".into(),
+            tasks: 2,
+            waiting: Some(waiting.into()),
+            ..Default::default()
+        });
+        rec.status = crate::run::RunStatus::Queued;
+        assert_eq!(status_text(&rec), format!("queued (spark: {waiting})"));
+        let app = rec.spark.as_mut().unwrap();
+        app.waiting = None;
+        app.app_id = Some("app-20261129-0001".into());
+        app.ui = Some("http://h:4040".into());
+        app.stage_retries = 1;
+        rec.status = crate::run::RunStatus::Running;
+        assert_eq!(status_text(&rec), "running (spark app-20261129-0001)");
+        rec.status = crate::run::RunStatus::Completed;
+        assert_eq!(status_text(&rec), "completed");
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = lm_run_in(dir.path());
+        run.record.spark = rec.spark.clone();
+        let d = run_details(&run);
+        assert_eq!(d.fields[3].0, "spark");
+        assert_eq!(
+            d.fields[3].1,
+            "app-20261129-0001 on spark://h:7077 (2 tasks), UI http://h:4040, stage run again 1 \
+             time(s)"
+        );
     }
 
     #[test]

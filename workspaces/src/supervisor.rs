@@ -256,6 +256,8 @@ fn on_spark(
         let r = lock(run);
         (r.dir.clone(), r.record.id.clone())
     };
+    // The driver and the executors are given whole paths (they start elsewhere).
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
     let mut env: std::collections::BTreeMap<String, String> = replica_env.iter().cloned().collect();
     for key in ["RAYON_NUM_THREADS", "DDP_THREADS"] {
         env.insert(key.to_string(), threads.to_string());
@@ -274,7 +276,35 @@ fn on_spark(
         cwd: std::env::current_dir().unwrap_or_else(|_| dir.clone()),
         state: folder.join("state.json"),
         failure: folder.join("failure.json"),
+        stop: folder.join("stop"),
+        wait_s: spec.spark.wait_secs(),
+        // Spark's attempts of the stage are the restarts left (and the first attempt).
+        stage_attempts: spec
+            .restart
+            .max_restarts
+            .saturating_sub(lock(run).record.restarts)
+            .saturating_add(1),
     };
+    // Queued until the application's stage runs (the driver says so).
+    {
+        let mut r = lock(run);
+        let master = crate::spark::master_of(spec);
+        let _ = r.transition(
+            SupervisorEvent::Queued {
+                waiting_for: format!("Spark application: submitted to {master}"),
+            },
+            |r| {
+                r.status = RunStatus::Queued;
+                if let Some(app) = r.spark.as_mut() {
+                    *app = crate::spark::SparkApp {
+                        master: master.clone(),
+                        tasks: app.tasks,
+                        ..Default::default()
+                    };
+                }
+            },
+        );
+    }
     // Where this launch's lines start in each rank's log, for the failing one's error.
     let starts: Vec<u64> = (0..spec.ddp.replicas)
         .map(|rank| {
@@ -283,24 +313,26 @@ fn on_spark(
         })
         .collect();
     let hook_run = run.clone();
-    let mut on_state = move |app_id: Option<String>, ui: Option<String>, attempt: u32| {
+    let mut on_state = move |state: &crate::spark::AppState| {
         // Best effort: the run goes on if its record cannot say so.
-        let _ = lock(&hook_run).update(|r| {
-            if let Some(app) = r.spark.as_mut() {
-                app.app_id = app_id;
-                app.ui = ui;
-                app.stage_retries = attempt;
-            }
-            r.restarts = r.restarts.max(attempt);
-        });
+        let _ = spark_state(&mut lock(&hook_run), state);
     };
-    match crate::spark::launch_once(
+    let ended = crate::spark::launch_once(
         &dir,
         spec,
         &job,
         &|| STOP.load(Ordering::SeqCst),
         &mut on_state,
-    ) {
+    );
+    if ended.refused {
+        let _ = lock(run).update(|r| {
+            if let Some(app) = r.spark.as_mut() {
+                app.refused = true;
+                app.waiting = None;
+            }
+        });
+    }
+    match ended.outcome {
         Outcome::ReplicaFailed { rank, exit, .. } => Outcome::ReplicaFailed {
             rank,
             exit,
@@ -311,6 +343,51 @@ fn on_spark(
         },
         other => other,
     }
+}
+
+/// The run's record follows its Spark application: queued while it waits for executors (an
+/// event per reason), running once its stage runs, restarting when Spark runs the stage again.
+fn spark_state(run: &mut Run, state: &crate::spark::AppState) -> Result<()> {
+    let before = run.record.spark.clone().unwrap_or_default();
+    let waiting = state.is_waiting().then(|| state.waiting.clone()).flatten();
+    let status = run.record.status;
+    run.update(|r| {
+        if let Some(app) = r.spark.as_mut() {
+            app.app_id = state.app_id.clone();
+            app.ui = state.ui.clone();
+            app.waiting = waiting.clone();
+            app.stage_retries = app.stage_retries.max(state.attempt);
+        }
+    })?;
+    if let Some(why) = &waiting
+        && before.waiting.as_ref() != Some(why)
+    {
+        run.transition(
+            SupervisorEvent::Queued {
+                waiting_for: format!("Spark application: {why}"),
+            },
+            |r| r.status = RunStatus::Queued,
+        )?;
+    } else if state.attempt > before.stage_retries {
+        let attempt = run.record.restarts + (state.attempt - before.stage_retries);
+        run.transition(
+            SupervisorEvent::Restarting {
+                attempt,
+                after_s: 0.0,
+                reason: format!(
+                    "Spark ran the barrier stage again (attempt {})",
+                    state.attempt + 1
+                ),
+            },
+            |r| {
+                r.restarts = attempt;
+                r.status = RunStatus::Running;
+            },
+        )?;
+    } else if waiting.is_none() && status == RunStatus::Queued {
+        run.update(|r| r.status = RunStatus::Running)?;
+    }
+    Ok(())
 }
 
 /// Where the trainer's rank 0 said the run paused (`paused.json`: epochs and steps trained).

@@ -286,6 +286,9 @@ impl Card {
         if let Some(j) = &slurm {
             lines.push(("slurm", j.clone()));
         }
+        if let Some(app) = &r.spark {
+            lines.push(("spark", app.text()));
+        }
         let val = self.val();
         if let Some(v) = &val {
             lines.push(("val", v.clone()));
@@ -357,6 +360,9 @@ impl Card {
         }
         if let Some(j) = &slurm {
             let _ = writeln!(h, "<div>slurm: {}</div>", html_escape(j));
+        }
+        if let Some(app) = &r.spark {
+            let _ = writeln!(h, "<div>spark: {}</div>", spark_html(app));
         }
         if let Some(v) = &val {
             let _ = writeln!(h, "<div>val {}</div>", html_escape(v));
@@ -487,6 +493,20 @@ impl Card {
             })
             .as_deref()
     }
+}
+
+/// A Spark application on the card: its text, the web UI a link that opens beside the notebook.
+fn spark_html(app: &ddp_workspaces::run::SparkApp) -> String {
+    let plain = ddp_workspaces::run::SparkApp {
+        ui: None,
+        ..app.clone()
+    };
+    let mut h = html_escape(&plain.text());
+    if let Some(ui) = app.ui.as_deref().filter(|u| u.starts_with("http")) {
+        let ui = html_escape(ui);
+        let _ = write!(h, " · <a href=\"{ui}\" target=\"_blank\">Spark UI</a>");
+    }
+    h
 }
 
 /// `M` of a trainer progress line `epoch E/N step S/M loss ...` (rank 0's log).

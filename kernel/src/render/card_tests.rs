@@ -432,3 +432,37 @@ fn the_step_time_breakdown_shows_as_a_line_and_a_stacked_bar() {
         "{html}"
     );
 }
+
+#[test]
+fn a_run_on_spark_names_its_application_and_links_its_web_ui() {
+    let mut rec = record(ID, RunStatus::Queued);
+    rec.spark = Some(ddp_workspaces::run::SparkApp {
+        master: "spark://h:7077".into(),
+        tasks: 2,
+        waiting: Some("waiting for executors".into()),
+        ..Default::default()
+    });
+    let card = Card::from_record(rec.clone(), Some(2), None);
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "spark"),
+        "spark       submitted on spark://h:7077 (2 tasks); waiting for executors"
+    );
+    let app = rec.spark.as_mut().unwrap();
+    app.waiting = None;
+    app.app_id = Some("app-1".into());
+    app.ui = Some("http://h:4040/?a=1&b=<2>".into());
+    rec.status = RunStatus::Running;
+    let o = Card::from_record(rec, Some(2), None).render();
+    assert_eq!(
+        line(&o.plain, "spark"),
+        "spark       app-1 on spark://h:7077 (2 tasks), UI http://h:4040/?a=1&b=<2>"
+    );
+    let html = o.html.unwrap();
+    assert!(
+        html.contains(
+            "spark: app-1 on spark://h:7077 (2 tasks) · <a href=\"http://h:4040/?a=1&amp;b=&lt;2&gt;\" target=\"_blank\">Spark UI</a>"
+        ),
+        "{html}"
+    );
+}

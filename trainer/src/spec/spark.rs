@@ -31,7 +31,15 @@ pub struct SparkSpec {
     /// "4g"`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub conf: BTreeMap<String, String>,
+    /// Seconds the run may stay queued for its tasks' executors (all of them at once, as a
+    /// barrier stage needs) before it fails naming what it waited for; default
+    /// [`DEFAULT_WAIT_S`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_s: Option<u64>,
 }
+
+/// How long a run waits for its executors when `spark.wait_s` is not set.
+pub const DEFAULT_WAIT_S: u64 = 300;
 
 impl SparkSpec {
     /// Whether no key is set (the table is then left out of the frozen spec).
@@ -42,6 +50,11 @@ impl SparkSpec {
     /// Replicas each task runs.
     pub fn replicas_per_task(&self) -> usize {
         self.gpus_per_task.unwrap_or(1)
+    }
+
+    /// Seconds the run may wait for its executors.
+    pub fn wait_secs(&self) -> u64 {
+        self.wait_s.unwrap_or(DEFAULT_WAIT_S)
     }
 
     /// Tasks for `replicas` in all: `spark.tasks`, else the replicas divided over the tasks.
@@ -59,6 +72,12 @@ impl Spec {
         let bad = |key: &str, msg: String| Err(self.error(key, msg));
         if s.tasks == Some(0) {
             return bad("spark.tasks", "must be at least 1".into());
+        }
+        if s.wait_s == Some(0) {
+            return bad(
+                "spark.wait_s",
+                "must be at least 1 (seconds to wait for the executors)".into(),
+            );
         }
         if s.gpus_per_task == Some(0) {
             return bad(
@@ -133,6 +152,7 @@ mod tests {
         for (bad, key, words) in [
             ("tasks = 3\n", "ddp.replicas", "3 task(s)"),
             ("tasks = 0\n", "spark.tasks", "at least 1"),
+            ("wait_s = 0\n", "spark.wait_s", "at least 1"),
             ("gpus_per_task = 3\n", "ddp.replicas", "× 3 replica(s)"),
             (
                 "master = \"spark://a b\"\n",

@@ -295,8 +295,12 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
                 spec.spark.gpus_per_task.unwrap_or(1)
             )));
         }
-        // Spark's client (PySpark, Java) is there before anything is created.
+        // Spark's client (PySpark, Java) is there, and the master can run the stage, before
+        // anything is created.
         crate::spark::Installation::find()?;
+        let master = crate::spark::master_of(&spec);
+        crate::spark::check_master(&master, spec.spark.task_count(spec.ddp.replicas))
+            .map_err(|e| Error::Invalid(format!("{}: {e}", req.spec.display())))?;
     }
     Ok(spec)
 }

@@ -16,6 +16,13 @@ pub struct SparkApp {
     /// The driver's web UI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<String>,
+    /// Why the application waits (for executors), while it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// The cluster could not run the barrier stage (too few task slots within `spark.wait_s`):
+    /// bad input, not retried.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
     /// Attempts of the barrier stage that Spark ran again after a failure (the run's restarts).
     #[serde(default)]
     pub stage_retries: u32,
@@ -33,6 +40,9 @@ impl SparkApp {
         );
         if let Some(ui) = &self.ui {
             t.push_str(&format!(", UI {ui}"));
+        }
+        if let Some(why) = &self.waiting {
+            t.push_str(&format!("; {why}"));
         }
         if self.stage_retries > 0 {
             t.push_str(&format!(", stage run again {} time(s)", self.stage_retries));

@@ -100,6 +100,7 @@ pub const KEYS: &[&str] = &[
     "spark.master",
     "spark.tasks",
     "spark.gpus_per_task",
+    "spark.wait_s",
     "spark.conf",
 ];
 

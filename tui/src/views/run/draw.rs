@@ -159,6 +159,9 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
     if let Some(job) = &r.slurm {
         lines.push(Line::from(vec![label("slurm"), Span::raw(job.text())]));
     }
+    if let Some(app) = &r.spark {
+        lines.push(Line::from(vec![label("spark"), Span::raw(app.text())]));
+    }
     lines.push(Line::from(vec![
         label("pids"),
         Span::raw(format!("{pids}  ")),
@@ -672,6 +675,32 @@ mod tests {
                 "host box  devices 2 × ddp-n[1-2] (Slurm)",
                 "slurm job 42 RUNNING on ddp-n[1-2], requeued 1 time",
             ],
+        );
+    }
+
+    #[test]
+    fn a_run_on_spark_shows_its_application_in_the_list_and_the_run_view() {
+        let mut on_spark = entries();
+        on_spark[0].run.record.spark = Some(ddp_workspaces::run::SparkApp {
+            master: "spark://h:7077".into(),
+            tasks: 2,
+            app_id: Some("app-20261129-0001".into()),
+            ui: Some("http://h:4040".into()),
+            ..Default::default()
+        });
+        let mut app = app_sized(100, 30);
+        app.update(Msg::RunList(RunListEvent::Snapshot {
+            entries: on_spark.clone(),
+            unreadable: vec![],
+        }));
+        let s = screen(&app, 200, 30);
+        assert!(s[3].contains(" 2× spark "), "{}", s[3]);
+        key(&mut app, KeyCode::Enter);
+        run_event(&mut app, RunEvent::Status(on_spark[0].run.record.clone()));
+        let s = screen(&app, 100, 30);
+        assert_eq!(
+            s[4].trim_end(),
+            "spark app-20261129-0001 on spark://h:7077 (2 tasks), UI http://h:4040"
         );
     }
 }

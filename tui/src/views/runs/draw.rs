@@ -337,8 +337,9 @@ fn run_cell(
                 Span::styled(bar(frac, 6), t.status(r.status)),
             ]))
         }
-        // a run on Slurm says so (its nodes and job are in the run view)
+        // a run on Slurm or Spark says so (its job or application is in the run view)
         Col::Replicas if r.slurm.is_some() => Cell::from(format!("{}× slurm", r.replicas)),
+        Col::Replicas if r.spark.is_some() => Cell::from(format!("{}× spark", r.replicas)),
         Col::Replicas => {
             let dev = r.devices.split(' ').next().unwrap_or("");
             Cell::from(format!("{}× {}", r.replicas, dev))
