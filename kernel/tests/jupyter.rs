@@ -33,6 +33,7 @@ const SCRIPTS: &[&str] = &[
     "test_runs.py",
     "test_notebook.py",
     "test_train.py",
+    "test_train_spark.py",
     "test_browser.py",
     "test_sample.py",
 ];
@@ -126,6 +127,22 @@ fn committed_notebook(name: &str) {
 fn train() {
     // A cold build cache compiles candle in release mode first (minutes on 2 cores).
     run_script("test_train.py", &[], 1800);
+}
+
+/// A `%%ddp train --on spark` cell (`test_train_spark.py`) on the Spark test cluster
+/// (`ddp_e2e::SparkCluster`; skipped without one, a failure in CI).
+#[test]
+fn train_on_spark() {
+    let Some(cluster) = ddp_e2e::SparkCluster::or_skip() else {
+        return;
+    };
+    let master = std::ffi::OsString::from(&cluster.master);
+    let spark_python = python().into_os_string();
+    let env = [
+        ("DDP_TEST_SPARK_MASTER", master.as_os_str()),
+        ("DDP_SPARK_PYTHON", spark_python.as_os_str()),
+    ];
+    run_script_with("test_train_spark.py", &[], &env, 1800);
 }
 
 /// `%ddp sample` (`test_sample.py`) on the shared fixture runs of `ddp_workspaces::test_util`
