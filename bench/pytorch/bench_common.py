@@ -26,12 +26,13 @@ def default_threads(world):
     return max(1, (os.cpu_count() or 1) // world)
 
 
-def join_group(rank, world, port, threads):
+def join_group(rank, world, port, threads, from_env=False):
     """Sets this process's torch threads, then joins the gloo group of `world` local processes
-    (rendezvous on 127.0.0.1:`port`)."""
+    (rendezvous on 127.0.0.1:`port`), or, `from_env`, the group torchrun's variables describe."""
     torch.set_num_threads(threads)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+    if not from_env:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 

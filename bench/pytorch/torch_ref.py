@@ -4,6 +4,11 @@ classifiers ddp-bench trains, with the same data, batch, optimiser and schedule.
 
     torch_ref.py DATA_DIR [--world 2] [--model cnn|mlp|resnet18] [--epochs 2] [--batch 32]
                  [--lr 0.01] [--threads T] [--port 29517] [--synthetic 1024] [--sync-bn]
+                 [--out FILE]
+
+Started by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: Spark's TorchDistributor
+runs it so, scripts/bench-spark.sh), it is one rank of that world and --world/--port are not
+used; otherwise it starts --world processes itself.
 
 Models (examples/pytorch/classifiers.py, the repository's PyTorch versions of ddp's models):
   cnn       mnist-cnn: conv1..3 (3x3) with 2x2 max-pools, dense1 576->64, dense2 64->10
@@ -21,7 +26,8 @@ uses Adam (lr 0.001 x world), mlp and resnet18 SGD with momentum 0.9 (lr --lr x 
 the learning rate by 0.7 after every epoch (StepLR(1, 0.7)). --threads sets torch's threads per
 process (default: cores // world).
 
-Output (stdout, rank 0), one JSON object per line:
+Output (stdout, rank 0, and appended to --out FILE when given), one JSON object per line:
+  first step {"first_step_at": unix time after the first optimiser step}
   per epoch  {"epoch", "train_s", "samples_per_s", "test_acc", "loss"}
   at the end {"summary": true, "engine": "pytorch-<version>", "world", "model", "threads",
               "train_s", "samples_per_s", "test_acc"}
@@ -109,8 +115,17 @@ def make_optimizer(a, params):
     return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
 
 
+def say(a, record):
+    """Rank 0's output line, also appended to --out."""
+    line = json.dumps(record)
+    print(line, flush=True)
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write(line + "\n")
+
+
 def worker(rank, a):
-    join_group(rank, a.world, a.port, a.threads)
+    join_group(rank, a.world, a.port, a.threads, from_env=a.torchrun)
     torch.manual_seed(1)
     if a.model == "resnet18":
         (x_train, y_train), (x_test, y_test) = synthetic_images(a.synthetic, 1), synthetic_images(a.synthetic // 4, 2)
@@ -140,6 +155,8 @@ def worker(rank, a):
             loss = F.cross_entropy(model(xb), yb)
             loss.backward()
             opt.step()
+            if seen == 0 and epoch == 1 and rank == 0:
+                say(a, {"first_step_at": time.time()})
             seen += len(yb)
         dist.barrier()
         epoch_s = time.perf_counter() - t0
@@ -154,14 +171,14 @@ def worker(rank, a):
         dist.all_reduce(counts)
         test_acc = counts[0].item() / counts[1].item()
         if rank == 0:
-            print(json.dumps({"epoch": epoch, "train_s": round(epoch_s, 3),
-                              "samples_per_s": round(counts[2].item() / epoch_s, 1),
-                              "test_acc": round(test_acc, 4), "loss": round(loss.item(), 4)}), flush=True)
+            say(a, {"epoch": epoch, "train_s": round(epoch_s, 3),
+                    "samples_per_s": round(counts[2].item() / epoch_s, 1),
+                    "test_acc": round(test_acc, 4), "loss": round(loss.item(), 4)})
     if rank == 0:
-        print(json.dumps({"summary": True, "engine": "pytorch-" + torch.__version__, "world": a.world,
-                          "model": a.model, "threads": torch.get_num_threads(), "train_s": round(total_s, 3),
-                          "samples_per_s": round(len(train_set) * a.epochs / total_s, 1),
-                          "test_acc": round(test_acc, 4)}), flush=True)
+        say(a, {"summary": True, "engine": "pytorch-" + torch.__version__, "world": a.world,
+                "model": a.model, "threads": torch.get_num_threads(), "train_s": round(total_s, 3),
+                "samples_per_s": round(len(train_set) * a.epochs / total_s, 1),
+                "test_acc": round(test_acc, 4)})
     dist.destroy_process_group()
 
 
@@ -177,7 +194,12 @@ def parse_args():
     p.add_argument("--port", type=int, default=29517, help="rendezvous port on 127.0.0.1")
     p.add_argument("--synthetic", type=int, default=1024, help="resnet18: synthetic training images")
     p.add_argument("--sync-bn", action="store_true", help="resnet18: SyncBatchNorm")
+    p.add_argument("--out", help="rank 0 also appends its output lines to this file")
     a = p.parse_args()
+    # One rank of a world torchrun started (TorchDistributor): its size is torchrun's.
+    a.torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if a.torchrun:
+        a.world = int(os.environ["WORLD_SIZE"])
     if a.threads <= 0:
         a.threads = default_threads(a.world)
     return a
@@ -185,4 +207,7 @@ def parse_args():
 
 if __name__ == "__main__":
     args = parse_args()
-    mp.spawn(worker, args=(args,), nprocs=args.world)
+    if args.torchrun:
+        worker(int(os.environ["RANK"]), args)
+    else:
+        mp.spawn(worker, args=(args,), nprocs=args.world)
