@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Spark standalone cluster on this machine, for the tests and by hand (docs/spark.md): one
-# master and two workers of one core each, everything (logs, work folders, pids) in DIR.
+# master and two workers of one core (and two GPU slots, see below) each, everything (logs, work
+# folders, pids) in DIR.
 #
 #   scripts/spark-cluster.sh up DIR     # prints the master URL (also in DIR/master)
 #   scripts/spark-cluster.sh down DIR
@@ -71,7 +72,16 @@ setsid "$home/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.
   --port "$port" --webui-port "$ui" > "$dir/logs/master.log" 2>&1 < /dev/null &
 echo $! > "$dir/master.pid"
 url=spark://127.0.0.1:$port
+# Each worker also offers two GPUs to Spark's scheduler, found by a discovery script that lists
+# addresses 0 and 1 whether or not there are GPUs: runs with GPUs per task are scheduled as on a
+# GPU cluster, and their replicas run on the CPU where there is no NVIDIA driver.
+cat > "$dir/gpus.sh" <<'GPUS'
+#!/bin/sh
+echo '{"name": "gpu", "addresses": ["0", "1"]}'
+GPUS
+chmod +x "$dir/gpus.sh"
 for i in 1 2; do
+  SPARK_WORKER_OPTS="-Dspark.worker.resource.gpu.amount=2 -Dspark.worker.resource.gpu.discoveryScript=$dir/gpus.sh" \
   SPARK_WORKER_DIR=$dir/work-$i setsid "$home/bin/spark-class" org.apache.spark.deploy.worker.Worker \
     --cores 1 --memory 1g --webui-port 0 "$url" > "$dir/logs/worker-$i.log" 2>&1 < /dev/null &
   echo $! > "$dir/worker-$i.pid"

@@ -1,7 +1,7 @@
 //! Runs on a real Spark (`ddp run --on spark`), on the standalone test cluster of
 //! `scripts/spark-cluster.sh` (a master and two one-core workers; `ddp_e2e::SparkCluster`): a
 //! 2-task run ends with the weights of a local 2-replica run, byte for byte, and records its
-//! application; `ddp stop` checkpoints and ends the application, `ddp resume` goes on; a replica
+//! application, as does a run of 2 tasks × 2 GPUs (4 replicas); `ddp stop` checkpoints and ends the application, `ddp resume` goes on; a replica
 //! killed mid-run makes Spark run the stage again, which resumes from the checkpoint; bad input
 //! (options, spec, no PySpark, an unreachable master, more tasks than the cluster runs at once)
 //! is refused with exit 2, before anything is created where it can be known then.
@@ -159,6 +159,54 @@ fn a_two_task_run_on_the_cluster_ends_with_the_weights_of_a_local_run() {
             log.contains(&format!("rank {rank}/2")),
             "rank {rank}:\n{log}"
         );
+    }
+    let weights = |d: &Path| std::fs::read(d.join("model.safetensors")).unwrap();
+    assert!(
+        weights(&run_dir(&local)) == weights(&dir),
+        "the Spark run's weights differ from the local run's"
+    );
+}
+
+#[test]
+fn two_tasks_of_two_gpus_run_four_replicas_with_the_weights_of_a_local_run() {
+    let Some(cluster) = SparkCluster::or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("local");
+    ok(run_mnist(&local, &["--replicas", "4"]));
+    // The test cluster's workers offer two GPU slots each (scripts/spark-cluster.sh): one task
+    // on each, its replicas started by the trainer's launcher (on the CPU here).
+    let ws = tmp.path().join("spark");
+    let options = [
+        "--on",
+        "spark",
+        "--master",
+        &cluster.master,
+        "--tasks",
+        "2",
+        "--gpus-per-task",
+        "2",
+        "--replicas",
+        "4",
+        "--spark-conf",
+        "spark.executor.resource.gpu.amount=2",
+    ];
+    ok(run_mnist(&ws, &options));
+    let dir = run_dir(&ws);
+    let r = record(&dir);
+    assert_eq!(r["status"], "completed", "{r:#}");
+    for rank in 0..4 {
+        let log = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("rank {rank}/4")),
+            "rank {rank}:\n{log}"
+        );
+    }
+    for task in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("logs/spark-task-{task}.log"))).unwrap();
+        let ranks = format!("node {task}/2");
+        assert!(log.contains(&ranks), "task {task}:\n{log}");
     }
     let weights = |d: &Path| std::fs::read(d.join("model.safetensors")).unwrap();
     assert!(

@@ -145,15 +145,23 @@ pub fn main() -> ExitCode {
 /// The replica (or, with `--standalone`, the local launcher, which starts replicas of the
 /// current executable with the same arguments).
 pub fn run_args(args: ReplicaArgs) -> ExitCode {
-    ExitCode::from(run_status(args))
+    ExitCode::from(run_status(args, &[]))
+}
+
+/// [`run_args`] in an executable that runs a replica as a sub-command (`ddp __replica ...`):
+/// the replicas a launcher starts (`--standalone`, a Kubeflow or Spark node) get `command`
+/// before their arguments.
+pub fn run_args_as(args: ReplicaArgs, command: &[&str]) -> ExitCode {
+    let command: Vec<OsString> = command.iter().map(OsString::from).collect();
+    ExitCode::from(run_status(args, &command))
 }
 
 /// [`main`]'s exit status as a number (for [`crate::main_with`], which exits the process).
 pub fn main_status() -> u8 {
-    run_status(ReplicaArgs::parse())
+    run_status(ReplicaArgs::parse(), &[])
 }
 
-fn run_status(args: ReplicaArgs) -> u8 {
+fn run_status(args: ReplicaArgs, command: &[OsString]) -> u8 {
     if !args.standalone {
         // First, so that a stop request during start-up is kept for the first step.
         install_stop_handler();
@@ -167,7 +175,7 @@ fn run_status(args: ReplicaArgs) -> u8 {
     };
     if args.standalone {
         let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
-        return launch_replicas(&args, &spec, nproc, None);
+        return launch_replicas(&args, command, &spec, nproc, None);
     }
     let env = match Placement::from_env() {
         Ok(Placement::Replica(e)) => e,
@@ -191,7 +199,7 @@ fn run_status(args: ReplicaArgs) -> u8 {
                 node.describe(),
                 args.out.display()
             );
-            return launch_replicas(&args, &spec, node.nproc_per_node, Some(&node));
+            return launch_replicas(&args, command, &spec, node.nproc_per_node, Some(&node));
         }
         Err(e) => return fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     };
@@ -248,9 +256,16 @@ fn serve_store(world: usize) -> u8 {
     0
 }
 
-/// The local launcher: `nproc` replicas of this executable with the same arguments, on one node
-/// (`--standalone`: free port on 127.0.0.1) or as `node` of a Kubeflow job (its rendezvous).
-fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&NodeWorld>) -> u8 {
+/// The local launcher: `nproc` replicas of this executable with the same arguments (after
+/// `command`, its sub-command, if any), on one node (`--standalone`: free port on 127.0.0.1) or
+/// as `node` of a Kubeflow job or a Spark task (its rendezvous).
+fn launch_replicas(
+    args: &ReplicaArgs,
+    command: &[OsString],
+    spec: &Spec,
+    nproc: usize,
+    node: Option<&NodeWorld>,
+) -> u8 {
     if nproc == 0 {
         return fail("ddp-trainer: --nproc must be at least 1", EXIT_CONFIG);
     }
@@ -264,7 +279,8 @@ fn launch_replicas(args: &ReplicaArgs, spec: &Spec, nproc: usize, node: Option<&
         }
     };
     let mut opts = LaunchOptions::new(nproc, program, &args.out);
-    opts.args = args.for_replica().to_args();
+    opts.args = command.to_vec();
+    opts.args.extend(args.for_replica().to_args());
     opts.threads_per_replica = spec.ddp.threads;
     opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
     opts.elastic_restarts = spec.restart.max_restarts;

@@ -42,7 +42,9 @@ pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
         }
     };
     Some(match command {
-        HiddenCommand::Replica(a) => ddp_trainer::cli::run_args(a),
+        HiddenCommand::Replica(a) => {
+            ddp_trainer::cli::run_args_as(a, &[crate::invocation::REPLICA])
+        }
         HiddenCommand::Supervise { run_dir, resume } => {
             match crate::supervisor::supervise(&run_dir, resume) {
                 Ok(RunStatus::Completed) => ExitCode::SUCCESS,

@@ -287,14 +287,6 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
         ddp_trainer::preflight::check(&spec)?;
     }
     if req.on == RunOn::Spark {
-        if spec.spark.gpus_per_task.is_some_and(|g| g > 1) {
-            return Err(Error::Invalid(format!(
-                "{}: spark.gpus_per_task = {}: several replicas per Spark task are not run yet; \
-                 use one task per replica (spark.tasks = ddp.replicas)",
-                req.spec.display(),
-                spec.spark.gpus_per_task.unwrap_or(1)
-            )));
-        }
         // Spark's client (PySpark, Java) is there, and the master can run the stage, before
         // anything is created.
         crate::spark::Installation::find()?;

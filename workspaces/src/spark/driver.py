@@ -6,7 +6,10 @@ One barrier stage of `tasks` tasks, all scheduled together or none, as Spark's T
 runs PyTorch. The driver first waits (at most `wait_s`) until the cluster offers a slot for every
 task at once. Each task takes its rank from the barrier context, task 0's host and a free port of
 it (agreed through the barrier) become the rendezvous, and it runs the replica's command with
-torchrun's variables, its output appended to RUN/logs/rank-R.log.
+torchrun's variables, its output appended to RUN/logs/rank-R.log; with several replicas per task
+(GPUs per task), the trainer's own launcher with torchrun's node variables (PET_NNODES,
+PET_NODE_RANK, PET_NPROC_PER_NODE) on the task's GPUs (CUDA_VISIBLE_DEVICES from the task's
+resources), which writes each replica's log itself.
 
 A replica that fails in a way a restart can mend (killed, lost a peer) fails its task, and Spark
 runs the whole stage again (`spark.stage.maxConsecutiveAttempts`): that attempt's replicas resume
@@ -30,6 +33,11 @@ import time
 # Exit codes of a replica that a restart can mend (ddp's restart policy): killed by SIGKILL or
 # SIGTERM, or asking to be restarted (a lost peer).
 RESTARTABLE = {137, 143, 75}
+# torchrun's variables a task sets itself (none is inherited from the executor).
+WORLD_VARIABLES = {
+    "RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "PET_NNODES",
+    "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+}
 # How long a replica asked to stop has to checkpoint and exit before it is killed.
 STOP_GRACE_S = 60
 
@@ -137,24 +145,32 @@ def main():
         hello = json.dumps({"host": host_address(), "port": port, "attempt": attempt})
         peers = [json.loads(p) for p in ctx.allGather(hello)]
         attempt = peers[0]["attempt"]
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in WORLD_VARIABLES}
         env.update(job["env"])
         env.update(
             MASTER_ADDR=peers[0]["host"],
             MASTER_PORT=str(peers[0]["port"]),
             WORLD_SIZE=str(tasks * per_task),
-            RANK=str(rank * per_task),
-            GROUP_RANK=str(rank),
-            LOCAL_RANK="0",
-            LOCAL_WORLD_SIZE=str(per_task),
             TORCHELASTIC_RESTART_COUNT=str(attempt),
         )
+        if per_task == 1:
+            # One replica: torchrun's variables of one rank.
+            env.update(RANK=str(rank), GROUP_RANK=str(rank), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+        else:
+            # A node of `per_task` replicas, started by the trainer's launcher on this task's
+            # GPUs (torchrun's node-level variables, as a Kubeflow pod's).
+            env.update(PET_NNODES=str(tasks), PET_NODE_RANK=str(rank), PET_NPROC_PER_NODE=str(per_task))
+        gpus = ctx.resources().get("gpu")
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
         command = list(job["command"])
         if (job["resume"] or attempt > 0) and "--resume" not in command:
             command.append("--resume")
         if rank == 0:
             write_json(job["state"], dict(state, phase="running", attempt=attempt))
-        log_path = os.path.join(job["logs"], f"rank-{rank * per_task}.log")
+        # A node's launcher writes its replicas' logs itself; the task's own output beside them.
+        log_name = f"rank-{rank}.log" if per_task == 1 else f"spark-task-{rank}.log"
+        log_path = os.path.join(job["logs"], log_name)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=job["cwd"], preexec_fn=die_with_parent

@@ -1,18 +1,23 @@
 //! Runs on Spark (`ddp run SPEC --on spark`), as Spark's TorchDistributor runs PyTorch: the run
 //! folder is created as for a local run and its supervisor, instead of launching the replicas
 //! itself, writes a small driver program into the folder (`spark/driver.py`, with what it runs
-//! in `spark/job.json`) and runs `spark-submit` on it. The driver starts one barrier stage of
-//! `spark.tasks` tasks; each runs its replica with torchrun's variables (task 0's host and a
-//! port agreed through the barrier as the rendezvous), its output appended to
-//! `logs/rank-R.log`. The replicas write into the run folder, so every front end follows the
-//! run as it follows a local one; the supervisor follows the application (`spark/state.json`:
-//! its id and web UI, in `run.json`), stops it by stopping `spark-submit`, and reads how it
-//! ended (`spark/failure.json`: the failing rank).
+//! in `spark/job.json`) and runs `spark-submit` on it. The driver waits until the cluster offers
+//! a slot for every task at once, then starts one barrier stage of `spark.tasks` tasks; each
+//! runs its replica (or, with GPUs per task, the trainer's launcher of several) with torchrun's
+//! variables (task 0's host and a port agreed through the barrier as the rendezvous). The
+//! replicas write into the run folder, so every front end follows the run as it follows a local
+//! one. The supervisor follows the application (`spark/state.json`: its id, web UI, phase and
+//! stage attempt, into `run.json`), asks it to stop (`spark/stop`: the replicas checkpoint),
+//! and reads how it ended (`spark/failure.json`: the failing rank, or why the cluster could not
+//! run it). Spark itself runs a failed stage again: those are the run's restarts.
 //!
 //! Layout:
 //! - [`SparkApp`], the application as `run.json` records it, is the run record's.
-//! - this file: [`Installation`] (finding `spark-submit`, its Python and Java), [`Job`] (what
-//!   the driver runs) and [`launch_once`] (one `spark-submit`, followed to its end).
+//! - `driver.py`: the driver program.
+//! - this file: [`Installation`] (finding `spark-submit`, its Python and Java),
+//!   [`check_master`] (what can be known of the master before a run), [`Job`] (what the driver
+//!   runs), [`AppState`] (what it reports) and [`launch_once`] (one `spark-submit`, followed to
+//!   its end).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -379,6 +384,9 @@ fn submit_conf(spec: &ddp_trainer::spec::Spec, attempts: u32) -> Vec<(String, St
         ),
         ("spark.task.maxFailures".into(), attempts.to_string()),
     ];
+    if let Some(gpus) = spec.spark.gpus_per_task {
+        conf.push(("spark.task.resource.gpu.amount".into(), gpus.to_string()));
+    }
     conf.extend(spec.spark.conf.iter().map(|(k, v)| (k.clone(), v.clone())));
     conf
 }
@@ -435,5 +443,15 @@ mod tests {
         assert_eq!(get("spark.stage.maxConsecutiveAttempts"), Some("3"));
         assert_eq!(get("spark.task.maxFailures"), Some("3"));
         assert_eq!(get("spark.executor.memory"), Some("2g"));
+        assert_eq!(get("spark.task.resource.gpu.amount"), None);
+        let spec = ddp_trainer::spec::Spec::parse(
+            "name = \"s\"\n[model]\nname = \"mlp\"\n[data]\nname = \"synthetic\"\n\
+             [ddp]\nreplicas = 4\n[spark]\ngpus_per_task = 2\n",
+            Path::new("s.toml"),
+            &[],
+        )
+        .unwrap();
+        let conf = submit_conf(&spec, 1);
+        assert!(conf.contains(&("spark.task.resource.gpu.amount".into(), "2".into())));
     }
 }
