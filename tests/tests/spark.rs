@@ -1,10 +1,11 @@
 //! Runs on a real Spark (`ddp run --on spark`), on the standalone test cluster of
 //! `scripts/spark-cluster.sh` (a master and two one-core workers; `ddp_e2e::SparkCluster`): a
 //! 2-task run ends with the weights of a local 2-replica run, byte for byte, and records its
-//! application, as does a run of 2 tasks × 2 GPUs (4 replicas); `ddp stop` checkpoints and ends the application, `ddp resume` goes on; a replica
-//! killed mid-run makes Spark run the stage again, which resumes from the checkpoint; bad input
-//! (options, spec, no PySpark, an unreachable master, more tasks than the cluster runs at once)
-//! is refused with exit 2, before anything is created where it can be known then.
+//! application, as does a run of 2 tasks × 2 GPUs (4 replicas); `ddp stop` checkpoints and ends
+//! the application, `ddp resume` goes on from there; a replica killed mid-run makes Spark run
+//! the stage again, which resumes from the checkpoint; bad input (options, spec, no PySpark, an
+//! unreachable master, more tasks than the cluster runs at once) is refused with exit 2, before
+//! anything is created where it can be known then.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,13 +46,17 @@ fn run_mnist_with(ws: &Path, options: &[&str], sets: &[&str]) -> Outcome {
     ddp(ws, &args)
 }
 
-/// Three epochs of 3,000 samples: long enough to stop or kill a replica after a checkpoint.
+/// Four epochs of the whole sample (7,200 training digits): long enough to kill a replica
+/// after the first epoch's checkpoint with three epochs to go.
 const LONGER: [&str; 4] = [
-    "data.limit_train=3000",
     "data.limit_test=100",
-    "train.epochs=3",
+    "train.epochs=4",
     "ddp.threads=1",
+    "ddp.timeout_s=60",
 ];
+
+/// Twenty epochs: a run that is still training when it is stopped (it never gets far).
+const LONGEST: [&str; 3] = ["data.limit_test=100", "train.epochs=20", "ddp.threads=1"];
 
 /// Waits (at most 180 s) until `ready` holds for the run folder `dir`.
 fn wait_for(dir: &Path, what: &str, ready: impl Fn(&Path) -> bool) {
@@ -251,7 +256,7 @@ fn ddp_stop_checkpoints_and_ends_the_application_and_ddp_resume_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     let options = ["--on", "spark", "--master", &cluster.master, "--detach"];
-    ok(run_mnist_with(&ws, &options, &LONGER));
+    ok(run_mnist_with(&ws, &options, &LONGEST));
     let dir = run_dir(&ws);
     // Queued while the application waits for its executors, with Spark's reason.
     let events = || std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
@@ -277,16 +282,27 @@ fn ddp_stop_checkpoints_and_ends_the_application_and_ddp_resume_goes_on() {
     wait_for(&dir, "the replicas to end", |d| replicas_of(d).is_empty());
     let first_app = r["spark"]["app_id"].as_str().unwrap().to_string();
 
-    let resumed = ok(ddp(&ws, &["resume", &id]));
-    assert!(resumed.contains("completed"), "{resumed}");
-    let r = record(&dir);
-    assert_ne!(r["spark"]["app_id"].as_str().unwrap(), first_app, "{r:#}");
-    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
-    let stop_checkpoint = saved.iter().find(|c| c.contains("-step-")).unwrap();
-    assert!(
-        log.contains("resuming from") && log.contains(stop_checkpoint.as_str()),
-        "the resumed application did not go on from {stop_checkpoint}:\n{log}"
+    // Resumed: a new application, whose replicas go on from the stop's checkpoint; stopped again.
+    let log_before = std::fs::read_to_string(dir.join("logs/rank-0.log"))
+        .unwrap()
+        .len();
+    ok(ddp(&ws, &["resume", &id, "--detach"]));
+    let stop_checkpoint = saved.iter().find(|c| c.contains("-step-")).unwrap().clone();
+    wait_for(
+        &dir,
+        "the resumed replicas to go on from the checkpoint",
+        |d| {
+            let log = std::fs::read_to_string(d.join("logs/rank-0.log")).unwrap_or_default();
+            log.get(log_before..).is_some_and(|new| {
+                new.contains("resuming from") && new.contains(stop_checkpoint.as_str())
+            })
+        },
     );
+    let stopped = ok(ddp(&ws, &["stop", &id]));
+    assert!(stopped.contains("stopped"), "{stopped}");
+    let r = record(&dir);
+    assert_eq!(r["status"], "stopped", "{r:#}");
+    assert_ne!(r["spark"]["app_id"].as_str().unwrap(), first_app, "{r:#}");
 }
 
 #[test]
@@ -324,12 +340,12 @@ fn a_replica_killed_mid_run_makes_spark_run_the_stage_again_from_the_checkpoint(
         "{events}"
     );
     // One application: Spark's retry, not a new submission; the second attempt went on from
-    // epoch 1's checkpoint (it trained epochs 2 and 3 only).
+    // epoch 1's checkpoint (it trained epochs 2 to 4 only).
     let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
     let attempts: Vec<&str> = log.split("restart 1 |").collect();
     assert_eq!(attempts.len(), 2, "one restart in rank 0's log:\n{log}");
     assert!(
-        !attempts[1].contains("epoch 1/3 val") && attempts[1].contains("epoch 3/3 val"),
+        !attempts[1].contains("epoch 1/4 val") && attempts[1].contains("epoch 4/4 val"),
         "the second attempt did not resume from epoch 1:\n{log}"
     );
     let shown = ok(ddp(&ws, &["show", &id]));

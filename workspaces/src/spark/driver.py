@@ -74,6 +74,23 @@ def die_with_parent():
         pass
 
 
+def invisible(job):
+    """Why this executor cannot run the replica where the driver put it, or None: the run folder
+    and the program must be at the same paths on every executor (shared storage)."""
+    if not os.path.isfile(os.path.join(job["out"], "spark", "job.json")):
+        return (
+            f"the run folder {job['out']} is not there: put the workspace on storage every "
+            "executor mounts at the same path (NFS, a Databricks volume), as for Slurm"
+        )
+    program = job["command"][0]
+    if not os.access(program, os.X_OK):
+        return (
+            f"the program {program} is not there or not executable: install ddp (or put the "
+            "trainer) at the same path on every executor"
+        )
+    return None
+
+
 def task_slots(sc):
     """Tasks the cluster can run at once now (what Spark's own barrier check counts)."""
     jsc = sc._jsc.sc()
@@ -142,9 +159,18 @@ def main():
             # Task 0 counts the stage's attempts (PySpark's barrier context does not say).
             attempt = read_json(attempts_file) or 0
             write_json(attempts_file, attempt + 1)
-        hello = json.dumps({"host": host_address(), "port": port, "attempt": attempt})
+        unseen = invisible(job)
+        if unseen:
+            unseen = f"on executor {socket.gethostname()} (task {rank}): {unseen}"
+        hello = json.dumps({"host": host_address(), "port": port, "attempt": attempt, "unseen": unseen})
         peers = [json.loads(p) for p in ctx.allGather(hello)]
         attempt = peers[0]["attempt"]
+        # No replica starts unless every task can run its own (the others would wait for it).
+        # (The driver writes it down: this executor may not see the run folder.)
+        refused = next((p["unseen"] for p in peers if p["unseen"]), None)
+        if refused:
+            yield (rank, (2, refused))
+            return
         env = {k: v for k, v in os.environ.items() if k not in WORLD_VARIABLES}
         env.update(job["env"])
         env.update(
@@ -190,7 +216,7 @@ def main():
         if code < 0:
             code = 128 - code
         if code == 0 or asked is not None:
-            yield (rank, code)
+            yield (rank, (code, None))
             return
         first = read_json(job["failure"])
         if first is None or first.get("attempt") != attempt:
@@ -200,15 +226,19 @@ def main():
             # The stage fails and Spark runs it again (a restart) while attempts are left.
             raise RuntimeError(f"ddp: rank {rank * per_task} exited with {code}")
         # Bad input: not retried; the driver reports it.
-        yield (rank, code)
+        yield (rank, (code, None))
 
     # The barrier stage feeds a shuffle: Spark runs a failed barrier map stage again, never a
     # failed barrier result stage.
     stage = sc.parallelize(range(tasks), tasks).barrier().mapPartitions(task)
     ended = stage.partitionBy(1).collect()
     sc.stop()
+    refused = next((why for _, (_, why) in ended if why), None)
+    if refused:
+        write_json(job["failure"], {"refused": refused})
+        sys.exit(1)
     stopped = os.path.exists(job["stop"])
-    if not stopped and any(code != 0 for _, code in ended):
+    if not stopped and any(code != 0 for _, (code, _) in ended):
         sys.exit(1)
 
 

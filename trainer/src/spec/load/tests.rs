@@ -337,6 +337,7 @@ warn_s = 60
 master = "local[2]"
 tasks = 2
 gpus_per_task = 1
+wait_s = 60
 conf = { "spark.executor.memory" = "1g" }
 "#;
     // The language-model keys, which image data refuses, from a second spec.
