@@ -245,6 +245,22 @@ fn spark_options_without_on_spark_and_a_bad_spark_table_are_refused_creating_not
     let o = run_limited_with(cmd, Duration::from_secs(60), Vec::new);
     assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("pip install pyspark"), "{}", o.stderr);
+    // PySpark but no Java: named, with what to install and JAVA_HOME.
+    let mut cmd = Command::new(binaries().ddp);
+    cmd.arg("--workspace")
+        .arg(&ws)
+        .args(["run", spec.to_str().unwrap(), "--on", "spark"])
+        .env("DDP_SPARK_PYTHON", python())
+        .env("JAVA_HOME", "/nonexistent/jdk");
+    let o = run_limited_with(cmd, Duration::from_secs(60), Vec::new);
+    assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no Java (/nonexistent/jdk/bin/java)")
+            && o.stderr.contains("openjdk-17-jre-headless")
+            && o.stderr.contains("JAVA_HOME"),
+        "{}",
+        o.stderr
+    );
     assert!(!ws.join("experiments").exists(), "nothing was created");
 }
 
