@@ -210,7 +210,11 @@ fn two_tasks_of_two_gpus_run_four_replicas_with_the_weights_of_a_local_run() {
     }
     for task in 0..2 {
         let log = std::fs::read_to_string(dir.join(format!("logs/spark-task-{task}.log"))).unwrap();
-        let ranks = format!("node {task}/2");
+        let ranks = format!(
+            "node {task}/2 via spark: ranks {}-{} of 4",
+            task * 2,
+            task * 2 + 1
+        );
         assert!(log.contains(&ranks), "task {task}:\n{log}");
     }
     let weights = |d: &Path| std::fs::read(d.join("model.safetensors")).unwrap();

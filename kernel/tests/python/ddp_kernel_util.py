@@ -23,6 +23,34 @@ TEST_ACCURACY = re.compile(r"\btest\b[^\n]*?\bacc[^\n]*?\d+(\.\d+)?\s*%", re.IGN
 
 TERMINAL = ("completed", "failed", "stopped")
 
+#: Timeouts of a `%%ddp train` cell: a cold build cache compiles candle and ddp-trainer in
+#: release mode (minutes on 2 cores), then the run trains.
+BUILD_TIMEOUT = 1500
+TRAINING_TIMEOUT = 300
+
+#: A `%%ddp train` cell's model: an MLP on 28×28 images, `pub fn model` for ddp_trainer::Trainer.
+MODEL = """use candle_core::{Result, Tensor};
+use candle_nn::{Linear, Module, VarBuilder};
+
+pub struct Mlp {
+    fc1: Linear,
+    fc2: Linear,
+}
+
+pub fn model(vb: VarBuilder) -> Result<Mlp> {
+    Ok(Mlp {
+        fc1: candle_nn::linear(28 * 28, 64, vb.pp("fc1"))?,
+        fc2: candle_nn::linear(64, 10, vb.pp("fc2"))?,
+    })
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.flatten_from(1)?.apply(&self.fc1)?.relu()?.apply(&self.fc2)
+    }
+}
+"""
+
 
 def repo() -> Path:
     return Path(os.environ.get("DDP_REPO") or Path(__file__).resolve().parents[3])

@@ -26,7 +26,10 @@ import unittest
 from pathlib import Path
 
 from ddp_kernel_util import (
+    BUILD_TIMEOUT,
+    MODEL,
     TERMINAL,
+    TRAINING_TIMEOUT,
     TEST_ACCURACY,
     Kernel,
     card_of,
@@ -41,32 +44,7 @@ from ddp_kernel_util import (
     workspace,
 )
 
-# A cold build cache compiles candle and ddp-trainer in release mode: minutes on 2 cores.
-BUILD_TIMEOUT = 1500
-TRAINING_TIMEOUT = 300
 SHORT = "--set train.epochs=1 --set ddp.replicas=2"
-
-MODEL = """use candle_core::{Result, Tensor};
-use candle_nn::{Linear, Module, VarBuilder};
-
-pub struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
-}
-
-pub fn model(vb: VarBuilder) -> Result<Mlp> {
-    Ok(Mlp {
-        fc1: candle_nn::linear(28 * 28, 64, vb.pp("fc1"))?,
-        fc2: candle_nn::linear(64, 10, vb.pp("fc2"))?,
-    })
-}
-
-impl Module for Mlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.flatten_from(1)?.apply(&self.fc1)?.relu()?.apply(&self.fc2)
-    }
-}
-"""
 
 # A data set of the cell's own (a bright column at the class's position), a loss (cross-entropy
 # written out) and a metric: the kernel hands each `pub fn` it finds to ddp_trainer::Trainer.

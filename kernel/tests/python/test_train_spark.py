@@ -16,7 +16,10 @@ import unittest
 from pathlib import Path
 
 from ddp_kernel_util import (
+    BUILD_TIMEOUT,
+    MODEL,
     TERMINAL,
+    TRAINING_TIMEOUT,
     TEST_ACCURACY,
     Kernel,
     card_of,
@@ -26,32 +29,6 @@ from ddp_kernel_util import (
     reply_error,
     wait_run,
 )
-
-# A cold build cache compiles candle and ddp-trainer in release mode: minutes on 2 cores.
-BUILD_TIMEOUT = 1500
-TRAINING_TIMEOUT = 300
-
-MODEL = """use candle_core::{Result, Tensor};
-use candle_nn::{Linear, Module, VarBuilder};
-
-pub struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
-}
-
-pub fn model(vb: VarBuilder) -> Result<Mlp> {
-    Ok(Mlp {
-        fc1: candle_nn::linear(28 * 28, 64, vb.pp("fc1"))?,
-        fc2: candle_nn::linear(64, 10, vb.pp("fc2"))?,
-    })
-}
-
-impl Module for Mlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.flatten_from(1)?.apply(&self.fc1)?.relu()?.apply(&self.fc2)
-    }
-}
-"""
 
 
 class TrainOnSparkTests(unittest.TestCase):

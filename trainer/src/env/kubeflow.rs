@@ -42,7 +42,13 @@ pub struct NodeWorld {
     /// `elasticPolicy`); the job's world is its `MAX` nodes, `nnodes`. Only an elastic spec
     /// (`ddp.elastic`) trains in such a job.
     pub min_nodes: Option<usize>,
+    /// What set the variables, for the log line: `$DDP_NODE_VIA` (a Spark task of a run on
+    /// Spark says `spark`), else `kubeflow`.
+    pub via: String,
 }
+
+/// Names what set a node's variables when it is not a Kubeflow operator (`spark`).
+pub const NODE_VIA_VAR: &str = "DDP_NODE_VIA";
 
 impl NodeWorld {
     /// Reads the process environment; see [`NodeWorld::from_vars`].
@@ -125,6 +131,9 @@ impl NodeWorld {
             master_addr,
             master_port,
             min_nodes,
+            via: vars
+                .get(NODE_VIA_VAR)
+                .unwrap_or_else(|| "kubeflow".to_string()),
         }))
     }
 
@@ -153,9 +162,10 @@ impl NodeWorld {
             self.master_addr.clone()
         };
         format!(
-            "node {}/{} via kubeflow: {ranks} of {}, master {host}:{}",
+            "node {}/{} via {}: {ranks} of {}, master {host}:{}",
             self.node_rank,
             self.nnodes,
+            self.via,
             self.world_size(),
             self.master_port
         )

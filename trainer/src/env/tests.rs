@@ -571,6 +571,7 @@ fn a_kubeflow_pod_is_a_node_that_launches_its_replicas() {
                 master_addr: addr.into(),
                 master_port: port,
                 min_nodes: None,
+                via: "kubeflow".into(),
             }
         );
         assert_eq!((n.world_size(), n.first_rank()), (4, 2));

@@ -185,7 +185,9 @@ def main():
         else:
             # A node of `per_task` replicas, started by the trainer's launcher on this task's
             # GPUs (torchrun's node-level variables, as a Kubeflow pod's).
-            env.update(PET_NNODES=str(tasks), PET_NODE_RANK=str(rank), PET_NPROC_PER_NODE=str(per_task))
+            env.update(
+                PET_NNODES=str(tasks), PET_NODE_RANK=str(rank), PET_NPROC_PER_NODE=str(per_task), DDP_NODE_VIA="spark"
+            )
         gpus = ctx.resources().get("gpu")
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
