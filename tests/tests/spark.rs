@@ -64,9 +64,10 @@ fn wait_for(dir: &Path, what: &str, ready: impl Fn(&Path) -> bool) {
     while !ready(dir) {
         assert!(
             started.elapsed() < Duration::from_secs(180),
-            "waited 180 s for {what} in {}; run.json: {}",
+            "waited 180 s for {what} in {}; run.json: {}\nrank 0's log:\n{}",
             dir.display(),
-            std::fs::read_to_string(dir.join("run.json")).unwrap_or_default()
+            std::fs::read_to_string(dir.join("run.json")).unwrap_or_default(),
+            std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -129,7 +129,7 @@ def wait_for_slots(sc, job, state):
             write_json(job["failure"], {"refused": refused})
             sc.stop()
             sys.exit(3)
-        time.sleep(1)
+        time.sleep(0.25)
 
 
 def main():
