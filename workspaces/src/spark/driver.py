@@ -217,7 +217,9 @@ def main():
                     proc.kill()
         if code < 0:
             code = 128 - code
-        if code == 0 or asked is not None:
+        # A stop that reached this replica through its peers (it stops after the same step as
+        # they do) may end it before this task saw the stop file: a stop all the same.
+        if code == 0 or asked is not None or os.path.exists(job["stop"]):
             yield (rank, (code, None))
             return
         first = read_json(job["failure"])
