@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use ddp_workspaces::commands::{
-    ExportArgs, LogsArgs, PlotArgs, RunAddress, RunArgs, SharedCommand, SweepArgs, SweepCommand,
-    TagArgs,
+    ExportArgs, LogsArgs, NewCommand, PlotArgs, RunAddress, RunArgs, SharedCommand, SweepArgs,
+    SweepCommand, TagArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -95,4 +95,8 @@ pub enum Command {
     /// TrainJob) that trains a run or a spec.
     #[command(display_order = 130)]
     Export(ExportArgs),
+    /// Write a starting point: `ddp new model DIR`, a crate of one's own (a candle model, its
+    /// spec and a test) that builds against this ddp checkout and trains with `--trainer`.
+    #[command(display_order = 140, subcommand)]
+    New(NewCommand),
 }

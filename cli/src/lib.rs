@@ -8,7 +8,8 @@
 //! - binary `ddp` (`src/main.rs`): the hidden supervisor/replica sub-commands, parsing and
 //!   dispatch, exit codes; one file per group of commands: `follow` (run, resume: progress until
 //!   the run ends), `list` (ls, show), `logs`, `manage` (stop, rm, tag), `sweep`, `compare`,
-//!   `plot`, `export`, `sample` (text from a language model, streamed), and `table`
+//!   `plot`, `export`, `sample` (text from a language model, streamed), `new` (a crate of one's
+//!   own), and `table`
 //!   (plain-text tables).
 
 pub mod args;

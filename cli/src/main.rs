@@ -1,7 +1,7 @@
 //! `ddp`: the headless batch front end. `ddp run SPEC` trains (supervised, restartable) and shows
 //! progress; `ls`, `show`, `logs`, `stop`, `resume`, `rm` manage the workspace's runs; `sweep`
 //! runs a grid of overrides, `compare`, `plot` and `export` look at several runs; `sample`
-//! generates text from a language-model run.
+//! generates text from a language-model run; `new model DIR` writes a crate of one's own.
 //!
 //! This file dispatches the parsed command line ([`ddp_cli::args`]); one file per group of
 //! commands.
@@ -12,6 +12,7 @@ mod follow;
 mod list;
 mod logs;
 mod manage;
+mod new;
 mod plot;
 mod sample;
 mod search;
@@ -25,7 +26,7 @@ use clap::Parser;
 use ddp_cli::args::{Cli, Command};
 use ddp_workspaces::Workspace;
 use ddp_workspaces::commands::{
-    ExportFormat, LogsArgs, LsArgs, PlotArgs, SharedCommand, ShowArgs, TagArgs,
+    ExportFormat, LogsArgs, LsArgs, NewCommand, PlotArgs, SharedCommand, ShowArgs, TagArgs,
 };
 
 fn main() -> ExitCode {
@@ -86,6 +87,7 @@ fn main() -> ExitCode {
             ExportFormat::PyTorchJob | ExportFormat::TrainJob => export::export_job(&root, &args),
         },
         Command::Shared(SharedCommand::Sample(args)) => sample::sample(&root, &args),
+        Command::New(NewCommand::Model(args)) => new::model(&args),
     };
     match result {
         Ok(code) => code,

@@ -52,6 +52,8 @@
 //! - `objective`: the loss and evaluation figures of sample tasks (built in, or registered).
 //! - `builder`: [`Trainer`], an executable with the user's own model, data set, loss, metrics.
 //! - `error`: the crate's error type and exit codes.
+//! - `candle_core`, `candle_nn`: the candle this crate is built on, re-exported (vendor/: path
+//!   dependencies, so crates outside the checkout build the same candle with no `[patch]`).
 //! - `test_util` (tests, feature `test-util`): builders for tests, `MetricRecord::sample()`.
 //!
 //! Binaries: `ddp-trainer` (`main.rs`, one replica: [`cli`]) and `ddp-bench` (`bin/ddp-bench/`,
@@ -85,6 +87,14 @@ pub mod train;
 
 pub use builder::Trainer;
 pub use error::{Error, Result};
+
+/// The candle-core this crate is built on: ddp's own (vendor/candle-core, a path dependency, with
+/// the backward pass's hook the overlapped DDP step needs). A crate of one's own names it by the
+/// same path, or through this re-export, so that its tensors are the engine's.
+pub use candle_core;
+/// The candle-nn this crate is built on (vendor/candle-nn: crates.io's 0.11.1 on ddp's
+/// candle-core).
+pub use candle_nn;
 
 /// Runs this executable as a `ddp-trainer` whose `[model] name = "custom"` is built by `model`
 /// from a candle `VarBuilder` (parameter names are its paths): `Trainer::new().model(model).main()`

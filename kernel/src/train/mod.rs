@@ -25,7 +25,8 @@ use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::output::Out;
 use cargo::{BuildObserver, BuildRequest};
-use project::{CellInput, Source};
+use ddp_workspaces::scaffold::Checkout;
+use project::CellInput;
 
 /// The environment variable that moves the cells' build cache (see [`shared_cache`]).
 pub const CACHE_ENV: &str = "DDP_BUILD_CACHE";
@@ -141,7 +142,7 @@ pub fn build_and_start(
 
 /// The crate of a cell (its magic line, its body starting on the cell's line `body_line`; `id`
 /// names its build, [`project::cell_version`]), built against the ddp checkout
-/// ([`Source::locate`]).
+/// ([`Checkout::locate`]).
 pub fn crate_of(
     magic_line: &str,
     body: &str,
@@ -149,18 +150,15 @@ pub fn crate_of(
     id: &str,
     entry: project::EntryPoint,
 ) -> Result<project::CellCrate> {
-    let source = Source::locate()?;
-    let candle = source.dependency_version("candle-core")?;
-    let patches = source.patches()?;
+    let checkout = Checkout::locate()?;
+    let dependencies = checkout.dependency_lines()?;
     Ok(project::cell_crate(
         &CellInput {
             magic_line,
             body,
             body_line,
-            trainer_dir: &source.trainer_dir(),
-            candle_version: &candle,
-            cargo_lock: source.lock(),
-            patches: &patches,
+            dependencies: &dependencies,
+            cargo_lock: checkout.lock(),
             id,
         },
         entry,

@@ -1,12 +1,15 @@
-//! The crate a `%%ddp train` cell becomes (pure: text in, files' text out), and where the ddp
-//! sources it depends on are.
+//! The crate a `%%ddp train` cell becomes (pure: text in, files' text out). Its dependencies are
+//! those of every crate of one's own (`ddp_workspaces::scaffold::Checkout`): ddp-trainer and its
+//! candle from the ddp checkout, by absolute path.
 //!
 //! `src/main.rs` keeps the cell's line numbers: its first lines are comments standing for the
 //! magic line (and any blank lines before it), so rustc's `src/main.rs:LINE` is the cell's
 //! `LINE`. Unless the cell has its own `fn main`, a `fn main` handing the cell's `model`,
 //! `dataset`, `loss` and `metrics` (those it defines) to `ddp_trainer::Trainer` follows the body.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use ddp_workspaces::scaffold::MANIFEST_TAIL;
 
 use crate::error::{Error, Result};
 
@@ -14,104 +17,6 @@ use crate::error::{Error, Result};
 pub const PACKAGE: &str = "ddp-cell";
 /// The file rustc names in diagnostics about the cell.
 pub const MAIN_RS: &str = "src/main.rs";
-
-/// A ddp checkout: `trainer/` (the `ddp-trainer` crate), the workspace's `Cargo.toml` (candle's
-/// version) and `Cargo.lock` (the versions every dependency was built and tested with, so an
-/// offline build finds them in cargo's cache).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    pub root: PathBuf,
-}
-
-/// The environment variable naming the ddp checkout cells build against.
-pub const SOURCE_ENV: &str = "DDP_SOURCE_DIR";
-
-impl Source {
-    /// `$DDP_SOURCE_DIR`, else the checkout this kernel was built from; checked to hold
-    /// `trainer/Cargo.toml`.
-    pub fn locate() -> Result<Source> {
-        let (root, from) = match std::env::var_os(SOURCE_ENV) {
-            Some(dir) => (PathBuf::from(dir), format!("${SOURCE_ENV}")),
-            None => (
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default(),
-                "the checkout ddp-kernel was built from".to_string(),
-            ),
-        };
-        let manifest = root.join("trainer").join("Cargo.toml");
-        if !manifest.is_file() {
-            return Err(Error::Build(format!(
-                "{}: not found ({from}); `%%ddp train` builds against the ddp-trainer sources: set {SOURCE_ENV} to a ddp checkout",
-                manifest.display()
-            )));
-        }
-        Ok(Source { root })
-    }
-
-    pub fn trainer_dir(&self) -> PathBuf {
-        self.root.join("trainer")
-    }
-
-    /// The version requirement of `name` in the checkout's `[workspace.dependencies]`.
-    pub fn dependency_version(&self, name: &str) -> Result<String> {
-        let path = self.root.join("Cargo.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        version_in(&text, name).ok_or_else(|| {
-            Error::Build(format!(
-                "{}: no version of `{name}` in [workspace.dependencies]",
-                path.display()
-            ))
-        })
-    }
-
-    /// The checkout's `Cargo.lock`, if it has one.
-    pub fn lock(&self) -> Option<String> {
-        std::fs::read_to_string(self.root.join("Cargo.lock")).ok()
-    }
-
-    /// The checkout's `[patch.crates-io]` entries (its own candle-core), each crate with the
-    /// absolute path of its sources: a cell builds the same crates as the checkout, which its
-    /// `Cargo.lock` records as path dependencies (without them an offline build looks for
-    /// crates.io's candle-core, which a machine that only built the checkout never fetched).
-    pub fn patches(&self) -> Result<Vec<(String, PathBuf)>> {
-        let path = self.root.join("Cargo.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        Ok(patches_in(&text, &self.root))
-    }
-}
-
-/// The `path` entries of `[patch.crates-io]` in `manifest`, relative ones joined to `root`.
-fn patches_in(manifest: &str, root: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(doc) = manifest.parse::<toml::Table>() else {
-        return Vec::new();
-    };
-    let Some(patches) = doc
-        .get("patch")
-        .and_then(|p| p.get("crates-io"))
-        .and_then(|p| p.as_table())
-    else {
-        return Vec::new();
-    };
-    patches
-        .iter()
-        .filter_map(|(name, dep)| {
-            let path = dep.get("path")?.as_str()?;
-            Some((name.clone(), root.join(path)))
-        })
-        .collect()
-}
-
-fn version_in(manifest: &str, name: &str) -> Option<String> {
-    let doc: toml::Table = manifest.parse().ok()?;
-    let dep = doc.get("workspace")?.get("dependencies")?.get(name)?;
-    match dep {
-        toml::Value::String(v) => Some(v.clone()),
-        toml::Value::Table(t) => t.get("version")?.as_str().map(str::to_string),
-        _ => None,
-    }
-}
 
 /// How the cell hands its parts to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,19 +125,18 @@ pub struct CellCrate {
     pub cargo_lock: Option<String>,
 }
 
-/// What the crate is made of: the magic line, the body and where it starts in the cell, and the
-/// dependencies' places and versions.
+/// What the crate is made of: the magic line, the body and where it starts in the cell, and its
+/// dependencies.
 #[derive(Debug, Clone)]
 pub struct CellInput<'a> {
     pub magic_line: &'a str,
     pub body: &'a str,
     /// The cell's line number of the body's first line.
     pub body_line: usize,
-    pub trainer_dir: &'a Path,
-    pub candle_version: &'a str,
+    /// The `[dependencies]` lines (`Checkout::dependency_lines`: ddp-trainer, candle-core and
+    /// candle-nn by absolute path).
+    pub dependencies: &'a str,
     pub cargo_lock: Option<String>,
-    /// The checkout's patched crates ([`Source::patches`]).
-    pub patches: &'a [(String, PathBuf)],
     /// The cell's build id (its staging folder's name): the crate's version is
     /// `0.1.0+cell.ID`, so that no two cells share a compiled unit in the shared build cache
     /// ([`cell_version`]).
@@ -270,16 +174,6 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
         main_rs.push_str(&parts.main_fn());
     }
     let version = toml::Value::String(cell_version(input.id));
-    let trainer = toml::Value::String(input.trainer_dir.display().to_string());
-    let candle = toml::Value::String(input.candle_version.to_string());
-    let mut patches = String::new();
-    if !input.patches.is_empty() {
-        patches.push_str("\n# The checkout's own versions of these crates, as it builds them.\n[patch.crates-io]\n");
-        for (name, path) in input.patches {
-            let path = toml::Value::String(path.display().to_string());
-            patches.push_str(&format!("{name} = {{ path = {path} }}\n"));
-        }
-    }
     let cargo_toml = format!(
         "# A `%%ddp train` cell as a crate, written by ddp-kernel. Rebuild it with\n\
          #   cargo build --release --manifest-path code/Cargo.toml\n\
@@ -291,16 +185,8 @@ pub fn cell_crate(input: &CellInput, entry: EntryPoint) -> CellCrate {
          publish = false\n\
          \n\
          [dependencies]\n\
-         ddp-trainer = {{ path = {trainer} }}\n\
-         candle-core = {candle}\n\
-         candle-nn = {candle}\n\
-         \n\
-         [profile.release]\n\
-         debug = \"line-tables-only\"\n\
-         \n\
-         # Its own workspace, wherever the run folder is.\n\
-         [workspace]\n\
-         {patches}"
+         {deps}{MANIFEST_TAIL}",
+        deps = input.dependencies,
     );
     CellCrate {
         cargo_toml,
@@ -341,10 +227,9 @@ mod tests {
             magic_line: "%%ddp train mnist.toml --wait",
             body,
             body_line,
-            trainer_dir: Path::new("/src/ddp/trainer"),
-            candle_version: "0.11.1",
+            dependencies: "ddp-trainer = { path = \"/src/ddp/trainer\" }\n\
+                           candle-nn = { path = \"/src/ddp/vendor/candle-nn\" }\n",
             cargo_lock: None,
-            patches: &[],
             id: "5fe7edbd",
         }
     }
@@ -452,42 +337,12 @@ mod tests {
             doc["dependencies"]["ddp-trainer"]["path"].as_str(),
             Some("/src/ddp/trainer")
         );
-        assert_eq!(doc["dependencies"]["candle-nn"].as_str(), Some("0.11.1"));
+        assert_eq!(
+            doc["dependencies"]["candle-nn"]["path"].as_str(),
+            Some("/src/ddp/vendor/candle-nn")
+        );
         assert!(doc.contains_key("workspace"));
         assert!(!doc.contains_key("patch"));
-    }
-
-    #[test]
-    fn the_checkouts_patches_carry_over_with_absolute_paths() {
-        let m = "[workspace]\n[patch.crates-io]\ncandle-core = { path = \"vendor/candle-core\" }\n\
-                 other = { git = \"https://example.org/other\" }\n";
-        let patches = patches_in(m, Path::new("/src/ddp"));
-        assert_eq!(
-            patches,
-            vec![(
-                "candle-core".to_string(),
-                PathBuf::from("/src/ddp/vendor/candle-core")
-            )]
-        );
-        assert!(patches_in("[workspace]\n", Path::new("/src/ddp")).is_empty());
-        let mut cell = input("fn model() {}", 2);
-        cell.patches = &patches;
-        let doc: toml::Table = cell_crate(&cell, entry_point("fn model() {}").unwrap())
-            .cargo_toml
-            .parse()
-            .unwrap();
-        assert_eq!(
-            doc["patch"]["crates-io"]["candle-core"]["path"].as_str(),
-            Some("/src/ddp/vendor/candle-core")
-        );
-    }
-
-    #[test]
-    fn versions_come_from_workspace_dependencies() {
-        let m = "[workspace.dependencies]\ncandle-core = \"0.11.1\"\nserde = { version = \"1\", features = [\"derive\"] }\n";
-        assert_eq!(version_in(m, "candle-core").as_deref(), Some("0.11.1"));
-        assert_eq!(version_in(m, "serde").as_deref(), Some("1"));
-        assert_eq!(version_in(m, "candle-nn"), None);
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //!   [`SampleOptions`] (what the TUI's Sample pane takes too) and [`Weights`]; the defaults.
 //! - `shared`: [`SharedCommand`], the subcommands every front end has (ls, show, stop, compare,
 //!   sample), with their help text once.
+//! - `new`: starting points written to disk: [`NewCommand`] (`new model DIR`, a crate of one's
+//!   own, [`NewModelArgs`]).
 //! - `words`: a command line split into words as a shell would ([`split`]), and parsing words
 //!   into one of these structs ([`parse_line`], [`parse_words`]) with clap's messages as plain text ([`one_line`]
 //!   for a one-line dialog), and a struct's arguments on one line ([`synopsis`]).
@@ -24,6 +26,7 @@
 //!   ([`missing_path`], [`found_in_ancestors`]).
 
 mod analysis;
+mod new;
 mod paths;
 mod run;
 mod runs;
@@ -32,6 +35,7 @@ mod shared;
 mod words;
 
 pub use analysis::{CompareArgs, ExportArgs, ExportFormat, KubernetesOptions, PlotArgs};
+pub use new::{NewCommand, NewModelArgs};
 pub use paths::{found_in_ancestors, missing_path, path_candidates};
 pub use run::{
     RunArgs, RunOptions, SchedulerOptions, SpecOptions, SweepAddress, SweepArgs, SweepCommand,
