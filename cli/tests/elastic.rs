@@ -94,3 +94,66 @@ fn scale_moves_an_elastic_runs_replicas_out_and_back_in() {
         "{o:?}"
     );
 }
+
+/// `restart.backoff_s` holds for `ddp run` as for `ddp-trainer --standalone`: a killed replica of
+/// an elastic run is started again to join no sooner than the back-off after its death.
+#[test]
+fn a_killed_replica_rejoins_after_the_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let spec = TestSpec::small_mnist_cnn()
+        .name("elastic-backoff")
+        .set("train.epochs", 8)
+        .set("train.log_every", 1)
+        .set("ddp.replicas", 2)
+        .set("ddp.elastic.min_replicas", 1)
+        .set("restart.max_restarts", 1)
+        .set("restart.backoff_s", 3.0)
+        .write(dir.path());
+    let mut c = ddp(&ws);
+    c.arg("run").arg(spec).arg("--detach");
+    ok(output(c, Duration::from_secs(30)));
+    let run = run_of(&ws);
+    wait_for("a few steps", Duration::from_secs(90), || {
+        std::fs::read_to_string(run.dir.join("metrics/rank-0.jsonl"))
+            .is_ok_and(|m| m.lines().count() >= 3)
+    });
+    let pid_of_rank_1 = || {
+        Run::load(&run.dir)
+            .unwrap()
+            .record
+            .replica_pids
+            .get(&1)
+            .copied()
+    };
+    let first = pid_of_rank_1().expect("rank 1's pid in run.json");
+    // SAFETY: a signal to the test's own replica.
+    assert_eq!(unsafe { libc::kill(first as i32, libc::SIGKILL) }, 0);
+    let killed = std::time::Instant::now();
+    wait_for("rank 1 started again", Duration::from_secs(60), || {
+        pid_of_rank_1().is_some_and(|p| p != first)
+    });
+    let after = killed.elapsed();
+    assert!(
+        after >= Duration::from_secs(3),
+        "rank 1 was started again {after:?} after it was killed: restart.backoff_s = 3 not held"
+    );
+    wait_for("the run to end", Duration::from_secs(240), || {
+        Run::load(&run.dir).unwrap().record.status.is_terminal()
+    });
+    let run = Run::load(&run.dir).unwrap();
+    assert_eq!(run.record.status, RunStatus::Completed, "{:?}", run.record);
+    let joined = memberships(&run)
+        .into_iter()
+        .any(|e| matches!(e, SupervisorEvent::Membership { joined, .. } if joined == [1]));
+    assert!(
+        joined,
+        "no membership event with rank 1 joining: {:?}",
+        memberships(&run)
+    );
+    let log = std::fs::read_to_string(run.dir.join("logs/supervisor.log")).unwrap_or_default();
+    assert!(
+        log.contains("restarting rank 1 in 3.0 s"),
+        "the supervisor's log does not say when rank 1 restarts:\n{log}"
+    );
+}

@@ -13,7 +13,7 @@ use clap::Parser;
 
 use crate::env::{DistEnv, NodeWorld, Placement};
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
-use crate::launcher::{Ended, LaunchOptions, launch_ended};
+use crate::launcher::{Ended, LaunchOptions, StopRequest, launch_ended};
 use crate::spec::Spec;
 use crate::step::batch_parts;
 use crate::train::{self, LEAVE_REQUESTED, PauseAt, RunOptions, STOP_REQUESTED};
@@ -278,14 +278,9 @@ fn launch_replicas(
             );
         }
     };
-    let mut opts = LaunchOptions::new(nproc, program, &args.out);
+    let mut opts = LaunchOptions::for_spec(spec, nproc, program, &args.out);
     opts.args = command.to_vec();
     opts.args.extend(args.for_replica().to_args());
-    opts.threads_per_replica = spec.ddp.threads;
-    opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
-    opts.elastic_restarts = spec.restart.max_restarts;
-    opts.elastic_backoff = std::time::Duration::from_secs_f64(spec.restart.backoff_s.max(0.0));
-    opts.scale_file = Some(args.out.join(crate::launcher::SCALE_FILE));
     if let Some(node) = node {
         opts.nnodes = node.nnodes;
         opts.node_rank = node.node_rank;
@@ -293,16 +288,23 @@ fn launch_replicas(
         opts.master_port = Some(node.master_port);
     }
     match launch_ended(&opts) {
-        Ok(Ended::Completed) => 0,
-        Ok(Ended::Stopped { signal }) => {
-            let on = signal.map_or("a signal to the replicas".into(), |s| {
-                format!("{} to the launcher", crate::launcher::signal_name(s))
-            });
+        Ok(Ended::Completed | Ended::Paused { .. }) => 0,
+        Ok(Ended::Stopped(request)) => {
+            let on = match request {
+                StopRequest::Signal { signal, .. } => {
+                    format!("{} to the launcher", crate::launcher::signal_name(signal))
+                }
+                StopRequest::Replica(_) => "a signal to the replicas".to_string(),
+            };
             eprintln!(
                 "ddp-trainer: stopped on {on}: every replica finished the same step and its checkpoint is written; --resume continues"
             );
             EXIT_STOPPED as u8
         }
+        Ok(ended) => match ended.into_result() {
+            Ok(()) => 0,
+            Err(e) => fail(&format!("ddp-trainer: {e}"), e.exit_code()),
+        },
         Err(e) => fail(&format!("ddp-trainer: {e}"), e.exit_code()),
     }
 }
@@ -311,9 +313,8 @@ fn launch_replicas(
 /// DDP_THREADS, else cores / local world size. candle's CPU kernels read RAYON_NUM_THREADS.
 /// How many times candle's element-wise worker threads spin before parking, unless
 /// `CANDLE_BARRIER_POOL_SPIN_LIMIT` says otherwise. candle's default (25,000 pauses, about half a
-/// millisecond after every element-wise op) kept a core busy between ops, taken from the
-/// convolution threads: with 2 threads per replica the CNN went from 2,133 to 2,460 samples/s
-/// with this change alone.
+/// millisecond after every element-wise op) keeps a core busy between ops, taken from the
+/// convolution threads.
 const CANDLE_SPIN_LIMIT: &str = "200";
 
 fn set_threads(spec: &Spec, env: &DistEnv) {
@@ -338,18 +339,16 @@ fn set_threads(spec: &Spec, env: &DistEnv) {
 /// Threads of one replica unless `RAYON_NUM_THREADS` says: `ddp.threads`, `DDP_THREADS`, or the
 /// cores shared by the replicas of this host; sets `RAYON_NUM_THREADS` to it.
 fn default_threads(spec: &Spec, env: &DistEnv) -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let threads = spec
-        .ddp
-        .threads
-        .or_else(|| {
-            std::env::var("DDP_THREADS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or((cores / env.local_world_size.max(1)).max(1));
+    let explicit = spec.ddp.threads.or_else(|| {
+        std::env::var("DDP_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    let threads = crate::launcher::threads::per_replica(
+        explicit,
+        env.local_world_size,
+        crate::launcher::threads::available_cores(),
+    );
     // SAFETY: called at start-up, before any thread of ours or candle's exists.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
     threads

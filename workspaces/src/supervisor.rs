@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ddp_trainer::cli::ReplicaArgs;
-use ddp_trainer::launcher::{LaunchOptions, SpawnHook, launch};
+use ddp_trainer::launcher::{
+    Ended, LaunchOptions, ReplicaFailure, SpawnHook, StopRequest, launch_ended,
+};
 use ddp_trainer::spec::Spec;
 
 use crate::devices;
@@ -67,7 +69,7 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
     lock(&run).update(|r| r.devices = devices.clone())?;
     let replica_env = assignment.replica_env();
 
-    let backoff = Duration::from_secs_f64(spec.restart.backoff_s.max(0.0));
+    let backoff = spec.restart.backoff();
     let mut resume_next = resume;
     loop {
         if STOP.load(Ordering::SeqCst) {
@@ -157,35 +159,29 @@ fn launch_once(
             Err(e) => return Outcome::LaunchFailed(format!("run.json: pause_at {e}")),
         }
     }
-    // A pause of an earlier launch is over.
-    let paused_file = dir.join(ddp_trainer::train::PAUSED_FILE);
-    let _ = std::fs::remove_file(&paused_file);
     // The run's own trainer is a `ddp-trainer`; this executable runs it as a hidden command.
     let args = match lock(run).record.trainer {
         Some(_) => replica.to_args(),
         None => HiddenCommand::Replica(replica).to_args(),
     };
     if lock(run).record.spark.is_some() {
+        // A pause of an earlier launch is over.
+        let _ = std::fs::remove_file(dir.join(ddp_trainer::train::PAUSED_FILE));
         let mut command = vec![program.display().to_string()];
         command.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
         return match on_spark(run, spec, command, threads, replica_env, resume) {
-            Outcome::Completed => match paused_at(&paused_file) {
+            Outcome::Completed => match ddp_trainer::train::paused_at(&dir) {
                 Some((epoch, step)) => Outcome::Paused { epoch, step },
                 None => Outcome::Completed,
             },
             other => other,
         };
     }
-    let mut opts = LaunchOptions::new(spec.ddp.replicas, program, &dir);
+    let mut opts = LaunchOptions::for_spec(spec, spec.ddp.replicas, program, &dir);
     opts.args = args;
+    // The device plan's threads (`ddp.threads`, else the cores the run was given).
     opts.threads_per_replica = Some(threads);
     opts.echo = false;
-    opts.elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
-    if opts.elastic_min.is_some() {
-        // An elastic run's restarts are its replicas': each joins the group under way.
-        opts.elastic_restarts = spec.restart.max_restarts;
-        opts.scale_file = Some(dir.join(ddp_trainer::launcher::SCALE_FILE));
-    }
     opts.env.extend(replica_env.iter().cloned());
     opts.env.push((
         "TORCHELASTIC_RESTART_COUNT".into(),
@@ -206,37 +202,42 @@ fn launch_once(
             r.replica_pids.insert(rank, pid);
         });
     })));
-    match launch(&opts) {
-        Ok(()) => match paused_at(&paused_file) {
-            Some((epoch, step)) => Outcome::Paused { epoch, step },
-            None => Outcome::Completed,
-        },
-        Err(ddp_trainer::Error::Replica {
-            rank, code, signal, ..
-        }) => {
-            let exit = match (code, signal) {
-                (Some(c), _) => Exit::Code(c),
-                (None, Some(s)) => Exit::Signal(s),
-                (None, None) => Exit::Code(-1),
-            };
-            // A replica that stopped on our request is a stop, not a failure.
-            if STOP.load(Ordering::SeqCst) && exit == Exit::Code(143) {
-                Outcome::Stopped
-            } else {
-                // A replica that exited (not killed) said why on its last error line.
-                let error = match exit {
-                    Exit::Code(_) => replica_error(
-                        &ddp_trainer::launcher::log_path(&dir, rank),
-                        log_starts.get(rank).copied().unwrap_or(0),
-                    ),
-                    Exit::Signal(_) => None,
-                };
-                Outcome::ReplicaFailed { rank, exit, error }
-            }
+    let failed = |failure: &ReplicaFailure| {
+        let exit = match (failure.exit.code(), failure.exit.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(s)) => Exit::Signal(s),
+            (None, None) => Exit::Code(-1),
+        };
+        // A replica that stopped on our request is a stop, not a failure.
+        if STOP.load(Ordering::SeqCst) && exit == Exit::Code(143) {
+            return Outcome::Stopped;
         }
-        Err(ddp_trainer::Error::Launch(msg)) if msg.contains("interrupted") => {
+        // A replica that exited (not killed) said why on its last error line.
+        let error = match exit {
+            Exit::Code(_) => replica_error(
+                &failure.log,
+                log_starts.get(failure.rank).copied().unwrap_or(0),
+            ),
+            Exit::Signal(_) => None,
+        };
+        Outcome::ReplicaFailed {
+            rank: failure.rank,
+            exit,
+            error,
+        }
+    };
+    match launch_ended(&opts) {
+        Ok(Ended::Completed) => Outcome::Completed,
+        Ok(Ended::Paused { epoch, step }) => Outcome::Paused { epoch, step },
+        // `ddp stop` (SIGTERM to this process, passed on to the replicas).
+        Ok(Ended::Stopped(StopRequest::Signal { .. }) | Ended::Interrupted { .. }) => {
             STOP.store(true, Ordering::SeqCst);
             Outcome::Stopped
+        }
+        // Replicas that stopped on a request of their own, not ours, go on from their
+        // checkpoint (restartable, exit 143).
+        Ok(Ended::Stopped(StopRequest::Replica(failure)) | Ended::Failed(failure)) => {
+            failed(&failure)
         }
         Err(e) => Outcome::LaunchFailed(e.to_string()),
     }
@@ -388,12 +389,6 @@ fn spark_state(run: &mut Run, state: &crate::spark::AppState) -> Result<()> {
         run.update(|r| r.status = RunStatus::Running)?;
     }
     Ok(())
-}
-
-/// Where the trainer's rank 0 said the run paused (`paused.json`: epochs and steps trained).
-fn paused_at(file: &Path) -> Option<(u64, u64)> {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
-    Some((v["epoch"].as_u64()?, v["global_step"].as_u64()?))
 }
 
 /// The last error line ([`crate::policy::last_error_line`]) a replica wrote to its log `log`

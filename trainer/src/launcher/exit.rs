@@ -1,4 +1,5 @@
-//! How a replica ended, and which failure the launcher reports: pure policy, no I/O.
+//! How a replica ended ([`Exit`]), the failure the launcher reports ([`ReplicaFailure`]) and
+//! which of several it is ([`culprit`]): pure policy, no I/O.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use crate::error::{EXIT_CONFIG, EXIT_LEFT, EXIT_RESTART, EXIT_STOPPED, Error};
 
 /// How a replica ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Outcome {
+pub enum Exit {
     Exited(i32),
     Signaled {
         signal: i32,
@@ -18,34 +19,34 @@ pub(super) enum Outcome {
     Lost(String),
 }
 
-impl Outcome {
-    pub(super) fn from_status(status: ExitStatus) -> Outcome {
+impl Exit {
+    pub fn from_status(status: ExitStatus) -> Exit {
         match (status.code(), status.signal()) {
-            (Some(code), _) => Outcome::Exited(code),
-            (None, Some(signal)) => Outcome::Signaled {
+            (Some(code), _) => Exit::Exited(code),
+            (None, Some(signal)) => Exit::Signaled {
                 signal,
                 core_dumped: status.core_dumped(),
             },
-            (None, None) => Outcome::Lost(format!("unrecognised status {status}")),
+            (None, None) => Exit::Lost(format!("unrecognised status {status}")),
         }
     }
 
-    pub(super) fn success(&self) -> bool {
-        *self == Outcome::Exited(0)
+    pub fn success(&self) -> bool {
+        *self == Exit::Exited(0)
     }
 
-    pub(super) fn code(&self) -> Option<i32> {
+    pub fn code(&self) -> Option<i32> {
         match self {
-            Outcome::Exited(code) => Some(*code),
+            Exit::Exited(code) => Some(*code),
             _ => None,
         }
     }
 
     /// `exited with code 2`, `was killed by signal 9 (SIGKILL)`.
-    pub(super) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
-            Outcome::Exited(code) => format!("exited with code {code}"),
-            Outcome::Signaled {
+            Exit::Exited(code) => format!("exited with code {code}"),
+            Exit::Signaled {
                 signal,
                 core_dumped,
             } => format!(
@@ -53,7 +54,7 @@ impl Outcome {
                 signal_name(*signal),
                 if *core_dumped { " and dumped core" } else { "" }
             ),
-            Outcome::Lost(msg) => format!("could not be waited for ({msg})"),
+            Exit::Lost(msg) => format!("could not be waited for ({msg})"),
         }
     }
 
@@ -63,28 +64,42 @@ impl Outcome {
     /// which is most often the consequence of another's exit.
     pub(super) fn blame_order(&self) -> u8 {
         match self {
-            Outcome::Signaled { .. } => 0,
-            Outcome::Exited(EXIT_CONFIG) => 1,
-            Outcome::Exited(EXIT_RESTART) => 3,
+            Exit::Signaled { .. } => 0,
+            Exit::Exited(EXIT_CONFIG) => 1,
+            Exit::Exited(EXIT_RESTART) => 3,
             _ => 2,
         }
     }
 
     /// A replica that left its elastic group on request ([`EXIT_LEFT`]): no failure.
-    pub(super) fn left(&self) -> bool {
-        *self == Outcome::Exited(EXIT_LEFT)
+    pub fn left(&self) -> bool {
+        *self == Exit::Exited(EXIT_LEFT)
     }
 
     /// A replica that stopped on request after a step its peers finished too, its position
     /// checkpointed ([`EXIT_STOPPED`]).
-    pub(super) fn stopped(&self) -> bool {
-        *self == Outcome::Exited(EXIT_STOPPED)
+    pub fn stopped(&self) -> bool {
+        *self == Exit::Exited(EXIT_STOPPED)
+    }
+
+    /// The signal that killed the replica, if one did.
+    pub fn signal(&self) -> Option<i32> {
+        match self {
+            Exit::Signaled { signal, .. } => Some(*signal),
+            _ => None,
+        }
+    }
+
+    /// A replica that refused its input: a configuration or data error ([`EXIT_CONFIG`]), which
+    /// the same input repeats.
+    pub fn bad_input(&self) -> bool {
+        *self == Exit::Exited(EXIT_CONFIG)
     }
 
     /// A replica that failed because a peer went away: the peer's own outcome, arriving a moment
     /// later, says more.
-    pub(super) fn lost_its_peers(&self) -> bool {
-        *self == Outcome::Exited(EXIT_RESTART)
+    pub fn lost_its_peers(&self) -> bool {
+        *self == Exit::Exited(EXIT_RESTART)
     }
 }
 
@@ -114,25 +129,33 @@ pub fn signal_name(signal: i32) -> &'static str {
 }
 
 /// Which of the replicas that failed in the same poll, given as (rank, outcome), is reported:
-/// the likeliest root cause ([`Outcome::blame_order`]), the lowest rank among equals. Returns its
+/// the likeliest root cause ([`Exit::blame_order`]), the lowest rank among equals. Returns its
 /// index in `failed`.
-pub(super) fn culprit(failed: &[(usize, &Outcome)]) -> Option<usize> {
+pub(super) fn culprit(failed: &[(usize, &Exit)]) -> Option<usize> {
     (0..failed.len()).min_by_key(|&i| (failed[i].1.blame_order(), failed[i].0))
 }
 
-/// The launcher's error for replica `rank` (process `pid`, logging to `log`) that ended with
-/// `outcome`.
-pub(super) fn replica_error(rank: usize, pid: u32, outcome: &Outcome, log: PathBuf) -> Error {
-    Error::Replica {
-        rank,
-        pid,
-        status: outcome.describe(),
-        code: outcome.code(),
-        signal: match outcome {
-            Outcome::Signaled { signal, .. } => Some(*signal),
-            _ => None,
-        },
-        log,
+/// A replica that failed (or, for a stop that reached the replicas, stopped): which, its process,
+/// how it ended and its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFailure {
+    pub rank: usize,
+    pub pid: u32,
+    pub exit: Exit,
+    pub log: PathBuf,
+}
+
+impl ReplicaFailure {
+    /// The launcher's error for it ([`Error::Replica`]).
+    pub fn error(&self) -> Error {
+        Error::Replica {
+            rank: self.rank,
+            pid: self.pid,
+            status: self.exit.describe(),
+            code: self.exit.code(),
+            signal: self.exit.signal(),
+            log: self.log.clone(),
+        }
     }
 }
 
@@ -145,7 +168,7 @@ mod tests {
 
     #[test]
     fn blame_prefers_signals_then_config_errors() {
-        let killed = Outcome::Signaled {
+        let killed = Exit::Signaled {
             signal: libc::SIGSEGV,
             core_dumped: true,
         };
@@ -153,54 +176,54 @@ mod tests {
             killed.describe(),
             "was killed by signal 11 (SIGSEGV) and dumped core"
         );
-        let mut outcomes = [Outcome::Exited(1), Outcome::Exited(2), killed.clone()];
-        outcomes.sort_by_key(Outcome::blame_order);
-        assert_eq!(outcomes, [killed, Outcome::Exited(2), Outcome::Exited(1)]);
-        assert!(Outcome::Exited(0).success());
-        assert_eq!(Outcome::Exited(7).code(), Some(7));
+        let mut outcomes = [Exit::Exited(1), Exit::Exited(2), killed.clone()];
+        outcomes.sort_by_key(Exit::blame_order);
+        assert_eq!(outcomes, [killed, Exit::Exited(2), Exit::Exited(1)]);
+        assert!(Exit::Exited(0).success());
+        assert_eq!(Exit::Exited(7).code(), Some(7));
     }
 
     #[test]
     fn statuses_are_classified() {
         assert_eq!(
-            Outcome::from_status(ExitStatus::from_raw(2 << 8)),
-            Outcome::Exited(2)
+            Exit::from_status(ExitStatus::from_raw(2 << 8)),
+            Exit::Exited(2)
         );
         assert_eq!(
-            Outcome::from_status(ExitStatus::from_raw(libc::SIGKILL)),
-            Outcome::Signaled {
+            Exit::from_status(ExitStatus::from_raw(libc::SIGKILL)),
+            Exit::Signaled {
                 signal: libc::SIGKILL,
                 core_dumped: false
             }
         );
         assert_eq!(
-            Outcome::from_status(ExitStatus::from_raw(libc::SIGSEGV | 0x80)),
-            Outcome::Signaled {
+            Exit::from_status(ExitStatus::from_raw(libc::SIGSEGV | 0x80)),
+            Exit::Signaled {
                 signal: libc::SIGSEGV,
                 core_dumped: true
             }
         );
         assert_eq!(
-            Outcome::Signaled {
+            Exit::Signaled {
                 signal: libc::SIGKILL,
                 core_dumped: false
             }
             .describe(),
             "was killed by signal 9 (SIGKILL)"
         );
-        assert_eq!(Outcome::Exited(2).describe(), "exited with code 2");
-        assert_eq!(Outcome::Exited(2).code(), Some(2));
-        assert!(!Outcome::Exited(1).success());
+        assert_eq!(Exit::Exited(2).describe(), "exited with code 2");
+        assert_eq!(Exit::Exited(2).code(), Some(2));
+        assert!(!Exit::Exited(1).success());
         assert_eq!(signal_name(64), "unnamed signal");
     }
 
     #[test]
     fn the_culprit_is_the_likeliest_cause_then_the_lowest_rank() {
-        let killed = Outcome::Signaled {
+        let killed = Exit::Signaled {
             signal: libc::SIGKILL,
             core_dumped: false,
         };
-        let (config, runtime) = (Outcome::Exited(EXIT_CONFIG), Outcome::Exited(1));
+        let (config, runtime) = (Exit::Exited(EXIT_CONFIG), Exit::Exited(1));
         assert_eq!(culprit(&[]), None);
         assert_eq!(culprit(&[(3, &runtime), (1, &runtime)]), Some(1));
         assert_eq!(culprit(&[(0, &runtime), (2, &config)]), Some(1));
@@ -209,7 +232,7 @@ mod tests {
             Some(2)
         );
         assert_eq!(culprit(&[(2, &killed), (1, &killed)]), Some(1));
-        let lost = Outcome::Exited(EXIT_RESTART);
+        let lost = Exit::Exited(EXIT_RESTART);
         assert!(lost.lost_its_peers() && !config.lost_its_peers());
         assert_eq!(culprit(&[(1, &lost), (0, &config)]), Some(1));
         assert_eq!(culprit(&[(0, &lost), (1, &runtime)]), Some(1));
@@ -217,11 +240,17 @@ mod tests {
 
     #[test]
     fn a_failure_becomes_the_replica_error() {
-        let killed = Outcome::Signaled {
+        let killed = Exit::Signaled {
             signal: libc::SIGKILL,
             core_dumped: false,
         };
-        match replica_error(1, 42, &killed, "out/logs/rank-1.log".into()) {
+        let failure = |rank, pid, exit: &Exit, log: PathBuf| ReplicaFailure {
+            rank,
+            pid,
+            exit: exit.clone(),
+            log,
+        };
+        match failure(1, 42, &killed, "out/logs/rank-1.log".into()).error() {
             Error::Replica {
                 rank,
                 pid,
@@ -237,7 +266,7 @@ mod tests {
             }
             other => panic!("expected Error::Replica, got {other:?}"),
         }
-        match replica_error(0, 7, &Outcome::Exited(2), PathBuf::new()) {
+        match failure(0, 7, &Exit::Exited(2), PathBuf::new()).error() {
             Error::Replica { code, signal, .. } => assert_eq!((code, signal), (Some(2), None)),
             other => panic!("expected Error::Replica, got {other:?}"),
         }

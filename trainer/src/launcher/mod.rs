@@ -5,7 +5,8 @@
 //! [`LaunchOptions::nnodes`], [`LaunchOptions::node_rank`]).
 //!
 //! Layout:
-//! - this file: [`launch`] and [`launch_ended`], the entry points, and supervision
+//! - this file: [`launch`] and [`launch_ended`], the entry points, how a launch ended
+//!   ([`Ended`], [`StopRequest`]), and supervision
 //!   (`supervise`, `stop`): polling, the failure report, a stop on request, and teardown (SIGTERM
 //!   to each replica's process group, SIGKILL after the grace).
 //! - `options`: [`LaunchOptions`] and their defaults.
@@ -15,9 +16,11 @@
 //! - `output` (`pump`, `drain`): one reader thread per stream writing whole lines to
 //!   `logs/rank-R.log` ([`log_path`], appended) and echoing local replica 0's stdout and every
 //!   rank's stderr (prefixed `[rank R] `).
-//! - `exit`: how a replica ended and which failure is reported (pure policy).
+//! - `exit`: how a replica ended ([`Exit`]), the failure reported ([`ReplicaFailure`]) and which
+//!   of several it is (pure policy).
 //! - `elastic`: an elastic launch's scaling (which replicas start or leave, pure) and the
 //!   file `ddp scale` writes.
+//! - `threads`: CPU threads per replica, for every launch path (`per_replica`).
 //! - `signals` (`SignalHandlers`): SIGINT/SIGTERM/SIGUSR2 on the launcher ask the supervisor to
 //!   stop.
 
@@ -28,12 +31,14 @@ mod output;
 mod ports;
 mod signals;
 mod spawn;
+pub mod threads;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use exit::signal_name;
+pub use exit::{Exit, ReplicaFailure, signal_name};
+
 pub use options::{DEFAULT_GRACE, LaunchOptions, SCALE_FILE, SpawnHook};
 pub use output::log_path;
 pub use ports::free_port;
@@ -41,7 +46,7 @@ pub use ports::free_port;
 use crate::dist::store::StoreServer;
 use crate::error::{Error, Result};
 use elastic::{Action, ScaleFile, Slot};
-use exit::{Outcome, culprit, replica_error};
+use exit::culprit;
 use output::drain;
 use signals::{INTERRUPTED, SignalHandlers};
 use spawn::{Replica, World, signal_group, spawn};
@@ -52,49 +57,80 @@ const POLL: Duration = Duration::from_millis(50);
 /// replicas that lost their peers, so that the peer that left is the one reported.
 const SETTLE: Duration = Duration::from_secs(2);
 
-/// How a launch ended when no replica failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a launch ended: what a supervisor matches on.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
     /// Every replica exited with 0.
     Completed,
+    /// Every replica exited with 0 at the run's pause point (`--pause-at`): rank 0 wrote
+    /// [`PAUSED_FILE`](crate::train::PAUSED_FILE) after `epoch` epochs and `step` steps.
+    Paused { epoch: u64, step: u64 },
     /// Every replica stopped on request after the same step, its position checkpointed, and
-    /// exited with [`EXIT_STOPPED`](crate::error::EXIT_STOPPED): on `signal` to the launcher
-    /// (passed on to the replicas as SIGTERM), or, `None`, on a request that reached the replicas
-    /// themselves.
-    Stopped { signal: Option<i32> },
+    /// exited with [`EXIT_STOPPED`](crate::error::EXIT_STOPPED).
+    Stopped(StopRequest),
+    /// SIGINT, SIGTERM or SIGUSR2 to the launcher, and not every replica stopped at a step it
+    /// checkpointed (one was killed after the grace, or had not started training): `ranks` were
+    /// stopped.
+    Interrupted { signal: i32, ranks: Vec<usize> },
+    /// A replica failed (the likeliest root cause of the failures seen together: [`culprit`]);
+    /// the others were stopped, or an elastic group could not go on without it.
+    Failed(ReplicaFailure),
 }
 
-/// Starts `opts.nproc` replicas (global ranks from `node_rank × nproc`) and waits for them.
-/// `Ok(())` when every replica exits with 0.
-///
-/// When a replica exits non-zero or is killed, the others get SIGTERM, SIGKILL after
-/// `opts.grace`, and the result is [`Error::Replica`] naming the first failure. SIGINT, SIGTERM
-/// or SIGUSR2 on the launcher stops the replicas the same way and returns [`Error::Launch`]
-/// (`interrupted by SIGTERM; stopped ranks 0, 1`); replicas that all stopped on a request of
-/// their own are an [`Error::Replica`] with code 143. [`launch_ended`] tells these stops apart
-/// from failures.
-pub fn launch(opts: &LaunchOptions) -> Result<()> {
-    let _handlers = SignalHandlers::install()?;
-    match run(opts, &INTERRUPTED)? {
-        (Ended::Completed, _) => Ok(()),
-        (Ended::Stopped { .. }, reported) => Err(reported
-            .unwrap_or_else(|| Error::Launch("the replicas stopped on request".to_string()))),
+/// Where the request of a stop ([`Ended::Stopped`]) came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopRequest {
+    /// `signal` to the launcher, passed on to the replicas (`ranks`) as SIGTERM.
+    Signal { signal: i32, ranks: Vec<usize> },
+    /// A request that reached the replicas themselves, first seen at this one.
+    Replica(ReplicaFailure),
+}
+
+impl Ended {
+    /// `Ok(())` for a launch that completed (or paused), else the launcher's error for how it
+    /// ended: [`Error::Replica`] for a failed replica or a stop that reached the replicas,
+    /// [`Error::Launch`] (`interrupted by SIGTERM; stopped ranks 0, 1`) for a signal to it.
+    pub fn into_result(self) -> Result<()> {
+        match self {
+            Ended::Completed | Ended::Paused { .. } => Ok(()),
+            Ended::Stopped(StopRequest::Replica(first)) => Err(first.error()),
+            Ended::Stopped(StopRequest::Signal { signal, ranks })
+            | Ended::Interrupted { signal, ranks } => Err(Error::Launch(format!(
+                "interrupted by {}; stopped ranks {}",
+                signal_name(signal),
+                rank_list(&ranks)
+            ))),
+            Ended::Failed(failure) => Err(failure.error()),
+        }
     }
 }
 
-/// [`launch`], with a stop on request as an [`Ended`] rather than an error: every replica
-/// stopped after the same step and exited with 143, whether the request reached the launcher
-/// (SIGINT, SIGTERM, SIGUSR2) or the replicas.
-pub fn launch_ended(opts: &LaunchOptions) -> Result<Ended> {
-    let _handlers = SignalHandlers::install()?;
-    Ok(run(opts, &INTERRUPTED)?.0)
+/// Starts `opts.nproc` replicas (global ranks from `node_rank × nproc`) and waits for them.
+/// `Ok(())` when every replica exits with 0, else the error of [`Ended::into_result`].
+///
+/// When a replica exits non-zero or is killed, the others get SIGTERM, SIGKILL after
+/// `opts.grace`. SIGINT, SIGTERM or SIGUSR2 on the launcher stops the replicas the same way.
+/// [`launch_ended`] tells stops, pauses and failures apart as an [`Ended`].
+pub fn launch(opts: &LaunchOptions) -> Result<()> {
+    launch_ended(opts)?.into_result()
 }
 
-/// How a launch ended, and for a stop the error [`launch`] reports for it.
-type Ending = (Ended, Option<Error>);
+/// [`launch`], with how it ended as an [`Ended`]; an error only when the launch itself failed
+/// (bad options, a replica that could not be started, the elastic store not served).
+pub fn launch_ended(opts: &LaunchOptions) -> Result<Ended> {
+    let _handlers = SignalHandlers::install()?;
+    let ended = run(opts, &INTERRUPTED)?;
+    Ok(match ended {
+        Ended::Completed => match crate::train::paused_at(&opts.out_dir) {
+            Some((epoch, step)) => Ended::Paused { epoch, step },
+            None => Ended::Completed,
+        },
+        other => other,
+    })
+}
 
 /// [`launch`] with the interrupt flag as a parameter (a signal number, 0 while not interrupted).
-fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
+fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ended> {
     if opts.nproc == 0 {
         return Err(Error::Launch("--nproc must be at least 1".to_string()));
     }
@@ -113,12 +149,15 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ending> {
         Some(port) => port,
         None => free_port()?,
     };
-    let threads = opts
-        .threads_per_replica
-        .unwrap_or_else(|| default_threads(opts.nproc))
-        .max(1);
+    let threads = threads::per_replica(
+        opts.threads_per_replica,
+        opts.nproc,
+        threads::available_cores(),
+    );
     let logs = opts.out_dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
+    // A pause of an earlier launch is over ([`Ended::Paused`] reads this launch's).
+    let _ = std::fs::remove_file(opts.out_dir.join(crate::train::PAUSED_FILE));
     let restart_count = std::env::var("TORCHELASTIC_RESTART_COUNT")
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -171,14 +210,6 @@ fn serve_store(opts: &LaunchOptions, port: u16) -> Result<StoreServer> {
         .map_err(|e| Error::Launch(format!("cannot serve the elastic run's store: {e}")))
 }
 
-/// `max(1, cores / nproc)`.
-pub fn default_threads(nproc: usize) -> usize {
-    let cores = thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    (cores / nproc.max(1)).max(1)
-}
-
 /// `0, 2`.
 fn rank_list(ranks: &[usize]) -> String {
     ranks
@@ -198,7 +229,7 @@ fn running_ranks(replicas: &[Replica]) -> Vec<usize> {
 
 /// Whether every replica still in the group has ended with an outcome for which `f` holds (an
 /// elastic group's replicas that failed and were left behind, or left on request, are not).
-fn all_ended(replicas: &[Replica], f: impl Fn(&Outcome) -> bool) -> bool {
+fn all_ended(replicas: &[Replica], f: impl Fn(&Exit) -> bool) -> bool {
     replicas
         .iter()
         .filter(|r| !r.out_of_group())
@@ -212,7 +243,7 @@ fn supervise(
     opts: &LaunchOptions,
     interrupted: &AtomicI32,
     respawn: &mut dyn FnMut(usize) -> Result<Replica>,
-) -> Result<Ending> {
+) -> Result<Ended> {
     let grace = opts.grace;
     let mut restarts = 0u32;
     // Failed replicas of an elastic group to start again, each when its backoff is over.
@@ -231,21 +262,19 @@ fn supervise(
                 rank_list(&running)
             );
             stop(replicas, grace);
-            let error = Error::Launch(format!(
-                "interrupted by {}; stopped ranks {}",
-                signal_name(signal),
-                rank_list(&running)
-            ));
-            if all_ended(replicas, Outcome::success) {
-                return Ok((Ended::Completed, None));
+            if all_ended(replicas, Exit::success) {
+                return Ok(Ended::Completed);
             }
-            if all_ended(replicas, Outcome::stopped) {
-                let stopped = Ended::Stopped {
-                    signal: Some(signal),
-                };
-                return Ok((stopped, Some(error)));
+            if all_ended(replicas, Exit::stopped) {
+                return Ok(Ended::Stopped(StopRequest::Signal {
+                    signal,
+                    ranks: running,
+                }));
             }
-            return Err(error);
+            return Ok(Ended::Interrupted {
+                signal,
+                ranks: running,
+            });
         }
         let mut failed: Vec<usize> = Vec::new();
         for (i, replica) in replicas.iter_mut().enumerate() {
@@ -253,17 +282,11 @@ fn supervise(
                 failed.push(i);
             }
         }
-        let stopped = |r: &Replica| r.outcome.as_ref().is_some_and(Outcome::stopped);
+        let stopped = |r: &Replica| r.outcome.as_ref().is_some_and(Exit::stopped);
         if !failed.is_empty() && failed.iter().all(|&i| stopped(&replicas[i])) {
             // A stop request reached the replicas themselves: the others stop after the same
             // step (SIGTERM only repeats the request to them).
-            let first = &replicas[failed[0]];
-            let error = replica_error(
-                first.rank,
-                first.pid,
-                &Outcome::Exited(crate::error::EXIT_STOPPED),
-                first.log.clone(),
-            );
+            let first = replicas[failed[0]].failure();
             let running = running_ranks(replicas);
             if !running.is_empty() {
                 eprintln!(
@@ -273,8 +296,8 @@ fn supervise(
                 );
             }
             stop(replicas, grace);
-            if all_ended(replicas, Outcome::stopped) {
-                return Ok((Ended::Stopped { signal: None }, Some(error)));
+            if all_ended(replicas, Exit::stopped) {
+                return Ok(Ended::Stopped(StopRequest::Replica(first)));
             }
             // Not every replica stopped: the others' outcomes are the failures to report.
             failed = (0..replicas.len())
@@ -296,7 +319,7 @@ fn supervise(
             goes_on = true;
             for &i in &failed {
                 let r = &replicas[i];
-                let outcome = r.outcome.as_ref().map_or(String::new(), Outcome::describe);
+                let outcome = r.outcome.as_ref().map_or(String::new(), Exit::describe);
                 eprintln!(
                     "ddp-trainer: rank {} (pid {}) {outcome}; ranks {} go on without it \
                      (ddp.elastic, at least {min}) — see {}",
@@ -340,23 +363,18 @@ fn supervise(
             replicas[*i]
                 .outcome
                 .as_ref()
-                .is_some_and(Outcome::lost_its_peers)
+                .is_some_and(Exit::lost_its_peers)
         };
         if !failed.is_empty() && failed.iter().all(lost_peers) {
             settle(replicas, &mut failed);
         }
         // Every replica in `failed` has its outcome (its poll returned one).
-        let outcomes: Vec<(usize, &Outcome)> = failed
+        let outcomes: Vec<(usize, &Exit)> = failed
             .iter()
             .filter_map(|&i| Some((replicas[i].rank, replicas[i].outcome.as_ref()?)))
             .collect();
         if let Some(i) = culprit(&outcomes).map(|k| failed[k]) {
-            let replica = &replicas[i];
-            let outcome = replica
-                .outcome
-                .clone()
-                .unwrap_or(Outcome::Lost(String::new()));
-            let error = replica_error(replica.rank, replica.pid, &outcome, replica.log.clone());
+            let failure = replicas[i].failure();
             let running = running_ranks(replicas);
             let others = if running.is_empty() {
                 "no other rank is running".to_string()
@@ -365,16 +383,16 @@ fn supervise(
             };
             eprintln!(
                 "ddp-trainer: rank {} (pid {}) {}; {others} — see {}",
-                replicas[i].rank,
-                replicas[i].pid,
-                outcome.describe(),
-                replicas[i].log.display()
+                failure.rank,
+                failure.pid,
+                failure.exit.describe(),
+                failure.log.display()
             );
             stop(replicas, grace);
-            return Err(error);
+            return Ok(Ended::Failed(failure));
         }
         if replicas.iter().all(|r| !r.running()) {
-            return Ok((Ended::Completed, None));
+            return Ok(Ended::Completed);
         }
         if opts.elastic_min.is_some() && replicas.iter().any(|r| r.succeeded()) {
             // The group completed without the replicas still running: those were left out (a
@@ -395,7 +413,7 @@ fn supervise(
                 );
                 stop(replicas, Duration::ZERO);
             }
-            return Ok((Ended::Completed, None));
+            return Ok(Ended::Completed);
         }
         thread::sleep(POLL);
     }
@@ -454,7 +472,7 @@ fn scale_to(
 fn elastic_goes_on(replicas: &[Replica], min: usize) -> bool {
     let alive = replicas
         .iter()
-        .filter(|r| r.running() || r.outcome.as_ref().is_some_and(Outcome::success))
+        .filter(|r| r.running() || r.outcome.as_ref().is_some_and(Exit::success))
         .count();
     alive >= min
 }
@@ -468,11 +486,7 @@ fn settle(replicas: &mut [Replica], failed: &mut Vec<usize>) {
         for (i, replica) in replicas.iter_mut().enumerate() {
             if replica.running() && replica.poll().is_some_and(|o| !o.success()) {
                 failed.push(i);
-                if !replica
-                    .outcome
-                    .as_ref()
-                    .is_some_and(Outcome::lost_its_peers)
-                {
+                if !replica.outcome.as_ref().is_some_and(Exit::lost_its_peers) {
                     return;
                 }
             }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::spec::Spec;
+
 /// The file in the output folder that an elastic launch reads its wanted number of replicas
 /// from ([`LaunchOptions::scale_file`]; `ddp scale` writes it).
 pub const SCALE_FILE: &str = "scale";
@@ -89,5 +91,30 @@ impl LaunchOptions {
             elastic_backoff: Duration::ZERO,
             scale_file: None,
         }
+    }
+
+    /// The launch of `spec`'s replicas, the one constructor every launch path starts from
+    /// (`ddp-trainer --standalone`, a node launcher, the workspace's supervisor): `nproc`
+    /// replicas of `program` on this node, outputs and logs in `out_dir`, `ddp.threads` threads
+    /// each (else [`threads::per_replica`](super::threads::per_replica)'s share of the cores);
+    /// for an elastic run (`ddp.elastic`) its minimum, its replicas' restart budget
+    /// (`restart.max_restarts`), their back-off ([`RestartSpec::backoff`](crate::spec::RestartSpec::backoff))
+    /// and the scale file `ddp scale` writes. What only the caller knows (the arguments, the
+    /// devices' variables and threads, the node's rendezvous) it sets on the result.
+    pub fn for_spec(
+        spec: &Spec,
+        nproc: usize,
+        program: impl Into<PathBuf>,
+        out_dir: impl Into<PathBuf>,
+    ) -> Self {
+        let mut opts = LaunchOptions::new(nproc, program, out_dir);
+        opts.threads_per_replica = spec.ddp.threads;
+        if let Some(elastic) = spec.ddp.elastic {
+            opts.elastic_min = Some(elastic.min_replicas);
+            opts.elastic_restarts = spec.restart.max_restarts;
+            opts.elastic_backoff = spec.restart.backoff();
+            opts.scale_file = Some(opts.out_dir.join(SCALE_FILE));
+        }
+        opts
     }
 }

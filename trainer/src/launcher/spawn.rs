@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::exit::Outcome;
+use super::exit::{Exit, ReplicaFailure};
 use super::options::LaunchOptions;
 use super::output::{Echo, log_path, pump};
 use crate::error::{Error, Result};
@@ -31,7 +31,7 @@ pub(super) struct Replica {
     child: Child,
     pub(super) log: PathBuf,
     /// Set once the replica has been reaped.
-    pub(super) outcome: Option<Outcome>,
+    pub(super) outcome: Option<Exit>,
     /// Asked to leave its elastic group (SIGUSR1).
     pub(super) leaving: bool,
     /// Failed in an elastic run that went on without it.
@@ -152,15 +152,25 @@ pub(super) fn spawn(
 }
 
 impl Replica {
+    /// The replica as a failure to report: how it ended (unknown while it runs).
+    pub(super) fn failure(&self) -> ReplicaFailure {
+        ReplicaFailure {
+            rank: self.rank,
+            pid: self.pid,
+            exit: self.outcome.clone().unwrap_or(Exit::Lost(String::new())),
+            log: self.log.clone(),
+        }
+    }
+
     /// Whether it has exited with 0.
     pub(super) fn succeeded(&self) -> bool {
-        self.outcome.as_ref().is_some_and(Outcome::success)
+        self.outcome.as_ref().is_some_and(Exit::success)
     }
 
     /// No longer one of the group: failed and left behind by an elastic run, or left it on
     /// request.
     pub(super) fn out_of_group(&self) -> bool {
-        self.left_behind || self.outcome.as_ref().is_some_and(Outcome::left)
+        self.left_behind || self.outcome.as_ref().is_some_and(Exit::left)
     }
 
     pub(super) fn running(&self) -> bool {
@@ -169,7 +179,7 @@ impl Replica {
 
     /// Reaps the replica if it has ended. Before reaping, its process group is killed: whatever
     /// it left running goes with it, and its pid (the group id) cannot be reused meanwhile.
-    pub(super) fn poll(&mut self) -> Option<&Outcome> {
+    pub(super) fn poll(&mut self) -> Option<&Exit> {
         if self.outcome.is_none() {
             // SAFETY: plain syscall on our own child; `info` is a zeroed out-parameter.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -182,9 +192,9 @@ impl Replica {
                 signal_group(self.pid, libc::SIGKILL);
             }
             self.outcome = match self.child.try_wait() {
-                Ok(Some(status)) => Some(Outcome::from_status(status)),
+                Ok(Some(status)) => Some(Exit::from_status(status)),
                 Ok(None) => None,
-                Err(e) => Some(Outcome::Lost(e.to_string())),
+                Err(e) => Some(Exit::Lost(e.to_string())),
             };
         }
         self.outcome.as_ref()
@@ -194,8 +204,8 @@ impl Replica {
     pub(super) fn reap(&mut self) {
         if self.running() {
             self.outcome = Some(match self.child.wait() {
-                Ok(status) => Outcome::from_status(status),
-                Err(e) => Outcome::Lost(e.to_string()),
+                Ok(status) => Exit::from_status(status),
+                Err(e) => Exit::Lost(e.to_string()),
             });
         }
     }

@@ -85,7 +85,7 @@ fn replicas_get_the_torchrun_environment() {
     let lines: Vec<String> = (0..3).map(|r| log(dir.path(), r)).collect();
     let port: u16 = lines[0].split(' ').nth(3).unwrap().parse().unwrap();
     assert_ne!(port, 0);
-    let threads = default_threads(3);
+    let threads = threads::per_replica(None, 3, threads::available_cores());
     for (rank, line) in lines.iter().enumerate() {
         assert_eq!(*line, format!("{rank} 3 {rank} {port} {threads}\n"));
     }
@@ -323,7 +323,9 @@ fn interrupt_terminates_then_kills_after_grace() {
         })
     };
     let start = Instant::now();
-    let err = run(&opts, &flag).unwrap_err();
+    let ended = run(&opts, &flag).unwrap();
+    assert!(matches!(ended, Ended::Interrupted { .. }), "{ended:?}");
+    let err = ended.into_result().unwrap_err();
     setter.join().unwrap();
     let took = start.elapsed();
     assert!(
@@ -366,16 +368,17 @@ fn replicas_that_stop_on_an_interrupt_end_the_launch_as_stopped() {
             flag.store(libc::SIGUSR2, Ordering::SeqCst);
         })
     };
-    let (ended, reported) = run(&opts, &flag).unwrap();
+    let ended = run(&opts, &flag).unwrap();
     setter.join().unwrap();
     assert_eq!(
         ended,
-        Ended::Stopped {
-            signal: Some(libc::SIGUSR2)
-        }
+        Ended::Stopped(StopRequest::Signal {
+            signal: libc::SIGUSR2,
+            ranks: vec![0, 1]
+        })
     );
     // `launch` reports it as the interrupt it always was.
-    match reported {
+    match ended.into_result().err() {
         Some(Error::Launch(msg)) => assert_eq!(msg, "interrupted by SIGUSR2; stopped ranks 0, 1"),
         other => panic!("expected Error::Launch, got {other:?}"),
     }
@@ -391,9 +394,12 @@ fn replicas_that_all_stop_on_their_own_request_end_the_launch_as_stopped() {
         "exit 143",
         "trap '' TERM; READY; sleep 0.2; exit 143",
     );
-    let (ended, reported) = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap();
-    assert_eq!(ended, Ended::Stopped { signal: None });
-    match reported {
+    let ended = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap();
+    assert!(
+        matches!(&ended, Ended::Stopped(StopRequest::Replica(first)) if first.rank == 1),
+        "{ended:?}"
+    );
+    match ended.into_result().err() {
         Some(Error::Replica { rank, code, .. }) => assert_eq!((rank, code), (1, Some(143))),
         other => panic!("expected Error::Replica, got {other:?}"),
     }
@@ -420,7 +426,9 @@ fn a_replica_that_fails_while_the_others_stop_is_the_failure() {
         "exit 143",
         "trap '' TERM; READY; sleep 0.3; exit 3",
     );
-    let err = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap_err();
+    let ended = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap();
+    assert!(matches!(ended, Ended::Failed(_)), "{ended:?}");
+    let err = ended.into_result().unwrap_err();
     match err {
         Error::Replica { rank, code, .. } => assert_eq!((rank, code), (1, Some(3))),
         other => panic!("expected Error::Replica, got {other:?}"),
@@ -451,14 +459,4 @@ fn invalid_options() {
     let mut opts = LaunchOptions::new(1, "/bin/true", dir.path());
     opts.master_port = Some(0);
     assert!(matches!(launch(&opts), Err(Error::Launch(_))));
-}
-
-#[test]
-fn default_threads_divides_cores() {
-    let cores = thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    assert_eq!(default_threads(1), cores);
-    assert_eq!(default_threads(cores * 2), 1);
-    assert_eq!(default_threads(0), cores);
 }

@@ -416,6 +416,14 @@ impl Default for RestartSpec {
     }
 }
 
+impl RestartSpec {
+    /// How long after a failure the replicas (or, in an elastic run, the failed replica) start
+    /// again: `restart.backoff_s`, read as a duration in this one place (negative: none).
+    pub fn backoff(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.backoff_s.max(0.0))
+    }
+}
+
 mod defaults {
     use super::OptimizerName;
     pub fn val_fraction() -> f64 {

@@ -49,7 +49,7 @@ use crate::step::engine::Engine;
 use clock::StepClock;
 use elastic::Share;
 use position::Position;
-pub use position::{PAUSED_FILE, PauseAt};
+pub use position::{PAUSED_FILE, PauseAt, paused_at};
 use replica::{Replica, Task};
 use samples::Loop;
 

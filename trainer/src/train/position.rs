@@ -210,6 +210,13 @@ pub enum PauseAt {
 /// (`{"epoch": E, "global_step": S}`); a launcher removes it before starting the replicas.
 pub const PAUSED_FILE: &str = "paused.json";
 
+/// Where rank 0 said the run in `out` paused ([`PAUSED_FILE`]): (epochs, global steps) trained.
+pub fn paused_at(out: &std::path::Path) -> Option<(u64, u64)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(PAUSED_FILE)).ok()?).ok()?;
+    Some((v["epoch"].as_u64()?, v["global_step"].as_u64()?))
+}
+
 impl std::str::FromStr for PauseAt {
     type Err = String;
 

@@ -112,18 +112,11 @@ pub fn plan(
 
 /// `ddp.threads`, else `max(1, cores / replicas)`.
 pub fn threads_per_replica(request: &DeviceRequest, cores: usize) -> usize {
-    request
-        .threads
-        .unwrap_or(cores / request.replicas.max(1))
-        .max(1)
+    ddp_trainer::launcher::threads::per_replica(request.threads, request.replicas, cores)
 }
 
 /// The cores this process may use (1 when unknown).
-pub fn available_cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
+pub use ddp_trainer::launcher::threads::available_cores;
 
 /// One distinct, existing GPU per replica.
 fn check_list(list: &[usize], replicas: usize, discovery: &Discovery) -> Result<()> {
