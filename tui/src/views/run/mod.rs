@@ -278,23 +278,6 @@ impl RunView {
             }
         }
     }
-
-    /// Every metric record of every rank (for the curves).
-    pub fn all_metrics(&self) -> Vec<MetricRecord> {
-        self.metrics.values().flatten().cloned().collect()
-    }
-
-    /// The ranks that have train records.
-    pub fn train_ranks(&self) -> Vec<usize> {
-        self.metrics
-            .iter()
-            .filter(|(_, v)| {
-                v.iter()
-                    .any(|m| m.kind == ddp_workspaces::metrics::MetricKind::Train)
-            })
-            .map(|(r, _)| *r)
-            .collect()
-    }
 }
 
 #[cfg(test)]
