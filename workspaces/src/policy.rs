@@ -13,9 +13,9 @@ use ddp_trainer::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_RESTART, EXIT_STOPPED};
 
 use crate::run::{RunRecord, RunStatus};
 
-/// How one attempt (all replicas of one launch) ended.
+/// How one attempt (all replicas of one launch, local or on Spark) ended: what the policy decides on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Attempt {
     /// Every replica exited 0.
     Completed,
     /// Every replica exited 0 at the run's pause point (`paused.json`): `epoch` epochs and
@@ -79,22 +79,22 @@ pub fn restartable(exit: Exit) -> bool {
 }
 
 pub fn decide(
-    outcome: &Outcome,
+    outcome: &Attempt,
     restarts_used: u32,
     max_restarts: u32,
     backoff: Duration,
 ) -> Decision {
     match outcome {
-        Outcome::Completed => Decision::Complete,
-        Outcome::Paused { epoch, step } => Decision::Pause {
+        Attempt::Completed => Decision::Complete,
+        Attempt::Paused { epoch, step } => Decision::Pause {
             epoch: *epoch,
             step: *step,
         },
-        Outcome::Stopped => Decision::Stop,
-        Outcome::LaunchFailed(msg) => Decision::Fail {
+        Attempt::Stopped => Decision::Stop,
+        Attempt::LaunchFailed(msg) => Decision::Fail {
             reason: msg.clone(),
         },
-        Outcome::ReplicaFailed { rank, exit, error } => {
+        Attempt::ReplicaFailed { rank, exit, error } => {
             let what = format!("rank {rank} {exit}");
             // The replica's own words when it wrote them, else where to look.
             let said = |why: &str| match error {
@@ -167,16 +167,16 @@ mod tests {
 
     const B: Duration = Duration::from_millis(500);
 
-    fn failed(exit: Exit) -> Outcome {
-        Outcome::ReplicaFailed {
+    fn failed(exit: Exit) -> Attempt {
+        Attempt::ReplicaFailed {
             rank: 1,
             exit,
             error: None,
         }
     }
 
-    fn failed_saying(exit: Exit, line: &str) -> Outcome {
-        Outcome::ReplicaFailed {
+    fn failed_saying(exit: Exit, line: &str) -> Attempt {
+        Attempt::ReplicaFailed {
             rank: 1,
             exit,
             error: Some(line.into()),
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn config_errors_and_plain_failures_never_restart() {
-        let fail = |o: &Outcome| match decide(o, 0, 3, B) {
+        let fail = |o: &Attempt| match decide(o, 0, 3, B) {
             Decision::Fail { reason } => reason,
             d => panic!("{d:?}"),
         };
@@ -303,10 +303,10 @@ mod tests {
 
     #[test]
     fn completion_and_stop() {
-        assert_eq!(decide(&Outcome::Completed, 0, 0, B), Decision::Complete);
-        assert_eq!(decide(&Outcome::Stopped, 1, 3, B), Decision::Stop);
+        assert_eq!(decide(&Attempt::Completed, 0, 0, B), Decision::Complete);
+        assert_eq!(decide(&Attempt::Stopped, 1, 3, B), Decision::Stop);
         assert_eq!(
-            decide(&Outcome::LaunchFailed("x".into()), 0, 3, B),
+            decide(&Attempt::LaunchFailed("x".into()), 0, 3, B),
             Decision::Fail { reason: "x".into() }
         );
     }

@@ -24,7 +24,7 @@ use ddp_trainer::spec::Spec;
 
 use crate::devices;
 use crate::invocation::HiddenCommand;
-use crate::policy::{Decision, Exit, Outcome, decide};
+use crate::policy::{Attempt, Decision, Exit, decide};
 use crate::run::{ProcessId, Run, RunStatus, SupervisorEvent, now, workspace_root};
 use crate::{Error, Result};
 
@@ -93,8 +93,8 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
                 },
             )?;
         }
-        let outcome = launch_once(&run, &program, &spec, threads, &replica_env, resume_next);
-        if let Outcome::ReplicaFailed { rank, exit, .. } = &outcome {
+        let outcome = launch_attempt(&run, &program, &spec, threads, &replica_env, resume_next);
+        if let Attempt::ReplicaFailed { rank, exit, .. } = &outcome {
             let (code, signal) = match exit {
                 Exit::Code(c) => (Some(*c), None),
                 Exit::Signal(s) => (None, Some(*s)),
@@ -142,21 +142,21 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
 }
 
 /// One launch of all replicas; never fails itself, it reports how the attempt ended.
-fn launch_once(
+fn launch_attempt(
     run: &Arc<Mutex<Run>>,
     program: &Path,
     spec: &Spec,
     threads: usize,
     replica_env: &[(String, String)],
     resume: bool,
-) -> Outcome {
+) -> Attempt {
     let dir = lock(run).dir.clone();
     let mut replica = ReplicaArgs::new(lock(run).spec_path(), &dir).resuming(resume);
     let pause_at = lock(run).record.pause_at.clone();
     if let Some(p) = pause_at {
         match p.parse() {
             Ok(p) => replica.pause_at = Some(p),
-            Err(e) => return Outcome::LaunchFailed(format!("run.json: pause_at {e}")),
+            Err(e) => return Attempt::LaunchFailed(format!("run.json: pause_at {e}")),
         }
     }
     // The run's own trainer is a `ddp-trainer`; this executable runs it as a hidden command.
@@ -170,9 +170,9 @@ fn launch_once(
         let mut command = vec![program.display().to_string()];
         command.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
         return match on_spark(run, spec, command, threads, replica_env, resume) {
-            Outcome::Completed => match ddp_trainer::train::paused_at(&dir) {
-                Some((epoch, step)) => Outcome::Paused { epoch, step },
-                None => Outcome::Completed,
+            Attempt::Completed => match ddp_trainer::train::paused_at(&dir) {
+                Some((epoch, step)) => Attempt::Paused { epoch, step },
+                None => Attempt::Completed,
             },
             other => other,
         };
@@ -210,7 +210,7 @@ fn launch_once(
         };
         // A replica that stopped on our request is a stop, not a failure.
         if STOP.load(Ordering::SeqCst) && exit == Exit::Code(143) {
-            return Outcome::Stopped;
+            return Attempt::Stopped;
         }
         // A replica that exited (not killed) said why on its last error line.
         let error = match exit {
@@ -220,26 +220,26 @@ fn launch_once(
             ),
             Exit::Signal(_) => None,
         };
-        Outcome::ReplicaFailed {
+        Attempt::ReplicaFailed {
             rank: failure.rank,
             exit,
             error,
         }
     };
     match launch_ended(&opts) {
-        Ok(Ended::Completed) => Outcome::Completed,
-        Ok(Ended::Paused { epoch, step }) => Outcome::Paused { epoch, step },
+        Ok(Ended::Completed) => Attempt::Completed,
+        Ok(Ended::Paused { epoch, step }) => Attempt::Paused { epoch, step },
         // `ddp stop` (SIGTERM to this process, passed on to the replicas).
         Ok(Ended::Stopped(StopRequest::Signal { .. }) | Ended::Interrupted { .. }) => {
             STOP.store(true, Ordering::SeqCst);
-            Outcome::Stopped
+            Attempt::Stopped
         }
         // Replicas that stopped on a request of their own, not ours, go on from their
         // checkpoint (restartable, exit 143).
         Ok(Ended::Stopped(StopRequest::Replica(failure)) | Ended::Failed(failure)) => {
             failed(&failure)
         }
-        Err(e) => Outcome::LaunchFailed(e.to_string()),
+        Err(e) => Attempt::LaunchFailed(e.to_string()),
     }
 }
 
@@ -252,7 +252,7 @@ fn on_spark(
     threads: usize,
     replica_env: &[(String, String)],
     resume: bool,
-) -> Outcome {
+) -> Attempt {
     let (dir, id) = {
         let r = lock(run);
         (r.dir.clone(), r.record.id.clone())
@@ -318,7 +318,7 @@ fn on_spark(
         // Best effort: the run goes on if its record cannot say so.
         let _ = spark_state(&mut lock(&hook_run), state);
     };
-    let ended = crate::spark::launch_once(
+    let ended = crate::spark::submit_once(
         &dir,
         spec,
         &job,
@@ -334,7 +334,7 @@ fn on_spark(
         });
     }
     match ended.outcome {
-        Outcome::ReplicaFailed { rank, exit, .. } => Outcome::ReplicaFailed {
+        Attempt::ReplicaFailed { rank, exit, .. } => Attempt::ReplicaFailed {
             rank,
             exit,
             error: replica_error(

@@ -7,7 +7,7 @@
 //! Layout:
 //! - this file: [`launch`] and [`launch_ended`], the entry points, how a launch ended
 //!   ([`Ended`], [`StopRequest`]), and supervision
-//!   (`supervise`, `stop`): polling, the failure report, a stop on request, and teardown (SIGTERM
+//!   (`tend`, `stop`): polling, the failure report, a stop on request, and teardown (SIGTERM
 //!   to each replica's process group, SIGKILL after the grace).
 //! - `options`: [`LaunchOptions`] and their defaults.
 //! - `ports`: [`free_port`], the rendezvous port, picked below the kernel's ephemeral range.
@@ -190,7 +190,7 @@ fn run(opts: &LaunchOptions, interrupted: &AtomicI32) -> Result<Ended> {
     let result = {
         // A replica started again, or added, joins the group under way.
         let mut respawn = |local: usize| spawn(&world, local, true, &mut readers);
-        supervise(&mut replicas, opts, interrupted, &mut respawn)
+        tend(&mut replicas, opts, interrupted, &mut respawn)
     };
     drain(readers);
     result
@@ -238,7 +238,7 @@ fn all_ended(replicas: &[Replica], f: impl Fn(&Exit) -> bool) -> bool {
 
 /// Waits for the replicas; on the first failure or an interrupt, stops the rest. A replica that
 /// stopped on request is no failure while the others stop after the same step too.
-fn supervise(
+fn tend(
     replicas: &mut [Replica],
     opts: &LaunchOptions,
     interrupted: &AtomicI32,

@@ -16,7 +16,7 @@
 //! - `driver.py`: the driver program.
 //! - this file: [`Installation`] (finding `spark-submit`, its Python and Java),
 //!   [`check_master`] (what can be known of the master before a run), [`Job`] (what the driver
-//!   runs), [`AppState`] (what it reports) and [`launch_once`] (one `spark-submit`, followed to
+//!   runs), [`AppState`] (what it reports) and [`submit_once`] (one `spark-submit`, followed to
 //!   its end).
 
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::run::SparkApp;
 
-use crate::policy::{Exit, Outcome};
+use crate::policy::{Attempt, Exit};
 use crate::{Error, Result};
 
 /// The driver program written into a run's `spark/` folder.
@@ -162,7 +162,7 @@ struct Failure {
 /// task slots for the barrier stage: bad input, not retried).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ended {
-    pub outcome: Outcome,
+    pub outcome: Attempt,
     pub refused: bool,
 }
 
@@ -232,7 +232,7 @@ fn local_slots(master: &str) -> Option<usize> {
 /// One `spark-submit` of the run in `dir`, followed to its end: `on_state` hears the
 /// application's state as the driver writes it; `stop` is polled, and when it says so the
 /// driver is asked to stop the replicas (they checkpoint), then `spark-submit` is stopped.
-pub fn launch_once(
+pub fn submit_once(
     dir: &Path,
     spec: &ddp_trainer::spec::Spec,
     job: &Job,
@@ -240,7 +240,7 @@ pub fn launch_once(
     on_state: &mut dyn FnMut(&AppState),
 ) -> Ended {
     let failed = |msg: String| Ended {
-        outcome: Outcome::LaunchFailed(msg),
+        outcome: Attempt::LaunchFailed(msg),
         refused: false,
     };
     let install = match Installation::find() {
@@ -339,10 +339,10 @@ pub fn launch_once(
         refused: false,
     };
     if asked_at.is_some() {
-        return ended(Outcome::Stopped);
+        return ended(Attempt::Stopped);
     }
     if status.success() {
-        return ended(Outcome::Completed);
+        return ended(Attempt::Completed);
     }
     let failure = std::fs::read_to_string(&job.failure)
         .ok()
@@ -351,14 +351,14 @@ pub fn launch_once(
         Some(Failure {
             refused: Some(why), ..
         }) => Ended {
-            outcome: Outcome::LaunchFailed(why),
+            outcome: Attempt::LaunchFailed(why),
             refused: true,
         },
         Some(Failure {
             rank: Some(rank),
             code: Some(code),
             ..
-        }) => ended(Outcome::ReplicaFailed {
+        }) => ended(Attempt::ReplicaFailed {
             rank,
             exit: Exit::Code(code),
             error: None,
