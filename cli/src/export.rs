@@ -54,7 +54,10 @@ pub fn export_csv(
 /// The manifest of a PyTorchJob or TrainJob ([`kubernetes::export_job`]): every check passes
 /// before anything is written.
 pub fn export_job(root: &Path, args: &ExportArgs) -> Result<ExitCode> {
-    let m = kubernetes::export_job(root, args)?;
+    let kind = args.job_kind().ok_or_else(|| {
+        ddp_workspaces::Error::Invalid("a Kubernetes job needs --kubeflow or --trainjob".into())
+    })?;
+    let m = kubernetes::export_job(root, &args.target, kind, &args.kubernetes.job_options())?;
     let p = &m.plan;
     let what = format!(
         "{} {} for {}, {} node(s) × {} replica(s)",

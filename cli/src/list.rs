@@ -21,7 +21,7 @@ pub fn ls(root: &Path, filter: &RunFilter, json: bool) -> Result<ExitCode> {
     // A live Slurm run nobody follows (the watcher died with its machine) gets its watcher back.
     let live = index.live()?;
     let _ = ddp_workspaces::slurm::watcher::adopt(root, live.iter().map(|r| &r.run));
-    let runs = index.select(&ws.root, filter)?;
+    let runs = index.select(&ws.root, &filter.selection())?;
     if json {
         for r in &runs {
             println!("{}", serde_json::to_string(&r.overview())?);

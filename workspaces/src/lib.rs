@@ -68,6 +68,8 @@
 //! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
 //! - `report`: the text renderings front ends share: the `ddp ls` and `ddp compare` tables
 //!   (`Table`), what `ddp show` prints.
+//! - `selection`: which runs a listing picks (`RunSelection`: experiment, status, sweep,
+//!   `--where`, sort, limit), from run folders or the index.
 //! - `filter`: run filters (`--where` expressions over a run's fields), parsed and
 //!   evaluated; pure.
 //! - `format`: human formatting of durations, timestamps, percentages, losses, perplexities,
@@ -113,6 +115,7 @@ pub mod run_list;
 pub mod sample;
 pub mod scaffold;
 pub mod search;
+pub mod selection;
 pub mod slurm;
 pub mod spark;
 pub mod spec;

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ddp_workspaces::commands::KubernetesOptions;
+use ddp_workspaces::kubernetes::JobOptions;
 use ddp_workspaces::kubernetes::{JobKind, JobPlan, Target, documents, manifest, plan};
 use ddp_workspaces::spec::Spec;
 use ddp_workspaces::{RunRecord, RunStatus};
@@ -33,15 +33,15 @@ fn spec() -> Spec {
     .unwrap()
 }
 
-fn options(nodes: usize, gpus: Option<usize>, procs: Option<usize>) -> KubernetesOptions {
-    KubernetesOptions {
+fn options(nodes: usize, gpus: Option<usize>, procs: Option<usize>) -> JobOptions {
+    JobOptions {
         image: Some("registry.example.com/ddp-trainer:0.1".into()),
         volume: Some("ddp-shared".into()),
         nodes: Some(nodes),
         gpus_per_node: gpus,
         procs_per_node: procs,
         namespace: Some("ml".into()),
-        ..KubernetesOptions::default()
+        ..JobOptions::default()
     }
 }
 
@@ -59,7 +59,7 @@ fn cases() -> Vec<(&'static str, JobPlan)> {
         };
         plan(kind, &options(2, Some(2), None), target, Path::new(WS)).unwrap()
     };
-    let of_spec = |kind, opts: KubernetesOptions| {
+    let of_spec = |kind, opts: JobOptions| {
         let target = Target::Spec {
             path: Path::new(SPEC_PATH),
             spec: &spec,

@@ -70,7 +70,7 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
         Command::Shared(SharedCommand::Ls(LsArgs { filter, json })) => {
             let ws = open(&root)?;
             // The run index, brought up to date with the folders that changed.
-            let (runs, bad) = ddp_workspaces::index::Index::list(&ws, &filter)?;
+            let (runs, bad) = ddp_workspaces::index::Index::list(&ws, &filter.selection())?;
             report_unreadable(&bad, out);
             let shown = if json {
                 render::runs::ls_json(&runs)

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::kubernetes::{JobKind, JobOptions};
 use crate::plot::XAxis;
 
 /// `compare RUN... [--sweep SWEEP] [--json]`.
@@ -85,6 +86,16 @@ impl ExportArgs {
             ExportFormat::Csv
         }
     }
+
+    /// The Kubernetes job asked for (`--kubeflow`: a PyTorchJob, `--trainjob`: a TrainJob);
+    /// `None` for CSV.
+    pub fn job_kind(&self) -> Option<JobKind> {
+        match self.format() {
+            ExportFormat::Csv => None,
+            ExportFormat::PyTorchJob => Some(JobKind::PyTorchJob),
+            ExportFormat::TrainJob => Some(JobKind::TrainJob),
+        }
+    }
 }
 
 /// The options of `export --kubeflow` and `export --trainjob` (see `docs/kubernetes.md`).
@@ -122,4 +133,32 @@ pub struct KubernetesOptions {
     /// Name of the job [default: EXPERIMENT-RUN_ID for a run, the spec's name for a spec].
     #[arg(long, value_name = "NAME", conflicts_with = "csv")]
     pub name: Option<String>,
+}
+
+impl KubernetesOptions {
+    /// The job's options as the planner takes them.
+    pub fn job_options(&self) -> JobOptions {
+        let KubernetesOptions {
+            image,
+            volume,
+            mount_path,
+            run_dir,
+            nodes,
+            procs_per_node,
+            gpus_per_node,
+            namespace,
+            name,
+        } = self.clone();
+        JobOptions {
+            image,
+            volume,
+            mount_path,
+            run_dir,
+            nodes,
+            procs_per_node,
+            gpus_per_node,
+            namespace,
+            name,
+        }
+    }
 }

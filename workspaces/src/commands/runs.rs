@@ -1,11 +1,9 @@
 //! The arguments of the commands that look at and manage runs: `ls`, `show`, `logs`, `stop`,
 //! `resume`, `rm`, `tag`.
 
-use std::path::Path;
-
+use crate::RunStatus;
 use crate::filter::{SortKey, Where};
-use crate::run_fields::RunFields;
-use crate::{Result, Run, RunStatus};
+use crate::selection::RunSelection;
 
 /// One run, by any address a workspace resolves (`Workspace::run`).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
@@ -24,7 +22,7 @@ pub struct ScaleArgs {
     pub replicas: usize,
 }
 
-/// Which runs `ls` lists: every condition given must hold.
+/// Which runs `ls` lists: every condition given must hold ([`RunFilter::selection`]).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunFilter {
     /// Only the runs of this experiment.
@@ -51,41 +49,24 @@ pub struct RunFilter {
 }
 
 impl RunFilter {
-    /// The runs of `runs` (of the workspace at `root`) that pass, in their order; an unknown
-    /// sweep is an error ([`crate::sweep::resolve`]).
-    pub fn select<'a>(&self, root: &Path, runs: &'a [Run]) -> Result<Vec<&'a Run>> {
-        let sweep = self
-            .sweep
-            .as_deref()
-            .map(|s| crate::sweep::resolve(root, crate::sweep::sweeps_of(runs), s))
-            .transpose()?;
-        let mut picked: Vec<(&Run, RunFields)> = runs
-            .iter()
-            .filter(|r| sweep.is_none() || r.record.sweep == sweep)
-            .filter(|r| {
-                self.experiment
-                    .as_deref()
-                    .is_none_or(|e| r.record.experiment == e)
-            })
-            .filter(|r| self.status.is_none_or(|s| r.record.status == s))
-            .map(|r| (r, RunFields::new(r)))
-            .filter(|(_, f)| {
-                self.where_
-                    .as_ref()
-                    .is_none_or(|w| w.expr.matches(&|name| f.get(name)))
-            })
-            .collect();
-        if let Some(key) = &self.sort {
-            let mut keyed: Vec<_> = picked
-                .into_iter()
-                .map(|(r, f)| (f.get(&key.field), r, f))
-                .collect();
-            // Stable: runs with equal values keep the listing's order.
-            keyed.sort_by(|a, b| key.order(a.0.as_ref(), b.0.as_ref()));
-            picked = keyed.into_iter().map(|(_, r, f)| (r, f)).collect();
+    /// The selection these options ask for.
+    pub fn selection(&self) -> RunSelection {
+        let RunFilter {
+            experiment,
+            status,
+            sweep,
+            where_,
+            sort,
+            limit,
+        } = self.clone();
+        RunSelection {
+            experiment,
+            status,
+            sweep,
+            where_,
+            sort,
+            limit,
         }
-        picked.truncate(self.limit.unwrap_or(usize::MAX));
-        Ok(picked.into_iter().map(|(r, _)| r).collect())
     }
 }
 

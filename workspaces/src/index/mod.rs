@@ -17,7 +17,7 @@
 //!
 //! Layout:
 //! - this file: [`Index`] (open, create, refresh), the stamps, the rows written.
-//! - `query`: [`Index::select`] (a [`crate::commands::RunFilter`] answered from the columns and
+//! - `query`: [`Index::select`] (a [`crate::selection::RunSelection`] answered from the columns and
 //!   only the spec keys it names; only the runs shown are parsed) and [`Index::all`].
 
 mod query;
@@ -114,7 +114,7 @@ impl Index {
     /// and the folders whose record cannot be read: what `ls` lists.
     pub fn list(
         ws: &Workspace,
-        filter: &crate::commands::RunFilter,
+        filter: &crate::selection::RunSelection,
     ) -> Result<(Vec<IndexedRun>, Vec<Unreadable>)> {
         let mut index = Index::open_or_memory(&ws.root);
         let refreshed = index.refresh(ws)?;

@@ -11,11 +11,11 @@ use rusqlite::types::Value as SqlValue;
 
 use super::{Index, column, from_sql};
 use crate::Result;
-use crate::commands::RunFilter;
 use crate::filter::{FIELDS, Value};
 use crate::plan::Plan;
 use crate::run::Run;
 use crate::run_entry::MetricDigest;
+use crate::selection::RunSelection;
 use crate::summary::{RunOverview, Summary};
 
 /// One run as the index holds it: its record, tags, plan and metrics summary as they were when
@@ -74,9 +74,9 @@ type Candidates = Vec<(i64, Vec<Option<Value>>)>;
 
 impl Index {
     /// The runs `filter` picks (in the workspace at `ws_root`), newest first or in its sort
-    /// order, as [`crate::commands::RunFilter::select`] picks them from the folders. An unknown
+    /// order, as [`RunSelection::select`] picks them from the folders. An unknown
     /// sweep is an error ([`crate::sweep::resolve`]).
-    pub fn select(&self, ws_root: &Path, filter: &RunFilter) -> Result<Vec<IndexedRun>> {
+    pub fn select(&self, ws_root: &Path, filter: &RunSelection) -> Result<Vec<IndexedRun>> {
         let sweep = match filter.sweep.as_deref() {
             Some(address) => {
                 let known = self.sweeps()?;

@@ -252,7 +252,7 @@ fn the_index_picks_what_a_scan_of_the_folders_picks() {
     ];
     let mut matched = 0;
     for args in cases {
-        let f = filter(args);
+        let f = filter(args).selection();
         let want: Vec<&str> = f
             .select(&ws.root, &runs)
             .unwrap()

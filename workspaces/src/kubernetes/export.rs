@@ -5,9 +5,8 @@ use std::path::{Component, Path, PathBuf};
 
 use ddp_trainer::spec::Spec;
 
-use super::plan::{JobKind, JobPlan, Target, plan};
+use super::plan::{JobKind, JobOptions, JobPlan, Target, plan};
 use super::render::manifest;
-use crate::commands::ExportArgs;
 use crate::{Error, Result, Workspace};
 
 /// A job's manifest and what it says.
@@ -18,17 +17,13 @@ pub struct Manifest {
     pub yaml: String,
 }
 
-/// The manifest `args` ask for (`--kubeflow` or `--trainjob`), for the workspace at `root`.
+/// The manifest of a `kind` job with `opts` that trains `target`, for the workspace at `root`.
 ///
-/// `args.target` is a spec when it names a file (or ends in `.toml`: a missing spec file is an
+/// `target` is a spec when it names a file (or ends in `.toml`: a missing spec file is an
 /// error), else a run of the workspace. A run's job trains in the run's folder from its frozen
 /// spec; a spec's job ships the spec in a ConfigMap and creates nothing here.
-pub fn export_job(root: &Path, args: &ExportArgs) -> Result<Manifest> {
-    let kind = JobKind::of(args.format()).ok_or_else(|| {
-        Error::Invalid("a Kubernetes job needs --kubeflow or --trainjob".to_string())
-    })?;
+pub fn export_job(root: &Path, target: &str, kind: JobKind, opts: &JobOptions) -> Result<Manifest> {
     let workspace = absolute(root)?;
-    let target = args.target.as_str();
     let path = Path::new(target);
     let plan = if path.is_file() || target.ends_with(".toml") {
         if !path.is_file() {
@@ -40,7 +35,7 @@ pub fn export_job(root: &Path, args: &ExportArgs) -> Result<Manifest> {
         let spec = Spec::load(&path, &[])?;
         plan(
             kind,
-            &args.kubernetes,
+            opts,
             Target::Spec {
                 path: &path,
                 spec: &spec,
@@ -53,7 +48,7 @@ pub fn export_job(root: &Path, args: &ExportArgs) -> Result<Manifest> {
         let spec = Spec::load(&run.spec_path(), &[])?;
         plan(
             kind,
-            &args.kubernetes,
+            opts,
             Target::Run {
                 run: &run,
                 spec: &spec,

@@ -26,7 +26,9 @@ mod trainjob;
 mod yaml;
 
 pub use export::{Manifest, export_job};
-pub use plan::{JobKind, JobPlan, MAX_NAME, SPEC_DIR, SPEC_FILE, Target, dns_label, plan};
+pub use plan::{
+    JobKind, JobOptions, JobPlan, MAX_NAME, SPEC_DIR, SPEC_FILE, Target, dns_label, plan,
+};
 pub use pod::{SHARED_VOLUME, SPEC_VOLUME};
 pub use render::{documents, manifest};
 pub use yaml::to_yaml;

@@ -7,7 +7,6 @@ use std::path::{Component, Path, PathBuf};
 use ddp_trainer::cli::ReplicaArgs;
 use ddp_trainer::spec::Spec;
 
-use crate::commands::{ExportFormat, KubernetesOptions};
 use crate::run::Run;
 use crate::{Error, Result};
 
@@ -36,15 +35,30 @@ impl JobKind {
             JobKind::TrainJob => "TrainJob",
         }
     }
+}
 
-    /// The kind of an `export` format; `None` for CSV.
-    pub fn of(format: ExportFormat) -> Option<JobKind> {
-        match format {
-            ExportFormat::Csv => None,
-            ExportFormat::PyTorchJob => Some(JobKind::PyTorchJob),
-            ExportFormat::TrainJob => Some(JobKind::TrainJob),
-        }
-    }
+/// How the job is laid out and where it runs: the options of `ddp export --kubeflow/--trainjob`
+/// (each `None`: its default, or required where [`plan`] says so).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobOptions {
+    /// Container image with `ddp-trainer` on its PATH (required).
+    pub image: Option<String>,
+    /// PersistentVolumeClaim mounted in every pod: the shared storage of the run folder (required).
+    pub volume: Option<String>,
+    /// Where the claim is mounted in the pods (default: the workspace folder).
+    pub mount_path: Option<PathBuf>,
+    /// The folder a spec's job writes (default: MOUNT_PATH/kubernetes/NAME).
+    pub run_dir: Option<PathBuf>,
+    /// Nodes (pods), default 1.
+    pub nodes: Option<usize>,
+    /// Replicas per node (default: the GPUs per node, else the replicas spread over the nodes).
+    pub procs_per_node: Option<usize>,
+    /// GPUs per node, as an `nvidia.com/gpu` limit on each pod (default: none, CPU pods).
+    pub gpus_per_node: Option<usize>,
+    /// Namespace of the job (default: kubectl's current one).
+    pub namespace: Option<String>,
+    /// Name of the job (default: EXPERIMENT-RUN_ID for a run, the spec's name for a spec).
+    pub name: Option<String>,
 }
 
 /// What a job trains.
@@ -111,12 +125,7 @@ impl JobPlan {
 /// Checks `opts` for `target` and makes the plan. `workspace` (absolute) is the default mount
 /// path. Every refusal is [`Error::Invalid`] naming the option, except a run that is still live
 /// ([`Error::Refused`]).
-pub fn plan(
-    kind: JobKind,
-    opts: &KubernetesOptions,
-    target: Target,
-    workspace: &Path,
-) -> Result<JobPlan> {
+pub fn plan(kind: JobKind, opts: &JobOptions, target: Target, workspace: &Path) -> Result<JobPlan> {
     let image = required(
         &opts.image,
         "--image IMAGE",

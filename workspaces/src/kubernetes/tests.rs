@@ -3,7 +3,6 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::commands::KubernetesOptions;
 use crate::run::{Run, RunRecord, RunStatus};
 use crate::spec::Spec;
 
@@ -28,15 +27,15 @@ fn run() -> Run {
         .in_workspace(WS)
 }
 
-fn opts() -> KubernetesOptions {
-    KubernetesOptions {
+fn opts() -> JobOptions {
+    JobOptions {
         image: Some("registry.example.com/ddp:1".into()),
         volume: Some("ddp-data".into()),
-        ..KubernetesOptions::default()
+        ..JobOptions::default()
     }
 }
 
-fn plan_run(kind: JobKind, o: &KubernetesOptions) -> crate::Result<JobPlan> {
+fn plan_run(kind: JobKind, o: &JobOptions) -> crate::Result<JobPlan> {
     let (run, spec) = (run(), spec());
     plan(
         kind,
@@ -49,7 +48,7 @@ fn plan_run(kind: JobKind, o: &KubernetesOptions) -> crate::Result<JobPlan> {
     )
 }
 
-fn plan_spec(kind: JobKind, o: &KubernetesOptions) -> crate::Result<JobPlan> {
+fn plan_spec(kind: JobKind, o: &JobOptions) -> crate::Result<JobPlan> {
     let spec = spec();
     plan(
         kind,
@@ -90,7 +89,7 @@ fn a_run_trains_in_its_own_folder_from_its_frozen_spec() {
     );
     assert_eq!(p.source, "run 20261121-101500-abc123 (experiment mnist)");
     // The replicas spread over the nodes.
-    let two = KubernetesOptions {
+    let two = JobOptions {
         nodes: Some(2),
         ..opts()
     };
@@ -100,7 +99,7 @@ fn a_run_trains_in_its_own_folder_from_its_frozen_spec() {
 
 #[test]
 fn a_spec_ships_in_a_config_map_with_the_world_it_trains() {
-    let o = KubernetesOptions {
+    let o = JobOptions {
         nodes: Some(3),
         gpus_per_node: Some(2),
         namespace: Some("ml".into()),
@@ -129,7 +128,7 @@ fn a_spec_ships_in_a_config_map_with_the_world_it_trains() {
     );
     assert_eq!(docs[0]["data"]["spec.toml"], text);
     // Its own run folder and mount path.
-    let o = KubernetesOptions {
+    let o = JobOptions {
         mount_path: Some("/data".into()),
         run_dir: Some("/data/runs/a".into()),
         name: Some("first-try".into()),
@@ -146,100 +145,100 @@ fn a_spec_ships_in_a_config_map_with_the_world_it_trains() {
 
 #[test]
 fn bad_options_are_refused_naming_the_option() {
-    let cases: Vec<(KubernetesOptions, &str)> = vec![
+    let cases: Vec<(JobOptions, &str)> = vec![
         (
-            KubernetesOptions {
+            JobOptions {
                 image: None,
                 ..opts()
             },
             "--image IMAGE is required with --kubeflow and --trainjob",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 volume: Some(" ".into()),
                 ..opts()
             },
             "--volume CLAIM is required",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 volume: Some("Data_1".into()),
                 ..opts()
             },
             "--volume \"Data_1\" is not a PersistentVolumeClaim name",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 nodes: Some(0),
                 ..opts()
             },
             "--nodes must be at least 1",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 procs_per_node: Some(0),
                 ..opts()
             },
             "--procs-per-node must be at least 1",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 gpus_per_node: Some(0),
                 ..opts()
             },
             "--gpus-per-node must be at least 1",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 nodes: Some(3),
                 ..opts()
             },
             "ddp.replicas = 4 does not spread evenly over --nodes 3; pass --procs-per-node",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 name: Some("9lives".into()),
                 ..opts()
             },
             "--name \"9lives\" is not a job name",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 name: Some("a".repeat(51)),
                 ..opts()
             },
             "at most 50 characters",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 namespace: Some("ML".into()),
                 ..opts()
             },
             "--namespace \"ML\" is not a namespace name",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 mount_path: Some("data".into()),
                 ..opts()
             },
             "--mount-path data is not an absolute path",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 mount_path: Some("/data".into()),
                 ..opts()
             },
             "is not under --mount-path /data",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 run_dir: Some("/shared/ws/x".into()),
                 ..opts()
             },
             "--run-dir is for a spec",
         ),
         (
-            KubernetesOptions {
+            JobOptions {
                 nodes: Some(2),
                 procs_per_node: Some(1),
                 ..opts()
@@ -251,7 +250,7 @@ fn bad_options_are_refused_naming_the_option() {
         let msg = invalid(plan_run(JobKind::PyTorchJob, &o));
         assert!(msg.contains(want), "{o:?}: {msg}");
     }
-    let o = KubernetesOptions {
+    let o = JobOptions {
         run_dir: Some("/elsewhere/run".into()),
         ..opts()
     };
@@ -260,7 +259,7 @@ fn bad_options_are_refused_naming_the_option() {
         msg.contains("/elsewhere/run is not under --mount-path /shared/ws"),
         "{msg}"
     );
-    let o = KubernetesOptions {
+    let o = JobOptions {
         run_dir: Some("/shared/ws/../x".into()),
         ..opts()
     };
@@ -310,7 +309,7 @@ fn names_become_dns_labels() {
 
 #[test]
 fn a_pytorchjob_has_a_master_and_workers_restarted_on_failure() {
-    let o = KubernetesOptions {
+    let o = JobOptions {
         nodes: Some(2),
         gpus_per_node: Some(2),
         ..opts()
@@ -368,7 +367,7 @@ fn an_elastic_spec_gives_the_pytorchjob_an_elastic_policy() {
         .unwrap()
     };
     let plan_of = |spec: &Spec, nodes: usize| {
-        let o = KubernetesOptions {
+        let o = JobOptions {
             nodes: Some(nodes),
             procs_per_node: Some(2),
             ..opts()
@@ -406,7 +405,7 @@ fn an_elastic_spec_gives_the_pytorchjob_an_elastic_policy() {
 
 #[test]
 fn a_trainjob_patches_the_volumes_into_the_runtime_node() {
-    let o = KubernetesOptions {
+    let o = JobOptions {
         nodes: Some(2),
         ..opts()
     };
