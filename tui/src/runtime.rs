@@ -146,7 +146,14 @@ async fn event_loop(terminal: &mut Term, workspace: PathBuf) -> Result<()> {
             }
         }
         if list_changed {
-            let runs: Vec<Run> = app.runs.entries.iter().map(|e| e.run.clone()).collect();
+            // Only runs that are not over own processes: the others are not copied.
+            let runs: Vec<Run> = app
+                .runs
+                .entries
+                .iter()
+                .filter(|e| !e.run.record.status.is_terminal())
+                .map(|e| e.run.clone())
+                .collect();
             exec.set_owners(process_owners(&runs));
         }
         if app.should_quit {
