@@ -11,12 +11,12 @@ use std::sync::atomic::Ordering;
 
 use clap::Parser;
 
-use crate::env::{DistEnv, NodeWorld, Placement};
+use crate::env::{DistEnv, NodeWorld, Role};
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
 use crate::launcher::{Ended, LaunchOptions, StopRequest, launch_ended};
 use crate::spec::Spec;
 use crate::step::batch_parts;
-use crate::train::{self, LEAVE_REQUESTED, PauseAt, RunOptions, STOP_REQUESTED};
+use crate::train::{self, LEAVE_REQUESTED, PauseAt, STOP_REQUESTED, TrainOptions};
 
 /// The command line of one replica (or, with `--standalone`, of the local launcher): the one
 /// contract every launcher starts a replica with — the supervisor of a local run, the local
@@ -177,9 +177,9 @@ fn run_status(args: ReplicaArgs, command: &[OsString]) -> u8 {
         let nproc = args.nproc.unwrap_or(spec.ddp.replicas);
         return launch_replicas(&args, command, &spec, nproc, None);
     }
-    let env = match Placement::from_env() {
-        Ok(Placement::Replica(e)) => e,
-        Ok(Placement::Node(node)) => {
+    let env = match Role::from_env() {
+        Ok(Role::Replica(e)) => e,
+        Ok(Role::Node(node)) => {
             if let (Some(min), None) = (node.min_nodes, spec.ddp.elastic) {
                 return fail(
                     &format!(
@@ -213,7 +213,7 @@ fn run_status(args: ReplicaArgs, command: &[OsString]) -> u8 {
         args.out.display()
     );
     let token = std::env::var("DDP_TOKEN").ok().filter(|t| !t.is_empty());
-    let result = train::run(RunOptions {
+    let result = train::run(TrainOptions {
         spec,
         out: args.out.clone(),
         resume: args.resume,

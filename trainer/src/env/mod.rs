@@ -2,8 +2,8 @@
 //! variables its launcher set. The contract is documented in `docs/environment.md`.
 //!
 //! Layout:
-//! - [`Placement`]: what this process is: one replica, or the launcher of a Kubeflow pod's
-//!   replicas ([`Placement::from_env`]).
+//! - [`Role`]: what this process is: one replica, or the launcher of a Kubeflow pod's
+//!   replicas ([`Role::from_env`]).
 //! - [`LauncherKind`], [`DistEnv`]: a replica's place, with [`DistEnv::describe`] for logs.
 //! - [`DistEnv::from_env`] / [`DistEnv::from_vars`]: detection in the order torchrun > Slurm >
 //!   Open MPI > single process, then validation ([`Error::Env`] names the variable and its value).
@@ -28,7 +28,7 @@ use nodelist::{MAX_HOSTS, expand_nodelist};
 pub use vars::{DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT};
 use vars::{Vars, env_err};
 
-/// The variables that put a process into a launcher's world: the ones [`Placement::from_env`]
+/// The variables that put a process into a launcher's world: the ones [`Role::from_env`]
 /// detects torchrun, Slurm, Open MPI and a Kubeflow pod by, the placement read with them, the
 /// group's token and torchelastic's restart count. A process that starts a trainer outside its
 /// own launcher's world (a benchmark, a test) removes them from the child's environment, so that
@@ -97,7 +97,7 @@ const HINT_MPI: &str = "mpirun sets OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, 
 
 /// What this process is, from its launcher's variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
+pub enum Role {
     /// One replica ([`DistEnv::from_vars`]).
     Replica(DistEnv),
     /// A Kubeflow pod without a launcher inside it: it starts its node's replicas itself
@@ -105,19 +105,19 @@ pub enum Placement {
     Node(NodeWorld),
 }
 
-impl Placement {
-    /// Reads the process environment; see [`Placement::from_vars`].
-    pub fn from_env() -> Result<Placement> {
+impl Role {
+    /// Reads the process environment; see [`Role::from_vars`].
+    pub fn from_env() -> Result<Role> {
         Self::from_vars(|var| std::env::var_os(var).map(|v| v.to_string_lossy().into_owned()))
     }
 
     /// A Kubeflow pod's node when `PET_*` variables are set without a launcher's `LOCAL_RANK`
     /// (so a PyTorchJob's `RANK`, the pod's index, is not taken for a replica's rank), else the
     /// replica [`DistEnv::from_vars`] detects.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Placement> {
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Role> {
         match NodeWorld::from_vars(&get)? {
-            Some(node) => Ok(Placement::Node(node)),
-            None => Ok(Placement::Replica(DistEnv::from_vars(get)?)),
+            Some(node) => Ok(Role::Node(node)),
+            None => Ok(Role::Replica(DistEnv::from_vars(get)?)),
         }
     }
 }

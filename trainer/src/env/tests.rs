@@ -509,17 +509,17 @@ fn tasks_per_node_parsing() {
     assert!(parse_tasks_per_node("1(x99999999)").is_err());
 }
 
-fn placement(pairs: &[(&str, &str)]) -> Result<Placement> {
+fn placement(pairs: &[(&str, &str)]) -> Result<Role> {
     let map: HashMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Placement::from_vars(|k| map.get(k).cloned())
+    Role::from_vars(|k| map.get(k).cloned())
 }
 
 fn node(pairs: &[(&str, &str)]) -> NodeWorld {
     match placement(pairs) {
-        Ok(Placement::Node(n)) => n,
+        Ok(Role::Node(n)) => n,
         other => panic!("expected a Kubeflow node for {pairs:?}, got {other:?}"),
     }
 }
@@ -649,7 +649,7 @@ fn a_replica_started_inside_the_pod_is_not_a_node() {
         ],
     );
     match placement(&replica).unwrap() {
-        Placement::Replica(env) => {
+        Role::Replica(env) => {
             assert_eq!((env.rank, env.world_size, env.local_rank), (3, 4, 1));
             assert_eq!(env.kind, LauncherKind::Torchrun);
         }
@@ -658,12 +658,9 @@ fn a_replica_started_inside_the_pod_is_not_a_node() {
     // Without PET_ variables nothing changes.
     assert_eq!(
         placement(TORCHRUN).unwrap(),
-        Placement::Replica(from(TORCHRUN).unwrap())
+        Role::Replica(from(TORCHRUN).unwrap())
     );
-    assert_eq!(
-        placement(&[]).unwrap(),
-        Placement::Replica(DistEnv::single())
-    );
+    assert_eq!(placement(&[]).unwrap(), Role::Replica(DistEnv::single()));
     for v in KUBEFLOW_VARIABLES {
         assert!(LAUNCHER_VARIABLES.contains(&v), "{v}");
     }

@@ -49,7 +49,7 @@ use elastic::{Action, ScaleFile, Slot};
 use exit::culprit;
 use output::drain;
 use signals::{INTERRUPTED, SignalHandlers};
-use spawn::{Replica, World, signal_group, spawn};
+use spawn::{ReplicaProcess, World, signal_group, spawn};
 
 /// How often the supervisor looks at the replicas.
 const POLL: Duration = Duration::from_millis(50);
@@ -219,7 +219,7 @@ fn rank_list(ranks: &[usize]) -> String {
         .join(", ")
 }
 
-fn running_ranks(replicas: &[Replica]) -> Vec<usize> {
+fn running_ranks(replicas: &[ReplicaProcess]) -> Vec<usize> {
     replicas
         .iter()
         .filter(|r| r.running())
@@ -229,7 +229,7 @@ fn running_ranks(replicas: &[Replica]) -> Vec<usize> {
 
 /// Whether every replica still in the group has ended with an outcome for which `f` holds (an
 /// elastic group's replicas that failed and were left behind, or left on request, are not).
-fn all_ended(replicas: &[Replica], f: impl Fn(&Exit) -> bool) -> bool {
+fn all_ended(replicas: &[ReplicaProcess], f: impl Fn(&Exit) -> bool) -> bool {
     replicas
         .iter()
         .filter(|r| !r.out_of_group())
@@ -239,10 +239,10 @@ fn all_ended(replicas: &[Replica], f: impl Fn(&Exit) -> bool) -> bool {
 /// Waits for the replicas; on the first failure or an interrupt, stops the rest. A replica that
 /// stopped on request is no failure while the others stop after the same step too.
 fn tend(
-    replicas: &mut [Replica],
+    replicas: &mut [ReplicaProcess],
     opts: &LaunchOptions,
     interrupted: &AtomicI32,
-    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
+    respawn: &mut dyn FnMut(usize) -> Result<ReplicaProcess>,
 ) -> Result<Ended> {
     let grace = opts.grace;
     let mut restarts = 0u32;
@@ -282,7 +282,7 @@ fn tend(
                 failed.push(i);
             }
         }
-        let stopped = |r: &Replica| r.outcome.as_ref().is_some_and(Exit::stopped);
+        let stopped = |r: &ReplicaProcess| r.outcome.as_ref().is_some_and(Exit::stopped);
         if !failed.is_empty() && failed.iter().all(|&i| stopped(&replicas[i])) {
             // A stop request reached the replicas themselves: the others stop after the same
             // step (SIGTERM only repeats the request to them).
@@ -306,7 +306,7 @@ fn tend(
                 .collect();
         }
         if let (Some(min), Some(file)) = (opts.elastic_min, scale_file.as_mut())
-            && !replicas.iter().any(Replica::succeeded)
+            && !replicas.iter().any(ReplicaProcess::succeeded)
             && let Some(wanted) = file.changed()
         {
             scale_to(replicas, wanted, min, respawn, grace)?;
@@ -331,7 +331,9 @@ fn tend(
                 replicas[i].left_behind = true;
                 // Started again to join the group under way, within restart.max_restarts, while
                 // the group has not completed.
-                if restarts < opts.elastic_restarts && !replicas.iter().any(Replica::succeeded) {
+                if restarts < opts.elastic_restarts
+                    && !replicas.iter().any(ReplicaProcess::succeeded)
+                {
                     restarts += 1;
                     eprintln!(
                         "ddp-trainer: restarting rank {} in {:.1} s to join the group (restart \
@@ -345,7 +347,7 @@ fn tend(
             }
         }
         if !pending.is_empty() {
-            if replicas.iter().any(Replica::succeeded) {
+            if replicas.iter().any(ReplicaProcess::succeeded) {
                 // The group completed meanwhile: nothing left to join.
                 pending.clear();
             }
@@ -421,21 +423,21 @@ fn tend(
 
 /// Starts local replica `i` again to join the group; when that fails, stops the others.
 fn start_again(
-    replicas: &mut [Replica],
+    replicas: &mut [ReplicaProcess],
     i: usize,
-    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
+    respawn: &mut dyn FnMut(usize) -> Result<ReplicaProcess>,
     grace: Duration,
-) -> Result<Replica> {
+) -> Result<ReplicaProcess> {
     respawn(i).inspect_err(|_| stop(replicas, grace))
 }
 
 /// Brings an elastic launch to `wanted` running replicas ([`elastic::scale`]): asks the highest
 /// to leave at the next step boundary (SIGUSR1), or starts missing ones to join.
 fn scale_to(
-    replicas: &mut [Replica],
+    replicas: &mut [ReplicaProcess],
     wanted: usize,
     min: usize,
-    respawn: &mut dyn FnMut(usize) -> Result<Replica>,
+    respawn: &mut dyn FnMut(usize) -> Result<ReplicaProcess>,
     grace: Duration,
 ) -> Result<()> {
     let slots: Vec<Slot> = replicas
@@ -469,7 +471,7 @@ fn scale_to(
 }
 
 /// Whether an elastic run goes on: at least `min` replicas are running or exited with 0.
-fn elastic_goes_on(replicas: &[Replica], min: usize) -> bool {
+fn elastic_goes_on(replicas: &[ReplicaProcess], min: usize) -> bool {
     let alive = replicas
         .iter()
         .filter(|r| r.running() || r.outcome.as_ref().is_some_and(Exit::success))
@@ -479,7 +481,7 @@ fn elastic_goes_on(replicas: &[Replica], min: usize) -> bool {
 
 /// Polls the running replicas for up to [`SETTLE`], adding those that fail on their own to
 /// `failed`, until one fails for a reason other than a lost peer or none is left running.
-fn settle(replicas: &mut [Replica], failed: &mut Vec<usize>) {
+fn settle(replicas: &mut [ReplicaProcess], failed: &mut Vec<usize>) {
     let deadline = Instant::now() + SETTLE;
     while Instant::now() < deadline && replicas.iter().any(|r| r.running()) {
         thread::sleep(POLL);
@@ -496,7 +498,7 @@ fn settle(replicas: &mut [Replica], failed: &mut Vec<usize>) {
 
 /// SIGTERM to every running replica's group, SIGKILL to those still running after `grace`, and
 /// reaps them all.
-fn stop(replicas: &mut [Replica], grace: Duration) {
+fn stop(replicas: &mut [ReplicaProcess], grace: Duration) {
     for replica in replicas.iter().filter(|r| r.running()) {
         signal_group(replica.pid, libc::SIGTERM);
     }

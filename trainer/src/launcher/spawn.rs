@@ -25,7 +25,7 @@ pub(super) struct World<'a> {
 }
 
 /// One started replica.
-pub(super) struct Replica {
+pub(super) struct ReplicaProcess {
     pub(super) rank: usize,
     pub(super) pid: u32,
     child: Child,
@@ -46,7 +46,7 @@ pub(super) fn spawn(
     local: usize,
     joining: bool,
     readers: &mut Vec<JoinHandle<()>>,
-) -> Result<Replica> {
+) -> Result<ReplicaProcess> {
     let opts = world.opts;
     let rank = opts.node_rank * opts.nproc + local;
     let log = log_path(&opts.out_dir, rank);
@@ -140,7 +140,7 @@ pub(super) fn spawn(
             },
         )?);
     }
-    Ok(Replica {
+    Ok(ReplicaProcess {
         rank,
         pid,
         child,
@@ -151,7 +151,7 @@ pub(super) fn spawn(
     })
 }
 
-impl Replica {
+impl ReplicaProcess {
     /// The replica as a failure to report: how it ended (unknown while it runs).
     pub(super) fn failure(&self) -> ReplicaFailure {
         ReplicaFailure {

@@ -60,7 +60,7 @@ pub use samples::{Splits, load_data};
 /// replica, checkpoint it, then stop.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
-pub struct RunOptions {
+pub struct TrainOptions {
     pub spec: Spec,
     pub out: PathBuf,
     pub resume: bool,
@@ -105,9 +105,9 @@ fn keep_freed_memory() {
 
 /// The training loop of one replica: set up, restore (with `--resume`), train epoch by epoch
 /// (each evaluated and checkpointed), then test and save the final model.
-pub fn run(opts: RunOptions) -> Result<RunSummary> {
+pub fn run(opts: TrainOptions) -> Result<RunSummary> {
     keep_freed_memory();
-    let RunOptions {
+    let TrainOptions {
         spec,
         out,
         resume,

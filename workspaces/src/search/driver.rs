@@ -86,11 +86,11 @@ pub fn drive(root: &Path, id: &str) -> Result<SearchStatus> {
     let max_parallel = d
         .record
         .max_parallel
-        .unwrap_or(d.state.search.trials as usize);
+        .unwrap_or(d.state.search.space.trials as usize);
     eprintln!(
         "sweep {id}: driver {} started, {} trials, {} at a time",
         std::process::id(),
-        d.state.search.trials,
+        d.state.search.space.trials,
         max_parallel
     );
     loop {

@@ -25,7 +25,7 @@ use crate::request::{NewSweep, SchedulerRequest};
 use crate::run::{ProcessId, now};
 use crate::sweep::asha::{Asha, Mode};
 use crate::sweep::file::{Method, Metric, Scheduler, SweepFile, Unit};
-use crate::sweep::search::{Search, SearchState, SearchStatus};
+use crate::sweep::search::{Search, SearchState, SearchStatus, TrialSpace};
 use crate::sweep::space::{Dist, Param};
 use crate::sweep::{Combination, GridAxis, SweepPlan, SweepRecord};
 use crate::workspace::{Workspace, new_run_id};
@@ -155,15 +155,12 @@ fn plan(req: &NewSweep) -> Result<Planned> {
     }
     let Some(scheduler) = scheduler else {
         // Every trial to its end: the runs of a plan, as a grid's.
-        let search = Search::new(method, params, trials, seed, placeholder_scheduler())?;
-        let combos = (0..search.trials)
+        let space = TrialSpace::new(method, params, trials, seed)?;
+        let combos = (0..space.trials)
             .map(|n| {
-                let mut o = search.overrides(n)?;
-                o.pop(); // the scheduler's budget: none without a scheduler
-                let label = search.label(n)?;
                 Ok(Combination {
-                    overrides: o,
-                    label,
+                    overrides: space.values(n)?,
+                    label: space.label(n)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -172,7 +169,7 @@ fn plan(req: &NewSweep) -> Result<Planned> {
         return Ok(Planned::Runs(plan));
     };
     let search = Search::new(method, params, trials, seed, scheduler)?;
-    let combos = (0..search.trials)
+    let combos = (0..search.space.trials)
         .map(|n| {
             Ok(Combination {
                 overrides: search.overrides(n)?,
@@ -196,20 +193,6 @@ fn plan(req: &NewSweep) -> Result<Planned> {
         max_parallel,
         overrides,
     })
-}
-
-/// A scheduler for drawing trials that train to their end (its budget is dropped).
-fn placeholder_scheduler() -> Scheduler {
-    Scheduler {
-        asha: Asha {
-            min: 1,
-            max: 1,
-            eta: 2,
-            mode: Mode::Min,
-        },
-        metric: Metric::ValLoss,
-        unit: Unit::Epochs,
-    }
 }
 
 /// The scheduler of the command line, its defaults from the spec `base`.

@@ -41,7 +41,7 @@ pub fn states_text(state: &SearchState) -> String {
             (n > 0).then(|| format!("{n} {}", s.as_str()))
         })
         .collect();
-    let left = (state.search.trials as usize).saturating_sub(state.trials.len());
+    let left = (state.search.space.trials as usize).saturating_sub(state.trials.len());
     let mut text = if parts.is_empty() {
         "none started".to_string()
     } else {
@@ -144,9 +144,9 @@ pub fn show_text(record: &SweepRecord, state: &SearchState, driver: Option<u32>)
         }
         None => String::new(),
     };
-    let method = match s.method {
-        Method::Grid => format!("grid, {} trials", s.trials),
-        Method::Random => format!("random, {} trials, seed {}", s.trials, s.seed),
+    let method = match s.space.method {
+        Method::Grid => format!("grid, {} trials", s.space.trials),
+        Method::Random => format!("random, {} trials, seed {}", s.space.trials, s.space.seed),
     };
     let a = &s.scheduler.asha;
     let rungs: Vec<String> = s.rungs().iter().map(u64::to_string).collect();
@@ -193,7 +193,13 @@ pub fn parallel(record: &SweepRecord, runs: &[&Run]) -> Parallel {
             .unzip()
     };
     if let Some(state) = &record.search {
-        let names = state.search.params.iter().map(|p| short(&p.key)).collect();
+        let names = state
+            .search
+            .space
+            .params
+            .iter()
+            .map(|p| short(&p.key))
+            .collect();
         let lines = state
             .trials
             .iter()

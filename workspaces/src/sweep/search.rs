@@ -22,27 +22,34 @@ use super::grid::{GridAxis, MAX_RUNS, combinations, short_keys};
 use super::space::{Dist, Param, trial_overrides};
 use crate::{Error, Result};
 
-/// What a scheduled search is: the space, how it is searched, the scheduler.
+/// The trials of a search: its parameters, how they are drawn (at random or as a grid), how
+/// many, the seed. A search without a scheduler is its trials, each trained to its end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Search {
+pub struct TrialSpace {
     pub method: Method,
     pub params: Vec<Param>,
     /// How many trials (a grid: its number of combinations).
     pub trials: u32,
     pub seed: u64,
+}
+
+/// What a scheduled search is: its trials and the scheduler that stops the bad ones early.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Search {
+    #[serde(flatten)]
+    pub space: TrialSpace,
     pub scheduler: Scheduler,
 }
 
-impl Search {
-    /// A checked search: parameters, distinct keys, `trials` for a random search (1 to
+impl TrialSpace {
+    /// Checked trials: parameters, distinct keys, `trials` for a random search (1 to
     /// [`MAX_RUNS`]) and only choices for a grid (whose trials are its combinations).
     pub fn new(
         method: Method,
         params: Vec<Param>,
         trials: Option<u32>,
         seed: u64,
-        scheduler: Scheduler,
-    ) -> Result<Search> {
+    ) -> Result<TrialSpace> {
         if params.is_empty() {
             return Err(Error::Invalid(
                 "a search needs at least one parameter (--param KEY=KIND:ARGS, or \
@@ -76,11 +83,57 @@ impl Search {
                 combinations(&grid_axes(&params)?)?.len() as u32
             }
         };
-        Ok(Search {
+        Ok(TrialSpace {
             method,
             params,
             trials,
             seed,
+        })
+    }
+
+    /// Trial `n`'s values, as spec overrides.
+    pub fn values(&self, n: u32) -> Result<Vec<String>> {
+        Ok(match self.method {
+            Method::Random => trial_overrides(&self.params, self.seed, n)?,
+            Method::Grid => {
+                combinations(&grid_axes(&self.params)?)?
+                    .swap_remove(n as usize)
+                    .overrides
+            }
+        })
+    }
+
+    /// Trial `n`'s label: `t07 lr=0.0031,batch_size=32` (its number and the space's values
+    /// by their shortest keys).
+    pub fn label(&self, n: u32) -> Result<String> {
+        let keys: Vec<&str> = self.params.iter().map(|p| p.key.as_str()).collect();
+        let short = short_keys(&keys);
+        let values = self.values(n)?;
+        let parts: Vec<String> = values
+            .iter()
+            .zip(&short)
+            .map(|(o, k)| {
+                format!(
+                    "{k}={}",
+                    short_value(o.split_once('=').map_or("", |(_, v)| v))
+                )
+            })
+            .collect();
+        Ok(format!("t{n:02} {}", parts.join(",")))
+    }
+}
+
+impl Search {
+    /// A checked search of `scheduler` over [`TrialSpace::new`]'s trials.
+    pub fn new(
+        method: Method,
+        params: Vec<Param>,
+        trials: Option<u32>,
+        seed: u64,
+        scheduler: Scheduler,
+    ) -> Result<Search> {
+        Ok(Search {
+            space: TrialSpace::new(method, params, trials, seed)?,
             scheduler,
         })
     }
@@ -88,14 +141,7 @@ impl Search {
     /// Trial `n`'s spec overrides: the space's values, then its budget (`train.epochs` or
     /// `train.steps` set to the scheduler's `max`).
     pub fn overrides(&self, n: u32) -> Result<Vec<String>> {
-        let mut o = match self.method {
-            Method::Random => trial_overrides(&self.params, self.seed, n)?,
-            Method::Grid => {
-                combinations(&grid_axes(&self.params)?)?
-                    .swap_remove(n as usize)
-                    .overrides
-            }
-        };
+        let mut o = self.space.values(n)?;
         o.push(self.budget_override());
         Ok(o)
     }
@@ -109,23 +155,9 @@ impl Search {
         format!("{key}={}", self.scheduler.asha.max)
     }
 
-    /// Trial `n`'s label: `t07 lr=0.0031,batch_size=32` (its number and the space's values
-    /// by their shortest keys).
+    /// Trial `n`'s label ([`TrialSpace::label`]).
     pub fn label(&self, n: u32) -> Result<String> {
-        let keys: Vec<&str> = self.params.iter().map(|p| p.key.as_str()).collect();
-        let short = short_keys(&keys);
-        let values = self.overrides(n)?;
-        let parts: Vec<String> = values
-            .iter()
-            .zip(&short)
-            .map(|(o, k)| {
-                format!(
-                    "{k}={}",
-                    short_value(o.split_once('=').map_or("", |(_, v)| v))
-                )
-            })
-            .collect();
-        Ok(format!("t{n:02} {}", parts.join(",")))
+        self.space.label(n)
     }
 
     /// The rungs' budgets.
@@ -408,7 +440,7 @@ impl SearchState {
         }
         if self.status == SearchStatus::Running {
             let free = max_parallel.max(1).saturating_sub(self.in_flight());
-            let new_left = (self.search.trials as usize).saturating_sub(self.trials.len());
+            let new_left = (self.search.space.trials as usize).saturating_sub(self.trials.len());
             for a in asha::next_actions(&asha, &mut board, free, new_left) {
                 match a {
                     Action::Resume { trial, to } => {
@@ -525,7 +557,7 @@ impl SearchState {
             .sum();
         (
             used,
-            self.search.trials as u64 * self.search.scheduler.asha.max,
+            self.search.space.trials as u64 * self.search.scheduler.asha.max,
         )
     }
 }
@@ -663,7 +695,7 @@ mod tests {
             sched,
         )
         .unwrap();
-        assert_eq!(g.trials, 4);
+        assert_eq!(g.space.trials, 4);
         assert_eq!(
             g.overrides(3).unwrap(),
             [
@@ -682,7 +714,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("a grid takes choices only"), "{e}");
-        let e = Search::new(Method::Random, search(1).params, None, 0, sched)
+        let e = Search::new(Method::Random, search(1).space.params, None, 0, sched)
             .unwrap_err()
             .to_string();
         assert!(e.contains("--trials N"), "{e}");
