@@ -62,7 +62,7 @@ fn help_lists_subcommands_in_working_order() {
         listed(&cli()),
         [
             "run", "ls", "show", "logs", "stop", "scale", "resume", "rm", "tag", "sweep",
-            "compare", "plot", "sample", "export", "help"
+            "compare", "plot", "sample", "export", "new", "help"
         ]
     );
     let kernel_order: Vec<String> = listed(&kernel())
