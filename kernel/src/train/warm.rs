@@ -2,7 +2,7 @@
 //! so that the first real `%%ddp train` cell, in any workspace, compiles only its own crate.
 //!
 //! The cell goes through the same [`super::crate_of`] and [`cargo::build`] as every cell (same
-//! manifest, lock file, patches, profile and features), staged in a temporary folder that is
+//! manifest, lock file, dependencies, profile and features), staged in a temporary folder that is
 //! removed afterwards: the dependencies it compiles are the very units a cell reuses. Only
 //! `ddp-cell` itself differs from cell to cell (its version names its build:
 //! `project::cell_version`).
