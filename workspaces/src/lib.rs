@@ -10,6 +10,9 @@
 //!   built by `commands` and carried out by `actions`; it imports nothing of its siblings.
 //! - `actions`: what front ends do to runs, returning data and printing nothing: validate and
 //!   start a run or a sweep, resume, stop (request, wait), remove, tag.
+//! - `engine`: where a run's replicas run, one `Engine` each for this machine, a Slurm job and
+//!   a Spark application (`local.rs`, `slurm.rs`, `spark.rs`): check a new run, start or resume
+//!   it, stop it, scale it; the actions go through the run's engine.
 //! - `workspace`: the workspace root, run creation, listing and addressing (`latest`, prefixes).
 //! - `run`: one run folder: `run.json` (atomic; `slurm_job`: a Slurm run's job as it records it),
 //!   `events.jsonl`, stale-supervisor detection, the workspace a run folder belongs to.
@@ -91,6 +94,7 @@ pub mod commands;
 pub mod curves;
 pub mod detach;
 pub mod devices;
+pub mod engine;
 pub mod error;
 pub mod events;
 pub mod filter;

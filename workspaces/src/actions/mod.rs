@@ -5,8 +5,10 @@
 //! ([`scale_run`]), and tag one ([`add_tags`], [`remove_tags`]). The `ddp` CLI is a thin layer over these; a TUI or a notebook kernel calls
 //! the same functions and gets the same checks and messages.
 //!
-//! Starting a run spawns its supervisor from `std::env::current_exe()`: the front end's binary
-//! must call [`crate::run_hidden_command`] first thing in `main`.
+//! Where a run runs is its engine's business ([`crate::engine`]): the actions check, start,
+//! resume, stop and scale a run through it. Starting a run here spawns its supervisor from
+//! `std::env::current_exe()`: the front end's binary must call [`crate::run_hidden_command`]
+//! first thing in `main`.
 //!
 //! `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
 //! [`remove_run`]); `scale` scaling an elastic run; this module the rest.
@@ -15,87 +17,19 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 
 use ddp_trainer::spec::Spec;
-use serde::Serialize;
 
+use crate::engine;
+pub use crate::engine::{SpecSummary, Started, StopRequest, spawn_supervisor_or_fail};
 pub use crate::request::{NewRun, NewSweep, RunOn};
 use crate::run::{Run, RunStatus};
 
 mod scale;
 mod stop;
-use crate::supervisor::spawn_supervisor;
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
 use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
 pub use scale::scale_run;
-pub use stop::{
-    STOP_LIMIT, StopRequest, remove_run, request_stop, stop_and_wait, wait_until_terminal,
-};
-
-/// The essentials of a validated spec, for a front end to show (a "new run" dialog, a progress
-/// bar's length, the restart budget).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SpecSummary {
-    /// The spec's `name`.
-    pub name: String,
-    /// The experiment folder the run goes into (`name` made safe for a folder name).
-    pub experiment: String,
-    /// `model.name`, as written in specs (`mnist-cnn`, `resnet18`, ...).
-    pub model: String,
-    /// `data.name`, as written in specs (`mnist`, `cifar10`, `synthetic`, ...).
-    pub data: String,
-    pub replicas: usize,
-    pub epochs: usize,
-    /// `train.steps` capped by `train.max_steps`: a run counted in steps (a language model).
-    pub steps: Option<u64>,
-    /// `restart.max_restarts`.
-    pub max_restarts: u32,
-}
-
-impl SpecSummary {
-    fn of(spec: &Spec) -> SpecSummary {
-        let text = |v: serde_json::Result<serde_json::Value>| match v {
-            Ok(serde_json::Value::String(s)) => s,
-            Ok(other) => other.to_string(),
-            Err(e) => e.to_string(),
-        };
-        SpecSummary {
-            name: spec.name.clone(),
-            experiment: crate::workspace::sanitize(&spec.name),
-            model: text(serde_json::to_value(spec.model.name)),
-            data: text(serde_json::to_value(spec.data.name)),
-            replicas: spec.ddp.replicas,
-            epochs: spec.train.epochs,
-            steps: spec
-                .train
-                .steps
-                .map(|n| spec.train.max_steps.map_or(n, |m| m.min(n))),
-            max_restarts: spec.restart.max_restarts,
-        }
-    }
-}
-
-/// A run just started: its supervisor spawned, or its Slurm job submitted.
-#[derive(Debug)]
-pub struct Started {
-    /// The run as it was when its supervisor was spawned or its job submitted (status queued).
-    pub run: Run,
-    pub spec: SpecSummary,
-    /// The supervisor process of a local run (none for a run on Slurm, which the workspace's
-    /// Slurm watcher follows). It runs in its own session and outlives the caller; a caller
-    /// that stays alive should reap it when it exits ([`Started::reap_in_background`]) or it
-    /// lingers as a zombie; dropping it is fine for a caller about to exit.
-    pub supervisor: Option<Child>,
-}
-
-impl Started {
-    /// Reaps the supervisor from a background thread when it exits, and returns the run.
-    pub fn reap_in_background(self) -> Run {
-        if let Some(mut child) = self.supervisor {
-            std::thread::spawn(move || child.wait());
-        }
-        self.run
-    }
-}
+pub use stop::{STOP_LIMIT, remove_run, request_stop, stop_and_wait, wait_until_terminal};
 
 /// Loads and validates the spec of `req` (the file, the overrides, the replicas) and checks that
 /// this machine can ever satisfy its devices, creating nothing. The same checks as
@@ -135,21 +69,10 @@ pub fn start_run(root: &Path, req: &NewRun) -> Result<Started> {
             code,
         },
     )?;
-    if req.on == RunOn::Slurm {
-        return submit(run, &spec);
-    }
-    if req.on == RunOn::Spark {
-        let mut run = run;
-        run.update(|r| {
-            r.spark = Some(crate::spark::SparkApp {
-                master: crate::spark::master_of(&spec),
-                tasks: spec.spark.task_count(spec.ddp.replicas),
-                ..Default::default()
-            })
-        })?;
-        return launch(run, &spec, false);
-    }
-    launch(run, &spec, false)
+    let mut run = run;
+    let engine = engine::for_request(req.on);
+    engine.created(&mut run, &spec)?;
+    engine.start(run, &spec, false)
 }
 
 /// Continues a stopped, failed or paused run (by address: id, prefix, `latest`, ...) from its
@@ -177,46 +100,7 @@ pub fn resume_run_to(root: &Path, address: &str, pause_at: Option<String>) -> Re
         r.supervisor = None;
         r.pause_at = pause_at;
     })?;
-    if run.record.slurm.is_some() {
-        // A new job from the same script: it resumes from the newest checkpoint.
-        return submit(run, &spec);
-    }
-    launch(run, &spec, true)
-}
-
-/// Submits the (queued) run as a Slurm job; the workspace's watcher follows it from there.
-fn submit(mut run: Run, spec: &Spec) -> Result<Started> {
-    crate::slurm::submit::submit(&mut run, spec)?;
-    Ok(Started {
-        run,
-        spec: SpecSummary::of(spec),
-        supervisor: None,
-    })
-}
-
-fn launch(mut run: Run, spec: &Spec, resume: bool) -> Result<Started> {
-    let supervisor = spawn_supervisor_or_fail(&mut run, resume)?;
-    Ok(Started {
-        run,
-        spec: SpecSummary::of(spec),
-        supervisor: Some(supervisor),
-    })
-}
-
-/// Spawns the supervisor of a created (queued) run; if that fails, marks the run failed with the
-/// message and returns it as [`Error::Supervisor`] (`could not start the supervisor: ...`).
-pub fn spawn_supervisor_or_fail(run: &mut Run, resume: bool) -> Result<Child> {
-    match spawn_supervisor(&run.dir, resume) {
-        Ok(c) => Ok(c),
-        Err(e) => {
-            let msg = format!("could not start the supervisor: {e}");
-            run.update(|r| {
-                r.status = RunStatus::Failed;
-                r.error = Some(msg.clone());
-            })?;
-            Err(Error::Supervisor(msg))
-        }
-    }
+    engine::of_run(&run.record).start(run, &spec, true)
 }
 
 /// The spec of a new run, validated, with its devices checked against this machine.
@@ -281,19 +165,8 @@ fn load_new_spec(req: &NewRun) -> Result<Spec> {
     {
         return Err(Error::Invalid(format!("{}: {why}", req.spec.display())));
     }
-    if req.on == RunOn::Local {
-        check_devices(&spec, &req.spec)?;
-        // Last: the costliest check (a text or a table is read as a replica reads it).
-        ddp_trainer::preflight::check(&spec)?;
-    }
-    if req.on == RunOn::Spark {
-        // Spark's client (PySpark, Java) is there, and the master can run the stage, before
-        // anything is created.
-        crate::spark::Installation::find()?;
-        let master = crate::spark::master_of(&spec);
-        crate::spark::check_master(&master, spec.spark.task_count(spec.ddp.replicas))
-            .map_err(|e| Error::Invalid(format!("{}: {e}", req.spec.display())))?;
-    }
+    // What the engine the run goes to needs (devices and data here, Spark's client and master).
+    engine::for_request(req.on).check(&spec, &req.spec)?;
     Ok(spec)
 }
 
@@ -311,23 +184,6 @@ fn check_spec_file(spec: &Path) -> Result<()> {
         "the current folder",
         Path::exists,
     )))
-}
-
-/// Refuses a spec whose devices can never be satisfied (more GPUs asked than exist, a list that
-/// does not match the replicas). GPUs held by other runs are not a reason to refuse: the run
-/// waits for them.
-fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
-    use crate::devices;
-    let discovery = devices::discover()?;
-    let request = devices::DeviceRequest::from_spec(&spec.ddp);
-    devices::plan(
-        &request,
-        &discovery,
-        &Default::default(),
-        devices::available_cores(),
-    )
-    .map_err(|e| Error::Invalid(format!("{}: {e}", spec_path.display())))?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,12 +22,7 @@ pub fn scale_run(run: &Run, replicas: usize) -> Result<String> {
             run.record.status
         )));
     }
-    if run.record.slurm.is_some() {
-        return Err(Error::Refused(format!(
-            "run {id} runs on Slurm, whose allocation is fixed: stop it and resume it with \
-             other --nodes to change its size"
-        )));
-    }
+    crate::engine::of_run(&run.record).check_scale(&run)?;
     let spec_path = run.spec_path();
     let spec = Spec::load(&spec_path, &[])?;
     let Some(elastic) = spec.ddp.elastic else {

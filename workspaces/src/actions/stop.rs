@@ -3,48 +3,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::engine::StopRequest;
 use crate::run::Run;
 use crate::{Error, Result};
-
-/// What [`request_stop`] did.
-#[derive(Debug, Clone)]
-pub enum StopRequest {
-    /// The run had already ended: nothing was sent.
-    AlreadyTerminal(Run),
-    /// SIGTERM was sent to the run's supervisor (process `pid`): its replicas finish their step
-    /// and exit, then it marks the run stopped. [`wait_until_terminal`] waits for that.
-    Signalled { run: Run, pid: u32 },
-    /// The run's Slurm job was cancelled (`scancel`); the watcher records it stopped.
-    Cancelled { run: Run, job_id: String },
-}
-
-impl StopRequest {
-    /// The run as read when the request was made.
-    pub fn run(&self) -> &Run {
-        match self {
-            StopRequest::AlreadyTerminal(run)
-            | StopRequest::Signalled { run, .. }
-            | StopRequest::Cancelled { run, .. } => run,
-        }
-    }
-
-    /// What every front end says of it.
-    pub fn message(&self) -> String {
-        match self {
-            StopRequest::AlreadyTerminal(run) => {
-                format!("run {} is already {}", run.record.id, run.record.status)
-            }
-            StopRequest::Signalled { run, .. } => format!(
-                "stopping run {} (replicas finish their step)...",
-                run.record.id
-            ),
-            StopRequest::Cancelled { run, job_id } => format!(
-                "stopping run {}: cancelled Slurm job {job_id} (replicas checkpoint and stop)...",
-                run.record.id
-            ),
-        }
-    }
-}
 
 /// How long a front end waits for a run it asked to stop: its replicas finish their step and
 /// rank 0 checkpoints, which a large model on a slow disk can take a while for.
@@ -65,33 +26,15 @@ pub fn stop_and_wait(run: &Run, mut say: impl FnMut(&str)) -> Result<Run> {
 }
 
 /// Asks a run to stop, without waiting: reads the run again (a supervisor found dead marks it
-/// failed), and unless it has ended sends SIGTERM to its supervisor. A live run without a
-/// supervisor yet (it is being started) is [`Error::Refused`]: try again in a moment.
+/// failed), and unless it has ended asks its engine: SIGTERM to its supervisor, or `scancel` of
+/// its Slurm job. A live run without a supervisor yet (it is being started) is
+/// [`Error::Refused`]: try again in a moment.
 pub fn request_stop(run: &Run) -> Result<StopRequest> {
     let run = Run::load_checked(&run.dir)?;
     if run.record.status.is_terminal() {
         return Ok(StopRequest::AlreadyTerminal(run));
     }
-    if let Some(job) = &run.record.slurm {
-        let job_id = job.job_id.clone();
-        crate::slurm::submit::stop(&run)?;
-        return Ok(StopRequest::Cancelled { run, job_id });
-    }
-    let Some(sup) = run.record.supervisor.clone() else {
-        return Err(Error::Refused(format!(
-            "run {} has no supervisor yet (status {}); try again in a moment",
-            run.record.id, run.record.status
-        )));
-    };
-    // SAFETY: kill(2) with a pid we recorded and checked alive (load_checked).
-    if unsafe { libc::kill(sup.pid as i32, libc::SIGTERM) } != 0 {
-        return Err(Error::Supervisor(format!(
-            "cannot signal the supervisor (pid {}): {}",
-            sup.pid,
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(StopRequest::Signalled { run, pid: sup.pid })
+    crate::engine::of_run(&run.record).stop(run)
 }
 
 /// How often [`wait_until_terminal`] reads `run.json`.
