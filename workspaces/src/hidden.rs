@@ -24,7 +24,7 @@ use crate::run::RunStatus;
 /// }
 /// ```
 ///
-/// A run's supervisor ([`crate::supervisor::spawn_supervisor`]), its replicas and the Slurm
+/// A run's supervisor (spawned by [`crate::engine`]), its replicas and the Slurm
 /// watcher are started from `std::env::current_exe()`, that is from the front end's own binary:
 /// - `EXE __supervise RUN_DIR [--resume]` supervises the run in `RUN_DIR`; exit code 0 when the
 ///   run completed, 1 otherwise.

@@ -17,7 +17,8 @@
 //! - `run`: one run folder: `run.json` (atomic; `slurm_job`: a Slurm run's job as it records it),
 //!   `events.jsonl`, stale-supervisor detection, the workspace a run folder belongs to.
 //! - `policy`: the restart policy (pure).
-//! - `supervisor`: the per-run supervisor process (launch, restart, stop).
+//! - `supervisor`: the per-run supervisor process (attempts through the run's engine, restarts,
+//!   stop).
 //! - `invocation`: the hidden sub-commands of a front end's executable (`__supervise`,
 //!   `__replica`, `__slurm-watch`) as one enum, `HiddenCommand`, parsed and written in one place;
 //!   `hidden`: running them ([`run_hidden_command`], which every front end that starts runs

@@ -1,5 +1,6 @@
 //! A run's replica logs as every front end prints them: `logs/rank-R.log`, each line prefixed
-//! with `[rank R] ` when several ranks are shown, the last N lines of each with `--tail N`.
+//! with `[rank R] ` when several ranks are shown, the last N lines of each with `--tail N`; and
+//! a failed replica's own last error line in its log ([`last_error_since`]).
 
 use crate::Result;
 use crate::run::Run;
@@ -35,6 +36,20 @@ pub fn log_lines(run: &Run, rank: Option<usize>, tail: Option<usize>) -> Result<
         shown.extend(lines[skip..].iter().map(|l| shown_line(r, several, l)));
     }
     Ok(shown)
+}
+
+/// The last error line ([`crate::policy::last_error_line`]) a replica wrote to its log `log`
+/// after byte `from` (this attempt's part), read from the log's last 64 KiB at most.
+pub fn last_error_since(log: &std::path::Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 << 10;
+    let mut file = std::fs::File::open(log).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = from.max(len.saturating_sub(TAIL)).min(len);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(len - start).read_to_end(&mut bytes).ok()?;
+    crate::policy::last_error_line(&String::from_utf8_lossy(&bytes)).map(str::to_string)
 }
 
 #[cfg(test)]
@@ -77,5 +92,48 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let run = RunRecord::sample().in_dir(tmp.path().join("r"));
         assert!(log_lines(&run, Some(0), None).unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod error_line_tests {
+    use super::*;
+
+    #[test]
+    fn a_replicas_error_is_read_from_this_attempts_part_of_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rank-0.log");
+        assert_eq!(last_error_since(&log, 0), None, "no log yet");
+        std::fs::write(
+            &log,
+            "x | rank 0 of 1\nddp-trainer: rank 0: the first attempt's\n",
+        )
+        .unwrap();
+        let start = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(
+            last_error_since(&log, 0).as_deref(),
+            Some("ddp-trainer: rank 0: the first attempt's")
+        );
+        // The next attempt wrote no error line: the old one is not its error.
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str("x | rank 0 of 1\nepoch 1\n");
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(last_error_since(&log, start), None);
+        text.push_str("ddp-trainer: rank 0: /d/a.csv: line 3 has 2 fields\n");
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(
+            last_error_since(&log, start).as_deref(),
+            Some("ddp-trainer: rank 0: /d/a.csv: line 3 has 2 fields")
+        );
+        // A long log is read from its end.
+        let long = format!(
+            "{}ddp-trainer: rank 0: late\n",
+            "epoch 1 loss 2.3\n".repeat(10_000)
+        );
+        std::fs::write(&log, long).unwrap();
+        assert_eq!(
+            last_error_since(&log, 0).as_deref(),
+            Some("ddp-trainer: rank 0: late")
+        );
     }
 }

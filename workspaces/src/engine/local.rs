@@ -1,14 +1,20 @@
-//! This machine: the run's supervisor (`crate::supervisor`, a detached process) launches the
-//! replicas here, on the devices the plan gives them.
+//! This machine: the run's supervisor (`crate::supervisor`, a detached process, spawned here)
+//! launches the replicas here, on the devices the plan gives them.
 
 use std::path::Path;
 use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use ddp_trainer::launcher::{
+    Ended, LaunchOptions, ReplicaFailure, SpawnHook, StopRequest as LaunchStop, launch_ended,
+};
 use ddp_trainer::spec::Spec;
 
-use super::{Engine, SpecSummary, Started, StopRequest};
-use crate::run::{Run, RunStatus};
-use crate::supervisor::spawn_supervisor;
+use super::{AttemptInputs, Engine, SpecSummary, Started, StopRequest};
+use crate::invocation::HiddenCommand;
+use crate::policy::{Attempt, Exit};
+use crate::run::{Run, RunStatus, locked};
 use crate::{Error, Result};
 
 pub(super) struct Local;
@@ -27,6 +33,78 @@ impl Engine for Local {
 
     fn stop(&self, run: Run) -> Result<StopRequest> {
         signal_supervisor(run)
+    }
+
+    /// The replicas launched here ([`LaunchOptions::for_spec`], with the devices' threads and
+    /// variables), their pids recorded as they start; a typed launch outcome becomes the
+    /// attempt's.
+    fn attempt(&self, inputs: &AttemptInputs) -> Attempt {
+        let (run, spec) = (inputs.run, inputs.spec);
+        let dir = locked(run).dir.clone();
+        let mut opts = LaunchOptions::for_spec(spec, spec.ddp.replicas, inputs.program, &dir);
+        opts.args = inputs.args.clone();
+        // The device plan's threads (`ddp.threads`, else the cores the run was given).
+        opts.threads_per_replica = Some(inputs.threads);
+        opts.echo = false;
+        opts.env.extend(inputs.replica_env.iter().cloned());
+        opts.env.push((
+            "TORCHELASTIC_RESTART_COUNT".into(),
+            locked(run).record.restarts.to_string(),
+        ));
+        // Where this attempt's lines start in each rank's log (logs are appended across restarts).
+        let log_starts: Vec<u64> = (0..spec.ddp.replicas)
+            .map(|rank| {
+                let log = ddp_trainer::launcher::log_path(&dir, rank);
+                std::fs::metadata(log).map_or(0, |m| m.len())
+            })
+            .collect();
+        let hook_run = run.clone();
+        opts.on_spawn = Some(SpawnHook(Arc::new(move |rank, pid| {
+            let mut r = locked(&hook_run);
+            // Best effort: a failure to record a pid must not kill the launch.
+            let _ = r.update(|r| {
+                r.replica_pids.insert(rank, pid);
+            });
+        })));
+        let failed = |failure: &ReplicaFailure| {
+            let exit = match (failure.exit.code(), failure.exit.signal()) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Code(-1),
+            };
+            // A replica that stopped on our request is a stop, not a failure.
+            if inputs.stop.load(Ordering::SeqCst) && exit == Exit::Code(143) {
+                return Attempt::Stopped;
+            }
+            // A replica that exited (not killed) said why on its last error line.
+            let error = match exit {
+                Exit::Code(_) => crate::logs::last_error_since(
+                    &failure.log,
+                    log_starts.get(failure.rank).copied().unwrap_or(0),
+                ),
+                Exit::Signal(_) => None,
+            };
+            Attempt::ReplicaFailed {
+                rank: failure.rank,
+                exit,
+                error,
+            }
+        };
+        match launch_ended(&opts) {
+            Ok(Ended::Completed) => Attempt::Completed,
+            Ok(Ended::Paused { epoch, step }) => Attempt::Paused { epoch, step },
+            // `ddp stop` (SIGTERM to this process, passed on to the replicas).
+            Ok(Ended::Stopped(LaunchStop::Signal { .. }) | Ended::Interrupted { .. }) => {
+                inputs.stop.store(true, Ordering::SeqCst);
+                Attempt::Stopped
+            }
+            // Replicas that stopped on a request of their own, not ours, go on from their
+            // checkpoint (restartable, exit 143).
+            Ok(Ended::Stopped(LaunchStop::Replica(failure)) | Ended::Failed(failure)) => {
+                failed(&failure)
+            }
+            Err(e) => Attempt::LaunchFailed(e.to_string()),
+        }
     }
 }
 
@@ -92,4 +170,16 @@ fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
     )
     .map_err(|e| Error::Invalid(format!("{}: {e}", spec_path.display())))?;
     Ok(())
+}
+
+/// Starts `EXE __supervise RUN_DIR` (`EXE`: this executable, see [`crate::run_hidden_command`])
+/// as a detached process (its own session, so it survives the terminal and the caller), with its
+/// output in `logs/supervisor.log`. The caller should reap the child if it outlives it (`wait` on
+/// it from a thread), or simply drop it.
+fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child> {
+    let cmd = HiddenCommand::Supervise {
+        run_dir: run_dir.to_path_buf(),
+        resume,
+    };
+    crate::detach::spawn_detached(cmd.to_args(), &run_dir.join("logs").join("supervisor.log"))
 }

@@ -1,19 +1,24 @@
-//! Where a run's replicas run: one [`Engine`] each for this machine ([`local`]), a Slurm job
-//! ([`slurm`]) and a Spark application ([`spark`]). The actions ask the run's engine to check a
+//! Where a run's replicas run: one [`Engine`] each for this machine (`local`), a Slurm job
+//! (`slurm`) and a Spark application (`spark`). The actions ask the run's engine to check a
 //! new run, start or resume it, stop it and scale it, instead of branching on where it runs: a
 //! new engine is one more file here and one more [`RunOn`].
 //!
-//! Layout: `mod.rs`, the trait, what starting and stopping return ([`Started`], [`StopRequest`])
-//! and which engine a request or a run has ([`for_request`], [`of_run`]); `local.rs`, `slurm.rs`,
-//! `spark.rs`, the engines (over `crate::supervisor`, `crate::slurm` and `crate::spark`, which
-//! know nothing of this trait).
+//! Layout: `mod.rs`, the trait, what starting and stopping return ([`Started`], [`StopRequest`]),
+//! what a supervised attempt starts from ([`AttemptInputs`]) and which engine a request or a run
+//! has ([`for_request`], [`of_run`]); `local.rs` (the launcher here; the supervisor process
+//! spawned), `slurm.rs` (over `crate::slurm`), `spark.rs` (over `crate::spark`: `spark-submit`
+//! followed into `run.json`). The supervisor runs an attempt through the run's engine; neither
+//! `crate::slurm` nor `crate::spark` knows this trait.
 
 mod local;
 mod slurm;
 mod spark;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Child;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use ddp_trainer::spec::Spec;
 use serde::Serialize;
@@ -21,6 +26,7 @@ use serde::Serialize;
 pub use local::spawn_supervisor_or_fail;
 
 use crate::Result;
+use crate::policy::Attempt;
 use crate::request::RunOn;
 use crate::run::{Run, RunRecord};
 
@@ -43,11 +49,33 @@ pub trait Engine: Sync {
     /// Asks the live run to stop (its replicas finish their step and checkpoint).
     fn stop(&self, run: Run) -> Result<StopRequest>;
 
+    /// One attempt of the run's replicas under its supervisor (`crate::supervisor`), to its end;
+    /// never fails itself, it reports how the attempt ended. A run on Slurm has no supervisor
+    /// (the workspace's watcher follows its job).
+    fn attempt(&self, _inputs: &AttemptInputs) -> Attempt {
+        Attempt::LaunchFailed("this run's engine starts no supervised attempts".to_string())
+    }
+
     /// Refuses to scale the run when its engine's allocation is fixed
     /// ([`Error::Refused`](crate::Error::Refused), saying what to do instead).
     fn check_scale(&self, _run: &Run) -> Result<()> {
         Ok(())
     }
+}
+
+/// What one supervised attempt starts from: the run (shared with the supervisor's hooks), the
+/// replica program and its arguments, the spec, the devices' threads and variables, whether it
+/// resumes, and the supervisor's stop flag (set on `ddp stop`; an engine sets it too when the
+/// stop reached it first).
+pub struct AttemptInputs<'a> {
+    pub run: &'a Arc<Mutex<Run>>,
+    pub program: &'a Path,
+    pub args: Vec<OsString>,
+    pub spec: &'a Spec,
+    pub threads: usize,
+    pub replica_env: &'a [(String, String)],
+    pub resume: bool,
+    pub stop: &'a AtomicBool,
 }
 
 /// The engine of a new run asked to run `on`.

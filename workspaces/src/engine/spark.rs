@@ -2,12 +2,14 @@
 //! it (`crate::spark`); the run is recorded with its application from creation.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use ddp_trainer::spec::Spec;
 
 use super::local::{signal_supervisor, start_supervised};
-use super::{Engine, Started, StopRequest};
-use crate::run::Run;
+use super::{AttemptInputs, Engine, Started, StopRequest};
+use crate::policy::Attempt;
+use crate::run::{Run, RunStatus, SupervisorEvent, locked};
 use crate::{Error, Result};
 
 pub(super) struct Spark;
@@ -38,4 +40,171 @@ impl Engine for Spark {
     fn stop(&self, run: Run) -> Result<StopRequest> {
         signal_supervisor(run)
     }
+
+    /// `spark-submit` of the run's driver, whose barrier stage runs the replica command in
+    /// every task; the application followed into `run.json` ([`spark_state`]).
+    fn attempt(&self, inputs: &AttemptInputs) -> Attempt {
+        let dir = locked(inputs.run).dir.clone();
+        // A pause of an earlier launch is over.
+        let _ = std::fs::remove_file(dir.join(ddp_trainer::train::PAUSED_FILE));
+        let mut command = vec![inputs.program.display().to_string()];
+        command.extend(inputs.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        match submit(inputs, command) {
+            Attempt::Completed => match ddp_trainer::train::paused_at(&dir) {
+                Some((epoch, step)) => Attempt::Paused { epoch, step },
+                None => Attempt::Completed,
+            },
+            other => other,
+        }
+    }
+}
+
+/// One launch of a run on Spark: `spark-submit` of the run's driver, its application recorded
+/// in `run.json` as the driver reports it ([`crate::spark`]).
+fn submit(inputs: &AttemptInputs, command: Vec<String>) -> Attempt {
+    let AttemptInputs {
+        run,
+        spec,
+        threads,
+        replica_env,
+        resume,
+        stop,
+        ..
+    } = *inputs;
+    let (dir, id) = {
+        let r = locked(run);
+        (r.dir.clone(), r.record.id.clone())
+    };
+    // The driver and the executors are given whole paths (they start elsewhere).
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    let mut env: std::collections::BTreeMap<String, String> = replica_env.iter().cloned().collect();
+    for key in ["RAYON_NUM_THREADS", "DDP_THREADS"] {
+        env.insert(key.to_string(), threads.to_string());
+    }
+    let folder = dir.join(crate::spark::SPARK_DIR);
+    let job = crate::spark::Job {
+        name: format!("ddp-{id}"),
+        tasks: spec.spark.task_count(spec.ddp.replicas),
+        replicas_per_task: spec.spark.replicas_per_task(),
+        command,
+        resume,
+        env,
+        out: dir.clone(),
+        logs: dir.join("logs"),
+        // The replicas start where a local launch's would (relative data paths).
+        cwd: std::env::current_dir().unwrap_or_else(|_| dir.clone()),
+        state: folder.join("state.json"),
+        failure: folder.join("failure.json"),
+        stop: folder.join("stop"),
+        wait_s: spec.spark.wait_secs(),
+        // Spark's attempts of the stage are the restarts left (and the first attempt).
+        stage_attempts: spec
+            .restart
+            .max_restarts
+            .saturating_sub(locked(run).record.restarts)
+            .saturating_add(1),
+    };
+    // Queued until the application's stage runs (the driver says so).
+    {
+        let mut r = locked(run);
+        let master = crate::spark::master_of(spec);
+        let _ = r.transition(
+            SupervisorEvent::Queued {
+                waiting_for: format!("Spark application: submitted to {master}"),
+            },
+            |r| {
+                r.status = RunStatus::Queued;
+                if let Some(app) = r.spark.as_mut() {
+                    *app = crate::spark::SparkApp {
+                        master: master.clone(),
+                        tasks: app.tasks,
+                        ..Default::default()
+                    };
+                }
+            },
+        );
+    }
+    // Where this launch's lines start in each rank's log, for the failing one's error.
+    let starts: Vec<u64> = (0..spec.ddp.replicas)
+        .map(|rank| {
+            let log = ddp_trainer::launcher::log_path(&dir, rank);
+            std::fs::metadata(log).map_or(0, |m| m.len())
+        })
+        .collect();
+    let hook_run = run.clone();
+    let mut on_state = move |state: &crate::spark::AppState| {
+        // Best effort: the run goes on if its record cannot say so.
+        let _ = spark_state(&mut locked(&hook_run), state);
+    };
+    let ended = crate::spark::submit_once(
+        &dir,
+        spec,
+        &job,
+        &|| stop.load(Ordering::SeqCst),
+        &mut on_state,
+    );
+    if ended.refused {
+        let _ = locked(run).update(|r| {
+            if let Some(app) = r.spark.as_mut() {
+                app.refused = true;
+                app.waiting = None;
+            }
+        });
+    }
+    match ended.outcome {
+        Attempt::ReplicaFailed { rank, exit, .. } => Attempt::ReplicaFailed {
+            rank,
+            exit,
+            error: crate::logs::last_error_since(
+                &ddp_trainer::launcher::log_path(&dir, rank),
+                starts.get(rank).copied().unwrap_or(0),
+            ),
+        },
+        other => other,
+    }
+}
+
+/// The run's record follows its Spark application: queued while it waits for executors (an
+/// event per reason), running once its stage runs, restarting when Spark runs the stage again.
+fn spark_state(run: &mut Run, state: &crate::spark::AppState) -> Result<()> {
+    let before = run.record.spark.clone().unwrap_or_default();
+    let waiting = state.is_waiting().then(|| state.waiting.clone()).flatten();
+    let status = run.record.status;
+    run.update(|r| {
+        if let Some(app) = r.spark.as_mut() {
+            app.app_id = state.app_id.clone();
+            app.ui = state.ui.clone();
+            app.waiting = waiting.clone();
+            app.stage_retries = app.stage_retries.max(state.attempt);
+        }
+    })?;
+    if let Some(why) = &waiting
+        && before.waiting.as_ref() != Some(why)
+    {
+        run.transition(
+            SupervisorEvent::Queued {
+                waiting_for: format!("Spark application: {why}"),
+            },
+            |r| r.status = RunStatus::Queued,
+        )?;
+    } else if state.attempt > before.stage_retries {
+        let attempt = run.record.restarts + (state.attempt - before.stage_retries);
+        run.transition(
+            SupervisorEvent::Restarting {
+                attempt,
+                after_s: 0.0,
+                reason: format!(
+                    "Spark ran the barrier stage again (attempt {})",
+                    state.attempt + 1
+                ),
+            },
+            |r| {
+                r.restarts = attempt;
+                r.status = RunStatus::Running;
+            },
+        )?;
+    } else if waiting.is_none() && status == RunStatus::Queued {
+        run.update(|r| r.status = RunStatus::Running)?;
+    }
+    Ok(())
 }

@@ -535,6 +535,12 @@ pub fn workspace_root(run_dir: &Path) -> PathBuf {
         .unwrap_or_else(|| run_dir.to_path_buf())
 }
 
+/// The run shared between a supervisor's threads, locked (a panic elsewhere does not poison it
+/// for the others).
+pub fn locked(run: &std::sync::Arc<std::sync::Mutex<Run>>) -> std::sync::MutexGuard<'_, Run> {
+    run.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! (`tests/train.rs`), the checkout's `Cargo.lock` and a README with the commands.
 //!
 //! [`plan`] checks the folder and the name and returns the files without touching the disk;
-//! [`write`] creates them.
+//! [`write()`] creates them.
 
 use std::path::{Path, PathBuf};
 
