@@ -239,7 +239,14 @@ fn two_replicas_learn_the_digits() {
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("model.toml");
     let mut child = Command::new(env!("CARGO_BIN_EXE_{name}"))
         .arg(&spec)
-        .args(["--standalone", "--nproc", "2", "--set", "train.epochs=1", "--out"])
+        .args([
+            "--standalone",
+            "--nproc",
+            "2",
+            "--set",
+            "train.epochs=1",
+            "--out",
+        ])
         .arg(&out)
         .spawn()
         .expect("the trainer starts");
@@ -264,10 +271,22 @@ fn two_replicas_learn_the_digits() {
     let accuracy = test.accuracy.expect("the test record has an accuracy");
     assert!(accuracy >= 0.90, "test accuracy {accuracy} after one epoch");
 
-    let weights = candle_core::safetensors::load(out.join("model.safetensors"), &candle_core::Device::Cpu).unwrap();
+    let weights =
+        candle_core::safetensors::load(out.join("model.safetensors"), &candle_core::Device::Cpu)
+            .unwrap();
     let mut names: Vec<&String> = weights.keys().collect();
     names.sort();
-    assert_eq!(names, ["conv.bias", "conv.weight", "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]);
+    assert_eq!(
+        names,
+        [
+            "conv.bias",
+            "conv.weight",
+            "fc1.bias",
+            "fc1.weight",
+            "fc2.bias",
+            "fc2.weight"
+        ]
+    );
 }
 "#;
 
@@ -342,6 +361,42 @@ mod tests {
             let e = plan(&tmp.path().join("new"), Some(bad), &checkout()).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad}");
             assert!(e.to_string().contains("--name NAME"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_rust_files_are_as_rustfmt_writes_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = plan(
+            &tmp.path().join("a-net-with-a-long-name"),
+            None,
+            &checkout(),
+        )
+        .unwrap();
+        for (rel, text) in k
+            .files
+            .iter()
+            .filter(|(p, _)| p.extension() == Some("rs".as_ref()))
+        {
+            let mut fmt = std::process::Command::new("rustfmt")
+                .args(["--edition", "2024", "--check"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("rustfmt (rustup component add rustfmt)");
+            use std::io::Write;
+            fmt.stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            let out = fmt.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{} is not as rustfmt writes it:\n{}",
+                rel.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
         }
     }
 
