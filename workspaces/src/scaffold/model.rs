@@ -373,24 +373,24 @@ mod tests {
             &checkout(),
         )
         .unwrap();
-        for (rel, text) in k
+        write(&k).unwrap();
+        // A file that is not as rustfmt writes it fails the check (rustfmt's exit code 1).
+        let bad = tmp.path().join("bad.rs");
+        std::fs::write(&bad, "fn  main(){}\n").unwrap();
+        let check = |file: &Path| {
+            std::process::Command::new("rustfmt")
+                .args(["--edition", "2024", "--check"])
+                .arg(file)
+                .output()
+                .expect("rustfmt (rustup component add rustfmt)")
+        };
+        assert!(!check(&bad).status.success());
+        for (rel, _) in k
             .files
             .iter()
             .filter(|(p, _)| p.extension() == Some("rs".as_ref()))
         {
-            let mut fmt = std::process::Command::new("rustfmt")
-                .args(["--edition", "2024", "--check"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("rustfmt (rustup component add rustfmt)");
-            use std::io::Write;
-            fmt.stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-            let out = fmt.wait_with_output().unwrap();
+            let out = check(&k.dir.join(rel));
             assert!(
                 out.status.success(),
                 "{} is not as rustfmt writes it:\n{}",
