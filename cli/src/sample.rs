@@ -15,7 +15,8 @@ pub fn sample(root: &Path, args: &SampleArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let mut failed: Option<std::io::Error> = None;
     let warn = |w: &str| eprintln!("ddp: {w}");
-    ddp_workspaces::sample::sample(&ws, args, warn, |text| {
+    let request = args.options.request();
+    ddp_workspaces::sample::sample(&ws, &args.run.run, &request, warn, |text| {
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {

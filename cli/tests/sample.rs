@@ -22,7 +22,7 @@ fn sample(ws: &Path, args: &[&str]) -> std::process::Output {
 
 /// The library's text for `options` (what every front end prints), and the newline after it.
 fn library_text(run: &Run, options: SampleOptions) -> String {
-    Sampler::new(run.clone(), &options)
+    Sampler::new(run.clone(), &options.request())
         .unwrap()
         .collect()
         .unwrap()

@@ -161,7 +161,7 @@ fn sample() {
         seed: 7,
         ..SampleOptions::default()
     };
-    let (pieces, _) = Sampler::new(gpt.clone(), &options)
+    let (pieces, _) = Sampler::new(gpt.clone(), &options.request())
         .unwrap()
         .collect()
         .unwrap();

@@ -469,7 +469,7 @@ impl Executor {
                 generation,
                 event,
             };
-            let done = Sampler::new(run, &options).and_then(|s| {
+            let done = Sampler::new(run, &options.request()).and_then(|s| {
                 s.run(|text| {
                     let sent = tx.blocking_send(msg(SampleEvent::Text(text.to_string())));
                     if stop.load(Ordering::SeqCst) || sent.is_err() {
@@ -618,7 +618,7 @@ mod tests {
             }
         };
         assert_eq!((done.tokens, done.stopped), (30, false));
-        let want = Sampler::new(run.clone(), &options)
+        let want = Sampler::new(run.clone(), &options.request())
             .unwrap()
             .collect()
             .unwrap();

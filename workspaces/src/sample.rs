@@ -21,13 +21,83 @@ use ddp_trainer::generate;
 use ddp_trainer::models::gpt::{Gpt, GptConfig};
 use ddp_trainer::spec::{DataName, ModelName};
 
-use crate::commands::{SampleArgs, SampleOptions, Weights};
 use crate::metrics::MetricKind;
 use crate::spec::Spec;
 use crate::{Error, Result, Run, Workspace};
 
 /// The final model a completed run leaves in its folder.
 pub const FINAL_MODEL: &str = "model.safetensors";
+
+/// The prompt when none is given: a newline, as nanoGPT's `sample.py` starts.
+pub const DEFAULT_PROMPT: &str = "\n";
+/// Tokens generated when `--tokens` is not given.
+pub const DEFAULT_TOKENS: usize = 500;
+/// The temperature when `--temperature` is not given.
+pub const DEFAULT_TEMPERATURE: f64 = 0.8;
+/// The top-k when `--top-k` is not given.
+pub const DEFAULT_TOP_K: usize = 200;
+/// The seed when `--seed` is not given.
+pub const DEFAULT_SEED: u64 = 1337;
+
+/// Which weights of a run generate (`--checkpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Weights {
+    /// The run's final `model.safetensors` when it has one, else its newest checkpoint.
+    #[default]
+    Final,
+    /// The newest complete checkpoint (`checkpoints/step-*.safetensors`).
+    Latest,
+    /// The kept checkpoint whose step has the lowest validation loss in the run's metrics.
+    Best,
+    /// A model file: as given (relative to the current folder), else relative to the run folder.
+    Path(PathBuf),
+}
+
+impl std::str::FromStr for Weights {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Weights, String> {
+        match s {
+            "" => Err("expected latest, best or the path of a model file".into()),
+            "latest" => Ok(Weights::Latest),
+            "best" => Ok(Weights::Best),
+            path => Ok(Weights::Path(PathBuf::from(path))),
+        }
+    }
+}
+
+/// What to draw: the prompt, how many tokens, the sampling rule and its seed, and which
+/// weights. `sample RUN`'s options and the TUI's Sample pane make one
+/// (`commands::SampleOptions::request`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRequest {
+    /// The text to continue; the output starts with it.
+    pub prompt: String,
+    /// Tokens to generate after the prompt.
+    pub tokens: usize,
+    /// The logits are divided by it; 0 always takes the likeliest token.
+    pub temperature: f64,
+    /// Draw only from the K likeliest tokens (0: from all).
+    pub top_k: usize,
+    /// Seed of the draws: the same seed, weights and request give the same text.
+    pub seed: u64,
+    /// The weights (`None`: [`Weights::Final`]).
+    pub weights: Option<Weights>,
+}
+
+impl Default for SampleRequest {
+    /// What `sample RUN` draws without options.
+    fn default() -> Self {
+        SampleRequest {
+            prompt: DEFAULT_PROMPT.into(),
+            tokens: DEFAULT_TOKENS,
+            temperature: DEFAULT_TEMPERATURE,
+            top_k: DEFAULT_TOP_K,
+            seed: DEFAULT_SEED,
+            weights: None,
+        }
+    }
+}
 
 /// A language-model run ready to generate: its tokenizer, its model with the chosen weights and
 /// the encoded prompt.
@@ -37,7 +107,7 @@ pub struct Sampler {
     pub weights: PathBuf,
     /// Broken checkpoints skipped while looking for the newest complete one (for stderr).
     pub warnings: Vec<String>,
-    options: SampleOptions,
+    options: SampleRequest,
     tokenizer: Tokenizer,
     model: Gpt,
     prompt: Vec<u32>,
@@ -53,15 +123,16 @@ pub struct Sampled {
     pub stopped: bool,
 }
 
-/// `sample RUN ...`: the run at `args.run` of the workspace, its text handed to `on_text` (see
+/// `sample RUN ...`: the run at `address` in the workspace, its text handed to `on_text` (see
 /// [`Sampler::run`]). Warnings about skipped checkpoints go to `warn` first.
 pub fn sample(
     ws: &Workspace,
-    args: &SampleArgs,
+    address: &str,
+    request: &SampleRequest,
     warn: impl FnMut(&str),
     on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Sampled> {
-    let sampler = Sampler::new(ws.run(&args.run.run)?, &args.options)?;
+    let sampler = Sampler::new(ws.run(address)?, request)?;
     sampler.warnings.iter().map(String::as_str).for_each(warn);
     sampler.run(on_text)
 }
@@ -112,8 +183,8 @@ fn spelled(value: &impl serde::Serialize) -> String {
 }
 
 impl Sampler {
-    /// Reads `run`'s spec, tokenizer and weights (`options.checkpoint`) and encodes the prompt.
-    pub fn new(run: Run, options: &SampleOptions) -> Result<Sampler> {
+    /// Reads `run`'s spec, tokenizer and weights (`options.weights`) and encodes the prompt.
+    pub fn new(run: Run, options: &SampleRequest) -> Result<Sampler> {
         let spec = Spec::load(&run.spec_path(), &[])?;
         language_model(&run, &spec)?;
         let id = run.record.id.clone();
@@ -127,7 +198,7 @@ impl Sampler {
         let tokenizer = Tokenizer::load(&tok_path)?;
         let prompt = encode_prompt(&tokenizer, &options.prompt, &id)?;
         let mut warnings = Vec::new();
-        let weights = pick_weights(&run, options.checkpoint.as_ref(), &mut warnings)?;
+        let weights = pick_weights(&run, options.weights.as_ref(), &mut warnings)?;
         let cfg = GptConfig::from_spec(&spec, tokenizer.vocab_size());
         let model = generate::load_gpt_file(&cfg, &weights)?;
         Ok(Sampler {
@@ -141,7 +212,7 @@ impl Sampler {
         })
     }
 
-    pub fn options(&self) -> &SampleOptions {
+    pub fn options(&self) -> &SampleRequest {
         &self.options
     }
 
@@ -377,21 +448,21 @@ mod tests {
     use crate::metrics::{MetricRecord, metrics_path};
     use crate::test_util::{GPT_SPEC, MLP_SPEC, completed_run, gpt_run, write_gpt};
 
-    fn options(prompt: &str, tokens: usize, seed: u64) -> SampleOptions {
-        SampleOptions {
+    fn options(prompt: &str, tokens: usize, seed: u64) -> SampleRequest {
+        SampleRequest {
             prompt: prompt.into(),
             tokens,
             seed,
-            ..SampleOptions::default()
+            ..SampleRequest::default()
         }
     }
 
     /// The pieces the front ends get, and the figures.
-    fn pieces(run: &Run, o: &SampleOptions) -> Result<(Vec<String>, Sampled)> {
+    fn pieces(run: &Run, o: &SampleRequest) -> Result<(Vec<String>, Sampled)> {
         Sampler::new(run.clone(), o)?.collect()
     }
 
-    fn text(run: &Run, o: &SampleOptions) -> String {
+    fn text(run: &Run, o: &SampleRequest) -> String {
         pieces(run, o).unwrap().0.concat()
     }
 
@@ -410,7 +481,7 @@ mod tests {
         assert_eq!(text(&run, &options("First", 40, 5)), got.concat());
         assert_ne!(text(&run, &options("First", 40, 6)), got.concat());
         // Greedy: the seed does not matter.
-        let greedy = |seed| SampleOptions {
+        let greedy = |seed| SampleRequest {
             temperature: 0.0,
             ..options("hear", 20, seed)
         };
@@ -435,7 +506,7 @@ mod tests {
     fn runs_that_are_not_gpts_on_text_are_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let mlp = completed_run(dir.path(), MLP_SPEC);
-        let err = Sampler::new(mlp.clone(), &SampleOptions::default())
+        let err = Sampler::new(mlp.clone(), &SampleRequest::default())
             .err()
             .unwrap();
         assert_eq!(
@@ -486,9 +557,9 @@ mod tests {
         let run = gpt_run(dir.path());
         std::fs::remove_file(run.dir.join(FINAL_MODEL)).unwrap();
         let pick = |w: Option<Weights>| {
-            let o = SampleOptions {
-                checkpoint: w,
-                ..SampleOptions::default()
+            let o = SampleRequest {
+                weights: w,
+                ..SampleRequest::default()
             };
             Sampler::new(run.clone(), &o).map(|s| s.weights)
         };
@@ -542,8 +613,8 @@ mod tests {
             "{err}"
         );
         // Different weights, different text.
-        let with = |w| SampleOptions {
-            checkpoint: Some(w),
+        let with = |w| SampleRequest {
+            weights: Some(w),
             ..options("a", 30, 1)
         };
         assert_ne!(

@@ -355,7 +355,8 @@ fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) -> bool {
 /// stdout, not an error.
 fn sample(ws: &Workspace, args: &SampleArgs, shared: &Shared, out: &Out) -> Result<()> {
     let warn = |w: &str| out.stream(true, &format!("{w}\n"));
-    let done = ddp_workspaces::sample::sample(ws, args, warn, |text| {
+    let request = args.options.request();
+    let done = ddp_workspaces::sample::sample(ws, &args.run.run, &request, warn, |text| {
         if shared.interrupt.requested() {
             return ControlFlow::Break(());
         }
