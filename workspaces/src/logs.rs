@@ -38,6 +38,37 @@ pub fn log_lines(run: &Run, rank: Option<usize>, tail: Option<usize>) -> Result<
     Ok(shown)
 }
 
+/// Where each rank's log of a run ends at the start of an attempt (logs are appended across
+/// attempts): what [`AttemptLogs::error_of`] reads a failed rank's error after.
+pub struct AttemptLogs {
+    dir: std::path::PathBuf,
+    starts: Vec<u64>,
+}
+
+impl AttemptLogs {
+    /// The ends of the `replicas` ranks' logs of the run in `dir`, now.
+    pub fn mark(dir: &std::path::Path, replicas: usize) -> AttemptLogs {
+        let starts = (0..replicas)
+            .map(|rank| {
+                let log = ddp_trainer::launcher::log_path(dir, rank);
+                std::fs::metadata(log).map_or(0, |m| m.len())
+            })
+            .collect();
+        AttemptLogs {
+            dir: dir.to_path_buf(),
+            starts,
+        }
+    }
+
+    /// The last error line `rank` wrote in this attempt ([`last_error_since`] its mark).
+    pub fn error_of(&self, rank: usize) -> Option<String> {
+        last_error_since(
+            &ddp_trainer::launcher::log_path(&self.dir, rank),
+            self.starts.get(rank).copied().unwrap_or(0),
+        )
+    }
+}
+
 /// The last error line ([`crate::policy::last_error_line`]) a replica wrote to its log `log`
 /// after byte `from` (this attempt's part), read from the log's last 64 KiB at most.
 pub fn last_error_since(log: &std::path::Path, from: u64) -> Option<String> {

@@ -40,6 +40,18 @@ pub enum Exit {
     Signal(i32),
 }
 
+impl From<&ddp_trainer::launcher::Exit> for Exit {
+    /// How the launcher saw a replica end, as the policy weighs it (a status that could not be
+    /// waited for: code -1, not restartable).
+    fn from(exit: &ddp_trainer::launcher::Exit) -> Exit {
+        match (exit.code(), exit.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(s)) => Exit::Signal(s),
+            (None, None) => Exit::Code(-1),
+        }
+    }
+}
+
 impl std::fmt::Display for Exit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -13,6 +13,7 @@ use ddp_trainer::spec::Spec;
 
 use super::{AttemptInputs, Engine, SpecSummary, Started, StopRequest};
 use crate::invocation::HiddenCommand;
+use crate::logs::AttemptLogs;
 use crate::policy::{Attempt, Exit};
 use crate::run::{Run, RunStatus, locked};
 use crate::{Error, Result};
@@ -51,13 +52,8 @@ impl Engine for Local {
             "TORCHELASTIC_RESTART_COUNT".into(),
             locked(run).record.restarts.to_string(),
         ));
-        // Where this attempt's lines start in each rank's log (logs are appended across restarts).
-        let log_starts: Vec<u64> = (0..spec.ddp.replicas)
-            .map(|rank| {
-                let log = ddp_trainer::launcher::log_path(&dir, rank);
-                std::fs::metadata(log).map_or(0, |m| m.len())
-            })
-            .collect();
+        // Where this attempt's lines start in each rank's log.
+        let logs = AttemptLogs::mark(&dir, spec.ddp.replicas);
         let hook_run = run.clone();
         opts.on_spawn = Some(SpawnHook(Arc::new(move |rank, pid| {
             let mut r = locked(&hook_run);
@@ -67,21 +63,14 @@ impl Engine for Local {
             });
         })));
         let failed = |failure: &ReplicaFailure| {
-            let exit = match (failure.exit.code(), failure.exit.signal()) {
-                (Some(c), _) => Exit::Code(c),
-                (None, Some(s)) => Exit::Signal(s),
-                (None, None) => Exit::Code(-1),
-            };
+            let exit = Exit::from(&failure.exit);
             // A replica that stopped on our request is a stop, not a failure.
             if inputs.stop.load(Ordering::SeqCst) && exit == Exit::Code(143) {
                 return Attempt::Stopped;
             }
             // A replica that exited (not killed) said why on its last error line.
             let error = match exit {
-                Exit::Code(_) => crate::logs::last_error_since(
-                    &failure.log,
-                    log_starts.get(failure.rank).copied().unwrap_or(0),
-                ),
+                Exit::Code(_) => logs.error_of(failure.rank),
                 Exit::Signal(_) => None,
             };
             Attempt::ReplicaFailed {

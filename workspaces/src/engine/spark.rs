@@ -125,12 +125,7 @@ fn submit(inputs: &AttemptInputs, command: Vec<String>) -> Attempt {
         );
     }
     // Where this launch's lines start in each rank's log, for the failing one's error.
-    let starts: Vec<u64> = (0..spec.ddp.replicas)
-        .map(|rank| {
-            let log = ddp_trainer::launcher::log_path(&dir, rank);
-            std::fs::metadata(log).map_or(0, |m| m.len())
-        })
-        .collect();
+    let logs = crate::logs::AttemptLogs::mark(&dir, spec.ddp.replicas);
     let hook_run = run.clone();
     let mut on_state = move |state: &crate::spark::AppState| {
         // Best effort: the run goes on if its record cannot say so.
@@ -155,10 +150,7 @@ fn submit(inputs: &AttemptInputs, command: Vec<String>) -> Attempt {
         Attempt::ReplicaFailed { rank, exit, .. } => Attempt::ReplicaFailed {
             rank,
             exit,
-            error: crate::logs::last_error_since(
-                &ddp_trainer::launcher::log_path(&dir, rank),
-                starts.get(rank).copied().unwrap_or(0),
-            ),
+            error: logs.error_of(rank),
         },
         other => other,
     }
