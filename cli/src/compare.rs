@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use ddp_workspaces::analysis::{self, Comparison, comparison};
-use ddp_workspaces::report;
+use ddp_workspaces::present::analysis::{self, Comparison, comparison};
+use ddp_workspaces::present::report;
 use ddp_workspaces::{Run, Workspace};
 
 /// The runs named by `addresses` then those of `--sweep` ([`analysis::select_runs`]); run

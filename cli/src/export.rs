@@ -6,11 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use ddp_workspaces::analysis::write_csv;
 use ddp_workspaces::commands::ExportArgs;
-use ddp_workspaces::fsutil::write_atomic;
+use ddp_workspaces::files::fsutil::write_atomic;
 use ddp_workspaces::kubernetes;
 use ddp_workspaces::metrics::read_metrics;
+use ddp_workspaces::present::analysis::write_csv;
 use ddp_workspaces::{Error, Workspace};
 
 pub fn export_csv(

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ddp_workspaces::actions::{self, NewRun, SpecSummary, Started};
-use ddp_workspaces::events::blocking::Next;
-use ddp_workspaces::events::{RunEvent, RunWatchOptions, WatchFrom};
-use ddp_workspaces::format::{self, opt_duration, percent};
+use ddp_workspaces::follow::events::blocking::Next;
+use ddp_workspaces::follow::events::{RunEvent, RunWatchOptions, WatchFrom};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, is_language_model};
-use ddp_workspaces::{Run, RunStatus, Summary, Workspace, policy};
+use ddp_workspaces::present::format::{self, opt_duration, percent};
+use ddp_workspaces::{Run, RunStatus, Summary, Workspace, engine::policy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::table;
@@ -298,7 +298,7 @@ mod tests {
             train_message(&image),
             "step 7 loss 0.5000 lr 0.01 200 samples/s"
         );
-        let s = ddp_workspaces::summary::summarize(
+        let s = ddp_workspaces::index::summary::summarize(
             &ddp_workspaces::RunRecord::sample().in_dir("/r"),
             &m,
         );

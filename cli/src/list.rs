@@ -7,8 +7,8 @@ use anyhow::Result;
 use ddp_workspaces::Workspace;
 use ddp_workspaces::commands::RunFilter;
 use ddp_workspaces::index::Index;
-use ddp_workspaces::report;
-use ddp_workspaces::summary::RunOverview;
+use ddp_workspaces::index::summary::RunOverview;
+use ddp_workspaces::present::report;
 
 pub fn ls(root: &Path, filter: &RunFilter, json: bool) -> Result<ExitCode> {
     let ws = Workspace::open(root)?;
@@ -20,7 +20,7 @@ pub fn ls(root: &Path, filter: &RunFilter, json: bool) -> Result<ExitCode> {
     }
     // A live Slurm run nobody follows (the watcher died with its machine) gets its watcher back.
     let live = index.live()?;
-    let _ = ddp_workspaces::slurm::watcher::adopt(root, live.iter().map(|r| &r.run));
+    let _ = ddp_workspaces::engine::slurm::watcher::adopt(root, live.iter().map(|r| &r.run));
     let runs = index.select(&ws.root, &filter.selection())?;
     if json {
         for r in &runs {

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use ddp_workspaces::Workspace;
-use ddp_workspaces::events::blocking::Next;
-use ddp_workspaces::events::{RunEvent, RunWatchOptions, WatchFrom};
-use ddp_workspaces::logs::{log_lines, ranks, shown_line};
+use ddp_workspaces::follow::events::blocking::Next;
+use ddp_workspaces::follow::events::{RunEvent, RunWatchOptions, WatchFrom};
+use ddp_workspaces::runs::logs::{log_lines, ranks, shown_line};
 
 pub fn logs(
     root: &Path,

@@ -6,17 +6,17 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use ddp_workspaces::Workspace;
-use ddp_workspaces::plot::{Series, XAxis, plot_runs};
+use ddp_workspaces::present::plot::{Series, XAxis, plot_runs};
 
 use crate::compare::select_runs;
 
 pub fn parallel(root: &Path, sweep: &str, out: &Path) -> Result<ExitCode> {
-    let record = ddp_workspaces::search::find(root, sweep)?;
+    let record = ddp_workspaces::actions::search::find(root, sweep)?;
     let ws = Workspace::open(root)?;
     let (all, _) = ws.runs()?;
     let runs = ddp_workspaces::sweep::members(&ws.root, &all, &record.id);
-    let p = ddp_workspaces::search::report::parallel(&record, &runs);
-    ddp_workspaces::plot::parallel::plot_parallel(&p, out)?;
+    let p = ddp_workspaces::present::search::parallel(&record, &runs);
+    ddp_workspaces::present::plot::parallel::plot_parallel(&p, out)?;
     println!(
         "wrote {} (sweep {}: {} lines, {} axes)",
         out.display(),

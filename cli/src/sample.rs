@@ -16,13 +16,14 @@ pub fn sample(root: &Path, args: &SampleArgs) -> Result<ExitCode> {
     let mut failed: Option<std::io::Error> = None;
     let warn = |w: &str| eprintln!("ddp: {w}");
     let request = args.options.request();
-    ddp_workspaces::sample::sample(&ws, &args.run.run, &request, warn, |text| {
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
+    ddp_workspaces::present::sample::sample(&ws, &args.run.run, &request, warn, |text| match out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+    {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => {
+            failed = Some(e);
+            ControlFlow::Break(())
         }
     })?;
     match failed {

@@ -8,12 +8,13 @@ use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use ddp_workspaces::analysis::comparison;
+use ddp_workspaces::actions::search;
 use ddp_workspaces::commands::SweepCommand;
-use ddp_workspaces::search::{self, report};
+use ddp_workspaces::present;
+use ddp_workspaces::present::analysis::comparison;
 use ddp_workspaces::sweep::SweepRecord;
-use ddp_workspaces::sweep::search::{SearchState, SearchStatus, Trial, TrialState};
-use ddp_workspaces::{Workspace, analysis};
+use ddp_workspaces::sweep::trials::{SearchState, SearchStatus, Trial, TrialState};
+use ddp_workspaces::{Workspace, present::analysis};
 
 use crate::compare;
 use crate::follow::{catch_interrupt, interrupted};
@@ -49,7 +50,7 @@ pub fn started(
         say(format!(
             "sweep {id}{name}: a search run by its driver, pid {pid}"
         ));
-        let text = report::show_text(&sweep, state, None);
+        let text = present::search::show_text(&sweep, state, None);
         say(text.lines().nth(1).unwrap_or_default().to_string());
     }
     if detach {
@@ -94,7 +95,7 @@ fn follow(root: &Path, id: &str, say: &dyn Fn(String), json: bool) -> Result<Exi
             if json {
                 println!("{}", serde_json::to_string_pretty(&record)?);
             } else {
-                print!("{}", report::show_text(&record, state, None));
+                print!("{}", present::search::show_text(&record, state, None));
             }
             return Ok(match state.status {
                 SearchStatus::Completed => ExitCode::SUCCESS,
@@ -174,7 +175,7 @@ pub fn manage(root: &Path, action: SweepCommand) -> Result<ExitCode> {
             match &record.search {
                 Some(state) => {
                     let pid = search::driver_pid(root, &record.id)?;
-                    print!("{}", report::show_text(&record, state, pid));
+                    print!("{}", present::search::show_text(&record, state, pid));
                 }
                 None => {
                     // A sweep without a scheduler: its runs, compared.
@@ -194,7 +195,7 @@ pub fn manage(root: &Path, action: SweepCommand) -> Result<ExitCode> {
                 println!(
                     "sweep {} stopped: {}; `ddp sweep resume {}` goes on",
                     record.id,
-                    report::states_text(state),
+                    present::search::states_text(state),
                     record.id
                 );
             }

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ddp_workspaces::actions;
-use ddp_workspaces::analysis::comparison;
+use ddp_workspaces::actions::search::SweepStarted;
 use ddp_workspaces::commands::SweepArgs;
-use ddp_workspaces::format::{duration, percent, perplexity};
-use ddp_workspaces::search::SweepStarted;
+use ddp_workspaces::present::analysis::comparison;
+use ddp_workspaces::present::format::{duration, percent, perplexity};
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, RunStatus, Summary};
 use serde::Serialize;
@@ -38,7 +38,7 @@ struct Started<'a> {
 pub fn sweep(root: &Path, a: &SweepArgs, detach: bool) -> Result<ExitCode> {
     // Every combination is checked first: a bad key or value creates nothing.
     let req = a.new_sweep(std::env::args().collect());
-    let started = match ddp_workspaces::search::start(root, &req)? {
+    let started = match ddp_workspaces::actions::search::start(root, &req)? {
         SweepStarted::Runs(started) => started,
         SweepStarted::Search { sweep, driver } => {
             return crate::search::started(root, sweep, driver, detach, a.json);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use ddp_workspaces::analysis::CSV_HEADER;
+use ddp_workspaces::present::analysis::CSV_HEADER;
 use ddp_workspaces::spec::Spec;
 use ddp_workspaces::sweep::{GridAxis, SweepPlan};
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
@@ -216,7 +216,7 @@ fn max_parallel_one_runs_the_sweep_one_run_at_a_time_after_detach() {
         ],
         Duration::from_secs(30),
     ));
-    let detached_at = ddp_workspaces::run::now();
+    let detached_at = ddp_workspaces::runs::run::now();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let sweep = v["id"].as_str().unwrap().to_string();
     assert_eq!(v["max_parallel"], 1);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::present::sample::Sampler;
 use ddp_workspaces::test_util::{MLP_SPEC, completed_run};
 use ddp_workspaces::{Run, RunStatus, Workspace};
 

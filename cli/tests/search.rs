@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use ddp_workspaces::search::driver_pid;
+use ddp_workspaces::actions::search::driver_pid;
 use ddp_workspaces::sweep::SweepRecord;
-use ddp_workspaces::sweep::search::{SearchState, SearchStatus, TrialState};
+use ddp_workspaces::sweep::trials::{SearchState, SearchStatus, TrialState};
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
 fn s(p: &Path) -> &str {
@@ -24,7 +24,7 @@ fn state(ws: &Path, id: &str) -> SearchState {
 
 /// What the search's drivers said.
 fn driver_log(ws: &Path, id: &str) -> String {
-    std::fs::read_to_string(ddp_workspaces::search::driver_log(ws, id)).unwrap_or_default()
+    std::fs::read_to_string(ddp_workspaces::actions::search::driver_log(ws, id)).unwrap_or_default()
 }
 
 /// Waits until the search's state satisfies `done`; on a timeout, panics with the state and
@@ -391,7 +391,10 @@ fn a_trial_whose_driver_died_before_starting_it_is_started_by_the_next() {
         .set("data.val_fraction", 0.2)
         .write(dir.path());
     let mut c = ddp(&ws);
-    c.env(ddp_workspaces::search::driver::CRASH_AFTER_CREATE, "1");
+    c.env(
+        ddp_workspaces::actions::search::driver::CRASH_AFTER_CREATE,
+        "1",
+    );
     c.args([
         "sweep",
         s(&spec),

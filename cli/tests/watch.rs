@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use common::{TestSpec, ok, run_ddp};
 
-use ddp_workspaces::events::{RunEvent, RunWatch, WatchFrom};
+use ddp_workspaces::follow::events::{RunEvent, RunWatch, WatchFrom};
 use ddp_workspaces::metrics::{MetricRecord, read_metrics};
-use ddp_workspaces::run::EventRecord;
+use ddp_workspaces::runs::run::EventRecord;
 use ddp_workspaces::{Run, RunStatus, SupervisorEvent, Workspace};
 
 /// Everything (start, training, following) must fit in this.

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ddp_workspaces::events::{RunWatchOptions, TryNext};
-use ddp_workspaces::tail::{LineTailer, TailFrom};
+use ddp_workspaces::files::tail::{LineTailer, TailFrom};
+use ddp_workspaces::follow::events::{RunWatchOptions, TryNext};
 use ddp_workspaces::{Run, RunEvent, WatchFrom, Workspace};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -154,7 +154,7 @@ fn sweep_card(root: &std::path::Path, id: &str) -> Result<(Output, bool)> {
     };
     let (all, _) = ws.runs()?;
     let runs = ddp_workspaces::sweep::members(root, &all, id);
-    let driver = ddp_workspaces::search::driver_pid(root, id)?;
+    let driver = ddp_workspaces::actions::search::driver_pid(root, id)?;
     let done = crate::render::sweep::is_final(&record, &runs);
     Ok((crate::render::sweep::card(&record, &runs, driver)?, done))
 }

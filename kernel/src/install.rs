@@ -146,7 +146,7 @@ pub fn install(dest: &Destination, exe: &Path) -> Result<PathBuf> {
         ("logo-32x32.png", LOGO_32),
         ("logo-64x64.png", LOGO_64),
     ] {
-        ddp_workspaces::fsutil::write_atomic(&dir.join(name), bytes)?;
+        ddp_workspaces::files::fsutil::write_atomic(&dir.join(name), bytes)?;
     }
     Ok(dir)
 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use ddp_e2e::{KERNEL_NAME, Sandbox, python, repo, text};
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::present::sample::Sampler;
 use ddp_workspaces::test_util::{MLP_SPEC, completed_run, gpt_run};
 
 /// The scripts, each run by the test of the same name (`every_script_has_a_test` checks the list).

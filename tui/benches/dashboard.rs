@@ -135,7 +135,7 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
 /// `n` completed runs over 10 experiments, each with a spec and 3 epochs of metrics (~120 lines).
 fn make_many_runs(root: &Path, n: usize) -> Result<()> {
     std::fs::create_dir_all(root.join("experiments"))?;
-    std::fs::write(root.join(ddp_workspaces::workspace::MARKER), "{}\n")?;
+    std::fs::write(root.join(ddp_workspaces::runs::workspace::MARKER), "{}\n")?;
     for i in 0..n {
         let exp = format!("exp-{}", i % 10);
         let id = format!("20261101-{:06}-{:06x}", i, i);
@@ -178,7 +178,7 @@ fn make_big_logs(root: &Path, replicas: usize, lines: usize) -> Result<Run> {
     let dir = root.join("experiments/big/runs").join(id);
     std::fs::create_dir_all(dir.join("logs"))?;
     std::fs::create_dir_all(dir.join("metrics"))?;
-    std::fs::write(root.join(ddp_workspaces::workspace::MARKER), "{}\n")?;
+    std::fs::write(root.join(ddp_workspaces::runs::workspace::MARKER), "{}\n")?;
     let mut rec = record(id, "big", RunStatus::Completed, 1.7e9);
     rec.replicas = replicas;
     let run = Run {

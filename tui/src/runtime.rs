@@ -26,10 +26,10 @@ use crossterm::execute;
 use ddp_workspaces::actions::NewRun;
 use ddp_workspaces::actions::{self, StopRequest};
 use ddp_workspaces::commands::{self, SampleOptions};
-use ddp_workspaces::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
-use ddp_workspaces::events::RunWatchOptions;
+use ddp_workspaces::engine::devices::telemetry::{ProcessOwners, TelemetrySampler, process_owners};
+use ddp_workspaces::follow::events::RunWatchOptions;
 use ddp_workspaces::index::Index;
-use ddp_workspaces::sample::Sampler;
+use ddp_workspaces::present::sample::Sampler;
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::{Run, WatchFrom, Workspace};
 use futures_util::StreamExt;
@@ -184,7 +184,7 @@ fn edit_notes(
     tx: &mpsc::Sender<Msg>,
 ) -> Result<EventStream> {
     drop(input);
-    let path = run.dir.join(ddp_workspaces::run::NOTES);
+    let path = run.dir.join(ddp_workspaces::runs::run::NOTES);
     let editor = std::env::var("VISUAL")
         .ok()
         .or_else(|| std::env::var("EDITOR").ok())
@@ -317,7 +317,7 @@ impl Executor {
                 }
                 let dir = run.dir.clone();
                 self.blocking(move || {
-                    let path = dir.join(ddp_workspaces::run::SPEC);
+                    let path = dir.join(ddp_workspaces::runs::run::SPEC);
                     let text = std::fs::read_to_string(&path)
                         .map_err(|e| format!("{}: {e}", path.display()));
                     Msg::Spec { dir, text }
@@ -341,7 +341,7 @@ impl Executor {
                 }
                 self.blocking(move || {
                     Msg::CompareSpecs(
-                        ddp_workspaces::analysis::comparison(&runs, None)
+                        ddp_workspaces::present::analysis::comparison(&runs, None)
                             .map_err(|e| e.to_string()),
                     )
                 });
@@ -406,11 +406,14 @@ impl Executor {
             }),
             Effect::StartRun(req) => self.blocking(move || Msg::Done(start(&root, req))),
             Effect::StartSweep(req) => self.blocking(move || {
-                Msg::Done(match ddp_workspaces::search::start(&root, &req) {
-                    Ok(ddp_workspaces::search::SweepStarted::Runs(s)) => {
+                Msg::Done(match ddp_workspaces::actions::search::start(&root, &req) {
+                    Ok(ddp_workspaces::actions::search::SweepStarted::Runs(s)) => {
                         Outcome::SweepStarted(s.reap_in_background().0.id)
                     }
-                    Ok(ddp_workspaces::search::SweepStarted::Search { sweep, mut driver }) => {
+                    Ok(ddp_workspaces::actions::search::SweepStarted::Search {
+                        sweep,
+                        mut driver,
+                    }) => {
                         std::thread::spawn(move || driver.wait());
                         Outcome::SweepStarted(sweep.id)
                     }
@@ -542,13 +545,13 @@ const SWEEP_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Carries out a Sweep view's request (stop and resume wait for the search's driver).
 fn sweep_request(root: &std::path::Path, request: SweepRequest) -> Outcome {
-    use ddp_workspaces::search;
+    use ddp_workspaces::actions::search;
     let done = match request {
         SweepRequest::Stop(id) => search::stop(root, &id).map(|r| {
             let states = r
                 .search
                 .as_ref()
-                .map(search::report::states_text)
+                .map(ddp_workspaces::present::search::states_text)
                 .unwrap_or_default();
             format!("sweep {} stopped: {states}", r.id)
         }),

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{latency_summary, paced_writers, run_modes};
-use ddp_workspaces::events::RunWatchOptions;
+use ddp_workspaces::files::watch::WatchOptions;
+use ddp_workspaces::follow::events::RunWatchOptions;
 use ddp_workspaces::spec::Spec;
-use ddp_workspaces::watch::WatchOptions;
 use ddp_workspaces::{RunEvent, RunStatus, WatchFrom, Workspace};
 
 fn main() {

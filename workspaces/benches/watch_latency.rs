@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{latency_summary, paced_writers, run_modes};
-use ddp_workspaces::tail::TailFrom;
-use ddp_workspaces::watch::{WatchOptions, watch_dir_with};
+use ddp_workspaces::files::tail::TailFrom;
+use ddp_workspaces::files::watch::{WatchOptions, watch_dir_with};
 use tokio_util::sync::CancellationToken;
 
 fn main() {

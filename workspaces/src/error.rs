@@ -14,7 +14,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Writing a file atomically ([`crate::fsutil::write_atomic`]) failed; `path` is the file.
+    /// Writing a file atomically ([`crate::files::fsutil::write_atomic`]) failed; `path` is the file.
     #[error("{}: {source}", path.display())]
     Write {
         path: PathBuf,

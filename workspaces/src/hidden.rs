@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use crate::invocation::HiddenCommand;
-use crate::run::RunStatus;
+use crate::runs::run::RunStatus;
 
 /// Runs the hidden sub-command named by `args` (the whole command line, `args[0]` being the
 /// executable), if it names one, and returns its exit code; `None` for any other command line.
@@ -30,7 +30,7 @@ use crate::run::RunStatus;
 ///   run completed, 1 otherwise.
 /// - `EXE __replica SPEC --out RUN_DIR [--resume]` runs one replica (the trainer's command line).
 /// - `EXE __slurm-watch ROOT` keeps the workspace's Slurm runs in step with their jobs.
-/// - `EXE __sweep ROOT ID` drives the scheduled search `ID` ([`crate::search`]).
+/// - `EXE __sweep ROOT ID` drives the scheduled search `ID` ([`crate::actions::search`]).
 ///
 /// A hidden sub-command with bad arguments prints clap's message and exits 2.
 pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
@@ -46,7 +46,7 @@ pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
             ddp_trainer::cli::run_args_as(a, &[crate::invocation::REPLICA])
         }
         HiddenCommand::Supervise { run_dir, resume } => {
-            match crate::supervisor::supervise(&run_dir, resume) {
+            match crate::engine::supervisor::supervise(&run_dir, resume) {
                 Ok(RunStatus::Completed) => ExitCode::SUCCESS,
                 Ok(status) => {
                     eprintln!("ddp supervisor: run {status}");
@@ -58,14 +58,16 @@ pub fn run_hidden_command(args: &[OsString]) -> Option<ExitCode> {
                 }
             }
         }
-        HiddenCommand::Sweep { root, id } => match crate::search::driver::drive(&root, &id) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ddp __sweep: {e}");
-                ExitCode::from(1)
+        HiddenCommand::Sweep { root, id } => {
+            match crate::actions::search::driver::drive(&root, &id) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ddp __sweep: {e}");
+                    ExitCode::from(1)
+                }
             }
-        },
-        HiddenCommand::SlurmWatch { root } => match crate::slurm::watcher::watch(&root) {
+        }
+        HiddenCommand::SlurmWatch { root } => match crate::engine::slurm::watcher::watch(&root) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ddp __slurm-watch: {e}");

@@ -45,12 +45,12 @@ use ddp_trainer::models::gpt::GptConfig;
 pub use ddp_trainer::test_util::fixtures;
 
 use crate::Workspace;
-use crate::devices::telemetry::{
+use crate::engine::devices::telemetry::{
     CpuSample, GpuSample, MemorySample, Owner, ProcessSample, Telemetry,
 };
+use crate::engine::slurm::SlurmJob;
 use crate::metrics::{MetricKind, MetricRecord};
-use crate::run::{ProcessId, Run, RunRecord, RunStatus};
-use crate::slurm::SlurmJob;
+use crate::runs::run::{ProcessId, Run, RunRecord, RunStatus};
 use crate::spec::Spec;
 
 /// The spec of [`gpt_run`]: a GPT of 1 layer, 2 heads, 16 channels and a context of 8

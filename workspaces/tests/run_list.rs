@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use ddp_trainer::metrics::{MetricKind, MetricRecord, MetricsWriter};
 use ddp_trainer::spec::Spec;
+use ddp_workspaces::follow::run_list::{MetricDigest, RunListEvent, RunListOptions, RunListWatch};
 use ddp_workspaces::index::Index;
-use ddp_workspaces::run_list::{MetricDigest, RunListEvent, RunListOptions, RunListWatch};
 use ddp_workspaces::test_util::metric;
 use ddp_workspaces::{Run, RunStatus, Workspace};
 
@@ -50,7 +50,7 @@ fn wait_for<T>(
     }
 }
 
-fn snapshot(watch: &mut RunListWatch) -> (Vec<ddp_workspaces::run_list::RunEntry>, usize) {
+fn snapshot(watch: &mut RunListWatch) -> (Vec<ddp_workspaces::follow::run_list::RunEntry>, usize) {
     wait_for(watch, "the snapshot", |e| match e {
         RunListEvent::Snapshot {
             entries,
@@ -64,8 +64,8 @@ fn changed_with(
     watch: &mut RunListWatch,
     id: &str,
     what: &str,
-    ok: impl Fn(&ddp_workspaces::run_list::RunEntry) -> bool,
-) -> ddp_workspaces::run_list::RunEntry {
+    ok: impl Fn(&ddp_workspaces::follow::run_list::RunEntry) -> bool,
+) -> ddp_workspaces::follow::run_list::RunEntry {
     wait_for(watch, what, |e| match e {
         RunListEvent::Changed(entry) if entry.run.record.id == id && ok(&entry) => Some(entry),
         _ => None,

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ddp_workspaces::actions::{self, NewRun};
-use ddp_workspaces::analysis::{self, comparison};
 use ddp_workspaces::commands::{
     self, CompareArgs, LogsArgs, LsArgs, PlotArgs, SampleArgs, SharedCommand, ShowArgs,
 };
-use ddp_workspaces::devices::telemetry::{TelemetrySampler, process_owners};
-use ddp_workspaces::plot::Series;
+use ddp_workspaces::engine::devices::telemetry::{TelemetrySampler, process_owners};
+use ddp_workspaces::present::analysis::{self, comparison};
+use ddp_workspaces::present::plot::Series;
 use ddp_workspaces::{Run, Workspace};
 
 use super::{CellCommand, Command, help, parse_cell, parse_line};
@@ -49,11 +49,11 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             if let Some(f) = &req.file {
                 req.file = Some(shared.notebook_path(f));
             }
-            let id = match ddp_workspaces::search::start(&root, &req)? {
-                ddp_workspaces::search::SweepStarted::Runs(started) => {
+            let id = match ddp_workspaces::actions::search::start(&root, &req)? {
+                ddp_workspaces::actions::search::SweepStarted::Runs(started) => {
                     started.reap_in_background().0.id
                 }
-                ddp_workspaces::search::SweepStarted::Search { sweep, mut driver } => {
+                ddp_workspaces::actions::search::SweepStarted::Search { sweep, mut driver } => {
                     std::thread::spawn(move || driver.wait());
                     sweep.id
                 }
@@ -133,11 +133,11 @@ pub fn line(args: &str, shared: &Shared, out: &Out) -> Result<()> {
             parallel: true,
             ..
         }) => {
-            let record = ddp_workspaces::search::find(&root, &sweep)?;
+            let record = ddp_workspaces::actions::search::find(&root, &sweep)?;
             let ws = open(&root)?;
             let all = ws.runs()?.0;
             let runs = ddp_workspaces::sweep::members(&ws.root, &all, &record.id);
-            let p = ddp_workspaces::search::report::parallel(&record, &runs);
+            let p = ddp_workspaces::present::search::parallel(&record, &runs);
             out.display(&render::runs::parallel(&p)?, None);
             Ok(())
         }
@@ -275,7 +275,7 @@ fn card(run: &Run, wait: bool, shared: &Shared, out: &Out) -> Result<()> {
     if wait && wait_for(&live, shared, out) {
         let ended = Run::load_checked(&run.dir)?;
         let r = &ended.record;
-        if ddp_workspaces::policy::failed_on_bad_input(r) {
+        if ddp_workspaces::engine::policy::failed_on_bad_input(r) {
             return Err(ddp_workspaces::Error::Invalid(format!(
                 "run {} failed: {}",
                 r.id,
@@ -294,7 +294,7 @@ fn sweep_action(
     shared: &Shared,
     out: &Out,
 ) -> Result<()> {
-    use ddp_workspaces::search;
+    use ddp_workspaces::actions::search;
     match action {
         commands::SweepCommand::Show { sweep, json } => {
             let record = search::find(root, &sweep.sweep)?;
@@ -310,7 +310,7 @@ fn sweep_action(
             let states = record
                 .search
                 .as_ref()
-                .map(search::report::states_text)
+                .map(ddp_workspaces::present::search::states_text)
                 .unwrap_or_default();
             out.stream(false, &format!("sweep {} stopped: {states}\n", record.id));
         }
@@ -356,13 +356,14 @@ fn wait_for(live: &LiveCard, shared: &Shared, out: &Out) -> bool {
 fn sample(ws: &Workspace, args: &SampleArgs, shared: &Shared, out: &Out) -> Result<()> {
     let warn = |w: &str| out.stream(true, &format!("{w}\n"));
     let request = args.options.request();
-    let done = ddp_workspaces::sample::sample(ws, &args.run.run, &request, warn, |text| {
-        if shared.interrupt.requested() {
-            return ControlFlow::Break(());
-        }
-        out.stream(false, text);
-        ControlFlow::Continue(())
-    })?;
+    let done =
+        ddp_workspaces::present::sample::sample(ws, &args.run.run, &request, warn, |text| {
+            if shared.interrupt.requested() {
+                return ControlFlow::Break(());
+            }
+            out.stream(false, text);
+            ControlFlow::Continue(())
+        })?;
     let end = if done.stopped {
         format!(
             "\ninterrupted: stopped after {} of {} tokens\n",
@@ -382,7 +383,7 @@ fn stop(run: &Run, out: &Out) -> Result<()> {
 
 fn logs(run: &Run, rank: Option<usize>, tail: Option<usize>, out: &Out) -> Result<()> {
     let mut text = String::new();
-    for line in ddp_workspaces::logs::log_lines(run, rank, tail)? {
+    for line in ddp_workspaces::runs::logs::log_lines(run, rank, tail)? {
         text.push_str(&line);
         text.push('\n');
     }
@@ -390,7 +391,7 @@ fn logs(run: &Run, rank: Option<usize>, tail: Option<usize>, out: &Out) -> Resul
     Ok(())
 }
 
-fn report_unreadable(bad: &[ddp_workspaces::workspace::Unreadable], out: &Out) {
+fn report_unreadable(bad: &[ddp_workspaces::runs::workspace::Unreadable], out: &Out) {
     for b in bad {
         out.stream(
             true,

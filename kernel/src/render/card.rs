@@ -24,12 +24,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use ddp_workspaces::format::{self, percent};
+use ddp_workspaces::follow::run_list::MetricDigest;
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
-use ddp_workspaces::plan::Plan;
-use ddp_workspaces::plot::{self, Series, XAxis};
-use ddp_workspaces::run::SupervisorEvent;
-use ddp_workspaces::run_list::MetricDigest;
+use ddp_workspaces::present::format::{self, percent};
+use ddp_workspaces::present::plot::{self, Series, XAxis};
+use ddp_workspaces::runs::plan::Plan;
+use ddp_workspaces::runs::run::SupervisorEvent;
 use ddp_workspaces::{Run, RunEvent, RunRecord, RunStatus};
 
 use super::table::{bar, pre, stacked_bar, status_badge, status_colour};
@@ -496,8 +496,8 @@ impl Card {
 }
 
 /// A Spark application on the card: its text, the web UI a link that opens beside the notebook.
-fn spark_html(app: &ddp_workspaces::run::SparkApp) -> String {
-    let plain = ddp_workspaces::run::SparkApp {
+fn spark_html(app: &ddp_workspaces::runs::run::SparkApp) -> String {
+    let plain = ddp_workspaces::runs::run::SparkApp {
         ui: None,
         ..app.clone()
     };

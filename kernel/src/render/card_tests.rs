@@ -1,7 +1,7 @@
 //! Tests of the run card, from hand-made records and events.
 
 use ddp_workspaces::metrics::MetricKind;
-use ddp_workspaces::run::{EventRecord, SupervisorEvent};
+use ddp_workspaces::runs::run::{EventRecord, SupervisorEvent};
 use ddp_workspaces::test_util::{lm_metrics, lm_run_in};
 use ddp_workspaces::{RunEvent, RunStatus};
 
@@ -436,7 +436,7 @@ fn the_step_time_breakdown_shows_as_a_line_and_a_stacked_bar() {
 #[test]
 fn a_run_on_spark_names_its_application_and_links_its_web_ui() {
     let mut rec = record(ID, RunStatus::Queued);
-    rec.spark = Some(ddp_workspaces::run::SparkApp {
+    rec.spark = Some(ddp_workspaces::runs::run::SparkApp {
         master: "spark://h:7077".into(),
         tasks: 2,
         waiting: Some("waiting for executors".into()),

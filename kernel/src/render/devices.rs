@@ -2,8 +2,8 @@
 //! each), CPU cores and memory, and the processes of the workspace's live runs, from one
 //! [`Telemetry`] sample.
 
-use ddp_workspaces::devices::telemetry::{GpuSample, Telemetry};
-use ddp_workspaces::report::Table;
+use ddp_workspaces::engine::devices::telemetry::{GpuSample, Telemetry};
+use ddp_workspaces::present::report::Table;
 
 use super::table::{bar, html_table, note};
 use super::{Output, html_escape};

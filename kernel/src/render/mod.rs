@@ -2,7 +2,7 @@
 //! comparison, a plot, the devices, and the live run card.
 //!
 //! Every [`Output`] has a faithful `text/plain` (for `ls`, `show` and `compare` exactly the text
-//! the `ddp` CLI prints, from [`ddp_workspaces::report`]), usually a `text/html` beside it;
+//! the `ddp` CLI prints, from [`ddp_workspaces::present::report`]), usually a `text/html` beside it;
 //! plots add `image/svg+xml` and `image/png`, the `--json` variants `application/json`.
 //! [`Output::to_mime_map`] turns one into the MIME bundle of a Jupyter `display_data`,
 //! `execute_result` or `update_display_data` message.
@@ -16,7 +16,7 @@
 //!
 //! Layout:
 //! - this file: [`Output`] and its MIME bundle, [`html_escape`], [`svg_img`].
-//! - `table`: HTML tables from [`ddp_workspaces::report::Table`] (status cells coloured; cells
+//! - `table`: HTML tables from [`ddp_workspaces::present::report::Table`] (status cells coloured; cells
 //!   that wrap for a table that must fit the output area, `compare`), key/value tables, status
 //!   badges.
 //! - `runs`: `ls`, `show`, `compare` (text, HTML, JSON) and `plot` (HTML with the image, SVG,

@@ -2,11 +2,11 @@
 //! image, SVG and PNG).
 //! The plain text is exactly what the `ddp` CLI prints.
 
-use ddp_workspaces::analysis::Comparison;
 use ddp_workspaces::index::IndexedRun;
-use ddp_workspaces::plot::{self, Series, XAxis};
-use ddp_workspaces::report;
-use ddp_workspaces::summary::RunOverview;
+use ddp_workspaces::index::summary::RunOverview;
+use ddp_workspaces::present::analysis::Comparison;
+use ddp_workspaces::present::plot::{self, Series, XAxis};
+use ddp_workspaces::present::report;
 use ddp_workspaces::{Error, Run};
 use serde_json::Value;
 
@@ -113,8 +113,8 @@ pub fn plot(series: &[Series], x: XAxis) -> Result<Output, Error> {
 }
 
 /// A sweep's parallel coordinates, as an image (SVG in HTML, with SVG and PNG beside it).
-pub fn parallel(p: &ddp_workspaces::plot::parallel::Parallel) -> Result<Output, Error> {
-    use ddp_workspaces::plot::parallel::{SIZE, parallel_png, parallel_svg};
+pub fn parallel(p: &ddp_workspaces::present::plot::parallel::Parallel) -> Result<Output, Error> {
+    use ddp_workspaces::present::plot::parallel::{SIZE, parallel_png, parallel_svg};
     let svg = parallel_svg(p, SIZE)?;
     let png = parallel_png(p, SIZE)?;
     let names: Vec<&str> = p.axes.iter().map(|a| a.name.as_str()).collect();

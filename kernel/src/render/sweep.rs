@@ -2,11 +2,11 @@
 //! leaderboard (a search), or its runs (a sweep without a scheduler), and its parallel
 //! coordinates, re-rendered in place while it goes on.
 
-use ddp_workspaces::report::runs_table;
-use ddp_workspaces::search::report::{self, parallel};
+use ddp_workspaces::present::report::runs_table;
+use ddp_workspaces::present::search::{self, parallel};
 use ddp_workspaces::sweep::SweepRecord;
-use ddp_workspaces::sweep::search::SearchStatus;
-use ddp_workspaces::{Run, plot};
+use ddp_workspaces::sweep::trials::SearchStatus;
+use ddp_workspaces::{Run, present::plot};
 
 use super::table::html_table;
 use super::{Output, html_escape, svg_img};
@@ -31,14 +31,14 @@ pub fn card(record: &SweepRecord, runs: &[&Run], driver: Option<u32>) -> Result<
     };
     let (plain, body) = match &record.search {
         Some(state) => {
-            let text = report::show_text(record, state, driver);
+            let text = search::show_text(record, state, driver);
             let head: Vec<&str> = text.lines().take(3).collect();
-            let rungs = report::rungs_text(state);
+            let rungs = search::rungs_text(state);
             let html = format!(
                 "<pre style=\"margin:0 0 6px 0\">{}\n{}</pre>{}",
                 html_escape(&head.join("\n")),
                 html_escape(rungs.trim_end()),
-                html_table(&report::leaderboard(state))
+                html_table(&search::leaderboard(state))
             );
             (text, html)
         }

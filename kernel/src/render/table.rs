@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use ddp_workspaces::RunStatus;
-use ddp_workspaces::report::Table;
+use ddp_workspaces::present::report::Table;
 
 use super::html_escape;
 

@@ -1,11 +1,11 @@
 //! Tests of `Output`, the tables, `ls`/`show`/`compare`/`plot` and the devices view.
 
 use base64::Engine as _;
-use ddp_workspaces::devices::telemetry::{CpuSample, GpuSample, ProcessSample, Telemetry};
+use ddp_workspaces::engine::devices::telemetry::{CpuSample, GpuSample, ProcessSample, Telemetry};
 use ddp_workspaces::index::IndexedRun;
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
-use ddp_workspaces::plot::{Series, XAxis};
-use ddp_workspaces::report::{self, Table};
+use ddp_workspaces::present::plot::{Series, XAxis};
+use ddp_workspaces::present::report::{self, Table};
 use ddp_workspaces::test_util;
 use ddp_workspaces::{Run, RunRecord, RunStatus};
 use serde_json::json;
@@ -150,12 +150,13 @@ fn ls_show_compare_plain_text_is_the_cli_text() {
     assert_eq!(sj.json.as_ref().unwrap()["name"], "<first>");
     assert!(sj.plain.starts_with("{\n"));
 
-    let c = ddp_workspaces::analysis::comparison(&[a.clone(), b.clone()], None).unwrap();
+    let c = ddp_workspaces::present::analysis::comparison(&[a.clone(), b.clone()], None).unwrap();
     let o = runs::compare(&c);
     assert_eq!(o.plain, report::comparison_text(&c));
     assert!(o.plain.contains("train.lr"));
     assert!(o.html.unwrap().contains(">train.<wbr>lr</th>"));
-    let same = ddp_workspaces::analysis::comparison(&[b.clone(), b.clone()], None).unwrap();
+    let same =
+        ddp_workspaces::present::analysis::comparison(&[b.clone(), b.clone()], None).unwrap();
     let o = runs::compare(&same);
     assert!(
         o.plain
@@ -198,7 +199,7 @@ fn compare_table_wraps_to_fit_the_output_area() {
         std::fs::write(r.spec_path(), spec(name, lr, path)).unwrap();
         runs.push(r);
     }
-    let c = ddp_workspaces::analysis::comparison(&runs, None).unwrap();
+    let c = ddp_workspaces::present::analysis::comparison(&runs, None).unwrap();
     assert_eq!(
         c.differing_keys,
         [
@@ -312,7 +313,7 @@ fn a_language_model_shown_compared_and_plotted() {
         assert!(html.contains(cell), "{cell} in {html}");
     }
     assert!(!html.contains("accuracy"), "{html}");
-    let c = ddp_workspaces::analysis::comparison(std::slice::from_ref(&lm), None).unwrap();
+    let c = ddp_workspaces::present::analysis::comparison(std::slice::from_ref(&lm), None).unwrap();
     let o = runs::compare(&c);
     assert_eq!(o.plain, report::comparison_text(&c));
     let html = o.html.unwrap();

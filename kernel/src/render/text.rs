@@ -1,7 +1,7 @@
 //! Text helpers of the run card: the plain progress bar, supervisor events in words, log lines
 //! cleaned of terminal control sequences, shortening.
 
-use ddp_workspaces::run::SupervisorEvent;
+use ddp_workspaces::runs::run::SupervisorEvent;
 
 /// Cells of the plain-text progress bar.
 const BAR_CELLS: usize = 10;

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
 use ddp_workspaces::actions::{NewRun, NewSweep};
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::devices::telemetry::Telemetry;
-use ddp_workspaces::run_list::RunListEvent;
+use ddp_workspaces::engine::devices::telemetry::Telemetry;
+use ddp_workspaces::follow::run_list::RunListEvent;
 use ddp_workspaces::{Run, RunEvent};
 
 use crate::dialogs::input::InputLine;
@@ -281,7 +281,7 @@ impl App {
                     };
                     // Parsing the spec's text is pure: whether there is text to sample.
                     v.sample.lm = Some(match &text {
-                        Ok(t) => ddp_workspaces::sample::language_model_text(&run, t)
+                        Ok(t) => ddp_workspaces::present::sample::language_model_text(&run, t)
                             .map_err(|e| e.to_string()),
                         Err(e) => Err(format!("cannot read the run's spec: {e}")),
                     });

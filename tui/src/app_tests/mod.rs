@@ -15,11 +15,11 @@ mod updates;
 use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ddp_workspaces::follow::run_list::{RunEntry, RunListEvent};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord};
-use ddp_workspaces::run::EventRecord;
-use ddp_workspaces::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::runs::run::EventRecord;
+use ddp_workspaces::runs::workspace::Unreadable;
 use ddp_workspaces::test_util;
-use ddp_workspaces::workspace::Unreadable;
 use ddp_workspaces::{Run, RunEvent, RunStatus, SupervisorEvent};
 
 use crate::app::{App, Effect, Msg, Notice, Outcome, View};

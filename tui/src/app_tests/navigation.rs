@@ -470,7 +470,7 @@ fn charts_events_and_spec_panes_keys() {
     press_char(&mut app, 'l');
     assert!(chart(&app).log_loss);
     press_char(&mut app, 'X');
-    assert_eq!(chart(&app).x, ddp_workspaces::curves::XAxis::Epoch);
+    assert_eq!(chart(&app).x, ddp_workspaces::present::curves::XAxis::Epoch);
 
     for i in 0..5 {
         app.update(Msg::Run {

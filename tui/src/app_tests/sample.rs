@@ -4,7 +4,7 @@
 use super::*;
 use crate::views::run::sample::{SampleEvent, SampleStatus};
 use ddp_workspaces::commands::SampleOptions;
-use ddp_workspaces::sample::Sampled;
+use ddp_workspaces::present::sample::Sampled;
 use ddp_workspaces::test_util::{GPT_SPEC, MLP_SPEC};
 
 /// Run `id` open, its spec read.

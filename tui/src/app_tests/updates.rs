@@ -200,7 +200,7 @@ fn outcomes_become_notices() {
 
 #[test]
 fn telemetry_is_kept_with_its_history() {
-    use ddp_workspaces::devices::telemetry::{CpuSample, MemorySample, Telemetry};
+    use ddp_workspaces::engine::devices::telemetry::{CpuSample, MemorySample, Telemetry};
     let mut app = app();
     let t = Telemetry::sample()
         .time(NOW)

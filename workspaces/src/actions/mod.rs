@@ -10,8 +10,11 @@
 //! `std::env::current_exe()`: the front end's binary must call [`crate::run_hidden_command`]
 //! first thing in `main`.
 //!
-//! `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
-//! [`remove_run`]); `scale` scaling an elastic run; this module the rest.
+//! Layout: `stop` holds stopping and removing a run ([`request_stop`], [`wait_until_terminal`],
+//! [`remove_run`]); `scale` scaling an elastic run; `search` sweeps as the front ends start
+//! them and scheduled searches (ASHA): planning, the search's own process (`__sweep`,
+//! `search/driver.rs`) that creates, pauses and resumes its trials' runs, stopping and resuming
+//! a search; this module the rest.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -21,12 +24,13 @@ use ddp_trainer::spec::Spec;
 use crate::engine;
 pub use crate::engine::{SpecSummary, Started, StopRequest, spawn_supervisor_or_fail};
 pub use crate::request::{NewRun, NewSweep, RunOn};
-use crate::run::{Run, RunStatus};
+use crate::runs::run::{Run, RunStatus};
 
 mod scale;
+pub mod search;
 mod stop;
+use crate::runs::workspace::{RunOrigin, Workspace};
 use crate::sweep::{GridAxis, SweepPlan, SweepRecord};
-use crate::workspace::{RunOrigin, Workspace};
 use crate::{Error, Result};
 pub use scale::scale_run;
 pub use stop::{STOP_LIMIT, remove_run, request_stop, stop_and_wait, wait_until_terminal};
@@ -350,7 +354,7 @@ pub fn remove_tags(run: &Run, tags: &[String]) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::ProcessId;
+    use crate::runs::run::ProcessId;
     use std::time::Duration;
 
     const SPEC: &str = "name = 'mnist cnn'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[train]\nepochs = 3\n[restart]\nmax_restarts = 4\n";

@@ -3,8 +3,8 @@
 use ddp_trainer::launcher::SCALE_FILE;
 use ddp_trainer::spec::Spec;
 
-use crate::fsutil::write_atomic;
-use crate::run::Run;
+use crate::files::fsutil::write_atomic;
+use crate::runs::run::Run;
 use crate::{Error, Result};
 
 /// Asks a running elastic run for `replicas` replicas: its launcher reads the wanted number

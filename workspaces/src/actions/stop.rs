@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::engine::StopRequest;
-use crate::run::Run;
+use crate::runs::run::Run;
 use crate::{Error, Result};
 
 /// How long a front end waits for a run it asked to stop: its replicas finish their step and

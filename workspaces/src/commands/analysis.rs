@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::kubernetes::{JobKind, JobOptions};
-use crate::plot::XAxis;
+use crate::present::plot::XAxis;
 
 /// `compare RUN... [--sweep SWEEP] [--json]`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]

@@ -2,8 +2,8 @@
 //! `resume`, `rm`, `tag`.
 
 use crate::RunStatus;
-use crate::filter::{SortKey, Where};
-use crate::selection::RunSelection;
+use crate::index::filter::{SortKey, Where};
+use crate::index::selection::RunSelection;
 
 /// One run, by any address a workspace resolves (`Workspace::run`).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, Default)]

@@ -1,4 +1,4 @@
-//! This machine: the run's supervisor (`crate::supervisor`, a detached process, spawned here)
+//! This machine: the run's supervisor (`crate::engine::supervisor`, a detached process, spawned here)
 //! launches the replicas here, on the devices the plan gives them.
 
 use std::path::Path;
@@ -12,10 +12,10 @@ use ddp_trainer::launcher::{
 use ddp_trainer::spec::Spec;
 
 use super::{AttemptInputs, Engine, SpecSummary, Started, StopRequest};
+use crate::engine::policy::{Attempt, Exit};
 use crate::invocation::HiddenCommand;
-use crate::logs::AttemptLogs;
-use crate::policy::{Attempt, Exit};
-use crate::run::{Run, RunStatus, locked};
+use crate::runs::logs::AttemptLogs;
+use crate::runs::run::{Run, RunStatus, locked};
 use crate::{Error, Result};
 
 pub(super) struct Local;
@@ -148,7 +148,7 @@ pub fn spawn_supervisor_or_fail(run: &mut Run, resume: bool) -> Result<Child> {
 /// does not match the replicas). GPUs held by other runs are not a reason to refuse: the run
 /// waits for them.
 fn check_devices(spec: &Spec, spec_path: &Path) -> Result<()> {
-    use crate::devices;
+    use crate::engine::devices;
     let discovery = devices::discover()?;
     let request = devices::DeviceRequest::from_spec(&spec.ddp);
     devices::plan(
@@ -170,5 +170,8 @@ fn spawn_supervisor(run_dir: &Path, resume: bool) -> Result<std::process::Child>
         run_dir: run_dir.to_path_buf(),
         resume,
     };
-    crate::detach::spawn_detached(cmd.to_args(), &run_dir.join("logs").join("supervisor.log"))
+    crate::engine::detach::spawn_detached(
+        cmd.to_args(),
+        &run_dir.join("logs").join("supervisor.log"),
+    )
 }

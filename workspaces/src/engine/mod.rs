@@ -1,18 +1,34 @@
-//! Where a run's replicas run: one [`Engine`] each for this machine (`local`), a Slurm job
-//! (`slurm`) and a Spark application (`spark`). The actions ask the run's engine to check a
-//! new run, start or resume it, stop it and scale it, instead of branching on where it runs: a
-//! new engine is one more file here and one more [`RunOn`].
+//! Where a run's replicas run, and everything that keeps them running: one [`Engine`] each for
+//! this machine (`local`), a Slurm job (`slurm`) and a Spark application (`spark`). The actions
+//! ask the run's engine to check a new run, start or resume it, stop it and scale it, instead of
+//! branching on where it runs: a new engine is one more folder here and one more [`RunOn`].
 //!
-//! Layout: `mod.rs`, the trait, what starting and stopping return ([`Started`], [`StopRequest`]),
-//! what a supervised attempt starts from ([`AttemptInputs`]) and which engine a request or a run
-//! has ([`for_request`], [`of_run`]); `local.rs` (the launcher here; the supervisor process
-//! spawned), `slurm.rs` (over `crate::slurm`), `spark.rs` (over `crate::spark`: `spark-submit`
-//! followed into `run.json`). The supervisor runs an attempt through the run's engine; neither
-//! `crate::slurm` nor `crate::spark` knows this trait.
+//! Layout:
+//! - this file: the trait, what starting and stopping return ([`Started`], [`StopRequest`]),
+//!   what a supervised attempt starts from ([`AttemptInputs`]) and which engine a request or a
+//!   run has ([`for_request`], [`of_run`]).
+//! - `local`: the launcher here; the supervisor process spawned.
+//! - `slurm`: runs on Slurm (`--on slurm`): the batch script, submitting, stopping and
+//!   resubmitting a job, `squeue --json`, the status policy, and the workspace's watcher process
+//!   (`__slurm-watch`) that keeps such runs' `run.json` in step with their jobs.
+//! - `spark`: runs on Spark (`--on spark`): the driver program written into the run folder,
+//!   `spark-submit` run and followed by the run's supervisor, the application in `run.json`.
+//! - `supervisor`: the per-run supervisor process (attempts through the run's engine,
+//!   restarts, stop).
+//! - `policy`: the restart policy (pure).
+//! - `detach`: starting a hidden sub-command of this executable as a detached process (the
+//!   supervisor, the Slurm watcher).
+//! - `devices`: GPU discovery (NVML / DDP_SIMULATED_GPUS, CUDA_VISIBLE_DEVICES), placement
+//!   policy, per-GPU locks, the device queue, device telemetry (GPUs, CPU, memory, the runs'
+//!   processes) for a devices view.
 
+pub mod detach;
+pub mod devices;
 mod local;
-mod slurm;
-mod spark;
+pub mod policy;
+pub mod slurm;
+pub mod spark;
+pub mod supervisor;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -26,9 +42,9 @@ use serde::Serialize;
 pub use local::spawn_supervisor_or_fail;
 
 use crate::Result;
-use crate::policy::Attempt;
+use crate::engine::policy::Attempt;
 use crate::request::RunOn;
-use crate::run::{Run, RunRecord};
+use crate::runs::run::{Run, RunRecord};
 
 /// Where a run's replicas run.
 pub trait Engine: Sync {
@@ -49,7 +65,7 @@ pub trait Engine: Sync {
     /// Asks the live run to stop (its replicas finish their step and checkpoint).
     fn stop(&self, run: Run) -> Result<StopRequest>;
 
-    /// One attempt of the run's replicas under its supervisor (`crate::supervisor`), to its end;
+    /// One attempt of the run's replicas under its supervisor (`crate::engine::supervisor`), to its end;
     /// never fails itself, it reports how the attempt ended. A run on Slurm has no supervisor
     /// (the workspace's watcher follows its job).
     fn attempt(&self, _inputs: &AttemptInputs) -> Attempt {
@@ -128,7 +144,7 @@ impl SpecSummary {
         };
         SpecSummary {
             name: spec.name.clone(),
-            experiment: crate::workspace::sanitize(&spec.name),
+            experiment: crate::runs::workspace::sanitize(&spec.name),
             model: text(serde_json::to_value(spec.model.name)),
             data: text(serde_json::to_value(spec.data.name)),
             replicas: spec.ddp.replicas,

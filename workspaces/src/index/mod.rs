@@ -1,6 +1,6 @@
 //! The workspace's run index: `<ws>/index.sqlite` (SQLite, WAL) caches what the views list and
 //! filter — each run's record, tags, plan, metrics summary and digest, every filter field
-//! ([`crate::filter::FIELDS`]) as a column and every key of its frozen spec as a row of `spec` —
+//! ([`crate::index::filter::FIELDS`]) as a column and every key of its frozen spec as a row of `spec` —
 //! keyed by the run's folder, with the modification times of the folder, its record and its tags
 //! when it was read.
 //!
@@ -17,10 +17,24 @@
 //!
 //! Layout:
 //! - this file: [`Index`] (open, create, refresh), the stamps, the rows written.
-//! - `query`: [`Index::select`] (a [`crate::selection::RunSelection`] answered from the columns and
+//! - `query`: [`Index::select`] (a [`crate::index::selection::RunSelection`] answered from the columns and
 //!   only the spec keys it names; only the runs shown are parsed) and [`Index::all`].
+//! - `entry`: what a run list shows per run (`RunEntry`; `MetricDigest`, metric records
+//!   folded).
+//! - `fields`: a run's fields by the names filters and sorts use, read as first asked for;
+//!   a frozen spec as dotted keys.
+//! - `summary`: a run's figures (`Summary`) and its `--json` form (`RunOverview`).
+//! - `selection`: which runs a listing picks (`RunSelection`: experiment, status, sweep,
+//!   `--where`, sort, limit), from run folders or the index.
+//! - `filter`: run filters (`--where` expressions over a run's fields), parsed and
+//!   evaluated; pure.
 
+pub mod entry;
+pub mod fields;
+pub mod filter;
 mod query;
+pub mod selection;
+pub mod summary;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -31,14 +45,14 @@ use rusqlite::{Connection, TransactionBehavior, params_from_iter};
 
 pub use query::IndexedRun;
 
-use crate::filter::{FIELDS, Value};
-use crate::fsutil::Folder;
-use crate::plan::Plan;
-use crate::run::Run;
-use crate::run_entry::MetricDigest;
-use crate::run_fields::{RunFields, spec_fields, spec_table};
-use crate::summary::Summary;
-use crate::workspace::{Unreadable, Workspace};
+use crate::files::fsutil::Folder;
+use crate::index::entry::MetricDigest;
+use crate::index::fields::{RunFields, spec_fields, spec_table};
+use crate::index::filter::{FIELDS, Value};
+use crate::index::summary::Summary;
+use crate::runs::plan::Plan;
+use crate::runs::run::Run;
+use crate::runs::workspace::{Unreadable, Workspace};
 use crate::{Error, Result};
 
 /// The index's file in a workspace.
@@ -114,7 +128,7 @@ impl Index {
     /// and the folders whose record cannot be read: what `ls` lists.
     pub fn list(
         ws: &Workspace,
-        filter: &crate::selection::RunSelection,
+        filter: &crate::index::selection::RunSelection,
     ) -> Result<(Vec<IndexedRun>, Vec<Unreadable>)> {
         let mut index = Index::open_or_memory(&ws.root);
         let refreshed = index.refresh(ws)?;
@@ -414,7 +428,7 @@ fn stamps(
             let name = e.file_name();
             let bytes = name.as_bytes();
             let sub = |file: &str| folder.stat(&[bytes, b"/", file.as_bytes()].concat());
-            let (record, tags) = (sub(crate::run::RUN_JSON), sub(crate::run::TAGS));
+            let (record, tags) = (sub(crate::runs::run::RUN_JSON), sub(crate::runs::run::TAGS));
             let dir = runs.join(&name);
             seen(&dir, [record.as_ref(), tags.as_ref()]);
             let stamp = ns(folder.stat(bytes).as_ref())

@@ -11,12 +11,12 @@ use rusqlite::types::Value as SqlValue;
 
 use super::{Index, column, from_sql};
 use crate::Result;
-use crate::filter::{FIELDS, Value};
-use crate::plan::Plan;
-use crate::run::Run;
-use crate::run_entry::MetricDigest;
-use crate::selection::RunSelection;
-use crate::summary::{RunOverview, Summary};
+use crate::index::entry::MetricDigest;
+use crate::index::filter::{FIELDS, Value};
+use crate::index::selection::RunSelection;
+use crate::index::summary::{RunOverview, Summary};
+use crate::runs::plan::Plan;
+use crate::runs::run::Run;
 
 /// One run as the index holds it: its record, tags, plan and metrics summary as they were when
 /// the index last read its folder (the summary parsed when first asked for: a dashboard's list

@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use ddp_trainer::cli::ReplicaArgs;
 use ddp_trainer::spec::Spec;
 
-use crate::run::Run;
+use crate::runs::run::Run;
 use crate::{Error, Result};
 
 /// The longest job name: the pods' host names (`NAME-worker-N`, `NAME-node-0-N`) are DNS labels

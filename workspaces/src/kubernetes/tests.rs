@@ -3,7 +3,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::run::{Run, RunRecord, RunStatus};
+use crate::runs::run::{Run, RunRecord, RunStatus};
 use crate::spec::Spec;
 
 const WS: &str = "/shared/ws";

@@ -5,7 +5,7 @@
 //!
 //! - this file: plans, manifests, addressing, slots;
 //! - `grid.rs`: `--grid` axes, their combinations and the runs' short labels;
-//! - `search.rs`: a scheduled search's state in the manifest and the step that applies what
+//! - `trials.rs`: a scheduled search's state in the manifest and the step that applies what
 //!   its trials did and says what to start or resume (ASHA), pure;
 //! - `space.rs`: search spaces (`KEY=KIND:ARGS` parameters) and each trial's values, a function
 //!   of the seed and the trial's number;
@@ -29,7 +29,7 @@
 //! asks for devices, a supervisor whose run belongs to a sweep with a limit takes one of the
 //! sweep's N slots ([`wait_for_slot`]): an exclusive `flock(2)` on
 //! `<ws>/locks/sweep-<id>-slot-<k>.lock` for some k in `0..N` (the GPU locks' mechanism, see
-//! [`crate::lockfile`]). Until it gets one the run stays `queued`, with a `queued` event
+//! [`crate::files::lockfile`]). Until it gets one the run stays `queued`, with a `queued` event
 //! "waiting for a sweep slot: ..." each time the slots' holders change. It keeps its slot until
 //! the supervisor exits: through restarts and while it waits for GPUs, so at most N runs of the
 //! sweep are past that point at any time. The kernel frees the slot of a killed supervisor. Runs
@@ -45,9 +45,9 @@ use std::time::Duration;
 use ddp_trainer::spec::Spec;
 use serde::{Deserialize, Serialize};
 
-use crate::lockfile::{self, Holder, LockFile};
-use crate::run::{Run, RunRecord, now};
-use crate::workspace::{RunOrigin, Unreadable, Workspace, nearest, new_run_id};
+use crate::files::lockfile::{self, Holder, LockFile};
+use crate::runs::run::{Run, RunRecord, now};
+use crate::runs::workspace::{RunOrigin, Unreadable, Workspace, nearest, new_run_id};
 use crate::{Error, Result};
 
 /// The folder of a workspace that holds the sweep manifests.
@@ -140,7 +140,7 @@ pub struct SweepRecord {
     /// A scheduled search's state (`ddp sweep --scheduler asha`), written by the sweep's
     /// process; none: a sweep of runs that each train to their end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub search: Option<search::SearchState>,
+    pub search: Option<trials::SearchState>,
 }
 
 /// One run of a sweep, as the manifest lists it.
@@ -198,7 +198,7 @@ impl SweepRecord {
         let dir = ws_root.join(SWEEPS_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let bytes = serde_json::to_vec_pretty(self).expect("a sweep record always serialises");
-        crate::fsutil::write_atomic(&manifest_path(ws_root, &self.id), &bytes)?;
+        crate::files::fsutil::write_atomic(&manifest_path(ws_root, &self.id), &bytes)?;
         Ok(())
     }
 
@@ -540,8 +540,8 @@ pub fn wait_for_slot(
 pub mod asha;
 pub mod file;
 mod grid;
-pub mod search;
 pub mod space;
+pub mod trials;
 
 pub use grid::{Combination, GridAxis, MAX_RUNS, combinations};
 

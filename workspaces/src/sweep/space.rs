@@ -21,7 +21,7 @@ use ddp_trainer::data::rng::SplitMix64;
 use ddp_trainer::spec::KEYS;
 use serde::{Deserialize, Serialize};
 
-use crate::workspace::nearest;
+use crate::runs::workspace::nearest;
 use crate::{Error, Result};
 
 /// How a parameter's values are drawn.

@@ -12,13 +12,15 @@ pub(crate) use std::collections::BTreeMap;
 pub(crate) use std::path::PathBuf;
 
 pub(crate) use crossterm::event::{KeyCode, KeyEvent};
-pub(crate) use ddp_workspaces::analysis::{ComparedRun, Comparison};
-pub(crate) use ddp_workspaces::devices::telemetry::{ProcessOwners, Telemetry, TelemetrySampler};
+pub(crate) use ddp_workspaces::engine::devices::telemetry::{
+    ProcessOwners, Telemetry, TelemetrySampler,
+};
+pub(crate) use ddp_workspaces::follow::run_list::{MetricDigest, RunEntry, RunListEvent};
 pub(crate) use ddp_workspaces::metrics::{MetricKind, MetricRecord};
-pub(crate) use ddp_workspaces::run::{EventRecord, ProcessId};
-pub(crate) use ddp_workspaces::run_list::{MetricDigest, RunEntry, RunListEvent};
+pub(crate) use ddp_workspaces::present::analysis::{ComparedRun, Comparison};
+pub(crate) use ddp_workspaces::runs::run::{EventRecord, ProcessId};
+pub(crate) use ddp_workspaces::runs::workspace::Unreadable;
 pub(crate) use ddp_workspaces::test_util;
-pub(crate) use ddp_workspaces::workspace::Unreadable;
 pub(crate) use ddp_workspaces::{RunEvent, RunStatus, Summary, SupervisorEvent};
 pub(crate) use ratatui::Terminal;
 pub(crate) use ratatui::backend::TestBackend;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ddp_workspaces::sweep::SweepRecord;
 use ddp_workspaces::sweep::asha::{Asha, Mode};
 use ddp_workspaces::sweep::file::{Method, Metric, Scheduler, Unit};
-use ddp_workspaces::sweep::search::{Search, SearchState, Seen};
+use ddp_workspaces::sweep::trials::{Search, SearchState, Seen};
 
 use super::*;
 use crate::app::{Effect, View};

@@ -2,9 +2,9 @@
 //! colour each; language models alone: their val perplexity instead of the accuracy) and the spec
 //! keys that differ, with final figures (a language model's val loss, perplexity and tokens/s).
 
-use ddp_workspaces::curves::curves;
-use ddp_workspaces::format;
-use ddp_workspaces::run_list::MetricDigest;
+use ddp_workspaces::follow::run_list::MetricDigest;
+use ddp_workspaces::present::curves::curves;
+use ddp_workspaces::present::format;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};

@@ -1,5 +1,5 @@
 //! The Compare view's state: the marked runs, their metrics (followed live) and the spec keys
-//! that differ between them (`ddp compare`'s logic, [`ddp_workspaces::analysis::comparison`]).
+//! that differ between them (`ddp compare`'s logic, [`ddp_workspaces::present::analysis::comparison`]).
 //! [`draw`] draws it.
 
 pub mod draw;
@@ -7,8 +7,8 @@ pub mod draw;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ddp_workspaces::analysis::Comparison;
 use ddp_workspaces::metrics::MetricRecord;
+use ddp_workspaces::present::analysis::Comparison;
 use ddp_workspaces::{Run, RunEvent, RunRecord};
 
 use crate::views::run::ChartSettings;

@@ -1,7 +1,7 @@
 //! The Devices view: each GPU (utilisation, memory, temperature, power, history, holder), or
 //! without GPUs the CPU cores and memory; then the processes of live runs.
 
-use ddp_workspaces::devices::telemetry::{GpuSample, History, Telemetry, TelemetryHistory};
+use ddp_workspaces::engine::devices::telemetry::{GpuSample, History, Telemetry, TelemetryHistory};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};

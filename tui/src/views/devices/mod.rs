@@ -3,7 +3,7 @@
 
 pub mod draw;
 
-use ddp_workspaces::devices::telemetry::{Telemetry, TelemetryHistory};
+use ddp_workspaces::engine::devices::telemetry::{Telemetry, TelemetryHistory};
 
 /// Telemetry samples kept for the devices sparklines (one a second).
 pub const DEVICE_HISTORY: usize = 120;

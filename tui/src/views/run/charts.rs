@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use ddp_workspaces::curves::{Curves, XAxis, curves};
 use ddp_workspaces::metrics::MetricRecord;
+use ddp_workspaces::present::curves::{Curves, XAxis, curves};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::Widget;

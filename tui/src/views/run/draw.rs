@@ -4,10 +4,10 @@
 //! counts steps, with its tokens/s and learning rate in the header, and charts its loss and
 //! perplexity instead of the accuracy.
 
-use ddp_workspaces::format;
+use ddp_workspaces::follow::run_list::RunEntry;
 use ddp_workspaces::metrics::{MetricKind, StepBreakdown, is_language_model};
-use ddp_workspaces::run::{EventRecord, SupervisorEvent};
-use ddp_workspaces::run_list::RunEntry;
+use ddp_workspaces::present::format;
+use ddp_workspaces::runs::run::{EventRecord, SupervisorEvent};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -646,10 +646,10 @@ mod tests {
 
     #[test]
     fn a_run_on_slurm_shows_its_job_in_the_list_and_the_run_view() {
-        let job = ddp_workspaces::slurm::SlurmJob {
+        let job = ddp_workspaces::engine::slurm::SlurmJob {
             node_list: Some("ddp-n[1-2]".into()),
             requeues: 1,
-            ..ddp_workspaces::slurm::SlurmJob::sample()
+            ..ddp_workspaces::engine::slurm::SlurmJob::sample()
         };
         let mut on_slurm = entries();
         on_slurm[0].run.record.slurm = Some(job.clone());
@@ -681,7 +681,7 @@ mod tests {
     #[test]
     fn a_run_on_spark_shows_its_application_in_the_list_and_the_run_view() {
         let mut on_spark = entries();
-        on_spark[0].run.record.spark = Some(ddp_workspaces::run::SparkApp {
+        on_spark[0].run.record.spark = Some(ddp_workspaces::runs::run::SparkApp {
             master: "spark://h:7077".into(),
             tasks: 2,
             app_id: Some("app-20261129-0001".into()),

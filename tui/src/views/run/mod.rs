@@ -11,9 +11,9 @@ pub mod sample;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ddp_workspaces::curves::XAxis;
 use ddp_workspaces::metrics::MetricRecord;
-use ddp_workspaces::run::EventRecord;
+use ddp_workspaces::present::curves::XAxis;
+use ddp_workspaces::runs::run::EventRecord;
 use ddp_workspaces::{RunEvent, RunRecord};
 
 use self::sample::SampleState;

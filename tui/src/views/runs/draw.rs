@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use ddp_workspaces::format;
-use ddp_workspaces::run_list::RunEntry;
+use ddp_workspaces::follow::run_list::RunEntry;
+use ddp_workspaces::present::format;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};

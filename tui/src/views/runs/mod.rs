@@ -8,10 +8,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use ddp_workspaces::filter::{Expr, Value};
-use ddp_workspaces::run_fields::{RunFields, SpecTable, spec_table};
-use ddp_workspaces::run_list::{RunEntry, RunListEvent};
-use ddp_workspaces::workspace::Unreadable;
+use ddp_workspaces::follow::run_list::{RunEntry, RunListEvent};
+use ddp_workspaces::index::fields::{RunFields, SpecTable, spec_table};
+use ddp_workspaces::index::filter::{Expr, Value};
+use ddp_workspaces::runs::workspace::Unreadable;
 
 /// What the list is ordered by (`o` cycles, `O` reverses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -477,7 +477,7 @@ pub fn duration(e: &RunEntry, now: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use ddp_workspaces::run_list::MetricDigest;
+    use ddp_workspaces::follow::run_list::MetricDigest;
     use ddp_workspaces::{RunRecord, RunStatus};
 
     pub(crate) fn entry(id: &str, exp: &str, status: RunStatus) -> RunEntry {

@@ -2,8 +2,8 @@
 //! leaderboard (the selected trial highlighted) and the parallel coordinates as a terminal chart
 //! (one line per trial through its parameters and its metric, the best brightest).
 
-use ddp_workspaces::plot::parallel::Parallel;
-use ddp_workspaces::search::report;
+use ddp_workspaces::present::plot::parallel::Parallel;
+use ddp_workspaces::present::search;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -42,17 +42,17 @@ pub fn render(t: Theme, v: &SweepView, area: Rect, buf: &mut Buffer) {
         Paragraph::new(text).render(inner, buf);
         return;
     };
-    let words = report::show_text(record, state, None);
+    let words = search::show_text(record, state, None);
     let head: Vec<Line> = words
         .lines()
         .skip(1)
         .take(2)
-        .chain(report::rungs_text(state).lines())
+        .chain(search::rungs_text(state).lines())
         .map(|l| Line::raw(l.to_string()))
         .collect();
     let status = Line::from(vec![
         Span::styled(state.status.as_str(), t.title()),
-        Span::raw(format!("  {}", report::states_text(state))),
+        Span::raw(format!("  {}", search::states_text(state))),
     ]);
     let head_rows = head.len() as u16 + 1;
     let [top, board, chart] = Layout::vertical([
@@ -65,7 +65,7 @@ pub fn render(t: Theme, v: &SweepView, area: Rect, buf: &mut Buffer) {
     lines.extend(head);
     Paragraph::new(lines).render(top, buf);
     render_board(t, v, board, buf);
-    let p = report::parallel(record, &[]);
+    let p = search::parallel(record, &[]);
     render_parallel(t, &p, chart, buf);
 }
 
@@ -76,7 +76,7 @@ fn render_board(t: Theme, v: &SweepView, area: Rect, buf: &mut Buffer) {
     let Some(state) = &record.search else {
         return;
     };
-    let table = report::leaderboard(state);
+    let table = search::leaderboard(state);
     let rows = area.height.saturating_sub(1) as usize;
     let skip = v.selected.saturating_sub(rows.saturating_sub(1));
     let body: Vec<Row> = table

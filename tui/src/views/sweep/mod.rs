@@ -5,7 +5,7 @@
 pub mod draw;
 
 use ddp_workspaces::sweep::SweepRecord;
-use ddp_workspaces::sweep::search::{Trial, TrialState};
+use ddp_workspaces::sweep::trials::{Trial, TrialState};
 
 /// What an action of the Sweep view asks the runtime to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

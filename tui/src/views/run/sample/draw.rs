@@ -97,7 +97,7 @@ mod tests {
 
     use crate::ui::tests::*;
     use crate::views::run::sample::SampleEvent;
-    use ddp_workspaces::sample::Sampled;
+    use ddp_workspaces::present::sample::Sampled;
     use ddp_workspaces::test_util::GPT_SPEC;
 
     /// Run A as a language model, its spec read.
