@@ -13,6 +13,7 @@ use ddp_workspaces::follow::events::blocking::Next;
 use ddp_workspaces::follow::events::{RunEvent, RunWatchOptions, WatchFrom};
 use ddp_workspaces::metrics::{MetricKind, MetricRecord, fmt_lr, is_language_model};
 use ddp_workspaces::present::format::{self, opt_duration, percent};
+use ddp_workspaces::runs::run::RunsOn;
 use ddp_workspaces::{Run, RunStatus, Summary, Workspace, engine::policy};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -52,7 +53,7 @@ fn start(root: &Path, started: Started, detach: bool) -> Result<ExitCode> {
         run.record.experiment,
         run.dir.display()
     );
-    if let Some(job) = &run.record.slurm {
+    if let RunsOn::Slurm(job) = run.record.runs_on() {
         // A run on Slurm is the job's: the workspace's watcher follows it from here.
         println!(
             "submitted Slurm job {} ({}): follow with `ddp logs -f {}` or `ddp show {}`, stop with `ddp stop {}`",

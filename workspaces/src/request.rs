@@ -30,10 +30,10 @@ pub struct NewRun {
     pub command: Vec<String>,
     /// Where the replicas run: on this machine under a supervisor, or in a Slurm job.
     pub on: RunOn,
-    /// The Slurm options given on the command line (`--nodes`, ...): refused for a local run.
-    pub slurm_options: Vec<String>,
-    /// The Spark options given on the command line (`--master`, ...): refused unless on Spark.
-    pub spark_options: Vec<String>,
+    /// The options given on the command line that belong to one engine (`--nodes`, ... are
+    /// Slurm's; `--master`, ... Spark's), with it: refused for a run on another
+    /// ([`NewRun::foreign_options`]).
+    pub engine_options: Vec<(RunOn, String)>,
 }
 
 /// Where a run's replicas run (`--on`).
@@ -49,7 +49,40 @@ pub enum RunOn {
     Spark,
 }
 
+impl RunOn {
+    /// The engine's name, as `--on` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunOn::Local => "local",
+            RunOn::Slurm => "slurm",
+            RunOn::Spark => "spark",
+        }
+    }
+
+    /// The engine's name in a sentence.
+    pub fn title(self) -> &'static str {
+        match self {
+            RunOn::Local => "this machine",
+            RunOn::Slurm => "Slurm",
+            RunOn::Spark => "Spark",
+        }
+    }
+}
+
 impl NewRun {
+    /// The first engine other than [`NewRun::on`] whose options were given, and those options,
+    /// in the order given; none when every option given is the run's engine's.
+    pub fn foreign_options(&self) -> Option<(RunOn, Vec<&str>)> {
+        let (other, _) = self.engine_options.iter().find(|(e, _)| *e != self.on)?;
+        let flags = self
+            .engine_options
+            .iter()
+            .filter(|(e, _)| e == other)
+            .map(|(_, f)| f.as_str())
+            .collect();
+        Some((*other, flags))
+    }
+
     /// A request for `spec` with no overrides, name or command.
     pub fn new(spec: impl Into<PathBuf>) -> NewRun {
         NewRun {

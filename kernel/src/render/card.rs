@@ -282,12 +282,9 @@ impl Card {
         if let Some(d) = &devices {
             lines.push(("devices", d.clone()));
         }
-        let slurm = r.slurm.as_ref().map(|j| j.text());
-        if let Some(j) = &slurm {
-            lines.push(("slurm", j.clone()));
-        }
-        if let Some(app) = &r.spark {
-            lines.push(("spark", app.text()));
+        let cluster = r.runs_on().line();
+        if let Some(line) = &cluster {
+            lines.push(line.clone());
         }
         let val = self.val();
         if let Some(v) = &val {
@@ -358,11 +355,8 @@ impl Card {
         if let Some(d) = &devices {
             let _ = writeln!(h, "<div>devices: {}</div>", html_escape(d));
         }
-        if let Some(j) = &slurm {
-            let _ = writeln!(h, "<div>slurm: {}</div>", html_escape(j));
-        }
-        if let Some(app) = &r.spark {
-            let _ = writeln!(h, "<div>spark: {}</div>", spark_html(app));
+        if let Some((on, _)) = &cluster {
+            let _ = writeln!(h, "<div>{on}: {}</div>", cluster_html(r.runs_on()));
         }
         if let Some(v) = &val {
             let _ = writeln!(h, "<div>val {}</div>", html_escape(v));
@@ -495,14 +489,10 @@ impl Card {
     }
 }
 
-/// A Spark application on the card: its text, the web UI a link that opens beside the notebook.
-fn spark_html(app: &ddp_workspaces::runs::run::SparkApp) -> String {
-    let plain = ddp_workspaces::runs::run::SparkApp {
-        ui: None,
-        ..app.clone()
-    };
-    let mut h = html_escape(&plain.text());
-    if let Some(ui) = app.ui.as_deref().filter(|u| u.starts_with("http")) {
+/// A run's job or application as the card shows it: its web UI (Spark's) a link.
+fn cluster_html(on: ddp_workspaces::runs::run::RunsOn<'_>) -> String {
+    let mut h = html_escape(&on.text(false));
+    if let Some(ui) = on.ui().filter(|u| u.starts_with("http")) {
         let ui = html_escape(ui);
         let _ = write!(h, " · <a href=\"{ui}\" target=\"_blank\">Spark UI</a>");
     }

@@ -139,21 +139,14 @@ fn own_parts(spec: &Spec) -> Option<String> {
 }
 
 fn load_new_spec(req: &NewRun) -> Result<Spec> {
-    if req.on != RunOn::Spark && !req.spark_options.is_empty() {
+    if let Some((engine, flags)) = req.foreign_options() {
         return Err(Error::Invalid(format!(
-            "{} applies to runs on Spark: add --on spark",
-            req.spark_options.join(", ")
-        )));
-    }
-    if req.on == RunOn::Local && !req.slurm_options.is_empty() {
-        return Err(Error::Invalid(format!(
-            "{} applies to runs on Slurm: add --on slurm (or leave {} out to run here)",
-            req.slurm_options.join(", "),
-            if req.slurm_options.len() == 1 {
-                "it"
-            } else {
-                "them"
-            }
+            "{} applies to runs on {}: add --on {} (or leave {} out to run on {})",
+            flags.join(", "),
+            engine.title(),
+            engine.name(),
+            if flags.len() == 1 { "it" } else { "them" },
+            req.on.title(),
         )));
     }
     let spec = match &req.spec_text {
@@ -466,6 +459,34 @@ mod tests {
         let mut req = NewRun::new(&spec);
         req.on = RunOn::Slurm;
         check_new_run(&req).unwrap();
+    }
+
+    #[test]
+    fn another_engines_options_are_refused_naming_it() {
+        let mut req = NewRun::new("examples/mnist.toml");
+        req.engine_options = vec![
+            (RunOn::Slurm, "--nodes".into()),
+            (RunOn::Slurm, "--time".into()),
+        ];
+        req.on = RunOn::Spark;
+        let e = check_new_run(&req).unwrap_err();
+        assert_eq!(
+            (e.to_string(), e.exit_code()),
+            (
+                "--nodes, --time applies to runs on Slurm: add --on slurm (or leave them out \
+                 to run on Spark)"
+                    .to_string(),
+                2
+            )
+        );
+        req.engine_options = vec![(RunOn::Spark, "--master".into())];
+        req.on = RunOn::Local;
+        let e = check_new_run(&req).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--master applies to runs on Spark: add --on spark (or leave it out to run on this \
+             machine)"
+        );
     }
 
     #[test]

@@ -176,8 +176,9 @@ impl RunOptions {
             name: self.name,
             command,
             on,
-            slurm_options: given.iter().map(|g| g.to_string()).collect(),
-            spark_options: spark_given.iter().map(|g| g.to_string()).collect(),
+            engine_options: (given.iter().map(|g| (RunOn::Slurm, g.to_string())))
+                .chain(spark_given.iter().map(|g| (RunOn::Spark, g.to_string())))
+                .collect(),
             ..NewRun::default()
         }
     }
@@ -385,7 +386,8 @@ mod tests {
             ]
         );
         assert_eq!(req.replicas, Some(8));
-        assert_eq!(req.slurm_options.len(), 8);
+        assert_eq!(req.engine_options.len(), 8);
+        assert!(req.engine_options.iter().all(|(on, _)| *on == RunOn::Slurm));
         let e = run("s.toml --on cloud").unwrap_err();
         assert!(
             e.contains("'cloud'") && e.contains("local") && e.contains("slurm"),
@@ -408,7 +410,8 @@ mod tests {
             ]
         );
         assert_eq!(req.replicas, Some(8));
-        assert_eq!(req.spark_options.len(), 4);
+        assert_eq!(req.engine_options.len(), 4);
+        assert!(req.engine_options.iter().all(|(on, _)| *on == RunOn::Spark));
     }
 
     #[test]

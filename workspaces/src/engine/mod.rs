@@ -44,7 +44,7 @@ pub use local::spawn_supervisor_or_fail;
 use crate::Result;
 use crate::engine::policy::Attempt;
 use crate::request::RunOn;
-use crate::runs::run::{Run, RunRecord};
+use crate::runs::run::{Run, RunRecord, RunsOn};
 
 /// Where a run's replicas run.
 pub trait Engine: Sync {
@@ -77,6 +77,12 @@ pub trait Engine: Sync {
     fn check_scale(&self, _run: &Run) -> Result<()> {
         Ok(())
     }
+
+    /// Whether the engine's runs have a supervisor process (a run on Slurm has the workspace's
+    /// watcher instead): a queued run without one long after its creation was orphaned.
+    fn supervised(&self) -> bool {
+        true
+    }
 }
 
 /// What one supervised attempt starts from: the run (shared with the supervisor's hooks), the
@@ -106,12 +112,10 @@ pub fn for_request(on: RunOn) -> &'static dyn Engine {
 /// The engine of an existing run, as its record says (a Slurm job, a Spark application, else
 /// this machine).
 pub fn of_run(record: &RunRecord) -> &'static dyn Engine {
-    if record.slurm.is_some() {
-        &slurm::Slurm
-    } else if record.spark.is_some() {
-        &spark::Spark
-    } else {
-        &local::Local
+    match record.runs_on() {
+        RunsOn::Slurm(_) => &slurm::Slurm,
+        RunsOn::Spark(_) => &spark::Spark,
+        RunsOn::Here => &local::Local,
     }
 }
 

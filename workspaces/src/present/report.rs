@@ -71,30 +71,6 @@ impl Table {
     }
 }
 
-/// A run's status as `ddp ls` prints it: a live run on Slurm or Spark names its job or
-/// application, and why it waits (`queued (slurm 42: Priority)`, `running (slurm 42)`,
-/// `queued (spark: waiting for executors: ...)`, `running (spark app-2026...)`).
-fn status_text(rec: &crate::runs::run::RunRecord) -> String {
-    if let Some(app) = &rec.spark
-        && !rec.status.is_terminal()
-    {
-        return match (rec.status, &app.waiting, &app.app_id) {
-            (crate::runs::run::RunStatus::Queued, Some(why), _) => format!("queued (spark: {why})"),
-            (status, _, Some(id)) => format!("{status} (spark {id})"),
-            (status, _, None) => format!("{status} (spark: submitted)"),
-        };
-    }
-    match &rec.slurm {
-        Some(j) if rec.status == crate::runs::run::RunStatus::Queued => format!(
-            "queued (slurm {}: {})",
-            j.job_id,
-            j.reason.as_deref().unwrap_or("pending")
-        ),
-        Some(j) if !rec.status.is_terminal() => format!("{} (slurm {})", rec.status, j.job_id),
-        _ => rec.status.to_string(),
-    }
-}
-
 /// The `ddp ls` table, one row per run in the order given (each run's metrics read).
 pub fn runs_table(runs: &[&Run]) -> Table {
     let summaries: Vec<Summary> = runs.iter().map(|r| Summary::of(r)).collect();
@@ -112,7 +88,7 @@ pub fn runs_table_of(runs: &[(&Run, &Summary)]) -> Table {
                 rec.id.clone(),
                 rec.experiment.clone(),
                 rec.name.clone().unwrap_or_default(),
-                status_text(rec),
+                rec.runs_on().status_text(rec.status),
                 rec.replicas.to_string(),
                 rec.restarts.to_string(),
                 timestamp(rec.created),
@@ -203,11 +179,8 @@ pub fn run_details(run: &Run) -> RunDetails {
         ("created", timestamp(r.created)),
         ("duration", opt_duration(summary.duration_s)),
     ];
-    if let Some(job) = &r.slurm {
-        fields.insert(3, ("slurm", job.text()));
-    }
-    if let Some(app) = &r.spark {
-        fields.insert(3, ("spark", app.text()));
+    if let Some(line) = r.runs_on().line() {
+        fields.insert(3, line);
     }
     if summary.language_model {
         fields.extend(language_model_fields(
@@ -607,7 +580,10 @@ mod tests {
     #[test]
     fn ls_names_a_live_slurm_job() {
         let mut rec = RunRecord::sample();
-        assert_eq!(status_text(&rec), rec.status.to_string());
+        assert_eq!(
+            rec.runs_on().status_text(rec.status),
+            rec.status.to_string()
+        );
         rec.slurm = Some(crate::engine::slurm::SlurmJob {
             state: "PENDING".into(),
             reason: Some("Priority".into()),
@@ -615,11 +591,14 @@ mod tests {
             ..crate::engine::slurm::SlurmJob::sample()
         });
         rec.status = crate::runs::run::RunStatus::Queued;
-        assert_eq!(status_text(&rec), "queued (slurm 42: Priority)");
+        assert_eq!(
+            rec.runs_on().status_text(rec.status),
+            "queued (slurm 42: Priority)"
+        );
         rec.status = crate::runs::run::RunStatus::Running;
-        assert_eq!(status_text(&rec), "running (slurm 42)");
+        assert_eq!(rec.runs_on().status_text(rec.status), "running (slurm 42)");
         rec.status = crate::runs::run::RunStatus::Completed;
-        assert_eq!(status_text(&rec), "completed");
+        assert_eq!(rec.runs_on().status_text(rec.status), "completed");
     }
 
     #[test]
@@ -648,16 +627,22 @@ mod tests {
             ..Default::default()
         });
         rec.status = crate::runs::run::RunStatus::Queued;
-        assert_eq!(status_text(&rec), format!("queued (spark: {waiting})"));
+        assert_eq!(
+            rec.runs_on().status_text(rec.status),
+            format!("queued (spark: {waiting})")
+        );
         let app = rec.spark.as_mut().unwrap();
         app.waiting = None;
         app.app_id = Some("app-20261129-0001".into());
         app.ui = Some("http://h:4040".into());
         app.stage_retries = 1;
         rec.status = crate::runs::run::RunStatus::Running;
-        assert_eq!(status_text(&rec), "running (spark app-20261129-0001)");
+        assert_eq!(
+            rec.runs_on().status_text(rec.status),
+            "running (spark app-20261129-0001)"
+        );
         rec.status = crate::runs::run::RunStatus::Completed;
-        assert_eq!(status_text(&rec), "completed");
+        assert_eq!(rec.runs_on().status_text(rec.status), "completed");
 
         let dir = tempfile::tempdir().unwrap();
         let mut run = lm_run_in(dir.path());

@@ -156,11 +156,8 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
             }
         )),
     ]));
-    if let Some(job) = &r.slurm {
-        lines.push(Line::from(vec![label("slurm"), Span::raw(job.text())]));
-    }
-    if let Some(app) = &r.spark {
-        lines.push(Line::from(vec![label("spark"), Span::raw(app.text())]));
+    if let Some((on, text)) = r.runs_on().line() {
+        lines.push(Line::from(vec![label(on), Span::raw(text)]));
     }
     lines.push(Line::from(vec![
         label("pids"),

@@ -338,12 +338,7 @@ fn run_cell(
             ]))
         }
         // a run on Slurm or Spark says so (its job or application is in the run view)
-        Col::Replicas if r.slurm.is_some() => Cell::from(format!("{}× slurm", r.replicas)),
-        Col::Replicas if r.spark.is_some() => Cell::from(format!("{}× spark", r.replicas)),
-        Col::Replicas => {
-            let dev = r.devices.split(' ').next().unwrap_or("");
-            Cell::from(format!("{}× {}", r.replicas, dev))
-        }
+        Col::Replicas => Cell::from(r.runs_on().replicas_text(r.replicas, &r.devices)),
         Col::Restarts => Cell::from(r.restarts.to_string()),
         Col::Loss => {
             let loss = m.last_train_loss.map_or("-".into(), |l| format!("{l:.4}"));

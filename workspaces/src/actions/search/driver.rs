@@ -44,7 +44,7 @@ fn orphan(run: &Run) -> bool {
         .unwrap_or_default();
     run.record.status == RunStatus::Queued
         && run.record.supervisor.is_none()
-        && run.record.slurm.is_none()
+        && crate::engine::of_run(&run.record).supervised()
         && age >= ORPHAN_AFTER
 }
 

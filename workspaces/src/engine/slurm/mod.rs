@@ -71,4 +71,9 @@ impl Engine for Slurm {
             run.record.id
         )))
     }
+
+    /// The workspace's watcher follows the job.
+    fn supervised(&self) -> bool {
+        false
+    }
 }

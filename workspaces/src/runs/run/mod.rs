@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod runs_on;
 mod slurm_job;
 mod spark_app;
+pub use runs_on::RunsOn;
 pub use slurm_job::SlurmJob;
 pub use spark_app::SparkApp;
 
