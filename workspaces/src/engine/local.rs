@@ -63,15 +63,15 @@ impl Engine for Local {
             });
         })));
         let failed = |failure: &ReplicaFailure| {
-            let exit = Exit::from(&failure.exit);
+            let exit = failure.exit.clone();
             // A replica that stopped on our request is a stop, not a failure.
-            if inputs.stop.load(Ordering::SeqCst) && exit == Exit::Code(143) {
+            if inputs.stop.load(Ordering::SeqCst) && exit == Exit::Exited(143) {
                 return Attempt::Stopped;
             }
             // A replica that exited (not killed) said why on its last error line.
             let error = match exit {
-                Exit::Code(_) => logs.error_of(failure.rank),
-                Exit::Signal(_) => None,
+                Exit::Exited(_) => logs.error_of(failure.rank),
+                Exit::Signaled { .. } | Exit::Lost(_) => None,
             };
             Attempt::ReplicaFailed {
                 rank: failure.rank,

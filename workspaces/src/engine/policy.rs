@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use ddp_trainer::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_RESTART, EXIT_STOPPED};
 
+pub use ddp_trainer::launcher::Exit;
+
 use crate::runs::run::{RunRecord, RunStatus};
 
 /// How one attempt (all replicas of one launch, local or on Spark) ended: what the policy decides on.
@@ -32,33 +34,6 @@ pub enum Attempt {
     },
     /// Launching itself failed (no executable, no logs folder...).
     LaunchFailed(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-}
-
-impl From<&ddp_trainer::launcher::Exit> for Exit {
-    /// How the launcher saw a replica end, as the policy weighs it (a status that could not be
-    /// waited for: code -1, not restartable).
-    fn from(exit: &ddp_trainer::launcher::Exit) -> Exit {
-        match (exit.code(), exit.signal()) {
-            (Some(c), _) => Exit::Code(c),
-            (None, Some(s)) => Exit::Signal(s),
-            (None, None) => Exit::Code(-1),
-        }
-    }
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Exit::Code(c) => write!(f, "exited with code {c}"),
-            Exit::Signal(s) => write!(f, "was killed by signal {s}"),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,10 +58,12 @@ pub enum Decision {
 /// Whether an exit is worth restarting the group for: deaths by signal (OOM killer, a lost
 /// node, `kill -9`), 137/143 (the same reported by a shell), and the trainer's "please
 /// restart" code (a peer was lost). Configuration errors (2) and other failures are not.
-pub fn restartable(exit: Exit) -> bool {
+/// A status that could not be waited for is not.
+pub fn restartable(exit: &Exit) -> bool {
     match exit {
-        Exit::Signal(_) => true,
-        Exit::Code(c) => c == 137 || c == 143 || c == EXIT_RESTART,
+        Exit::Signaled { .. } => true,
+        Exit::Exited(c) => *c == 137 || *c == 143 || *c == EXIT_RESTART,
+        Exit::Lost(_) => false,
     }
 }
 
@@ -107,17 +84,17 @@ pub fn decide(
             reason: msg.clone(),
         },
         Attempt::ReplicaFailed { rank, exit, error } => {
-            let what = format!("rank {rank} {exit}");
+            let what = format!("rank {rank} {}", exit.describe());
             // The replica's own words when it wrote them, else where to look.
             let said = |why: &str| match error {
                 Some(line) => format!("{what}{why}: {line}"),
                 None => format!("{what}{why}; see its log"),
             };
-            if *exit == Exit::Code(EXIT_CONFIG) {
+            if *exit == Exit::Exited(EXIT_CONFIG) {
                 Decision::Fail {
                     reason: said(", a configuration or data error (not restarted)"),
                 }
-            } else if !restartable(*exit) {
+            } else if !restartable(exit) {
                 Decision::Fail {
                     reason: said(" (not a restartable failure)"),
                 }
@@ -188,25 +165,41 @@ mod tests {
     #[test]
     fn signal_deaths_restart_until_the_budget_is_used() {
         assert_eq!(
-            decide(&failed(Exit::Signal(9)), 0, 3, B),
+            decide(
+                &failed(Exit::Signaled {
+                    signal: 9,
+                    core_dumped: false
+                }),
+                0,
+                3,
+                B
+            ),
             Decision::Restart {
                 attempt: 1,
                 after: B,
-                reason: "rank 1 was killed by signal 9".into()
+                reason: "rank 1 was killed by signal 9 (SIGKILL)".into()
             }
         );
         assert!(matches!(
-            decide(&failed(Exit::Code(137)), 2, 3, B),
+            decide(&failed(Exit::Exited(137)), 2, 3, B),
             Decision::Restart { attempt: 3, .. }
         ));
         assert!(matches!(
-            decide(&failed(Exit::Code(EXIT_RESTART)), 0, 1, B),
+            decide(&failed(Exit::Exited(EXIT_RESTART)), 0, 1, B),
             Decision::Restart { .. }
         ));
-        match decide(&failed(Exit::Signal(9)), 3, 3, B) {
+        match decide(
+            &failed(Exit::Signaled {
+                signal: 9,
+                core_dumped: false,
+            }),
+            3,
+            3,
+            B,
+        ) {
             Decision::Fail { reason } => assert_eq!(
                 reason,
-                "rank 1 was killed by signal 9; restart.max_restarts = 3 used up (3 restarts)"
+                "rank 1 was killed by signal 9 (SIGKILL); restart.max_restarts = 3 used up (3 restarts)"
             ),
             d => panic!("{d:?}"),
         }
@@ -219,31 +212,31 @@ mod tests {
             d => panic!("{d:?}"),
         };
         assert_eq!(
-            fail(&failed(Exit::Code(2))),
+            fail(&failed(Exit::Exited(2))),
             "rank 1 exited with code 2, a configuration or data error (not restarted); see its log"
         );
         assert_eq!(
-            fail(&failed(Exit::Code(1))),
+            fail(&failed(Exit::Exited(1))),
             "rank 1 exited with code 1 (not a restartable failure); see its log"
         );
         // The replica's error line is the reason's end.
         let line = "ddp-trainer: rank 1: /d/train/3/7.png: cannot be decoded as PNG: (corrupt or truncated)";
         assert_eq!(
-            fail(&failed_saying(Exit::Code(2), line)),
+            fail(&failed_saying(Exit::Exited(2), line)),
             format!(
                 "rank 1 exited with code 2, a configuration or data error (not restarted): {line}"
             )
         );
         assert_eq!(
             fail(&failed_saying(
-                Exit::Code(1),
+                Exit::Exited(1),
                 "ddp-trainer: rank 1: disk full"
             )),
             "rank 1 exited with code 1 (not a restartable failure): ddp-trainer: rank 1: disk full"
         );
         // Not restarted even with restarts left and a line that says nothing of it.
         assert!(matches!(
-            decide(&failed_saying(Exit::Code(2), "ddp-trainer: x"), 0, 9, B),
+            decide(&failed_saying(Exit::Exited(2), "ddp-trainer: x"), 0, 9, B),
             Decision::Fail { .. }
         ));
     }
@@ -251,7 +244,7 @@ mod tests {
     #[test]
     fn a_restart_keeps_its_short_reason_and_the_last_failure_says_why() {
         let o = failed_saying(
-            Exit::Code(EXIT_RESTART),
+            Exit::Exited(EXIT_RESTART),
             "ddp-trainer: rank 1: all_reduce #3 failed",
         );
         assert!(matches!(

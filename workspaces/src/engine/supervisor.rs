@@ -22,7 +22,7 @@ use ddp_trainer::spec::Spec;
 
 use crate::engine::AttemptInputs;
 use crate::engine::devices;
-use crate::engine::policy::{Attempt, Decision, Exit, decide};
+use crate::engine::policy::{Attempt, Decision, decide};
 use crate::invocation::HiddenCommand;
 use crate::runs::run::{ProcessId, Run, RunStatus, SupervisorEvent, locked, now, workspace_root};
 use crate::{Error, Result};
@@ -94,10 +94,7 @@ pub fn supervise(run_dir: &Path, resume: bool) -> Result<RunStatus> {
         }
         let outcome = launch_attempt(&run, &program, &spec, threads, &replica_env, resume_next);
         if let Attempt::ReplicaFailed { rank, exit, .. } = &outcome {
-            let (code, signal) = match exit {
-                Exit::Code(c) => (Some(*c), None),
-                Exit::Signal(s) => (None, Some(*s)),
-            };
+            let (code, signal) = (exit.code(), exit.signal());
             let mut r = locked(&run);
             r.transition(
                 SupervisorEvent::ReplicaExited {

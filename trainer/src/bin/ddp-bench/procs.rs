@@ -16,7 +16,7 @@ pub const GRACE: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(50);
 
 /// How a reaped child ended.
-pub struct Exit {
+pub struct Reaped {
     pub status: ExitStatus,
     /// The largest resident set of the child and of the descendants it waited for, in KiB
     /// (Linux's `ru_maxrss` as `wait4` reports it for a child); `None` if the kernel gave 0.
@@ -68,7 +68,7 @@ pub fn spawn(mut cmd: Command, stdout: &Path, stderr: &Path) -> std::io::Result<
 /// Waits for `child` until `limit`, reaping it with `wait4` (for its peak RSS); past the limit:
 /// SIGTERM (the launcher stops its replicas), SIGKILL after [`GRACE`], and an error. Takes the
 /// `Child` so that nobody can `kill`/`wait` its pid once it is reaped here.
-pub fn wait_deadline(child: Child, limit: Duration, what: &str) -> Result<Exit, String> {
+pub fn wait_deadline(child: Child, limit: Duration, what: &str) -> Result<Reaped, String> {
     let pid = child.id() as libc::pid_t;
     let start = Instant::now();
     loop {
@@ -121,7 +121,7 @@ fn reap_within(pid: libc::pid_t, limit: Duration) -> bool {
 }
 
 /// `wait4(pid, WNOHANG)`: the child's exit and peak RSS if it has ended, `None` if not yet.
-fn try_reap(pid: libc::pid_t) -> std::io::Result<Option<Exit>> {
+fn try_reap(pid: libc::pid_t) -> std::io::Result<Option<Reaped>> {
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is a plain C struct of integers; all zeros is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -129,7 +129,7 @@ fn try_reap(pid: libc::pid_t) -> std::io::Result<Option<Exit>> {
         // SAFETY: both pointers are to live locals of the right types.
         let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if reaped == pid {
-            return Ok(Some(Exit {
+            return Ok(Some(Reaped {
                 status: ExitStatus::from_raw(status),
                 peak_rss_kib: u64::try_from(usage.ru_maxrss).ok().filter(|k| *k > 0),
             }));

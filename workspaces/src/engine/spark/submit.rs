@@ -340,7 +340,7 @@ pub fn submit_once(
             ..
         }) => ended(Attempt::ReplicaFailed {
             rank,
-            exit: Exit::Code(code),
+            exit: Exit::Exited(code),
             error: None,
         }),
         _ => failed(format!(
