@@ -1,5 +1,6 @@
 //! [`Trainer`]: a `ddp-trainer` executable with the user's own parts: a model
-//! (`[model] name = "custom"`), a data set (`[data] name = "custom"`), a loss and metrics.
+//! (`[model] name = "custom"`), a data set (`[data] name = "custom"`), a loss and metrics, and
+//! the communication hook that averages the overlapped step's gradient buckets.
 //!
 //! ```no_run
 //! use ddp_trainer::data::{Batch, Dataset, Split, TargetKind};
@@ -45,6 +46,7 @@ use candle_nn::{Module, ModuleT, VarBuilder};
 use crate::data::{Dataset, SharedDataset, Split};
 use crate::models::Forward;
 use crate::models::custom::{self, ModuleForward, ModuleTForward};
+use crate::step::hook::{self, BucketLayout, CommHook, CommHooks};
 use crate::{Error, cli, objective};
 
 /// The parts of a trainer executable; [`Trainer::main`] runs it as `ddp-trainer` (the same
@@ -55,6 +57,7 @@ pub struct Trainer {
     dataset: Option<crate::data::custom::DatasetMaker>,
     loss: Option<objective::LossFn>,
     metrics: Option<objective::MetricsFn>,
+    comm_hook: Option<CommHooks>,
 }
 
 impl Trainer {
@@ -127,6 +130,52 @@ impl Trainer {
         self
     }
 
+    /// The communication hook of the overlapped step (`ddp.overlap = true`, as PyTorch's
+    /// `register_comm_hook`): `comm_hook(layout)` makes the hook of each gradient bucket, once
+    /// for the first step's buckets and once more when they are laid out by the order backward
+    /// finalizes the gradients (`layout.learned`); each hook then averages its bucket every step
+    /// ([`CommHook::reduce`]). It replaces `ddp.compression`, which must be `"none"`.
+    ///
+    /// ```no_run
+    /// use ddp_trainer::dist::{Collective, ReduceOp};
+    /// use ddp_trainer::step::hook::CommHook;
+    ///
+    /// /// The f32 average, as `ddp.compression = "none"` does it.
+    /// struct Average;
+    ///
+    /// impl CommHook for Average {
+    ///     fn reduce(&mut self, grads: &mut [f32], comm: &mut dyn Collective) -> ddp_trainer::Result<u64> {
+    ///         comm.all_reduce(grads, ReduceOp::Avg)?;
+    ///         let w = comm.world_size() as u64;
+    ///         Ok(grads.len() as u64 * 4 * 2 * (w - 1) / w)
+    ///     }
+    /// }
+    ///
+    /// fn main() {
+    ///     ddp_trainer::Trainer::new().comm_hook(|_| Average).main()
+    /// }
+    /// ```
+    pub fn comm_hook<F, H>(self, comm_hook: F) -> Trainer
+    where
+        F: Fn(&BucketLayout) -> H + Send + Sync + 'static,
+        H: CommHook + 'static,
+    {
+        self.comm_hooks(CommHooks::new("custom", comm_hook))
+    }
+
+    /// [`Trainer::comm_hook`] with a factory of one's own naming ([`CommHooks::new`]), or a
+    /// built-in one ([`crate::step::hook::Wire`]).
+    pub fn comm_hooks(mut self, hooks: impl Into<CommHooks>) -> Trainer {
+        self.comm_hook = Some(hooks.into());
+        self
+    }
+
+    /// The communication hooks given to [`Trainer::comm_hook`], if any ([`Trainer::main`]
+    /// registers them).
+    pub fn comm_hook_factory(&self) -> Option<&CommHooks> {
+        self.comm_hook.as_ref()
+    }
+
     /// Registers the parts and runs this executable as `ddp-trainer`; exits the process with
     /// the trainer's exit code.
     pub fn main(self) -> ! {
@@ -142,6 +191,47 @@ impl Trainer {
         if let Some(m) = self.metrics {
             objective::register_metrics(m);
         }
+        if let Some(h) = self.comm_hook {
+            hook::register(h);
+        }
         std::process::exit(i32::from(cli::main_status()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::dist::ring::tests::with_ring;
+    use crate::step::hook::{Plain, Wire};
+
+    fn layout() -> BucketLayout {
+        BucketLayout {
+            index: 0,
+            count: 1,
+            len: 3,
+            tensors: Vec::new(),
+            learned: true,
+        }
+    }
+
+    #[test]
+    fn a_comm_hook_given_to_the_trainer_makes_each_buckets_hook() {
+        let trainer = Trainer::new().comm_hook(|_: &BucketLayout| Plain);
+        let hooks = trainer.comm_hook_factory().expect("a factory").clone();
+        assert_eq!(hooks.name(), "custom");
+        let out = with_ring(2, Duration::from_secs(10), |rank, ring| {
+            let mut grads = vec![rank as f32, 2.0, 4.0 * rank as f32];
+            let sent = hooks.make(&layout()).reduce(&mut grads, ring).unwrap();
+            (grads, sent)
+        });
+        for (grads, sent) in out {
+            assert_eq!(grads, [0.5, 2.0, 2.0]);
+            assert_eq!(sent, 3 * 4);
+        }
+        let built_in = Trainer::new().comm_hooks(Wire::Half(crate::dist::codec::Codec::Bf16));
+        assert_eq!(built_in.comm_hook_factory().unwrap().name(), "bf16");
+        assert!(Trainer::new().comm_hook_factory().is_none());
     }
 }

@@ -11,10 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::dist::codec::Codec;
-use crate::dist::powersgd::PowerSgd;
 use crate::dist::{Collective, ReduceOp};
 use crate::models::StatsReducer;
+use crate::step::hook::CommHook;
 use crate::{Error, Result};
 
 /// The process group's collective, shared by the DDP step and SyncBatchNorm.
@@ -33,16 +32,13 @@ pub fn with_comm<T>(
 
 /// What the communication thread does, in the order it is asked.
 pub(crate) enum Job {
-    /// All-reduces (average) bucket `bucket`, 16 bits on the wire with a `codec`, then hands
-    /// it back ([`Done`]).
+    /// Averages bucket `bucket` with its `hook`, then hands both back ([`Done`]).
     Bucket {
         bucket: usize,
         /// How many buckets the step has.
         of: usize,
         buf: Vec<f32>,
-        codec: Option<Codec>,
-        /// The bucket's PowerSGD state: compressed to low-rank factors, handed back with it.
-        power: Option<Box<PowerSgd>>,
+        hook: Box<dyn CommHook>,
     },
     /// SyncBatchNorm's sum, answered on `reply`.
     Sum {
@@ -55,8 +51,9 @@ pub(crate) enum Job {
 pub(crate) struct Done {
     pub bucket: usize,
     pub buf: Vec<f32>,
-    pub result: Result<()>,
-    pub power: Option<Box<PowerSgd>>,
+    /// The bytes this rank sent for it.
+    pub result: Result<u64>,
+    pub hook: Box<dyn CommHook>,
     /// Time the thread spent in the bucket's all-reduce.
     pub busy: Duration,
 }
@@ -176,19 +173,14 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
                 bucket,
                 of,
                 mut buf,
-                codec,
-                mut power,
+                mut hook,
             } => {
                 let t0 = Instant::now();
                 let result = match &broken {
                     Some(why) => Err(earlier(why)),
                     None => with_comm(comm, |c| {
                         c.label_bucket(bucket, of);
-                        match (&mut power, codec) {
-                            (Some(p), _) => p.all_reduce(c, &mut buf),
-                            (None, Some(k)) => c.all_reduce_coded(&mut buf, ReduceOp::Avg, k),
-                            (None, None) => c.all_reduce(&mut buf, ReduceOp::Avg),
-                        }
+                        hook.reduce(&mut buf, c)
                     }),
                 };
                 if let Err(e) = &result {
@@ -199,7 +191,7 @@ fn run(comm: &SharedCollective, jobs: Receiver<Job>, finished: Sender<Done>) {
                     bucket,
                     buf,
                     result,
-                    power,
+                    hook,
                     busy,
                 });
             }

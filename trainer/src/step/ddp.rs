@@ -37,8 +37,9 @@ use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
 use crate::step::comm::{Route, SharedCollective, with_comm};
+use crate::step::hook::CommHooks;
 use crate::step::host::{host_f32, read_tensor};
-use crate::step::overlap::{CommFigures, Overlap, Session, Wire};
+use crate::step::overlap::{CommFigures, Overlap, Session};
 use crate::step::{Control, StepCost};
 use crate::{Error, Result};
 
@@ -272,15 +273,15 @@ impl Ddp {
 
     /// From now on, all-reduces the gradients bucket by bucket (of `bucket_bytes`) while
     /// backward runs ([`Ddp::session`]) and runs the whole optimizer on every rank, where the
-    /// step is private and the world has more than one rank, sent as `wire` says; says whether
-    /// it does. `route` is
-    /// the one SyncBatchNorm's reducer of `net` holds. Call it before the first step.
+    /// step is private and the world has more than one rank, each bucket averaged by a hook of
+    /// `hooks` (a [`crate::step::hook::Wire`] names the built-in ones); says whether it does.
+    /// `route` is the one SyncBatchNorm's reducer of `net` holds. Call it before the first step.
     pub fn overlap_buckets(
         &mut self,
         net: &Network,
         route: Arc<Route>,
         bucket_bytes: usize,
-        wire: Wire,
+        hooks: impl Into<CommHooks>,
     ) -> Result<bool> {
         let world = with_comm(&self.comm, |c| Ok(c.world_size()))?;
         let Flat::Private { grads, .. } = &mut self.flat else {
@@ -295,7 +296,7 @@ impl Ddp {
             self.comm.clone(),
             route,
             bucket_bytes,
-            wire,
+            hooks.into(),
         )?);
         Ok(true)
     }

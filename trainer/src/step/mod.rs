@@ -6,6 +6,8 @@
 //! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
 //!   (private buffers, ranks on several hosts), the whole optimizer on every rank.
+//! - `hook`: what averages one of those buckets ([`hook::CommHook`], as PyTorch's
+//!   `register_comm_hook`): f32, bf16/fp16 on the wire, PowerSGD, or a trainer executable's own.
 //! - `control`: the control element the replicas average with their gradients ([`Control`]:
 //!   a stop request, an elastic group's regroup).
 //! - `comm`: the shared collective, SyncBatchNorm's reducer, and the communication thread.
@@ -22,6 +24,7 @@ pub mod cost;
 pub mod ddp;
 pub mod device;
 pub mod engine;
+pub mod hook;
 pub mod host;
 pub mod overlap;
 pub mod placement;

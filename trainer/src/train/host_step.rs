@@ -1,17 +1,18 @@
 //! The host DDP step as the spec sets it up: the bucket size (`ddp.bucket_mb`, `"auto"` timed
-//! on the link), overlap and compression (`ddp.overlap`, `ddp.compression`), and the lines rank
-//! 0's log says of them.
+//! on the link), overlap and compression (`ddp.overlap`, `ddp.compression`, or the
+//! communication hook the executable registered, [`crate::Trainer::comm_hook`]), and the lines
+//! rank 0's log says of them.
 
 use std::sync::Arc;
 
-use crate::Result;
 use crate::dist::codec::Codec;
 use crate::dist::probe;
 use crate::models::Network;
 use crate::spec::{BucketMb, Compression, DdpSpec, Spec};
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::ddp::Ddp;
-use crate::step::overlap::Wire;
+use crate::step::hook::{self, CommHooks, Wire};
+use crate::{Error, Result};
 
 /// Bytes in a MiB, for the log lines.
 const MIB: f64 = 1024.0 * 1024.0;
@@ -30,6 +31,14 @@ pub(super) fn ddp_step(
     world: usize,
     root: usize,
 ) -> Result<Ddp> {
+    let own = hook::registered();
+    if own.is_some() && spec.ddp.overlap && !spec.ddp.compression.is_none() {
+        return Err(Error::Model(format!(
+            "ddp.compression = \"{}\" and a registered communication hook both say how the \
+             gradients travel: set ddp.compression = \"none\" to use the hook",
+            spec.ddp.compression.name()
+        )));
+    }
     let bucket_bytes = match spec.ddp.bucket_mb {
         BucketMb::Size(mb) => (mb * 1024.0 * 1024.0) as usize,
         BucketMb::Auto if world > 1 => {
@@ -70,8 +79,9 @@ pub(super) fn ddp_step(
             rank: spec.ddp.powersgd_rank.unwrap_or(DdpSpec::POWERSGD_RANK),
         },
     };
+    let hooks = own.clone().unwrap_or_else(|| CommHooks::from(wire));
     let overlapped =
-        spec.ddp.overlap && host_step && ddp.overlap_buckets(net, route, bucket_bytes, wire)?;
+        spec.ddp.overlap && host_step && ddp.overlap_buckets(net, route, bucket_bytes, hooks)?;
     if rank == 0 && world > 1 && host_step {
         match ddp.private_because() {
             None => println!("gradients and parameters shared in place between the ranks"),
@@ -87,18 +97,28 @@ pub(super) fn ddp_step(
                 "gradients all-reduced in buckets of {cap} MB (the first {first} MB) while backward runs"
             );
         }
-        match wire {
-            Wire::Half(k) if overlapped => {
+        match (&own, wire) {
+            (Some(h), _) if overlapped => println!(
+                "gradients averaged by the registered communication hook \"{}\"",
+                h.name()
+            ),
+            (Some(h), _) => println!(
+                "the registered communication hook \"{}\" not applied: it averages the \
+                 overlapped step's buckets (ddp.overlap = true, the ranks on several hosts or \
+                 ddp.shared_memory = false)",
+                h.name()
+            ),
+            (None, Wire::Half(k)) if overlapped => {
                 println!(
                     "gradients sent as {} (16 bits a value), added in f32",
                     k.name()
                 );
             }
-            Wire::PowerSgd { rank } if overlapped => println!(
+            (None, Wire::PowerSgd { rank }) if overlapped => println!(
                 "gradients sent as PowerSGD factors of rank {rank} (matrices; the rest f32), \
                  with error feedback"
             ),
-            Wire::F32 => {}
+            (None, Wire::F32) => {}
             _ => println!(
                 "ddp.compression = \"{}\" not applied: the ranks share memory, gradients \
                  stay f32",

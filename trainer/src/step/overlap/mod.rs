@@ -16,7 +16,12 @@
 //! batch is trained in parts side by side, a gradient is final when every part's is; the parts
 //! are added in part order, the same bits as without the hook.
 //!
-//! Layout: `plan`, the buckets (pure); this file, the buckets' buffers and the session.
+//! Each bucket is averaged by its communication hook ([`crate::step::hook`]): f32, 16 bits a
+//! value, PowerSGD's factors or a hook of the user's own, made afresh when the buckets are laid
+//! out by the learned order.
+//!
+//! Layout: `plan`, the buckets (pure); this file, the buckets' buffers, their hooks and the
+//! session.
 
 pub mod plan;
 
@@ -28,11 +33,10 @@ use std::time::{Duration, Instant};
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId};
 
-use crate::dist::codec::Codec;
-use crate::dist::powersgd::PowerSgd;
 use crate::models::Network;
 use crate::step::comm::{Job, Route, SharedCollective, Worker, with_comm};
 use crate::step::control::Control;
+use crate::step::hook::{BucketLayout, BucketTensor, CommHook, CommHooks};
 use crate::step::host::read_tensor;
 use crate::{Error, Result};
 use plan::{BucketPlan, FIRST_BUCKET_BYTES, complete_order, reverse_order};
@@ -44,32 +48,13 @@ pub struct CommFigures {
     pub busy: Duration,
     /// Time the step waited for it after backward (not hidden behind backward).
     pub exposed: Duration,
-    /// Bytes this rank sent (a ring all-reduce sends 2(W-1)/W of each bucket; 2 bytes a value
-    /// where compressed).
+    /// Bytes this rank sent, as the buckets' hooks count them (a ring all-reduce sends
+    /// 2(W-1)/W of each bucket; 2 bytes a value where compressed).
     pub bytes_sent: u64,
     pub buckets: usize,
 }
 
-/// How the gradients travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    F32,
-    /// 16 bits a value, added in f32 ([`Codec`]).
-    Half(Codec),
-    /// Low-rank factors of rank `rank`, with error feedback ([`PowerSgd`]).
-    PowerSgd {
-        rank: usize,
-    },
-}
-
-impl Wire {
-    fn codec(self) -> Option<Codec> {
-        match self {
-            Wire::Half(k) => Some(k),
-            _ => None,
-        }
-    }
-}
+pub use crate::step::hook::Wire;
 
 /// The gradient buckets of an overlapped DDP step, and their communication thread.
 pub struct Overlap {
@@ -80,12 +65,12 @@ pub struct Overlap {
     sizes: Vec<usize>,
     ids: HashMap<TensorId, usize>,
     cap_bytes: usize,
-    wire: Wire,
-    /// Every parameter's shape (PowerSGD's matrices).
+    /// What makes the buckets' hooks.
+    make: CommHooks,
+    /// Every parameter's shape (for the buckets' layouts).
     shapes: Vec<Vec<usize>>,
-    /// Per bucket, its PowerSGD state (with [`Wire::PowerSgd`]), away on the thread while the
-    /// bucket is.
-    power: Vec<Option<Box<PowerSgd>>>,
+    /// Per bucket, its hook, away on the thread while the bucket is.
+    hooks: Vec<Option<Box<dyn CommHook>>>,
     plan: BucketPlan,
     /// The plan of the next step, once the first step has learned backward's order.
     next_plan: Option<BucketPlan>,
@@ -100,15 +85,15 @@ pub struct Overlap {
 }
 
 impl Overlap {
-    /// Buckets of at most `cap_bytes` for the parameters of `net`, sent as `wire` says;
-    /// starts the communication thread. `route` is the one SyncBatchNorm's reducer
+    /// Buckets of at most `cap_bytes` for the parameters of `net`, each averaged by a hook of
+    /// `hooks`; starts the communication thread. `route` is the one SyncBatchNorm's reducer
     /// holds.
     pub fn new(
         net: &Network,
         comm: SharedCollective,
         route: Arc<Route>,
         cap_bytes: usize,
-        wire: Wire,
+        hooks: CommHooks,
     ) -> Result<Overlap> {
         let sizes: Vec<usize> = net.params.iter().map(|(_, v)| v.elem_count()).collect();
         let shapes: Vec<Vec<usize>> = net.params.iter().map(|(_, v)| v.dims().to_vec()).collect();
@@ -126,9 +111,7 @@ impl Overlap {
             FIRST_BUCKET_BYTES.min(cap_bytes),
         );
         let bufs = plan.lens.iter().map(|&n| vec![0.0; n]).collect();
-        // The first step, which learns the buckets' order, travels uncompressed (PowerSGD's
-        // states come with the learned buckets).
-        let power = plan.lens.iter().map(|_| None).collect();
+        let first = make_hooks(&plan, &shapes, &hooks, false);
         Ok(Overlap {
             worker: Worker::start(comm.clone())?,
             route,
@@ -137,9 +120,9 @@ impl Overlap {
             sizes,
             ids,
             cap_bytes,
-            wire,
+            make: hooks,
             shapes,
-            power,
+            hooks: first,
             plan,
             next_plan: None,
             learned: false,
@@ -212,12 +195,11 @@ impl Overlap {
         let tx = self.worker.sender();
         let n = self.bufs.len();
         for b in 0..n {
-            let power = self.power[b].take();
-            send(&tx, (b, n), &mut self.bufs[b], self.wire.codec(), power)?;
+            send(&tx, (b, n), &mut self.bufs[b], &mut self.hooks[b])?;
         }
-        let busy = self.collect(n)?;
+        let (busy, bytes) = self.collect(n)?;
         self.reduced = true;
-        self.record(busy, t0.elapsed());
+        self.record(busy, t0.elapsed(), bytes);
         Ok(())
     }
 
@@ -236,19 +218,21 @@ impl Overlap {
         *last.last_mut().expect("the control element") = value;
     }
 
-    /// Receives `n` buckets back into their places; the time the thread spent on them.
-    fn collect(&mut self, n: usize) -> Result<Duration> {
-        let mut busy = Duration::ZERO;
+    /// Receives `n` buckets (and their hooks) back into their places; the time the thread
+    /// spent on them and the bytes their hooks sent.
+    fn collect(&mut self, n: usize) -> Result<(Duration, u64)> {
+        let (mut busy, mut bytes) = (Duration::ZERO, 0);
         let mut first_error = None;
         for _ in 0..n {
             let done = self.worker.next_done()?;
             busy += done.busy;
             self.bufs[done.bucket] = done.buf;
-            if done.power.is_some() {
-                self.power[done.bucket] = done.power;
-            }
-            if let Err(e) = done.result {
-                first_error.get_or_insert(e);
+            self.hooks[done.bucket] = Some(done.hook);
+            match done.result {
+                Ok(sent) => bytes += sent,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         match first_error {
@@ -256,31 +240,15 @@ impl Overlap {
                 self.broken = true;
                 Err(e)
             }
-            None => Ok(busy),
+            None => Ok((busy, bytes)),
         }
     }
 
-    fn record(&mut self, busy: Duration, exposed: Duration) {
-        let floats: usize = match self.wire {
-            Wire::PowerSgd { .. } => self
-                .power
-                .iter()
-                .zip(&self.plan.lens)
-                .map(|(p, &len)| {
-                    p.as_ref().map_or(len, |p| {
-                        let (a, b) = p.floats_sent();
-                        a + b
-                    })
-                })
-                .sum(),
-            _ => self.plan.total(),
-        };
-        let w = self.world as u64;
-        let width = self.wire.codec().map_or(4, |_| Codec::WIDTH) as u64;
+    fn record(&mut self, busy: Duration, exposed: Duration, bytes_sent: u64) {
         self.last = CommFigures {
             busy,
             exposed,
-            bytes_sent: floats as u64 * width * 2 * (w - 1) / w.max(1),
+            bytes_sent,
             buckets: self.bufs.len(),
         };
     }
@@ -315,7 +283,7 @@ impl Overlap {
     pub fn end_step(&mut self) {
         if let Some(plan) = self.next_plan.take() {
             self.bufs = plan.lens.iter().map(|&n| vec![0.0; n]).collect();
-            self.power = power_states(&plan, &self.shapes, self.wire);
+            self.hooks = make_hooks(&plan, &self.shapes, &self.make, true);
             self.plan = plan;
             self.learned = true;
         }
@@ -353,45 +321,54 @@ fn add_scaled(g: &Tensor, scale: f32, dst: &mut [f32], add: bool) -> Result<()> 
     read_tensor(&(g * scale as f64)?, dst, add)
 }
 
-/// The PowerSGD state of each bucket of `plan` (none for other wires).
-fn power_states(
+/// The hook of each bucket of `plan` (`learned`: laid out by backward's order).
+fn make_hooks(
     plan: &BucketPlan,
     shapes: &[Vec<usize>],
-    wire: Wire,
-) -> Vec<Option<Box<PowerSgd>>> {
-    let Wire::PowerSgd { rank } = wire else {
-        return plan.lens.iter().map(|_| None).collect();
-    };
+    make: &CommHooks,
+    learned: bool,
+) -> Vec<Option<Box<dyn CommHook>>> {
+    let count = plan.buckets.len();
     plan.buckets
         .iter()
         .zip(&plan.lens)
         .enumerate()
-        .map(|(b, (params, &len))| {
-            let tensors: Vec<(usize, Vec<usize>)> = params
+        .map(|(index, (params, &len))| {
+            let tensors = params
                 .iter()
-                .map(|&p| (plan.place[p].1, shapes[p].clone()))
+                .map(|&p| BucketTensor {
+                    param: p,
+                    offset: plan.place[p].1,
+                    shape: shapes[p].clone(),
+                })
                 .collect();
-            Some(Box::new(PowerSgd::new(len, &tensors, rank, b as u64)))
+            Some(make.make(&BucketLayout {
+                index,
+                count,
+                len,
+                tensors,
+                learned,
+            }))
         })
         .collect()
 }
 
-/// Queues bucket `b` of `n` (`(b, n)`) on the communication thread, with its PowerSGD state.
+/// Queues bucket `b` of `n` (`(b, n)`) on the communication thread, with its hook.
 fn send(
     tx: &Sender<Job>,
     (bucket, of): (usize, usize),
     buf: &mut Vec<f32>,
-    codec: Option<Codec>,
-    power: Option<Box<PowerSgd>>,
+    hook: &mut Option<Box<dyn CommHook>>,
 ) -> Result<()> {
+    let gone = || Error::Model("the communication thread ended (it panicked; see above)".into());
+    let hook = hook.take().ok_or_else(gone)?;
     tx.send(Job::Bucket {
         bucket,
         of,
         buf: std::mem::take(buf),
-        codec,
-        power,
+        hook,
     })
-    .map_err(|_| Error::Model("the communication thread ended (it panicked; see above)".into()))
+    .map_err(|_| gone())
 }
 
 /// Ends `session` where there is one ([`Session::finish`]) and says how long that took (the
@@ -529,11 +506,11 @@ impl State<'_> {
         self.ov.set_control(control);
         let t0 = Instant::now();
         self.send_ready(true)?;
-        let busy = self.ov.collect(self.in_flight)?;
+        let (busy, bytes) = self.ov.collect(self.in_flight)?;
         self.ov.reduced = true;
         self.ov.micro_batches += 1;
         self.ov.route.close();
-        self.ov.record(busy, t0.elapsed());
+        self.ov.record(busy, t0.elapsed(), bytes);
         Ok(())
     }
 
@@ -565,14 +542,7 @@ impl State<'_> {
         while self.next < n && self.left[self.next] == 0 && (all || self.next + 1 < n) {
             let tx = self.ov.worker.sender();
             let b = self.next;
-            let power = self.ov.power[b].take();
-            send(
-                &tx,
-                (b, n),
-                &mut self.ov.bufs[b],
-                self.ov.wire.codec(),
-                power,
-            )?;
+            send(&tx, (b, n), &mut self.ov.bufs[b], &mut self.ov.hooks[b])?;
             self.next += 1;
             self.in_flight += 1;
         }

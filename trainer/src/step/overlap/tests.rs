@@ -4,7 +4,8 @@
 //! ring adds 3 ranks' gradients in another order (SGD: Adam's first steps turn a gradient that
 //! nearly cancels into a full step of either sign), and the same bits on every rank.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use candle_core::{Device, Tensor};
 
@@ -16,6 +17,7 @@ use crate::spec::ModelName;
 use crate::step::comm::{CollectiveStats, Route};
 use crate::step::ddp::Ddp;
 use crate::step::ddp::tests::{ADAM, MOMENTUM, on_ring};
+use crate::step::hook::{BucketLayout, CommHook, CommHooks};
 
 /// Inputs of sample `i` of step `k` on rank `rank` (a fixed pattern), `n` samples, shape `shape`.
 fn inputs(rank: usize, k: usize, n: usize, shape: [usize; 3]) -> Tensor {
@@ -56,6 +58,17 @@ fn train(
     comm: SharedCollective,
     overlap: bool,
 ) -> (Vec<f32>, Vec<bool>, Vec<CommFigures>) {
+    train_with(run, rank, comm, overlap.then(|| run.wire.into()))
+}
+
+/// [`train`] overlapped with `hooks` where there are some.
+fn train_with(
+    run: &Run,
+    rank: usize,
+    comm: SharedCollective,
+    hooks: Option<CommHooks>,
+) -> (Vec<f32>, Vec<bool>, Vec<CommFigures>) {
+    let overlap = hooks.is_some();
     let route = Route::new();
     let bn = if run.sync_bn {
         BnMode::Sync(Arc::new(CollectiveStats::new(comm.clone(), route.clone())))
@@ -66,8 +79,8 @@ fn train(
     // Small buckets: several per step, the first smaller still.
     let cap = 64 << 10;
     let mut ddp = Ddp::new(&net, comm, cap, false).unwrap();
-    if overlap {
-        assert!(ddp.overlap_buckets(&net, route, cap, run.wire).unwrap());
+    if let Some(hooks) = hooks {
+        assert!(ddp.overlap_buckets(&net, route, cap, hooks).unwrap());
     }
     let mut opt = Optimizer::new(run.config, ddp.num_params());
     opt.grad_clip = run.clip;
@@ -310,4 +323,66 @@ fn powersgd_buckets_give_every_rank_the_same_weights_for_fewer_bytes() {
         off > 0.0 && off < moved,
         "compressed {off} off, plain moved {moved}"
     );
+}
+
+/// A hook of one's own: the f32 average, counting the hooks made and the buckets averaged.
+struct Counting {
+    plain: crate::step::hook::Plain,
+    calls: Arc<AtomicUsize>,
+}
+
+impl CommHook for Counting {
+    fn reduce(&mut self, grads: &mut [f32], comm: &mut dyn crate::dist::Collective) -> Result<u64> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.plain.reduce(grads, comm)
+    }
+}
+
+/// A user's hook that averages as the built-in f32 hook does is called once for every bucket of
+/// every step, made for every bucket of both layouts, and trains to the same bits.
+#[test]
+fn a_hook_of_ones_own_averages_every_bucket_as_the_built_in_one_it_mimics() {
+    let run = mlp(2, ADAM);
+    let built_in = on_ring(2, |rank, comm| train(&run, rank, comm, true));
+    let own = on_ring(2, |rank, comm| {
+        let (calls, made) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(Mutex::new(Vec::new())),
+        );
+        let (c, m) = (calls.clone(), made.clone());
+        let hooks = CommHooks::new("counting", move |layout: &BucketLayout| {
+            m.lock()
+                .unwrap()
+                .push((layout.index, layout.count, layout.learned));
+            Counting {
+                plain: crate::step::hook::Plain,
+                calls: c.clone(),
+            }
+        });
+        let out = train_with(&run, rank, comm, Some(hooks));
+        let made = made.lock().unwrap().clone();
+        (out, calls.load(Ordering::Relaxed), made)
+    });
+    for (rank, (((params, stops, figures), calls, made), (b_params, b_stops, b_figures))) in
+        own.iter().zip(&built_in).enumerate()
+    {
+        assert!(
+            params == b_params,
+            "rank {rank}: other weights than the built-in hook's"
+        );
+        assert_eq!(stops, b_stops);
+        let sent: Vec<u64> = figures.iter().map(|f| f.bytes_sent).collect();
+        let b_sent: Vec<u64> = b_figures.iter().map(|f| f.bytes_sent).collect();
+        assert_eq!(sent, b_sent);
+        let buckets: usize = figures.iter().map(|f| f.buckets).sum();
+        assert_eq!(*calls, buckets, "rank {rank}: one call a bucket a step");
+        // Both layouts, every bucket of each once, in order.
+        let (first, learned) = (figures[0].buckets, figures[1].buckets);
+        let want: Vec<(usize, usize, bool)> = (0..first)
+            .map(|b| (b, first, false))
+            .chain((0..learned).map(|b| (b, learned, true)))
+            .collect();
+        assert_eq!(*made, want, "rank {rank}");
+        assert!(figures.len() == run.steps && first >= 4);
+    }
 }
