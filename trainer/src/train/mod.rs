@@ -6,10 +6,9 @@
 //!   a stop request, checkpoints (at epochs' ends, every N steps, and where a stop leaves the
 //!   run), and the run's end.
 //! - `clock`: where a window's steps spent their time (the train records' `breakdown`).
-//! - `elastic`: what an elastic run carries over when its group re-forms (the share of the
-//!   epoch, the most advanced replica's position, the membership event).
-//! - `regroup`: an elastic run's group re-formed under way (a replica lost, joining or
-//!   leaving) and the requests each step carries (stop, regroup).
+//! - `elastic`: an elastic run's group re-formed under way (a replica lost, joining or
+//!   leaving), the requests each step carries (stop, regroup), and what the run carries over
+//!   (the share of the epoch, the most advanced replica's position, the membership event).
 //! - `host_step`: the host DDP step as the spec sets it up (bucket size, `"auto"` included,
 //!   overlap, compression), and what rank 0's log says of it.
 //! - `position`: where a run stands when it starts, the resume header carrying it, and where
@@ -40,7 +39,6 @@ mod clock;
 mod elastic;
 mod host_step;
 mod position;
-mod regroup;
 mod replica;
 mod samples;
 mod tokens;
@@ -53,7 +51,7 @@ pub use position::{PAUSED_FILE, PauseAt, paused_at};
 use replica::{Replica, Task};
 use samples::Loop;
 
-pub use regroup::LEAVE_REQUESTED;
+pub use elastic::LEAVE_REQUESTED;
 pub use samples::{Splits, load_data};
 
 /// Set by the SIGTERM/SIGINT/SIGUSR2 handler of the binary: finish the current step on every

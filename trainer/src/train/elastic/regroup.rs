@@ -7,14 +7,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::elastic::{self, Resync, Share};
-use super::replica::{Replica, Task};
-use super::{STOP_REQUESTED, Training, host_step};
+use super::{Resync, Share};
 use crate::data::DistributedSampler;
 use crate::report::Window;
 use crate::schedule::Schedule;
 use crate::step::Control;
 use crate::step::comm::with_comm;
+use crate::train::replica::{Replica, Task};
+use crate::train::{STOP_REQUESTED, Training, host_step};
 use crate::{Error, Result, fsutil};
 
 /// Set by the binary's SIGUSR1 handler: this replica leaves its elastic group at the next step
@@ -27,7 +27,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(200);
 impl Training {
     /// This replica's requests for the step under way: a stop; in an elastic run, a regroup
     /// when it was asked to leave or (rank 0) a replica waits to join.
-    pub(super) fn requests(&mut self) -> Result<Control> {
+    pub(in crate::train) fn requests(&mut self) -> Result<Control> {
         let stop = STOP_REQUESTED.load(Ordering::Relaxed);
         if self.elastic_min.is_none() {
             return Ok(Control::from(stop));
@@ -46,7 +46,7 @@ impl Training {
 
     /// Whether an elastic run goes on after `e`: a collective that lost or waited in vain for
     /// a peer.
-    pub(super) fn recoverable(&self, e: &Error) -> bool {
+    pub(in crate::train) fn recoverable(&self, e: &Error) -> bool {
         self.elastic_min.is_some() && matches!(e, Error::Collective { .. })
     }
 
@@ -54,7 +54,7 @@ impl Training {
     /// boundary (`None`), or to take this joining replica in. A replica asked to leave leaves
     /// here instead ([`Error::Left`]). Fewer replicas than `ddp.elastic.min_replicas` end the
     /// run with [`Error::Elastic`].
-    pub(super) fn regroup(&mut self, lost: Option<Error>) -> Result<()> {
+    pub(in crate::train) fn regroup(&mut self, lost: Option<Error>) -> Result<()> {
         if lost.is_none() && !self.joining && LEAVE_REQUESTED.load(Ordering::Relaxed) {
             return Err(Error::Left(format!(
                 "replica {} left the elastic group on request after step {}",
@@ -86,7 +86,7 @@ impl Training {
         let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
         let world = d.generation.members.len();
         if world < min {
-            return Err(Error::Elastic(elastic::below_minimum(
+            return Err(Error::Elastic(super::below_minimum(
                 &d,
                 d.world_before(),
                 min,
@@ -196,11 +196,11 @@ impl Training {
         let lost_s = self.last_step_end.elapsed().as_secs_f64();
         if rank == 0 {
             let before = d.world_before();
-            println!("{}", elastic::change_line(&d, before, lost_s));
+            println!("{}", super::change_line(&d, before, lost_s));
             if let Some(t) = with_comm(&self.r.comm, |c| Ok(c.transport_line()))? {
                 println!("all-reduce through {t}");
             }
-            let line = elastic::event_line(crate::metrics::unix_time(), &d, before, lost_s);
+            let line = super::event_line(crate::metrics::unix_time(), &d, before, lost_s);
             fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
         }
         self.joining = false;

@@ -1,6 +1,16 @@
-//! What an elastic run needs to go on after its group re-formed (pure): where the current
-//! world's share of the epoch began, the position the most advanced replica sends the others,
-//! the membership event, and the message when too few replicas remain.
+//! A replica's elastic run (`ddp.elastic`): its group re-formed under way, and what it needs
+//! to go on after that.
+//!
+//! Layout:
+//! - this file (pure): where the current world's share of the epoch began, the position the
+//!   most advanced replica sends the others, the membership event, and the message when too
+//!   few replicas remain.
+//! - `regroup`: the group re-formed (a replica lost, joining or leaving) at a step boundary the
+//!   replicas agreed on, and the requests each step carries (stop, regroup).
+
+mod regroup;
+
+pub use regroup::LEAVE_REQUESTED;
 
 use crate::dist::elastic::Decision;
 
