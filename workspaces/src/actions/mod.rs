@@ -347,7 +347,7 @@ pub fn remove_tags(run: &Run, tags: &[String]) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::run::ProcessId;
+    use crate::runs::run::{ProcessId, RunRecord};
     use std::time::Duration;
 
     const SPEC: &str = "name = 'mnist cnn'\n[model]\nname = 'mlp'\n[data]\nname = 'synthetic'\n[train]\nepochs = 3\n[restart]\nmax_restarts = 4\n";
@@ -459,6 +459,27 @@ mod tests {
         let mut req = NewRun::new(&spec);
         req.on = RunOn::Slurm;
         check_new_run(&req).unwrap();
+    }
+
+    #[test]
+    fn a_run_on_a_cluster_is_not_scaled() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = RunRecord::sample()
+            .status(RunStatus::Running)
+            .in_dir(dir.path().join("run"));
+        run.record.slurm = Some(crate::runs::run::SlurmJob::sample());
+        std::fs::create_dir_all(&run.dir).unwrap();
+        run.save().unwrap();
+        let e = scale_run(&run, 1).unwrap_err();
+        assert!(matches!(e, Error::Refused(_)), "{e}");
+        assert!(e.to_string().contains("runs on Slurm"), "{e}");
+        run.record.slurm = None;
+        run.record.spark = Some(crate::runs::run::SparkApp::default());
+        run.save().unwrap();
+        let e = scale_run(&run, 1).unwrap_err();
+        assert!(matches!(e, Error::Refused(_)), "{e}");
+        assert!(e.to_string().contains("runs on Spark"), "{e}");
+        assert!(!run.dir.join(ddp_trainer::launcher::SCALE_FILE).exists());
     }
 
     #[test]

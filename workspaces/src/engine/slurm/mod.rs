@@ -66,8 +66,8 @@ impl Engine for Slurm {
 
     fn check_scale(&self, run: &Run) -> Result<()> {
         Err(Error::Refused(format!(
-            "run {} runs on Slurm, whose allocation is fixed: stop it and resume it with \
-             other --nodes to change its size",
+            "run {} runs on Slurm, whose allocation is fixed: its replicas are the job's (a run \
+             of another size is a new run, `ddp run SPEC --on slurm --nodes N`)",
             run.record.id
         )))
     }

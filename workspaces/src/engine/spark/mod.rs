@@ -81,6 +81,16 @@ impl Engine for Spark {
             other => other,
         }
     }
+
+    /// A barrier stage has its tasks from the start to the end.
+    fn check_scale(&self, run: &Run) -> Result<()> {
+        Err(Error::Refused(format!(
+            "run {} runs on Spark, whose barrier stage has a fixed number of tasks: its replicas \
+             are the stage's (a run of another size is a new run, `ddp run SPEC --on spark \
+             --tasks N`)",
+            run.record.id
+        )))
+    }
 }
 
 /// One launch of a run on Spark: `spark-submit` of the run's driver, its application recorded
