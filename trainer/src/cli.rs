@@ -13,7 +13,7 @@ use clap::Parser;
 
 use crate::env::{DistEnv, NodeWorld, Role};
 use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_STOPPED};
-use crate::launcher::{Ended, LaunchOptions, StopRequest, launch_ended};
+use crate::launcher::{Ended, LaunchOptions, StopCause, launch_ended};
 use crate::spec::Spec;
 use crate::step::batch_parts;
 use crate::train::{self, LEAVE_REQUESTED, PauseAt, STOP_REQUESTED, TrainOptions};
@@ -291,10 +291,10 @@ fn launch_replicas(
         Ok(Ended::Completed | Ended::Paused { .. }) => 0,
         Ok(Ended::Stopped(request)) => {
             let on = match request {
-                StopRequest::Signal { signal, .. } => {
+                StopCause::Signal { signal, .. } => {
                     format!("{} to the launcher", crate::launcher::signal_name(signal))
                 }
-                StopRequest::Replica(_) => "a signal to the replicas".to_string(),
+                StopCause::Replica(_) => "a signal to the replicas".to_string(),
             };
             eprintln!(
                 "ddp-trainer: stopped on {on}: every replica finished the same step and its checkpoint is written; --resume continues"

@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 /// How to sample.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SampleOptions {
+pub struct Sampling {
     /// Ids to generate after the prompt.
     pub tokens: usize,
     /// Logits are divided by it; 0 takes the most likely id (greedy).
@@ -73,7 +73,7 @@ pub fn load_gpt_file(cfg: &GptConfig, path: &Path) -> Result<Gpt> {
 pub fn generate(
     model: &Gpt,
     prompt: &[u32],
-    opts: &SampleOptions,
+    opts: &Sampling,
     mut on_token: impl FnMut(u32) -> Result<()>,
 ) -> Result<Vec<u32>> {
     let cfg = *model.config();
@@ -127,7 +127,7 @@ fn feed(model: &Gpt, ids: &[u32], cache: &mut gpt::Cache, device: &Device) -> Re
 
 /// One id drawn from `logits`: the most likely at temperature 0, else from
 /// softmax(logits / temperature) over the `top_k` most likely (ties keep the lower id).
-pub fn pick(logits: &[f32], opts: &SampleOptions, rng: &mut SplitMix64) -> u32 {
+pub fn pick(logits: &[f32], opts: &Sampling, rng: &mut SplitMix64) -> u32 {
     let mut order: Vec<usize> = (0..logits.len()).collect();
     order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
     if opts.temperature <= 0.0 {
@@ -163,8 +163,8 @@ mod tests {
         load_gpt(&cfg, state, &Device::Cpu, "test").unwrap()
     }
 
-    fn opts(temperature: f64, top_k: Option<usize>, seed: u64) -> SampleOptions {
-        SampleOptions {
+    fn opts(temperature: f64, top_k: Option<usize>, seed: u64) -> Sampling {
+        Sampling {
             tokens: 30,
             temperature,
             top_k,
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_text_past_the_context() {
         let m = model();
-        let run = |o: &SampleOptions| generate(&m, &[1, 2, 3], o, |_| Ok(())).unwrap();
+        let run = |o: &Sampling| generate(&m, &[1, 2, 3], o, |_| Ok(())).unwrap();
         let a = run(&opts(1.0, None, 5));
         assert_eq!(a.len(), 30, "30 ids, well past the block of 8");
         assert_eq!(a, run(&opts(1.0, None, 5)));

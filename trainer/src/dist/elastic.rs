@@ -14,7 +14,7 @@
 //! restarted replica is listed as both).
 //!
 //! Pure policy ([`decide`], [`Board`]): the store's server holds a [`Board`] and answers each
-//! ask with the [`Decision`] once there is one.
+//! ask with the [`NextGeneration`] once there is one.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -56,7 +56,7 @@ impl Generation {
 
 /// The next generation as the store decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub struct NextGeneration {
     pub generation: Generation,
     /// The last step each member completed, in member order (a joiner's counts nothing).
     pub steps: Vec<u64>,
@@ -66,7 +66,7 @@ pub struct Decision {
     pub joined: Vec<u32>,
 }
 
-impl Decision {
+impl NextGeneration {
     /// The most steps any continuing member completed, and the rank of the first that did: the
     /// replica whose state the others take (a step that some completed and others lost mid-way;
     /// a joiner's state is never taken).
@@ -116,7 +116,7 @@ pub enum Verdict {
     Wait {
         pending: Vec<u32>,
     },
-    Decided(Decision),
+    Decided(NextGeneration),
 }
 
 /// Decides the generation after `current` from the asks so far (`asks`: id → its ask), whether
@@ -152,7 +152,7 @@ pub fn decide(
         .copied()
         .filter(|id| asks[id].joining || current.members.binary_search(id).is_err())
         .collect();
-    Verdict::Decided(Decision {
+    Verdict::Decided(NextGeneration {
         generation: Generation {
             number: current.number + 1,
             members,
@@ -171,13 +171,13 @@ pub struct Board {
     asks: BTreeMap<u32, Ask>,
     /// When the first member asked (joiners start no clock).
     first_ask: Option<Instant>,
-    decided: BTreeMap<u64, Decision>,
+    decided: BTreeMap<u64, NextGeneration>,
 }
 
 /// The answer to one ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    Decided(Decision),
+    Decided(NextGeneration),
     Wait {
         pending: Vec<u32>,
     },

@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::elastic::{Decision, JOIN, JOIN_KEY, STARTED_KEY};
+use super::elastic::{JOIN, JOIN_KEY, NextGeneration, STARTED_KEY};
 use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
@@ -279,7 +279,7 @@ impl ProcessGroup {
     /// connects the ring of its members, this replica's rank being its place among them.
     /// Members still connected to the store that have not asked within `settle` (a stopped
     /// process) are left out. An error when this replica was left out, or the store is gone.
-    pub fn reform(&mut self, step: u64, settle: Duration) -> Result<Decision> {
+    pub fn reform(&mut self, step: u64, settle: Duration) -> Result<NextGeneration> {
         let fail = |rank, msg: String| Error::Rendezvous { rank, msg };
         let Some(store) = self.store.clone() else {
             return Err(fail(
@@ -494,7 +494,7 @@ impl Collective for ProcessGroup {
     fn rank(&self) -> usize {
         self.rank
     }
-    fn reform(&mut self, step: u64, settle: Duration) -> Result<Decision> {
+    fn reform(&mut self, step: u64, settle: Duration) -> Result<NextGeneration> {
         ProcessGroup::reform(self, step, settle)
     }
     fn joiner_waiting(&mut self) -> Result<bool> {

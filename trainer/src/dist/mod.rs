@@ -68,7 +68,11 @@ pub trait Collective: Send {
     }
     /// The next generation of an elastic group after a collective failed
     /// ([`group::ProcessGroup::reform`]); this replica's rank and the world size change.
-    fn reform(&mut self, step: u64, settle: std::time::Duration) -> Result<elastic::Decision> {
+    fn reform(
+        &mut self,
+        step: u64,
+        settle: std::time::Duration,
+    ) -> Result<elastic::NextGeneration> {
         let _ = (step, settle);
         Err(Error::Rendezvous {
             rank: self.rank(),

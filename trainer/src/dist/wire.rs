@@ -116,7 +116,7 @@ pub(crate) enum Response {
     /// The request was understood but cannot be served (e.g. `add` on a non-counter value).
     Failed(String),
     /// Answer to `Rejoin`: the next generation.
-    Members(super::elastic::Decision),
+    Members(super::elastic::NextGeneration),
 }
 
 /// Append-only encoder for message fields.
@@ -327,7 +327,7 @@ impl Response {
                 let steps = (0..members.len())
                     .map(|_| d.u64())
                     .collect::<Result<Vec<_>, _>>()?;
-                Response::Members(super::elastic::Decision {
+                Response::Members(super::elastic::NextGeneration {
                     generation: super::elastic::Generation { number, members },
                     steps,
                     left: ids(&mut d)?,
@@ -424,7 +424,7 @@ mod tests {
                 missing: vec![1, 3],
             },
             Response::Failed("nope".into()),
-            Response::Members(crate::dist::elastic::Decision {
+            Response::Members(crate::dist::elastic::NextGeneration {
                 generation: crate::dist::elastic::Generation {
                     number: 2,
                     members: vec![1, 2, 5],

@@ -6,7 +6,7 @@
 //!
 //! Layout:
 //! - this file: [`launch`] and [`launch_ended`], the entry points, how a launch ended
-//!   ([`Ended`], [`StopRequest`]), and supervision
+//!   ([`Ended`], [`StopCause`]), and supervision
 //!   (`tend`, `stop`): polling, the failure report, a stop on request, and teardown (SIGTERM
 //!   to each replica's process group, SIGKILL after the grace).
 //! - `options`: [`LaunchOptions`] and their defaults.
@@ -67,7 +67,7 @@ pub enum Ended {
     Paused { epoch: u64, step: u64 },
     /// Every replica stopped on request after the same step, its position checkpointed, and
     /// exited with [`EXIT_STOPPED`](crate::error::EXIT_STOPPED).
-    Stopped(StopRequest),
+    Stopped(StopCause),
     /// SIGINT, SIGTERM or SIGUSR2 to the launcher, and not every replica stopped at a step it
     /// checkpointed (one was killed after the grace, or had not started training): `ranks` were
     /// stopped.
@@ -79,7 +79,7 @@ pub enum Ended {
 
 /// Where the request of a stop ([`Ended::Stopped`]) came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopRequest {
+pub enum StopCause {
     /// `signal` to the launcher, passed on to the replicas (`ranks`) as SIGTERM.
     Signal { signal: i32, ranks: Vec<usize> },
     /// A request that reached the replicas themselves, first seen at this one.
@@ -93,8 +93,8 @@ impl Ended {
     pub fn into_result(self) -> Result<()> {
         match self {
             Ended::Completed | Ended::Paused { .. } => Ok(()),
-            Ended::Stopped(StopRequest::Replica(first)) => Err(first.error()),
-            Ended::Stopped(StopRequest::Signal { signal, ranks })
+            Ended::Stopped(StopCause::Replica(first)) => Err(first.error()),
+            Ended::Stopped(StopCause::Signal { signal, ranks })
             | Ended::Interrupted { signal, ranks } => Err(Error::Launch(format!(
                 "interrupted by {}; stopped ranks {}",
                 signal_name(signal),
@@ -266,7 +266,7 @@ fn tend(
                 return Ok(Ended::Completed);
             }
             if all_ended(replicas, Exit::stopped) {
-                return Ok(Ended::Stopped(StopRequest::Signal {
+                return Ok(Ended::Stopped(StopCause::Signal {
                     signal,
                     ranks: running,
                 }));
@@ -297,7 +297,7 @@ fn tend(
             }
             stop(replicas, grace);
             if all_ended(replicas, Exit::stopped) {
-                return Ok(Ended::Stopped(StopRequest::Replica(first)));
+                return Ok(Ended::Stopped(StopCause::Replica(first)));
             }
             // Not every replica stopped: the others' outcomes are the failures to report.
             failed = (0..replicas.len())

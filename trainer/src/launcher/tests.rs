@@ -372,7 +372,7 @@ fn replicas_that_stop_on_an_interrupt_end_the_launch_as_stopped() {
     setter.join().unwrap();
     assert_eq!(
         ended,
-        Ended::Stopped(StopRequest::Signal {
+        Ended::Stopped(StopCause::Signal {
             signal: libc::SIGUSR2,
             ranks: vec![0, 1]
         })
@@ -396,7 +396,7 @@ fn replicas_that_all_stop_on_their_own_request_end_the_launch_as_stopped() {
     );
     let ended = run(&sh(2, dir.path(), &script), &AtomicI32::new(0)).unwrap();
     assert!(
-        matches!(&ended, Ended::Stopped(StopRequest::Replica(first)) if first.rank == 1),
+        matches!(&ended, Ended::Stopped(StopCause::Replica(first)) if first.rank == 1),
         "{ended:?}"
     );
     match ended.into_result().err() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use ddp_trainer::launcher::{
-    Ended, LaunchOptions, ReplicaFailure, SpawnHook, StopRequest as LaunchStop, launch_ended,
+    Ended, LaunchOptions, ReplicaFailure, SpawnHook, StopCause, launch_ended,
 };
 use ddp_trainer::spec::Spec;
 
@@ -83,13 +83,13 @@ impl Engine for Local {
             Ok(Ended::Completed) => Attempt::Completed,
             Ok(Ended::Paused { epoch, step }) => Attempt::Paused { epoch, step },
             // `ddp stop` (SIGTERM to this process, passed on to the replicas).
-            Ok(Ended::Stopped(LaunchStop::Signal { .. }) | Ended::Interrupted { .. }) => {
+            Ok(Ended::Stopped(StopCause::Signal { .. }) | Ended::Interrupted { .. }) => {
                 inputs.stop.store(true, Ordering::SeqCst);
                 Attempt::Stopped
             }
             // Replicas that stopped on a request of their own, not ours, go on from their
             // checkpoint (restartable, exit 143).
-            Ok(Ended::Stopped(LaunchStop::Replica(failure)) | Ended::Failed(failure)) => {
+            Ok(Ended::Stopped(StopCause::Replica(failure)) | Ended::Failed(failure)) => {
                 failed(&failure)
             }
             Err(e) => Attempt::LaunchFailed(e.to_string()),

@@ -224,7 +224,7 @@ impl Sampler {
         let mut stopped = on_text(&self.options.prompt).is_break();
         if !stopped {
             let o = &self.options;
-            let draw = generate::SampleOptions {
+            let draw = generate::Sampling {
                 tokens: o.tokens,
                 temperature: o.temperature,
                 top_k: (o.top_k > 0).then_some(o.top_k),

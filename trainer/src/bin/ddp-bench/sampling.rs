@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use ddp_trainer::data::text::Tokenizer;
-use ddp_trainer::generate::{SampleOptions, generate, load_gpt};
+use ddp_trainer::generate::{Sampling, generate, load_gpt};
 use ddp_trainer::models::gpt::GptConfig;
 
 /// Tokens of the sampling figure, and its prompt.
@@ -49,7 +49,7 @@ pub fn time_sampling(run_dir: &Path) -> Result<SampleFigure, String> {
     let model = load_gpt(&cfg, weights, &Device::Cpu, &source).map_err(|e| e.to_string())?;
     let prompt = tokenizer.encode(PROMPT).map_err(|e| e.to_string())?;
     let load_s = t0.elapsed().as_secs_f64();
-    let opts = SampleOptions {
+    let opts = Sampling {
         tokens: SAMPLE_TOKENS,
         temperature: 1.0,
         top_k: None,

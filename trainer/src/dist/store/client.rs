@@ -4,7 +4,7 @@ use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::dist::elastic::{Decision, JOIN};
+use crate::dist::elastic::{JOIN, NextGeneration};
 use crate::dist::handshake::{STORE_PURPOSE, hello};
 use crate::dist::wire::{
     MAX_FRAME, Refusal, Request, Response, millis, recv_response, secs, send_msg,
@@ -299,7 +299,7 @@ impl StoreClient {
         step: u64,
         settle: Duration,
         timeout: Duration,
-    ) -> Result<Decision> {
+    ) -> Result<NextGeneration> {
         let what = if from == JOIN {
             "join the elastic group".to_string()
         } else {

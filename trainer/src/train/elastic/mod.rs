@@ -12,7 +12,7 @@ mod regroup;
 
 pub use regroup::LEAVE_REQUESTED;
 
-use crate::dist::elastic::Decision;
+use crate::dist::elastic::NextGeneration;
 
 /// Where the current world's share of an epoch began: the epoch's first step and position
 /// (0, 0), or the step and the position in the epoch's permutation where the world changed.
@@ -114,7 +114,7 @@ fn ids(v: &[u32]) -> String {
 }
 
 /// What rank 0's log says of a membership change.
-pub(super) fn change_line(d: &Decision, world_before: usize, seconds_lost: f64) -> String {
+pub(super) fn change_line(d: &NextGeneration, world_before: usize, seconds_lost: f64) -> String {
     let (step, _) = d.most_advanced();
     let back: Vec<u32> = d
         .joined
@@ -147,7 +147,7 @@ pub(super) fn change_line(d: &Decision, world_before: usize, seconds_lost: f64) 
 /// The `events.jsonl` line of a membership change (the workspace's `membership` event).
 pub(super) fn event_line(
     time: f64,
-    d: &Decision,
+    d: &NextGeneration,
     world_before: usize,
     seconds_lost: f64,
 ) -> String {
@@ -167,7 +167,7 @@ pub(super) fn event_line(
 }
 
 /// The error when fewer than `min` replicas remain.
-pub(super) fn below_minimum(d: &Decision, world_before: usize, min: usize) -> String {
+pub(super) fn below_minimum(d: &NextGeneration, world_before: usize, min: usize) -> String {
     format!(
         "replica {} left after step {}: {} of {world_before} replicas remain, fewer than \
          ddp.elastic.min_replicas = {min}; the run stops here (its last checkpoint is where \
@@ -183,8 +183,8 @@ mod tests {
     use super::*;
     use crate::dist::elastic::Generation;
 
-    fn decision() -> Decision {
-        Decision {
+    fn decision() -> NextGeneration {
+        NextGeneration {
             generation: Generation {
                 number: 1,
                 members: vec![0, 2, 3],

@@ -141,7 +141,7 @@ struct Failure {
 /// How one `spark-submit` ended: the outcome, and whether the cluster refused the run (too few
 /// task slots for the barrier stage: bad input, not retried).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ended {
+pub struct SubmitEnd {
     pub outcome: Attempt,
     pub refused: bool,
 }
@@ -218,8 +218,8 @@ pub fn submit_once(
     job: &Job,
     stop: &dyn Fn() -> bool,
     on_state: &mut dyn FnMut(&AppState),
-) -> Ended {
-    let failed = |msg: String| Ended {
+) -> SubmitEnd {
+    let failed = |msg: String| SubmitEnd {
         outcome: Attempt::LaunchFailed(msg),
         refused: false,
     };
@@ -314,7 +314,7 @@ pub fn submit_once(
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let ended = |outcome| Ended {
+    let ended = |outcome| SubmitEnd {
         outcome,
         refused: false,
     };
@@ -330,7 +330,7 @@ pub fn submit_once(
     match failure {
         Some(Failure {
             refused: Some(why), ..
-        }) => Ended {
+        }) => SubmitEnd {
             outcome: Attempt::LaunchFailed(why),
             refused: true,
         },
