@@ -16,12 +16,14 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::capability::{Membership, SharedStep, no_step_buffers};
 use super::elastic::{JOIN, JOIN_KEY, NextGeneration, STARTED_KEY};
 use super::ledger::{self, Cause, Ledger, Op, Publisher};
 use super::ring::TcpRing;
 use super::shm::ShmReducer;
+use super::shm::{HeldGrads, ShardUpdate, StepBuffers};
 use super::store::{StoreClient, StoreServer};
-use super::{Collective, HeldGrads, ReduceOp, ShardUpdate, StepBuffers, no_step_buffers};
+use super::{Collective, ReduceOp};
 use crate::{Error, Result};
 
 /// Everything a rank needs to join its group (torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
@@ -494,11 +496,11 @@ impl Collective for ProcessGroup {
     fn rank(&self) -> usize {
         self.rank
     }
-    fn reform(&mut self, step: u64, settle: Duration) -> Result<NextGeneration> {
-        ProcessGroup::reform(self, step, settle)
+    fn membership(&mut self) -> Option<&mut dyn Membership> {
+        Some(self)
     }
-    fn joiner_waiting(&mut self) -> Result<bool> {
-        ProcessGroup::joiner_waiting(self)
+    fn shared_step(&mut self) -> Option<&mut dyn SharedStep> {
+        Some(self)
     }
     fn transport_line(&self) -> Option<String> {
         Some(self.transport.to_string())
@@ -551,6 +553,36 @@ impl Collective for ProcessGroup {
             None => g.ring.all_gather_shards(buf),
         })
     }
+    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
+        self.logged(Op::Broadcast, size_of_val(buf), |g| {
+            g.ring.broadcast(buf, root)
+        })
+    }
+    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
+        self.logged(Op::AllGather, size_of_val(output), |g| {
+            g.ring.all_gather(input, output)
+        })
+    }
+    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.logged(Op::GatherBytes, input.len(), |g| {
+            g.ring.all_gather_bytes(input)
+        })
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.logged(Op::Barrier, 0, |g| g.ring.barrier())
+    }
+}
+
+impl Membership for ProcessGroup {
+    fn reform(&mut self, step: u64, settle: Duration) -> Result<NextGeneration> {
+        ProcessGroup::reform(self, step, settle)
+    }
+    fn joiner_waiting(&mut self) -> Result<bool> {
+        ProcessGroup::joiner_waiting(self)
+    }
+}
+
+impl SharedStep for ProcessGroup {
     fn step_buffers(&mut self, len: usize) -> Result<std::result::Result<StepBuffers, String>> {
         match self.shm.is_some() {
             true => self.logged(Op::StepBuffers, len * 4, |g| {
@@ -579,24 +611,6 @@ impl Collective for ProcessGroup {
             Some(shm) => shm.all_gather_step(&mut g.ring, step),
             None => Err(no_step_buffers("all_gather_shards", g.rank)),
         })
-    }
-    fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<()> {
-        self.logged(Op::Broadcast, size_of_val(buf), |g| {
-            g.ring.broadcast(buf, root)
-        })
-    }
-    fn all_gather(&mut self, input: &[f32], output: &mut [f32]) -> Result<()> {
-        self.logged(Op::AllGather, size_of_val(output), |g| {
-            g.ring.all_gather(input, output)
-        })
-    }
-    fn all_gather_bytes(&mut self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.logged(Op::GatherBytes, input.len(), |g| {
-            g.ring.all_gather_bytes(input)
-        })
-    }
-    fn barrier(&mut self) -> Result<()> {
-        self.logged(Op::Barrier, 0, |g| g.ring.barrier())
     }
 }
 

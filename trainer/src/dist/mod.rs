@@ -1,7 +1,10 @@
 //! Process groups: rendezvous through a TCP store hosted by rank 0, and collectives between replicas.
 //!
 //! Layout:
-//! - this file: the [`Collective`] trait every backend implements, and [`ReduceOp`].
+//! - this file: the [`Collective`] trait every backend implements (the core collectives), and
+//!   [`ReduceOp`].
+//! - `capability`: what some collectives offer beyond it: an elastic group's membership
+//!   ([`capability::Membership`]) and the DDP step's shared buffers ([`capability::SharedStep`]).
 //! - `group`: [`group::ProcessGroup`], the rendezvous on every rank, then the ring and (on one
 //!   host) the shared memory.
 //! - `wire`: length-prefixed frames and the store's messages, parsed once at the edge.
@@ -24,6 +27,7 @@
 //! - `bench`: the all-reduce benchmark (`ddp-bench allreduce`).
 
 pub mod bench;
+pub mod capability;
 pub mod codec;
 pub mod elastic;
 pub mod group;
@@ -41,9 +45,7 @@ pub(crate) mod wire;
 
 use std::ops::Range;
 
-pub use shm::{HeldGrads, ShardUpdate, StepBuffers};
-
-use crate::{Error, Result};
+use crate::Result;
 
 /// How `all_reduce` combines the replicas' buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,24 +67,6 @@ pub trait Collective: Send {
     /// messages ([`ledger`]). Collectives without a ledger ignore it.
     fn label_bucket(&mut self, index: usize, count: usize) {
         let _ = (index, count);
-    }
-    /// The next generation of an elastic group after a collective failed
-    /// ([`group::ProcessGroup::reform`]); this replica's rank and the world size change.
-    fn reform(
-        &mut self,
-        step: u64,
-        settle: std::time::Duration,
-    ) -> Result<elastic::NextGeneration> {
-        let _ = (step, settle);
-        Err(Error::Rendezvous {
-            rank: self.rank(),
-            msg: "this collective cannot re-form its group (an elastic run needs the tcp backend)"
-                .into(),
-        })
-    }
-    /// Whether a replica waits to join this elastic group (a look at the store).
-    fn joiner_waiting(&mut self) -> Result<bool> {
-        Ok(false)
     }
     /// What carries this group's all-reduces, for the log (`None`: not a process group).
     fn transport_line(&self) -> Option<String> {
@@ -140,48 +124,15 @@ pub trait Collective: Send {
         Ok(())
     }
 
-    /// The DDP step's gradient and parameter buffers, `len` floats each, in memory that the
-    /// other ranks read in place (every rank calls this at the same point). `Ok(Err(why))` where
-    /// this collective has none (ranks on several hosts, no room in `/dev/shm`): the step then
-    /// keeps its own buffers and uses [`Collective::reduce_scatter`] and
-    /// [`Collective::all_gather_shards`].
-    fn step_buffers(&mut self, len: usize) -> Result<std::result::Result<StepBuffers, String>> {
-        let _ = len;
-        Ok(Err("this collective has no shared buffers".into()))
+    /// This collective's elastic membership, where it has one ([`capability::Membership`]:
+    /// the tcp backend's process group).
+    fn membership(&mut self) -> Option<&mut dyn capability::Membership> {
+        None
     }
 
-    /// [`Collective::reduce_scatter`] of the gradients of `step` (from
-    /// [`Collective::step_buffers`]), with the same bits, fused with the update of this rank's
-    /// shard ([`StepBuffers::shard`]): `update` gets each reduced block of it with this rank's
-    /// parameters there. The reduced gradients are not stored. `held`: this rank's gradients of
-    /// its shard that it did not copy into its buffer.
-    fn reduce_scatter_step(
-        &mut self,
-        step: &mut StepBuffers,
-        op: ReduceOp,
-        held: &[HeldGrads<'_>],
-        update: &mut ShardUpdate<'_>,
-    ) -> Result<()> {
-        let _ = (step, op, held, update);
-        Err(no_step_buffers("reduce_scatter", self.rank()))
-    }
-
-    /// [`Collective::all_gather_shards`] of the parameters of `step`: on return every rank's
-    /// shard is updated, and [`StepBuffers::read_params`] reads it in place until this rank's
-    /// next [`Collective::reduce_scatter_step`].
-    fn all_gather_step(&mut self, step: &mut StepBuffers) -> Result<()> {
-        let _ = step;
-        Err(no_step_buffers("all_gather_shards", self.rank()))
-    }
-}
-
-/// The error of a step op on a collective that handed out no [`StepBuffers`].
-pub(crate) fn no_step_buffers(op: &'static str, rank: usize) -> Error {
-    Error::Collective {
-        op,
-        seq: 0,
-        rank,
-        peer: None,
-        msg: "step buffers come from another collective".into(),
+    /// The DDP step's buffers in shared memory, where this collective can hand them out
+    /// ([`capability::SharedStep`]).
+    fn shared_step(&mut self) -> Option<&mut dyn capability::SharedStep> {
+        None
     }
 }

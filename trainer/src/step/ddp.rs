@@ -33,7 +33,9 @@ use std::time::{Duration, Instant};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Layout, Storage, Tensor, Var};
 
-use crate::dist::{Collective, HeldGrads, ReduceOp, StepBuffers};
+use crate::dist::capability;
+use crate::dist::shm::{HeldGrads, StepBuffers};
+use crate::dist::{Collective, ReduceOp};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
 use crate::step::comm::{Route, SharedCollective, with_comm};
@@ -185,7 +187,7 @@ impl Ddp {
             if c.world_size() == 1 || !share {
                 return Ok(private_flat(total, None));
             }
-            Ok(match c.step_buffers(total)? {
+            Ok(match capability::step_buffers(c, total)? {
                 Ok(step) => Flat::Shared { step, whole: true },
                 Err(why) => private_flat(total, Some(why)),
             })
@@ -499,10 +501,15 @@ impl Ddp {
                     // the all-gather nobody else reads it, as in the fused update.
                     update(shard.clone(), scratch, &mut step.params_mut()[shard]);
                 } else {
-                    c.reduce_scatter_step(step, ReduceOp::Avg, &pieces, &mut update)?;
+                    capability::shared_step(c, "reduce_scatter")?.reduce_scatter_step(
+                        step,
+                        ReduceOp::Avg,
+                        &pieces,
+                        &mut update,
+                    )?;
                 }
                 *whole = false;
-                c.all_gather_step(step)?;
+                capability::shared_step(c, "all_gather_shards")?.all_gather_step(step)?;
                 Ok(norm)
             }
         })?;
@@ -691,7 +698,12 @@ fn reduce_and_clip(
     let mut keep = |at: Range<usize>, grads: &[f32], _: &mut [f32]| {
         scratch[at.start - shard.start..at.end - shard.start].copy_from_slice(grads)
     };
-    c.reduce_scatter_step(step, ReduceOp::Avg, held, &mut keep)?;
+    capability::shared_step(c, "reduce_scatter")?.reduce_scatter_step(
+        step,
+        ReduceOp::Avg,
+        held,
+        &mut keep,
+    )?;
     // The control element, last in the buffers, is no gradient.
     let k = (step.len() - 1).clamp(shard.start, shard.end) - shard.start;
     let norm = global_norm(c, optim::sum_of_squares(&scratch[..k]))?;

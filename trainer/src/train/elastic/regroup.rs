@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::{Resync, Share};
 use crate::data::DistributedSampler;
+use crate::dist::capability;
 use crate::report::Window;
 use crate::schedule::Schedule;
 use crate::step::Control;
@@ -36,7 +37,7 @@ impl Training {
         let mut joiner = false;
         if self.r.rank == 0 && !leaving && self.looked.elapsed() >= LOOK_EVERY {
             self.looked = Instant::now();
-            joiner = with_comm(&self.r.comm, |c| c.joiner_waiting())?;
+            joiner = with_comm(&self.r.comm, |c| capability::joiner_waiting(c))?;
         }
         Ok(Control {
             stop,
@@ -83,7 +84,9 @@ impl Training {
             None => {}
         }
         let step = self.global_step;
-        let d = with_comm(&self.r.comm, |c| c.reform(step, settle))?;
+        let d = with_comm(&self.r.comm, |c| {
+            capability::membership(c)?.reform(step, settle)
+        })?;
         let world = d.generation.members.len();
         if world < min {
             return Err(Error::Elastic(super::below_minimum(
