@@ -31,12 +31,13 @@
 //!   BatchNorm/SyncBatchNorm, the layers' custom ops and their CPU `kernels`, the `gpt`
 //!   language model (`config`, `layers`, `ops`: its fused CPU ops, `init`, `state`: the tied
 //!   `lm_head` in checkpoints), `weight_op`: a layer with a weight and a bias as one custom op.
-//! - `step`: one DDP step of a replica: `ddp` (flat gradient buckets reduce-scattered, the
-//!   optimizer on this rank's shard, parameters all-gathered; broadcast of parameters and
-//!   buffers), `device` (the same step kept on a GPU: NCCL or host all-reduce, tensor-op
-//!   optimizer), `engine` (which of the two a replica runs), `batch_parts` (a batch trained in
-//!   parts side by side, one per thread), `placement` (a replica's device, backend and
-//!   collectives).
+//! - `step`: one DDP step of a replica: `ddp` (the flat parameters and their broadcast, and the
+//!   host step's strategies: `sharded`, flat gradient buckets reduce-scattered, the optimizer on
+//!   this rank's shard, parameters all-gathered; `shared`, the same in shared memory;
+//!   `overlapped`, after `overlap`'s buckets all-reduced while backward runs, each by its `hook`),
+//!   `device` (the same step kept on a GPU: NCCL or host all-reduce, tensor-op optimizer),
+//!   `engine` (which of the two a replica runs), `batch_parts` (a batch trained in parts side by
+//!   side, one per thread), `placement` (a replica's device, backend and collectives).
 //! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
 //! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').

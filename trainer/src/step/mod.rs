@@ -1,8 +1,10 @@
 //! One DDP step of a replica, from gradients to updated parameters, and where it runs.
 //!
 //! Layout:
-//! - `ddp`: the host step (flat gradient buckets reduce-scattered, the optimizer on this rank's
-//!   shard, parameters all-gathered; broadcast of parameters and buffers).
+//! - `ddp`: the host step ([`ddp::Ddp`]: the flat parameters, their broadcast, and the step's
+//!   strategy, one file each: `sharded`, flat gradient buckets reduce-scattered, the optimizer
+//!   on this rank's shard, parameters all-gathered; `shared`, the same in memory the ranks
+//!   share; `overlapped`, the whole optimizer after the `overlap` buckets).
 //! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
 //!   (private buffers, ranks on several hosts), the whole optimizer on every rank.

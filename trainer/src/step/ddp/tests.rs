@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::models::BnMode;
-use crate::optim::{OptimizerConfig, matrix_ranges};
+use crate::optim::{self, OptimizerConfig, matrix_ranges};
 use crate::spec::ModelName;
 use candle_core::Device;
 use std::sync::Mutex;
@@ -30,9 +30,9 @@ fn flat_params_round_trip_and_buckets_cover_everything() {
         ddp.num_params(),
         784 * 512 + 512 + 512 * 512 + 512 + 5120 + 10
     );
-    let covered: usize = ddp.buckets.iter().map(|b| b.len()).sum();
+    let covered: usize = ddp.shards.buckets.iter().map(|b| b.len()).sum();
     assert_eq!(covered, ddp.num_params() + 1);
-    assert!(ddp.buckets.len() >= 3);
+    assert!(ddp.shards.buckets.len() >= 3);
     ddp.params_mut().iter_mut().for_each(|p| *p = 0.5);
     ddp.write_params(&net).unwrap();
     let w: Vec<f32> = net.params[0].1.flatten_all().unwrap().to_vec1().unwrap();
@@ -119,7 +119,7 @@ fn sharded_step_equals_a_whole_step(
     // Buckets of 3 floats where private: 11 parameters and the control element in 4
     // buckets, so every rank owns shards in several buckets and some shards are empty.
     let mut ddp = Ddp::new(&net, comm.clone(), 12, true).unwrap();
-    assert_eq!(ddp.buckets.len(), buckets);
+    assert_eq!(ddp.shards.buckets.len(), buckets);
     assert_eq!(ddp.private_because().is_none(), buckets == 1);
     let mut opt = Optimizer::new(config, 11);
     opt.grad_clip = clip;
@@ -143,7 +143,7 @@ fn sharded_step_equals_a_whole_step(
             read_tensor(grad, &mut avg[slot.range.clone()], false).unwrap();
         }
         with_comm(&comm, |c| {
-            for b in &ddp.buckets {
+            for b in &ddp.shards.buckets {
                 c.all_reduce(&mut avg[b.clone()], ReduceOp::Avg)?;
             }
             Ok(())
@@ -153,6 +153,7 @@ fn sharded_step_equals_a_whole_step(
             // The norm as the sharded step adds it up: each rank's sum of squares over its
             // shards, all-reduced.
             let mine = ddp
+                .shards
                 .own
                 .iter()
                 .map(|r| optim::sum_of_squares(&avg[r.clone()]));

@@ -1,0 +1,63 @@
+//! The overlapped step: the gradients averaged bucket by bucket while backward runs
+//! ([`Overlap`]), clipped to the global norm (every rank has every gradient), then the whole
+//! optimizer on every rank over private parameters.
+
+use std::time::Instant;
+
+use super::{Slot, Stepped};
+use crate::Result;
+use crate::optim::{self, Optimizer};
+use crate::step::overlap::Overlap;
+use crate::step::{Control, StepCost};
+
+/// The private flat parameters (the control element at the end) and the gradient buckets.
+pub(super) struct Overlapped {
+    pub(super) params: Vec<f32>,
+    /// Why the buffers are not shared, in a world of several that asked for shared buffers.
+    pub(super) why: Option<String>,
+    pub(super) overlap: Overlap,
+}
+
+impl Overlapped {
+    /// The step after backward: the buckets averaged (now, unless a session did), clipped, and
+    /// `opt` at `lr` on every parameter; `control` travels in the last bucket.
+    pub(super) fn step(
+        &mut self,
+        slots: &[Slot],
+        opt: &mut Optimizer,
+        lr: f64,
+        control: Control,
+    ) -> Result<Stepped> {
+        let o = &mut self.overlap;
+        if !o.reduced() {
+            o.reduce_all(control)?;
+        }
+        let t = Instant::now();
+        let norm = match opt.grad_clip {
+            Some(max) => {
+                let squares: f64 = o.grads_mut().map(|g| optim::sum_of_squares(g)).sum();
+                // In f32, as the sharded step's all-reduced sum and PyTorch's norm.
+                let norm = ((squares as f32) as f64).sqrt();
+                if let Some(coef) = optim::clip_coef(norm, max) {
+                    o.grads_mut().for_each(|g| optim::scale(g, coef));
+                }
+                Some(norm)
+            }
+            None => None,
+        };
+        opt.begin_step();
+        for (p, slot) in slots.iter().enumerate() {
+            let at = slot.range.clone();
+            opt.update(&mut self.params[at.clone()], o.grad(p), at, lr);
+        }
+        let agreed = o.control();
+        let figures = o.figures();
+        let cost = StepCost {
+            optimizer: t.elapsed(),
+            comm_busy: Some(figures.busy),
+            bytes_sent: Some(figures.bytes_sent),
+        };
+        o.end_step();
+        Ok((agreed, cost, norm))
+    }
+}
