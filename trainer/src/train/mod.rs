@@ -16,6 +16,8 @@
 //! - `replica`: a replica set up from the spec (device, data, group, model, DDP step,
 //!   optimizer, schedule) and restored from a checkpoint.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
+//! - `step`: one training step, the same body for both loops: the micro-batches' forward and
+//!   backward, the DDP sync and the optimizer step, timed.
 //! - `tokens`: a language model's training windows and micro-batches.
 
 use std::path::PathBuf;
@@ -33,7 +35,6 @@ use crate::spec::Spec;
 use crate::step::batch_parts;
 use crate::step::comm::with_comm;
 use crate::step::device::{DeviceStep, Reducer};
-use crate::step::overlap;
 
 mod clock;
 mod elastic;
@@ -41,6 +42,7 @@ mod host_step;
 mod position;
 mod replica;
 mod samples;
+mod step;
 mod tokens;
 
 use crate::step::engine::Engine;
@@ -50,6 +52,7 @@ use position::Position;
 pub use position::{PAUSED_FILE, PauseAt, paused_at};
 use replica::{Replica, Task};
 use samples::Loop;
+use step::{MicroBatch, Stepper};
 
 pub use elastic::LEAVE_REQUESTED;
 pub use samples::{Splits, load_data};
@@ -425,32 +428,34 @@ impl Training {
             let step = self.global_step;
             let lr = self.r.schedule.lr(0, step);
             let control = self.requests()?;
-            let Replica { task, net, ddp, .. } = &mut self.r;
+            let Replica {
+                task,
+                net,
+                ddp,
+                opt,
+                ..
+            } = &mut self.r;
             let Task::Tokens(tokens) = task else {
                 unreachable!("sample data trains in epochs")
             };
-            let step_start = Instant::now();
-            for k in 0..accum {
-                let scale = 1.0 / accum as f32;
-                let t0 = Instant::now();
-                let session = self.engine.session(ddp, k + 1 == accum, scale);
+            let stepper = Stepper {
+                engine: &mut self.engine,
+                window: &mut self.window,
+                clock: &mut self.clock,
+                net,
+                ddp,
+                opt,
+            };
+            let agreed = stepper.step(lr, control, accum as usize, |net, k, session| {
                 let (loss, grads, rows, data) =
-                    tokens.micro_batch(net, step * accum + k, session.as_ref())?;
-                self.window.add(loss as f64, rows);
-                let finish = overlap::finish(session, net, std::slice::from_ref(&grads), control)?;
-                if finish.is_none() {
-                    self.engine.accumulate(ddp, net, &grads, scale)?;
-                }
-                // Freeing the gradients and the graph is part of the pass.
-                drop(grads);
-                let finish = finish.unwrap_or_default();
-                let compute = t0.elapsed().saturating_sub(data + finish);
-                self.clock.micro(data, compute, finish);
-            }
-            let Replica { net, ddp, opt, .. } = &mut self.r;
-            let t = Instant::now();
-            let (agreed, cost) = self.engine.sync_and_step(ddp, opt, net, lr, control)?;
-            self.clock.step(t.elapsed(), &cost, step_start.elapsed());
+                    tokens.micro_batch(net, step * accum + k as u64, session)?;
+                Ok(MicroBatch {
+                    loss,
+                    grads: vec![grads],
+                    rows,
+                    data,
+                })
+            })?;
             self.stopped = agreed.stop;
             self.regroup_due = agreed.regroup;
             self.global_step += 1;
@@ -580,32 +585,30 @@ impl Training {
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
             }
-            let step_start = Instant::now();
             let micro_batches = group.len().div_ceil(train.batch_size);
-            let scale = 1.0 / micro_batches as f32;
-            for k in 0..micro_batches {
-                let micro_step = self.global_step * train.grad_accum as u64 + k as u64;
+            let global_step = self.global_step;
+            let work = &mut self.work;
+            let stepper = Stepper {
+                engine: &mut self.engine,
+                window: &mut self.window,
+                clock: &mut self.clock,
+                net,
+                ddp,
+                opt,
+            };
+            let agreed = stepper.step(lr, control, micro_batches, |net, k, session| {
+                let micro_step = global_step * train.grad_accum as u64 + k as u64;
                 let t0 = Instant::now();
-                let len = self.work.next_batch(&mut loader, epoch, micro_step)?;
+                let rows = work.next_batch(&mut loader, epoch, micro_step)?;
                 let data = t0.elapsed();
-                let session = self.engine.session(ddp, k + 1 == micro_batches, scale);
-                let (loss, parts) = self.work.forward_backward(net, session.as_ref())?;
-                // Counted before its collectives: a step that a lost peer leaves applied by
-                // the others was trained on this batch too (see `regroup`).
-                self.window.add(loss as f64, len);
-                let finish = overlap::finish(session, net, &parts, control)?;
-                for grads in parts.iter().filter(|_| finish.is_none()) {
-                    self.engine.accumulate(ddp, net, grads, scale)?;
-                }
-                // Freeing the gradients and the graph is part of the pass.
-                drop(parts);
-                let finish = finish.unwrap_or_default();
-                let compute = t0.elapsed().saturating_sub(data + finish);
-                self.clock.micro(data, compute, finish);
-            }
-            let t = Instant::now();
-            let (agreed, cost) = self.engine.sync_and_step(ddp, opt, net, lr, control)?;
-            self.clock.step(t.elapsed(), &cost, step_start.elapsed());
+                let (loss, grads) = work.forward_backward(net, session)?;
+                Ok(MicroBatch {
+                    loss,
+                    grads,
+                    rows,
+                    data,
+                })
+            })?;
             self.stopped = agreed.stop;
             self.regroup_due = agreed.regroup;
             self.global_step += 1;
