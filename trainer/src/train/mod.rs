@@ -16,6 +16,8 @@
 //! - `replica`: a replica set up from the spec (device, data, group, model, DDP step,
 //!   optimizer, schedule) and restored from a checkpoint.
 //! - `samples`: sample tasks' data splits, micro-batch forward/backward and evaluation.
+//! - `state`: the training state by what it is for: limits, progress, an elastic run's
+//!   state, reporting.
 //! - `step`: one training step, the same body for both loops: the micro-batches' forward and
 //!   backward, the DDP sync and the optimizer step, timed.
 //! - `tokens`: a language model's training windows and micro-batches.
@@ -42,6 +44,7 @@ mod host_step;
 mod position;
 mod replica;
 mod samples;
+mod state;
 mod step;
 mod tokens;
 
@@ -52,6 +55,7 @@ use position::Position;
 pub use position::{PAUSED_FILE, PauseAt, paused_at};
 use replica::{Replica, Task};
 use samples::Loop;
+use state::{ElasticState, Limits, Progress, Reporting};
 use step::{MicroBatch, Stepper};
 
 pub use elastic::LEAVE_REQUESTED;
@@ -128,65 +132,21 @@ pub fn run(opts: TrainOptions) -> Result<RunSummary> {
         Position::default()
     };
     let mut training = Training::start(replica, reducer, start)?;
-    training.pause = pause_at;
+    training.progress.pause = pause_at;
     training.epochs()?;
     training.finish()
 }
 
-/// The epoch loop of a set-up replica: its step engine, its reporter, the per-step working
-/// set, and the run's progress.
+/// The epoch loop of a set-up replica: its step engine, the per-step working set, and the
+/// run's limits, progress, elastic state and reporting.
 struct Training {
     r: Replica,
     engine: Engine,
-    report: Reporter,
     work: Loop,
-    /// Training steps between two progress lines.
-    log_every: u64,
-    max_steps: u64,
-    /// Epochs the run trains: `train.epochs`, or as many as `train.steps` reaches into.
-    epochs: usize,
-    /// `train.steps` (`u64::MAX` when the run is counted in epochs).
-    budget: u64,
-    epoch: usize,
-    global_step: u64,
-    /// Steps of the current epoch a resumed run starts after (0 once it is under way).
-    resume_in_epoch: u64,
-    /// The restored checkpoint's validation is still due (see [`TrainState::val_due`]).
-    val_due: bool,
-    /// This rank's training loss and samples since its last train record.
-    window: Window,
-    /// Where the window's steps spent their time.
-    clock: StepClock,
-    /// A stop was requested (and every replica stopped at the same step).
-    stopped: bool,
-    /// Seconds spent training and samples trained by this rank, for the throughput.
-    train_time: f64,
-    train_samples: u64,
-    /// An elastic run's minimum of replicas (`ddp.elastic.min_replicas`).
-    elastic_min: Option<usize>,
-    /// Where the current world's share of the epoch began (an elastic run's world changes).
-    share: Share,
-    /// Steps of the current epoch completed.
-    in_epoch: u64,
-    /// The epoch's end (validation, checkpoint) is due: its last step is done.
-    epoch_end_due: bool,
-    /// When the last step ended (a membership change counts the time lost from there).
-    last_step_end: Instant,
-    /// How long the last step took.
-    last_step: Duration,
-    /// The window as the last completed step left it (a step lost with a replica is not
-    /// counted).
-    settled: WindowState,
-    /// The replicas agreed to re-form the group after the last step.
-    regroup_due: bool,
-    /// This replica joins an elastic group under way: its first act is the regroup that
-    /// brings it the group's state.
-    joining: bool,
-    /// When rank 0 last looked for a replica waiting to join.
-    looked: Instant,
-    /// Where the run pauses instead of going on (`--pause-at`), and whether it did.
-    pause: Option<PauseAt>,
-    paused: bool,
+    limits: Limits,
+    progress: Progress,
+    elastic: ElasticState,
+    reporting: Reporting,
 }
 
 impl Training {
@@ -249,33 +209,41 @@ impl Training {
         let mut training = Training {
             r,
             engine,
-            report,
             work,
-            log_every,
-            max_steps,
-            epochs,
-            budget,
-            epoch: start.epoch,
-            global_step: start.global_step,
-            resume_in_epoch: start.step_in_epoch,
-            val_due: start.val_due,
-            window: Window::resume(start.window),
-            clock: StepClock::default(),
-            stopped: false,
-            train_time: 0.0,
-            train_samples: 0,
-            elastic_min,
-            share: Share::default(),
-            in_epoch: start.step_in_epoch,
-            epoch_end_due: false,
-            last_step_end: Instant::now(),
-            last_step: Duration::ZERO,
-            settled: WindowState::default(),
-            regroup_due: false,
-            joining,
-            looked: Instant::now(),
-            pause: None,
-            paused: false,
+            limits: Limits {
+                max_steps,
+                epochs,
+                budget,
+            },
+            progress: Progress {
+                epoch: start.epoch,
+                global_step: start.global_step,
+                resume_in_epoch: start.step_in_epoch,
+                in_epoch: start.step_in_epoch,
+                val_due: start.val_due,
+                epoch_end_due: false,
+                stopped: false,
+                pause: None,
+                paused: false,
+            },
+            elastic: ElasticState {
+                min: elastic_min,
+                share: Share::default(),
+                regroup_due: false,
+                joining,
+                looked: Instant::now(),
+                last_step_end: Instant::now(),
+                last_step: Duration::ZERO,
+                settled: WindowState::default(),
+            },
+            reporting: Reporting {
+                report,
+                window: Window::resume(start.window),
+                clock: StepClock::default(),
+                log_every,
+                train_time: 0.0,
+                train_samples: 0,
+            },
         };
         if let Some(pos) = epoch_position {
             training.go_on_from(pos);
@@ -286,54 +254,58 @@ impl Training {
     /// A resumed elastic run's epoch goes on from position `pos` of the epoch's order, its rest
     /// split over this world (the checkpoint's world may have been another).
     fn go_on_from(&mut self, pos: usize) {
-        self.share = Share {
-            step: self.in_epoch,
+        self.elastic.share = Share {
+            step: self.progress.in_epoch,
             pos,
         };
         let train = &self.r.spec.train;
         if let Task::Samples { sampler, .. } = &mut self.r.task {
             *sampler = sampler.clone().from_position(pos);
-            self.r.steps_per_epoch =
-                self.share
-                    .epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
+            self.r.steps_per_epoch = self.elastic.share.epoch_steps(
+                sampler.num_samples(),
+                train.batch_size,
+                train.grad_accum,
+            );
         }
-        self.report.set_steps_per_epoch(self.r.steps_per_epoch);
+        self.reporting
+            .report
+            .set_steps_per_epoch(self.r.steps_per_epoch);
     }
 
     /// Trains epoch after epoch until the last one, `train.max_steps` or a stop request. A stop
     /// requested before the first step stops every replica before it (nothing new to
     /// checkpoint); a resumed run first validates the step its checkpoint left due.
     fn epochs(&mut self) -> Result<()> {
-        if self.joining {
+        if self.elastic.joining {
             // Taken into an elastic group under way, with its state and position.
             self.regroup(None)?;
         } else {
             if self.stop_before_the_first_step()? {
                 return Ok(());
             }
-            if std::mem::take(&mut self.val_due) {
-                self.validate(self.epoch, self.global_step)?;
+            if std::mem::take(&mut self.progress.val_due) {
+                self.validate(self.progress.epoch, self.progress.global_step)?;
             }
         }
         if let Task::Tokens(_) = self.r.task {
             // A language model's steps, re-entered after an elastic run re-formed its group.
             loop {
                 match self.token_steps() {
-                    Ok(()) if self.regroup_due => self.regroup(None)?,
+                    Ok(()) if self.elastic.regroup_due => self.regroup(None)?,
                     Err(e) if self.recoverable(&e) => self.regroup(Some(e))?,
                     other => return other,
                 }
             }
         }
         loop {
-            let done = if self.regroup_due {
+            let done = if self.elastic.regroup_due {
                 self.regroup(None).map(|()| true)
-            } else if self.epoch_end_due {
+            } else if self.progress.epoch_end_due {
                 self.end_epoch().map(|()| true)
-            } else if self.epoch < self.epochs
-                && self.global_step < self.max_steps.min(self.budget)
-                && !self.stopped
-                && !self.paused
+            } else if self.progress.epoch < self.limits.epochs
+                && self.progress.global_step < self.limits.max_steps.min(self.limits.budget)
+                && !self.progress.stopped
+                && !self.progress.paused
             {
                 self.train_epoch()
             } else {
@@ -351,10 +323,10 @@ impl Training {
 
     /// The next epoch starts with the whole data set split over the current world.
     fn fresh_epoch(&mut self) {
-        if self.share == Share::default() {
+        if self.elastic.share == Share::default() {
             return;
         }
-        self.share = Share::default();
+        self.elastic.share = Share::default();
         let train = &self.r.spec.train;
         if let Task::Samples { sampler, .. } = &mut self.r.task {
             *sampler = sampler.clone().from_position(0);
@@ -364,21 +336,23 @@ impl Training {
                 train.grad_accum,
             );
         }
-        self.report.set_steps_per_epoch(self.r.steps_per_epoch);
+        self.reporting
+            .report
+            .set_steps_per_epoch(self.r.steps_per_epoch);
     }
 
     /// Whether any replica was asked to stop before training (one all-reduce of the requests).
     fn stop_before_the_first_step(&mut self) -> Result<bool> {
         let mut asked = [STOP_REQUESTED.load(Ordering::SeqCst) as u8 as f32];
         with_comm(&self.r.comm, |c| c.all_reduce(&mut asked, ReduceOp::Sum))?;
-        self.stopped = asked[0] > 0.0;
-        if self.stopped && self.r.rank == 0 {
+        self.progress.stopped = asked[0] > 0.0;
+        if self.progress.stopped && self.r.rank == 0 {
             println!(
                 "stop requested before the first step: stopping at step {} (nothing new to checkpoint)",
-                self.global_step
+                self.progress.global_step
             );
         }
-        Ok(self.stopped)
+        Ok(self.progress.stopped)
     }
 
     /// The validation after `global_step` steps of 0-based `epoch` (at the learning rate of
@@ -386,7 +360,8 @@ impl Training {
     fn validate(&mut self, epoch: usize, global_step: u64) -> Result<()> {
         let lr = self.r.schedule.lr(epoch, global_step.saturating_sub(1));
         if let Some(e) = self.r.evaluate_val()? {
-            self.report
+            self.reporting
+                .report
                 .eval(MetricKind::Val, epoch + 1, global_step, lr, &e)?;
         }
         Ok(())
@@ -394,14 +369,14 @@ impl Training {
 
     /// Records the training window (every rank's own figures).
     fn record_window(&mut self, epoch: usize, step_in_epoch: u64, lr: f64) -> Result<()> {
-        let w = self.window.take();
-        self.train_time += w.secs;
-        self.train_samples += w.timed as u64;
-        let breakdown = self.clock.take();
-        self.report.train(
+        let w = self.reporting.window.take();
+        self.reporting.train_time += w.secs;
+        self.reporting.train_samples += w.timed as u64;
+        let breakdown = self.reporting.clock.take();
+        self.reporting.report.train(
             epoch,
             step_in_epoch,
-            self.global_step,
+            self.progress.global_step,
             w.loss,
             lr,
             w.samples_per_sec,
@@ -416,16 +391,18 @@ impl Training {
     /// leaves it.
     fn token_steps(&mut self) -> Result<()> {
         let spec = self.r.spec.clone();
-        let budget = self.budget;
+        let budget = self.limits.budget;
         let eval_every = spec.train.eval_every.unwrap_or((budget / 10).max(1));
         let save_every = spec.checkpoint.every_steps.unwrap_or(eval_every);
         let accum = spec.train.grad_accum as u64;
-        let pause = match self.pause {
+        let pause = match self.progress.pause {
             Some(PauseAt::Step(n)) if n < budget => n,
             _ => u64::MAX,
         };
-        while self.global_step < budget.min(self.max_steps).min(pause) && !self.stopped {
-            let step = self.global_step;
+        while self.progress.global_step < budget.min(self.limits.max_steps).min(pause)
+            && !self.progress.stopped
+        {
+            let step = self.progress.global_step;
             let lr = self.r.schedule.lr(0, step);
             let control = self.requests()?;
             let Replica {
@@ -440,8 +417,8 @@ impl Training {
             };
             let stepper = Stepper {
                 engine: &mut self.engine,
-                window: &mut self.window,
-                clock: &mut self.clock,
+                window: &mut self.reporting.window,
+                clock: &mut self.reporting.clock,
                 net,
                 ddp,
                 opt,
@@ -456,20 +433,20 @@ impl Training {
                     data,
                 })
             })?;
-            self.stopped = agreed.stop;
-            self.regroup_due = agreed.regroup;
-            self.global_step += 1;
-            self.last_step = self.last_step_end.elapsed();
-            self.last_step_end = Instant::now();
-            let done = self.global_step;
-            self.paused = done == pause && !self.stopped;
-            let last = done == budget || self.paused;
-            if done.is_multiple_of(self.log_every) || last {
+            self.progress.stopped = agreed.stop;
+            self.elastic.regroup_due = agreed.regroup;
+            self.progress.global_step += 1;
+            self.elastic.last_step = self.elastic.last_step_end.elapsed();
+            self.elastic.last_step_end = Instant::now();
+            let done = self.progress.global_step;
+            self.progress.paused = done == pause && !self.progress.stopped;
+            let last = done == budget || self.progress.paused;
+            if done.is_multiple_of(self.reporting.log_every) || last {
                 self.record_window(1, done, lr)?;
             }
-            self.settled = self.window.state();
+            self.elastic.settled = self.reporting.window.state();
             let eval_due = done.is_multiple_of(eval_every) || last;
-            if self.stopped {
+            if self.progress.stopped {
                 // The validation due here is left to the resumed run.
                 self.checkpoint(0, eval_due)?;
                 if self.r.rank == 0 {
@@ -483,16 +460,19 @@ impl Training {
             if done.is_multiple_of(save_every) || last {
                 self.checkpoint(0, false)?;
             }
-            self.report.sync()?;
-            if self.regroup_due {
+            self.reporting.report.sync()?;
+            if self.elastic.regroup_due {
                 return Ok(());
             }
         }
-        if self.global_step >= budget {
-            self.epoch = 1;
+        if self.progress.global_step >= budget {
+            self.progress.epoch = 1;
         }
-        if self.paused && self.r.rank == 0 {
-            println!("paused after step {} (--pause-at)", self.global_step);
+        if self.progress.paused && self.r.rank == 0 {
+            println!(
+                "paused after step {} (--pause-at)",
+                self.progress.global_step
+            );
         }
         Ok(())
     }
@@ -504,22 +484,24 @@ impl Training {
         let t0 = Instant::now();
         let r = &mut self.r;
         self.engine.export(&mut r.ddp, &mut r.opt, r.rank)?;
-        let windows = position::gather_windows(&r.comm, self.window.state())?;
+        let windows = position::gather_windows(&r.comm, self.reporting.window.state())?;
         // An elastic run says where in the epoch's order it stands, whatever worlds took it there.
-        let epoch_position = match (&r.task, self.elastic_min) {
+        let epoch_position = match (&r.task, self.elastic.min) {
             (Task::Samples { splits, .. }, Some(_)) if step_in_epoch > 0 => {
                 let per_step = r.spec.train.batch_size * r.spec.train.grad_accum;
-                Some(
-                    self.share
-                        .reached(step_in_epoch, per_step, r.world, splits.train.len()),
-                )
+                Some(self.elastic.share.reached(
+                    step_in_epoch,
+                    per_step,
+                    r.world,
+                    splits.train.len(),
+                ))
             }
             _ => None,
         };
         if r.rank == 0 {
             let state = TrainState {
-                epoch: self.epoch,
-                global_step: self.global_step,
+                epoch: self.progress.epoch,
+                global_step: self.progress.global_step,
                 step_in_epoch,
                 val_due,
                 windows,
@@ -531,7 +513,7 @@ impl Training {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             println!("checkpoint {} ({ms:.0} ms)", p.display());
         }
-        self.report.sync()
+        self.reporting.report.sync()
     }
 
     /// The steps of the current epoch (after those a resumed run starts behind), validated
@@ -540,23 +522,23 @@ impl Training {
     /// left incomplete (stop requested or `train.max_steps` reached); the epoch that
     /// `train.steps` ends in is complete.
     fn train_epoch(&mut self) -> Result<bool> {
-        let (epoch, train) = (self.epoch, self.r.spec.train.clone());
+        let (epoch, train) = (self.progress.epoch, self.r.spec.train.clone());
         let save_every = self.r.spec.checkpoint.every_steps;
         let Task::Samples { sampler, .. } = &mut self.r.task else {
             unreachable!("token data trains in steps")
         };
         sampler.indices_into(epoch as u64, &mut self.work.indices);
         let steps_per_epoch = self.r.steps_per_epoch;
-        let mut step_in_epoch = std::mem::take(&mut self.resume_in_epoch);
-        self.in_epoch = step_in_epoch;
+        let mut step_in_epoch = std::mem::take(&mut self.progress.resume_in_epoch);
+        self.progress.in_epoch = step_in_epoch;
         if step_in_epoch == 0 {
-            self.window = Window::start();
-            self.clock = StepClock::default();
+            self.reporting.window = Window::start();
+            self.reporting.clock = StepClock::default();
         }
         let indices = std::mem::take(&mut self.work.indices);
         let per_step = train.batch_size * train.grad_accum;
         // This world's share of the epoch began at `share.step`.
-        let taken = step_in_epoch.saturating_sub(self.share.step) as usize * per_step;
+        let taken = step_in_epoch.saturating_sub(self.elastic.share.step) as usize * per_step;
         let rest = &indices[taken.min(indices.len())..];
         let Task::Samples { splits, .. } = &self.r.task else {
             unreachable!("token data trains in steps")
@@ -568,7 +550,7 @@ impl Training {
             self.r.workers,
         );
         for group in rest.chunks(per_step) {
-            if self.global_step >= self.max_steps.min(self.budget) {
+            if self.progress.global_step >= self.limits.max_steps.min(self.limits.budget) {
                 break;
             }
             let control = self.requests()?;
@@ -581,17 +563,17 @@ impl Training {
                 schedule,
                 ..
             } = &mut self.r;
-            let lr = schedule.lr(epoch, self.global_step);
+            let lr = schedule.lr(epoch, self.progress.global_step);
             if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
                 ddp.broadcast_buffers(net)?;
             }
             let micro_batches = group.len().div_ceil(train.batch_size);
-            let global_step = self.global_step;
+            let global_step = self.progress.global_step;
             let work = &mut self.work;
             let stepper = Stepper {
                 engine: &mut self.engine,
-                window: &mut self.window,
-                clock: &mut self.clock,
+                window: &mut self.reporting.window,
+                clock: &mut self.reporting.clock,
                 net,
                 ddp,
                 opt,
@@ -609,23 +591,25 @@ impl Training {
                     data,
                 })
             })?;
-            self.stopped = agreed.stop;
-            self.regroup_due = agreed.regroup;
-            self.global_step += 1;
+            self.progress.stopped = agreed.stop;
+            self.elastic.regroup_due = agreed.regroup;
+            self.progress.global_step += 1;
             step_in_epoch += 1;
-            self.in_epoch = step_in_epoch;
-            self.last_step = self.last_step_end.elapsed();
-            self.last_step_end = Instant::now();
-            let epoch_ends = step_in_epoch == steps_per_epoch || self.global_step == self.budget;
-            let pause_here = !epoch_ends && self.pause == Some(PauseAt::Step(self.global_step));
-            if step_in_epoch.is_multiple_of(self.log_every) || epoch_ends || pause_here {
+            self.progress.in_epoch = step_in_epoch;
+            self.elastic.last_step = self.elastic.last_step_end.elapsed();
+            self.elastic.last_step_end = Instant::now();
+            let epoch_ends =
+                step_in_epoch == steps_per_epoch || self.progress.global_step == self.limits.budget;
+            let pause_here = !epoch_ends
+                && self.progress.pause == Some(PauseAt::Step(self.progress.global_step));
+            if step_in_epoch.is_multiple_of(self.reporting.log_every) || epoch_ends || pause_here {
                 self.record_window(epoch + 1, step_in_epoch, lr)?;
             }
-            self.settled = self.window.state();
-            if pause_here && !self.stopped {
-                self.validate(epoch, self.global_step)?;
+            self.elastic.settled = self.reporting.window.state();
+            if pause_here && !self.progress.stopped {
+                self.validate(epoch, self.progress.global_step)?;
                 self.checkpoint(step_in_epoch, false)?;
-                self.paused = true;
+                self.progress.paused = true;
                 break;
             }
             // The end of the epoch is validated and checkpointed by `end_epoch`.
@@ -634,49 +618,49 @@ impl Training {
             }
             let eval_due = train
                 .eval_every
-                .is_some_and(|every| self.global_step.is_multiple_of(every));
-            if self.stopped {
+                .is_some_and(|every| self.progress.global_step.is_multiple_of(every));
+            if self.progress.stopped {
                 // The validation due here is left to the resumed run.
                 self.checkpoint(step_in_epoch, eval_due)?;
                 break;
             }
             if eval_due {
-                self.validate(epoch, self.global_step)?;
+                self.validate(epoch, self.progress.global_step)?;
             }
-            if save_every.is_some_and(|every| self.global_step.is_multiple_of(every)) {
+            if save_every.is_some_and(|every| self.progress.global_step.is_multiple_of(every)) {
                 self.checkpoint(step_in_epoch, false)?;
             }
-            if self.regroup_due {
+            if self.elastic.regroup_due {
                 break;
             }
         }
         self.work.indices = indices;
-        if step_in_epoch < steps_per_epoch && self.global_step < self.budget {
-            if self.regroup_due {
+        if step_in_epoch < steps_per_epoch && self.progress.global_step < self.limits.budget {
+            if self.elastic.regroup_due {
                 // The epoch goes on in the group re-formed at this step boundary.
                 return Ok(true);
             }
             // Stopped mid-epoch: on request, checkpointed above, so a resume continues after
             // this step; at `train.max_steps`, neither validated nor checkpointed (the run ends).
             if self.r.rank == 0 {
-                let why = if self.stopped {
+                let why = if self.progress.stopped {
                     "stop requested"
-                } else if self.paused {
+                } else if self.progress.paused {
                     "paused (--pause-at)"
                 } else {
                     "train.max_steps reached"
                 };
                 println!(
                     "{why}: stopping after step {} (epoch {} incomplete)",
-                    self.global_step,
+                    self.progress.global_step,
                     epoch + 1
                 );
             }
             return Ok(false);
         }
         // The epoch is counted; its end (validation, checkpoint) is due.
-        self.epoch += 1;
-        self.epoch_end_due = true;
+        self.progress.epoch += 1;
+        self.progress.epoch_end_due = true;
         Ok(true)
     }
 
@@ -684,39 +668,39 @@ impl Training {
     /// `checkpoint.every_epochs` asks for one, or a stop was requested in its last step, or
     /// `checkpoint.every_steps` falls on it; the next epoch starts fresh.
     fn end_epoch(&mut self) -> Result<()> {
-        let epoch = self.epoch;
-        self.validate(epoch - 1, self.global_step)?;
+        let epoch = self.progress.epoch;
+        self.validate(epoch - 1, self.progress.global_step)?;
         let checkpoint = &self.r.spec.checkpoint;
         let every = checkpoint.every_epochs;
         let on_steps = checkpoint
             .every_steps
-            .is_some_and(|n| self.global_step.is_multiple_of(n));
-        self.paused = !self.stopped
-            && epoch < self.epochs
-            && self.global_step < self.budget
-            && match self.pause {
+            .is_some_and(|n| self.progress.global_step.is_multiple_of(n));
+        self.progress.paused = !self.progress.stopped
+            && epoch < self.limits.epochs
+            && self.progress.global_step < self.limits.budget
+            && match self.progress.pause {
                 Some(PauseAt::Epoch(n)) => epoch == n,
-                Some(PauseAt::Step(n)) => self.global_step == n,
+                Some(PauseAt::Step(n)) => self.progress.global_step == n,
                 None => false,
             };
-        if every > 0 && (epoch.is_multiple_of(every) || epoch == self.epochs)
-            || self.stopped
-            || self.paused
+        if every > 0 && (epoch.is_multiple_of(every) || epoch == self.limits.epochs)
+            || self.progress.stopped
+            || self.progress.paused
             || on_steps
         {
             self.checkpoint(0, false)?;
         }
-        self.epoch_end_due = false;
+        self.progress.epoch_end_due = false;
         self.fresh_epoch();
-        if self.paused && self.r.rank == 0 {
+        if self.progress.paused && self.r.rank == 0 {
             println!("paused after epoch {epoch} (--pause-at)");
         }
-        self.report.sync()
+        self.reporting.report.sync()
     }
 
     /// Tests and saves the final model (unless stopped), waits for every rank and sums up.
     fn finish(mut self) -> Result<RunSummary> {
-        if self.elastic_min.is_some() {
+        if self.elastic.min.is_some() {
             // Every member ends with the same weights, joiners included: each says which.
             let digest = elastic::digest(self.r.ddp.params());
             println!("replica {}: final weights {digest:016x}", self.r.id);
@@ -724,9 +708,9 @@ impl Training {
         let r = &self.r;
         // A stopped or paused run is not finished: no test figures, no final model; `--resume`
         // continues it.
-        let test = if self.stopped || self.paused {
-            if self.paused && r.rank == 0 {
-                let at = serde_json::json!({"epoch": self.epoch, "global_step": self.global_step});
+        let test = if self.progress.stopped || self.progress.paused {
+            if self.progress.paused && r.rank == 0 {
+                let at = serde_json::json!({"epoch": self.progress.epoch, "global_step": self.progress.global_step});
                 crate::fsutil::write_atomic(&r.out.join(PAUSED_FILE), at.to_string().as_bytes())
                     .map_err(|e| crate::Error::io(r.out.join(PAUSED_FILE), e))?;
             }
@@ -744,13 +728,13 @@ impl Training {
             };
             let test = r.evaluate(&splits.test)?;
             let lr = r.schedule.lr(
-                self.epoch.saturating_sub(1),
-                self.global_step.saturating_sub(1),
+                self.progress.epoch.saturating_sub(1),
+                self.progress.global_step.saturating_sub(1),
             );
-            self.report.eval(
+            self.reporting.report.eval(
                 MetricKind::Test,
-                self.epoch.max(1),
-                self.global_step,
+                self.progress.epoch.max(1),
+                self.progress.global_step,
                 lr,
                 &test,
             )?;
@@ -760,10 +744,10 @@ impl Training {
             }
             Some(test)
         };
-        self.report.sync()?;
+        self.reporting.report.sync()?;
         with_comm(&r.comm, |c| c.barrier())?;
-        let train_sps = if self.train_time > 0.0 {
-            self.train_samples as f64 / self.train_time * r.world as f64
+        let train_sps = if self.reporting.train_time > 0.0 {
+            self.reporting.train_samples as f64 / self.reporting.train_time * r.world as f64
         } else {
             0.0
         };
@@ -772,14 +756,14 @@ impl Training {
             Task::Samples { .. } => None,
         };
         Ok(RunSummary {
-            epochs: self.epoch,
-            global_step: self.global_step,
+            epochs: self.progress.epoch,
+            global_step: self.progress.global_step,
             test: test.map(|t| (t.loss, t.accuracy)),
             train_samples_per_sec: train_sps,
             train_tokens_per_sec: block.map(|b| train_sps * b as f64),
-            val: self.report.last_val(),
-            stopped: self.stopped,
-            paused: self.paused,
+            val: self.reporting.report.last_val(),
+            stopped: self.progress.stopped,
+            paused: self.progress.paused,
         })
     }
 }

@@ -30,13 +30,13 @@ impl Training {
     /// when it was asked to leave or (rank 0) a replica waits to join.
     pub(in crate::train) fn requests(&mut self) -> Result<Control> {
         let stop = STOP_REQUESTED.load(Ordering::Relaxed);
-        if self.elastic_min.is_none() {
+        if self.elastic.min.is_none() {
             return Ok(Control::from(stop));
         }
         let leaving = LEAVE_REQUESTED.load(Ordering::Relaxed);
         let mut joiner = false;
-        if self.r.rank == 0 && !leaving && self.looked.elapsed() >= LOOK_EVERY {
-            self.looked = Instant::now();
+        if self.r.rank == 0 && !leaving && self.elastic.looked.elapsed() >= LOOK_EVERY {
+            self.elastic.looked = Instant::now();
             joiner = with_comm(&self.r.comm, |c| capability::joiner_waiting(c))?;
         }
         Ok(Control {
@@ -48,7 +48,7 @@ impl Training {
     /// Whether an elastic run goes on after `e`: a collective that lost or waited in vain for
     /// a peer.
     pub(in crate::train) fn recoverable(&self, e: &Error) -> bool {
-        self.elastic_min.is_some() && matches!(e, Error::Collective { .. })
+        self.elastic.min.is_some() && matches!(e, Error::Collective { .. })
     }
 
     /// Re-forms the group: after `lost` (a collective that lost a peer), at an agreed step
@@ -56,34 +56,34 @@ impl Training {
     /// here instead ([`Error::Left`]). Fewer replicas than `ddp.elastic.min_replicas` end the
     /// run with [`Error::Elastic`].
     pub(in crate::train) fn regroup(&mut self, lost: Option<Error>) -> Result<()> {
-        if lost.is_none() && !self.joining && LEAVE_REQUESTED.load(Ordering::Relaxed) {
+        if lost.is_none() && !self.elastic.joining && LEAVE_REQUESTED.load(Ordering::Relaxed) {
             return Err(Error::Left(format!(
                 "replica {} left the elastic group on request after step {}",
-                self.r.id, self.global_step
+                self.r.id, self.progress.global_step
             )));
         }
-        let min = self.elastic_min.unwrap_or(1);
+        let min = self.elastic.min.unwrap_or(1);
         let world_before = self.r.world;
         let timeout = Duration::from_secs(self.r.spec.ddp.timeout_s);
         // Members still computing their step notice within about a step; a silent one is left
         // out after three steps' time (at least 1.5 s, at most ddp.timeout_s). A joiner decides
         // nothing: the members' asks do.
-        let settle = if self.joining {
+        let settle = if self.elastic.joining {
             timeout
         } else {
-            (self.last_step * 3).clamp(Duration::from_millis(1500).min(timeout), timeout)
+            (self.elastic.last_step * 3).clamp(Duration::from_millis(1500).min(timeout), timeout)
         };
         match &lost {
             Some(e) => eprintln!(
                 "replica {}: {e}; re-forming the group (ddp.elastic)",
                 self.r.id
             ),
-            None if self.joining => {
+            None if self.elastic.joining => {
                 println!("replica {}: joining the elastic group under way", self.r.id)
             }
             None => {}
         }
-        let step = self.global_step;
+        let step = self.progress.global_step;
         let d = with_comm(&self.r.comm, |c| {
             capability::membership(c)?.reform(step, settle)
         })?;
@@ -109,16 +109,17 @@ impl Training {
             Task::Tokens(_) => 0,
         };
         let mine = Resync {
-            epoch: self.epoch,
-            global_step: self.global_step,
-            in_epoch: self.in_epoch,
+            epoch: self.progress.epoch,
+            global_step: self.progress.global_step,
+            in_epoch: self.progress.in_epoch,
             pos: self
+                .elastic
                 .share
-                .reached(self.in_epoch, per_step, world_before, len),
+                .reached(self.progress.in_epoch, per_step, world_before, len),
             opt_steps: self.r.opt.steps,
-            epoch_end_due: self.epoch_end_due,
-            epochs: self.epochs,
-            log_every: self.log_every,
+            epoch_end_due: self.progress.epoch_end_due,
+            epochs: self.limits.epochs,
+            log_every: self.reporting.log_every,
         };
         self.r.rank = rank;
         self.r.world = world;
@@ -144,13 +145,18 @@ impl Training {
         // trained again) or was applied by the most advanced replicas: then it was trained on
         // this replica's batch too, which its window holds; where that step ended the epoch,
         // the batch is recorded in it.
-        let lost_step = lost.is_some() && at.global_step == self.global_step;
-        let applied = lost.is_some() && at.global_step == self.global_step + 1;
-        let ended = applied && at.epoch > self.epoch && matches!(self.r.task, Task::Samples { .. });
-        let (epoch_before, in_epoch_before) = (self.epoch, self.in_epoch);
-        let lr_before = self.r.schedule.lr(self.epoch, self.global_step);
+        let lost_step = lost.is_some() && at.global_step == self.progress.global_step;
+        let applied = lost.is_some() && at.global_step == self.progress.global_step + 1;
+        let ended = applied
+            && at.epoch > self.progress.epoch
+            && matches!(self.r.task, Task::Samples { .. });
+        let (epoch_before, in_epoch_before) = (self.progress.epoch, self.progress.in_epoch);
+        let lr_before = self
+            .r
+            .schedule
+            .lr(self.progress.epoch, self.progress.global_step);
         if lost_step {
-            self.window = Window::resume(self.settled);
+            self.reporting.window = Window::resume(self.elastic.settled);
         }
         let Replica { comm, opt, .. } = &mut self.r;
         with_comm(comm, |c| {
@@ -160,17 +166,17 @@ impl Training {
             Ok(())
         })?;
         opt.steps = at.opt_steps;
-        self.epoch = at.epoch;
-        self.global_step = at.global_step;
-        self.in_epoch = at.in_epoch;
-        self.resume_in_epoch = at.in_epoch;
-        self.epoch_end_due = at.epoch_end_due;
-        self.epochs = at.epochs;
-        self.log_every = at.log_every;
+        self.progress.epoch = at.epoch;
+        self.progress.global_step = at.global_step;
+        self.progress.in_epoch = at.in_epoch;
+        self.progress.resume_in_epoch = at.in_epoch;
+        self.progress.epoch_end_due = at.epoch_end_due;
+        self.limits.epochs = at.epochs;
+        self.reporting.log_every = at.log_every;
         if ended {
             self.record_window(epoch_before + 1, in_epoch_before + 1, lr_before)?;
         }
-        self.share = Share {
+        self.elastic.share = Share {
             step: at.in_epoch,
             pos: at.pos,
         };
@@ -181,7 +187,7 @@ impl Training {
                 let full =
                     whole.epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
                 let sampler = sampler.from_position(at.pos);
-                self.r.steps_per_epoch = self.share.epoch_steps(
+                self.r.steps_per_epoch = self.elastic.share.epoch_steps(
                     sampler.num_samples(),
                     train.batch_size,
                     train.grad_accum,
@@ -194,9 +200,10 @@ impl Training {
                 self.r.schedule = Schedule::new(&self.r.spec, world, self.r.steps_per_epoch);
             }
         }
-        self.report
+        self.reporting
+            .report
             .regroup(&self.r.out, world, self.r.steps_per_epoch, rank == 0)?;
-        let lost_s = self.last_step_end.elapsed().as_secs_f64();
+        let lost_s = self.elastic.last_step_end.elapsed().as_secs_f64();
         if rank == 0 {
             let before = d.world_before();
             println!("{}", super::change_line(&d, before, lost_s));
@@ -206,9 +213,9 @@ impl Training {
             let line = super::event_line(crate::metrics::unix_time(), &d, before, lost_s);
             fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
         }
-        self.joining = false;
-        self.regroup_due = false;
-        self.last_step_end = Instant::now();
+        self.elastic.joining = false;
+        self.elastic.regroup_due = false;
+        self.elastic.last_step_end = Instant::now();
         Ok(())
     }
 }
