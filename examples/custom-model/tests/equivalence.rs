@@ -1,7 +1,9 @@
 //! DDP equivalence for models and data the engine does not know: 2 replicas × batch B end with
 //! the same weights as 1 replica × batch 2B, for an image classifier (`custom-model`), a language
 //! model (`custom-lm`) and a data set with its own loss and metrics (`custom-data`); and the
-//! checkpoint's names are the `VarBuilder` paths (PyTorch's for the built-in MLP).
+//! checkpoint's names are the `VarBuilder` paths (PyTorch's for the built-in MLP); and a
+//! communication hook of one's own (`custom-hook`) ends with the weights of the built-in hook it
+//! rewrites.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -154,4 +156,55 @@ fn a_data_set_of_your_own_with_its_loss_of_two_replicas_of_16_equals_one_of_32()
             "linear_relu_stack.2.weight",
         ],
     );
+}
+
+#[test]
+fn a_comm_hook_of_ones_own_gives_the_weights_of_the_built_in_one_it_rewrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist-sample");
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"custom-hook\"\n[model]\nname = \"mlp\"\n[data]\nname = \"mnist\"\npath = \"{}\"\nval_fraction = 0.0\nlimit_train = 512\nlimit_test = 64\n[train]\nepochs = 1\nmax_steps = 6\nbatch_size = 16\noptimizer = \"sgd\"\nlr = 0.05\nseed = 7\n[ddp]\noverlap = true\nshared_memory = false\n[checkpoint]\nevery_epochs = 0\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let (hook, bf16, f32) = (
+        dir.path().join("hook"),
+        dir.path().join("bf16"),
+        dir.path().join("f32"),
+    );
+    // custom-hook's Bf16Average; the built-in bf16 hook and plain f32 of an executable without one.
+    train(env!("CARGO_BIN_EXE_custom-hook"), &spec, 2, &hook, &[]);
+    let builtin = env!("CARGO_BIN_EXE_custom-model");
+    train(builtin, &spec, 2, &bf16, &["ddp.compression=\"bf16\""]);
+    train(builtin, &spec, 2, &f32, &[]);
+    let weights = |d: &Path| load(&d.join("model.safetensors"));
+    let (h, b, f) = (weights(&hook), weights(&bf16), weights(&f32));
+    assert_eq!(
+        max_abs_diff(&h, &b),
+        0.0,
+        "the hook and the built-in bf16 differ"
+    );
+    // The hook really ran: plain f32 gradients end elsewhere.
+    assert!(max_abs_diff(&h, &f) > 0.0, "the hook's run is the f32 run");
+    let log = std::fs::read_to_string(hook.join("logs/rank-0.log")).unwrap_or_default();
+    assert!(
+        log.contains("averaged by the registered communication hook \"custom\""),
+        "rank 0's log names the hook:\n{log}"
+    );
+
+    // Beside a hook of one's own, a built-in compression is refused before training.
+    let out = Command::new(env!("CARGO_BIN_EXE_custom-hook"))
+        .arg(&spec)
+        .args(["--standalone", "--nproc", "2", "--out"])
+        .arg(dir.path().join("refused"))
+        .args(["--set", "ddp.compression=\"bf16\""])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ddp.compression"), "{stderr}");
 }
