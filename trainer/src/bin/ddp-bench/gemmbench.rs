@@ -12,6 +12,10 @@
 //! of the machine's peak: f32 FMA 2 units × 16 lanes × 2 flops per cycle and core, bf16
 //! `vdpbf16ps` twice that, at the nominal clock of /proc/cpuinfo's `cpu MHz`.
 //!
+//! The header also gives each instruction's measured rate on one core (24 independent register
+//! accumulators, no memory: `vfmadd231ps` and `vdpbf16ps` on zmm), the ceiling a GEMM meets on
+//! this CPU whatever the nominal figures say.
+//!
 //! The kernels' sources are compiled into this binary (the library keeps `models::kernels`
 //! private): the same code, built with the same profile.
 
@@ -103,6 +107,63 @@ fn nominal_ghz() -> Option<f64> {
     Some(line.split(':').nth(1)?.trim().parse::<f64>().ok()? / 1000.0)
 }
 
+/// One core's measured GFLOP/s of f32 FMA and of bf16 dot products (AVX-512), if it has them.
+#[cfg(target_arch = "x86_64")]
+fn measured_peaks() -> Option<(f64, f64)> {
+    use std::arch::x86_64::*;
+    /// `n` rounds of 24 independent `acc = f(acc)`.
+    macro_rules! chains {
+        ($name:ident, $features:literal, $step:expr) => {
+            #[target_feature(enable = $features)]
+            fn $name(n: usize, seed: f32) -> f32 {
+                let mut acc = [_mm512_set1_ps(seed); 24];
+                let step = $step;
+                for _ in 0..n {
+                    for x in acc.iter_mut() {
+                        *x = step(*x);
+                    }
+                }
+                let sum = acc
+                    .iter()
+                    .fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
+                _mm512_reduce_add_ps(sum)
+            }
+        };
+    }
+    chains!(fma, "avx512f", |x| {
+        _mm512_fmadd_ps(_mm512_set1_ps(1e-3), _mm512_set1_ps(-1e-3), x)
+    });
+    chains!(dot, "avx512f,avx512bf16", |x| {
+        let a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3), _mm512_set1_ps(2e-3));
+        let b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(-1e-3), _mm512_set1_ps(3e-3));
+        _mm512_dpbf16_ps(x, a, b)
+    });
+    if !Kernel::Avx512Bf16.is_available() {
+        return None;
+    }
+    let n = 4_000_000;
+    let rate = |f: &dyn Fn() -> f32, flops: f64| {
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(f());
+                24.0 * n as f64 * flops / t.elapsed().as_secs_f64() / 1e9
+            })
+            .fold(0.0, f64::max)
+    };
+    let seed = std::hint::black_box(1.0f32);
+    // SAFETY: the CPU has AVX512F and AVX512_BF16 (checked above).
+    let f32_rate = rate(&|| unsafe { fma(n, seed) }, 32.0);
+    // SAFETY: as above.
+    let bf16_rate = rate(&|| unsafe { dot(n, seed) }, 64.0);
+    Some((f32_rate, bf16_rate))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn measured_peaks() -> Option<(f64, f64)> {
+    None
+}
+
 fn values(n: usize, seed: u32) -> Vec<f32> {
     (0..n as u32)
         .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
@@ -121,6 +182,16 @@ pub fn bench_gemm(args: &Args) -> Result<(), String> {
             ghz.map_or("unknown".into(), |g| format!("{g:.2} GHz"))
         ),
     );
+    if let Some((f, b)) = measured_peaks() {
+        say(
+            args,
+            &format!(
+                "measured on one core (register-only, zmm): f32 FMA {f:.0} GFLOP/s, bf16 \
+                 vdpbf16ps {b:.0} GFLOP/s ({:.2}x)",
+                b / f
+            ),
+        );
+    }
     let rounds = args.repeat.max(5) as usize;
     let cases = cases();
     let threads = [1usize, 2];
