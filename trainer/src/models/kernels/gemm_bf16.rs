@@ -114,8 +114,9 @@ enum Repr {
     /// Panels of `W` rows (of `a`, or of `bᵀ`), `kp = ⌈k/2⌉` pairs each: pair `p` of row `r` of
     /// panel `i` at `(i * kp + p) * W + r`, as `lo | hi << 16` (bf16 of k = 2p and 2p + 1).
     Panels(Vec<u32>),
-    /// The rounded values, row-major.
-    Rounded(Vec<f32>),
+    /// The rounded values, row-major, or column-major (`transposed`: the view's columns were
+    /// its contiguous direction, as in `dYᵀ`), so that the copy reads along memory.
+    Rounded { values: Vec<f32>, transposed: bool },
 }
 
 /// The left operand `a` (m × k) of a bf16 product, packed.
@@ -141,7 +142,7 @@ impl PackedA {
         let (_, m, k, _, _) = a.parts();
         let repr = match kernel {
             Kernel::Avx512Bf16 => Repr::Panels(pack_panels::<MR>(a, threads)),
-            Kernel::Fallback => Repr::Rounded(round_row_major(a)),
+            Kernel::Fallback => round_copy(a),
         };
         PackedA { kernel, m, k, repr }
     }
@@ -159,7 +160,7 @@ impl PackedB {
         let (_, k, n, _, _) = b.parts();
         let repr = match kernel {
             Kernel::Avx512Bf16 => Repr::Panels(pack_panels::<NR>(b.t(), threads)),
-            Kernel::Fallback => Repr::Rounded(round_row_major(b)),
+            Kernel::Fallback => round_copy(b),
         };
         PackedB { kernel, k, n, repr }
     }
@@ -236,12 +237,12 @@ pub fn gemm_packed(
         dst.len()
     );
     match (&a.repr, &b.repr) {
-        (Repr::Rounded(av), Repr::Rounded(bv)) => gemm(
+        (Repr::Rounded { .. }, Repr::Rounded { .. }) => gemm(
             dst,
             dst_rs,
             accumulate,
-            Mat::row_major(av, m, k),
-            Mat::row_major(bv, k, n),
+            a.repr.rounded_view(m, k),
+            b.repr.rounded_view(k, n),
             threads,
         ),
         (Repr::Panels(ap), Repr::Panels(bp)) => {
@@ -266,14 +267,40 @@ pub fn gemm_packed(
     }
 }
 
-/// `v`'s rounded values, row-major.
-fn round_row_major(v: Mat) -> Vec<f32> {
+/// `v`'s rounded values, row by row, or column by column where its columns are contiguous.
+fn round_copy(v: Mat) -> Repr {
     let (data, rows, cols, rs, cs) = v.parts();
-    let mut out = Vec::with_capacity(rows * cols);
-    for r in 0..rows {
-        out.extend((0..cols).map(|c| round_to_bf16_f32(data[r * rs + c * cs])));
+    let transposed = rs < cs;
+    let (outer, inner, os, is) = if transposed {
+        (cols, rows, cs, rs)
+    } else {
+        (rows, cols, rs, cs)
+    };
+    let mut values = Vec::with_capacity(rows * cols);
+    // An empty line has no element to start from in `data`.
+    for o in 0..if inner == 0 { 0 } else { outer } {
+        if is == 1 {
+            let line = &data[o * os..][..inner];
+            values.extend(line.iter().map(|&x| round_to_bf16_f32(x)));
+        } else {
+            values.extend((0..inner).map(|i| round_to_bf16_f32(data[o * os + i * is])));
+        }
     }
-    out
+    Repr::Rounded { values, transposed }
+}
+
+impl Repr {
+    /// The `rows × cols` view of a [`Repr::Rounded`].
+    fn rounded_view(&self, rows: usize, cols: usize) -> Mat<'_> {
+        match self {
+            Repr::Rounded {
+                values,
+                transposed: true,
+            } => Mat::row_major(values, cols, rows).t(),
+            Repr::Rounded { values, .. } => Mat::row_major(values, rows, cols),
+            Repr::Panels(_) => unreachable!("panels have no f32 view"),
+        }
+    }
 }
 
 /// `v` (rows × k) in panels of `W` rows of k pairs (see [`Repr::Panels`]), zero-padded; the
