@@ -173,6 +173,25 @@ fn packed_operands_are_reusable_and_results_reproducible() {
     }
 }
 
+/// Empty strided views (k = 0 with row strides past the data, m or n = 0) leave `dst` zeroed
+/// or untouched.
+#[test]
+fn empty_strided_views() {
+    let v = vec![1f32; 4];
+    for kernel in kernels() {
+        let mut dst = vec![5f32; 6];
+        let (a, b) = (Mat::strided(&v, 3, 0, 9, 1), Mat::strided(&v, 0, 2, 1, 7));
+        gemm_bf16_with(kernel, &mut dst, 2, true, a, b, 1);
+        assert_eq!(dst, [5.0; 6]);
+        gemm_bf16_with(kernel, &mut dst, 2, false, a, b, 2);
+        assert_eq!(dst, [0.0; 6]);
+        let mut none: Vec<f32> = Vec::new();
+        let (a0, b0) = (Mat::strided(&v, 0, 2, 9, 1), Mat::row_major(&v, 2, 2));
+        gemm_bf16_with(kernel, &mut none, 2, false, a0, b0, 1);
+        gemm_bf16_with(kernel, &mut none, 0, false, b0, a0.t(), 1);
+    }
+}
+
 #[test]
 #[should_panic(expected = "inner dimensions differ")]
 fn mismatched_operands_are_refused() {
