@@ -34,6 +34,9 @@
 //!   and 100 MiB (rank 0 prints `torch_allreduce.py`'s JSON keys), then times a plain copy of
 //!   each size in this process (`memcpy`: the memory bandwidth of the moment).
 //!
+//! - **gemm**: the bf16 GEMM against the f32 `gemm` crate on the GPT's products, 1 and 2
+//!   threads, in GFLOP/s and fractions of the nominal peak (`gemmbench.rs`).
+//!
 //! A table by default, JSON lines with `--json` (progress goes to stderr either way). Every wait
 //! on a child process has a deadline; children die with the bench (`PR_SET_PDEATHSIG`).
 //!
@@ -50,9 +53,11 @@
 //! - `sampling.rs`: the time to sample 500 tokens from a trained GPT.
 //! - `lockstep.rs`: the lock-step threads and their figures.
 //! - `allreduce.rs`: the all-reduce engines, workers and their figures; the memcpy reference.
+//! - `gemmbench.rs`: the bf16 and f32 GEMMs on the GPT's shapes and their table.
 //! - `procs.rs`: child processes: spawn, wait with a deadline (`wait4`, peak RSS), stop, log tails.
 
 mod allreduce;
+mod gemmbench;
 mod gpt;
 mod lockstep;
 mod procs;
@@ -85,6 +90,8 @@ enum What {
     Lockstep,
     /// The GPT's full recipe at world 2, both sides' final models evaluated alike (--model gpt).
     Quality,
+    /// The bf16 GEMM against the f32 one on the GPT's matrix products.
+    Gemm,
     /// train, allreduce and lockstep.
     All,
 }
@@ -347,6 +354,9 @@ fn bench(args: &Args, tmp: &Path) -> Result<(), String> {
     }
     if args.wants_lockstep() {
         bench_lockstep(args, cores)?;
+    }
+    if args.what == What::Gemm {
+        gemmbench::bench_gemm(args)?;
     }
     Ok(())
 }

@@ -46,6 +46,11 @@ impl<'a> Mat<'a> {
         }
     }
 
+    /// The view's values, shape and strides: `(data, rows, cols, rs, cs)`.
+    pub fn parts(&self) -> (&'a [f32], usize, usize, usize, usize) {
+        (self.data, self.rows, self.cols, self.rs, self.cs)
+    }
+
     fn is_empty(&self) -> bool {
         self.rows == 0 || self.cols == 0
     }

@@ -4,6 +4,9 @@
 //! Layout:
 //! - `gemm`: row-major (or strided) matrix views over the `gemm` crate, the GEMM candle's own
 //!   matmul uses.
+//! - `gemm_bf16`: bf16 × bf16 → f32 GEMM (bf16 autocast): operands packed once into bf16
+//!   k-pair panels (reusable, e.g. a weight per step), an AVX512_BF16 microkernel picked at run
+//!   time, the f32 GEMM on rounded inputs elsewhere; `gemm_bf16_tests` checks it.
 //! - `tasks`: splitting a batch into contiguous per-thread ranges on rayon's pool (the pool the
 //!   launcher sizes with `RAYON_NUM_THREADS`), with a fixed order for summing partial results.
 //! - `unfold`: the im2col geometry (runs of in-bounds positions), im2col and col2im.
@@ -35,6 +38,11 @@ pub mod conv_shape;
 pub mod cross_entropy;
 pub mod gelu;
 pub mod gemm;
+// Not used by the models yet (the bf16 autocast wires it in).
+#[allow(dead_code)]
+pub mod gemm_bf16;
+#[cfg(test)]
+mod gemm_bf16_tests;
 pub mod layer_norm;
 pub mod linear;
 pub mod math;
