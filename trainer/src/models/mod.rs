@@ -12,7 +12,8 @@
 //! - `batchnorm`: BatchNorm2d / SyncBatchNorm.
 //! - `conv`: Conv2d as chunked im2col + GEMM, forward and backward in one custom op each.
 //! - `kernels`: the CPU kernels behind the custom ops (GEMM views, im2col, conv, BatchNorm),
-//!   plain functions over slices; `cpu_tensor` borrows tensors' values for them.
+//!   plain functions over slices, public for the benchmarks (`ddp-bench --what gemm`);
+//!   `cpu_tensor` borrows tensors' values for them.
 //! - `linear`: Linear with a contiguous weight gradient.
 //! - `init`: PyTorch's default initialisation, seeded (and seeded normals).
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
@@ -31,7 +32,7 @@ mod cpu_tensor;
 pub mod custom;
 pub mod gpt;
 mod init;
-mod kernels;
+pub mod kernels;
 mod linear;
 mod params;
 mod pool;

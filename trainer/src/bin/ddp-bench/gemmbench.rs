@@ -15,25 +15,16 @@
 //! The header also gives each instruction's measured rate on one core (24 independent register
 //! accumulators, no memory: `vfmadd231ps` and `vdpbf16ps` on zmm), the ceiling a GEMM meets on
 //! this CPU whatever the nominal figures say.
-//!
-//! The kernels' sources are compiled into this binary (the library keeps `models::kernels`
-//! private): the same code, built with the same profile.
 
 use std::time::Instant;
 
 use crate::rounds::median;
 use crate::{Args, say};
 
-/// The library's kernels this benchmark measures.
-#[allow(dead_code)]
-#[path = "../../models/kernels/gemm.rs"]
-mod gemm;
-#[allow(dead_code)]
-#[path = "../../models/kernels/gemm_bf16.rs"]
-mod gemm_bf16;
-
-use gemm::{Mat, gemm};
-use gemm_bf16::{Kernel, PackedA, PackedB, gemm_bf16_packed_b, gemm_bf16_with, gemm_packed};
+use ddp_trainer::models::kernels::gemm::{Mat, gemm};
+use ddp_trainer::models::kernels::gemm_bf16::{
+    Kernel, PackedA, PackedB, gemm_bf16_packed_b, gemm_bf16_with, gemm_packed,
+};
 
 /// One product: `m × k · k × n`, a forward `x·Wᵀ` or a weight gradient `dYᵀ·X`.
 struct Case {

@@ -38,8 +38,6 @@ pub mod conv_shape;
 pub mod cross_entropy;
 pub mod gelu;
 pub mod gemm;
-// Not used by the models yet (the bf16 autocast wires it in).
-#[allow(dead_code)]
 pub mod gemm_bf16;
 #[cfg(test)]
 mod gemm_bf16_tests;
