@@ -254,18 +254,21 @@ impl Training {
     /// A resumed elastic run's epoch goes on from position `pos` of the epoch's order, its rest
     /// split over this world (the checkpoint's world may have been another).
     fn go_on_from(&mut self, pos: usize) {
-        self.elastic.share = Share {
+        self.take_share(Share {
             step: self.progress.in_epoch,
             pos,
-        };
+        });
+    }
+
+    /// This world's share of the epoch is `share`: the sampler goes on from its position, and
+    /// the epoch's steps are counted from it.
+    fn take_share(&mut self, share: Share) {
+        self.elastic.share = share;
         let train = &self.r.spec.train;
         if let Task::Samples { sampler, .. } = &mut self.r.task {
-            *sampler = sampler.clone().from_position(pos);
-            self.r.steps_per_epoch = self.elastic.share.epoch_steps(
-                sampler.num_samples(),
-                train.batch_size,
-                train.grad_accum,
-            );
+            *sampler = sampler.clone().from_position(share.pos);
+            self.r.steps_per_epoch =
+                share.epoch_steps(sampler.num_samples(), train.batch_size, train.grad_accum);
         }
         self.reporting
             .report
@@ -326,19 +329,7 @@ impl Training {
         if self.elastic.share == Share::default() {
             return;
         }
-        self.elastic.share = Share::default();
-        let train = &self.r.spec.train;
-        if let Task::Samples { sampler, .. } = &mut self.r.task {
-            *sampler = sampler.clone().from_position(0);
-            self.r.steps_per_epoch = Share::default().epoch_steps(
-                sampler.num_samples(),
-                train.batch_size,
-                train.grad_accum,
-            );
-        }
-        self.reporting
-            .report
-            .set_steps_per_epoch(self.r.steps_per_epoch);
+        self.take_share(Share::default());
     }
 
     /// Whether any replica was asked to stop before training (one all-reduce of the requests).
