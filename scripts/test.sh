@@ -59,9 +59,6 @@ if [[ $(id -u) == 0 ]] && command -v ip >/dev/null 2>&1 && ip netns add "ddpprob
 else
   echo "scripts/test.sh: no network namespaces here (not root, or not permitted): the two-host test will be SKIPPED" >&2
 fi
-# kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh).
-DDP_TEST_PYTHON=$(scripts/python-venv.sh)
-export DDP_TEST_PYTHON
 # Two real two-node Slurm clusters (scripts/slurm-cluster.sh, docs/slurm.md) in temporary
 # folders, for the tests that submit to Slurm (they find them through DDP_TEST_SLURM, a list like
 # PATH; each test holds one cluster, so two run side by side), stopped when this script exits
@@ -86,6 +83,8 @@ stop_slurm() {
 spark_dir=""
 stop_clusters() {
   stop_slurm
+  [ -z "${venv_pid:-}" ] || kill "$venv_pid" 2>/dev/null || true
+  rm -f "${venv_out:-}"
   if [ -n "$spark_dir" ]; then
     DDP_SPARK_PYTHON=$DDP_TEST_PYTHON scripts/spark-cluster.sh down "$spark_dir" >/dev/null 2>&1 || true
     rm -rf "$spark_dir"
@@ -110,16 +109,12 @@ elif [ "${DDP_TEST_SLURM_REQUIRED:-}" = 1 ]; then
 else
   echo "scripts/test.sh: no Slurm test clusters (see above): the Slurm tests (tests/tests/slurm.rs and every test that needs a real Slurm) will be SKIPPED" >&2
 fi
-spark_dir=$(mktemp -d "${TMPDIR:-/tmp}/ddp-spark.XXXXXX")
-if DDP_SPARK_PYTHON=$DDP_TEST_PYTHON scripts/spark-cluster.sh up "$spark_dir" >/dev/null; then
-  DDP_TEST_SPARK=$spark_dir
-  export DDP_TEST_SPARK
-elif [ "${DDP_TEST_SPARK_REQUIRED:-}" = 1 ]; then
-  echo "scripts/test.sh: the Spark test cluster could not be brought up (see above) and DDP_TEST_SPARK_REQUIRED=1: failing" >&2
-  exit 1
-else
-  echo "scripts/test.sh: no Spark test cluster (see above): the Spark tests (tests/tests/spark.rs) will be SKIPPED" >&2
-fi
+# kernel/tests/jupyter.rs runs its Python scripts with $DDP_TEST_PYTHON (scripts/python-venv.sh),
+# which the Spark test cluster runs PySpark from. The venv is made (pip, half a minute on a fresh
+# machine) while the tests build, after the Slurm clusters, whose first start may use apt-get.
+venv_out=$(mktemp "${TMPDIR:-/tmp}/ddp-venv.XXXXXX")
+scripts/python-venv.sh >"$venv_out" &
+venv_pid=$!
 # Clippy lints the workspace's crates while they are compiled for the tests (clippy-driver as
 # cargo's workspace wrapper, which is what `cargo clippy` does around `cargo check`), so the
 # dependencies are not checked a second time: `cargo clippy --workspace --all-targets -- -D
@@ -143,6 +138,24 @@ fi
 if ! cargo test --workspace --locked --no-run; then
   lint_hint
   exit 1
+fi
+if ! wait "$venv_pid"; then
+  echo "scripts/test.sh: making the Python test venv failed (scripts/python-venv.sh, above)" >&2
+  exit 1
+fi
+venv_pid=""
+DDP_TEST_PYTHON=$(cat "$venv_out")
+rm -f "$venv_out"
+export DDP_TEST_PYTHON
+spark_dir=$(mktemp -d "${TMPDIR:-/tmp}/ddp-spark.XXXXXX")
+if DDP_SPARK_PYTHON=$DDP_TEST_PYTHON scripts/spark-cluster.sh up "$spark_dir" >/dev/null; then
+  DDP_TEST_SPARK=$spark_dir
+  export DDP_TEST_SPARK
+elif [ "${DDP_TEST_SPARK_REQUIRED:-}" = 1 ]; then
+  echo "scripts/test.sh: the Spark test cluster could not be brought up (see above) and DDP_TEST_SPARK_REQUIRED=1: failing" >&2
+  exit 1
+else
+  echo "scripts/test.sh: no Spark test cluster (see above): the Spark tests (tests/tests/spark.rs) will be SKIPPED" >&2
 fi
 # The tests: cargo-nextest runs every test in its own process, several at once, as
 # .config/nextest.toml says (the long chains first; notebooks one at a time, one test per Slurm
