@@ -309,3 +309,11 @@ fn mnist_cnn_sgd_over_the_tcp_ring_in_bf16() {
         "bf16 2×8 and 1×16 differ by {diff} (in {at})"
     );
 }
+
+/// Mixed precision keeps DDP's equivalence: the products' inputs are rounded value by value,
+/// whatever the batch's split, so 2 × B and 1 × 2B stay as close as in f32 (6e-8 apart here, f32
+/// 3e-7); only a sum whose order moves a value across a bf16 rounding boundary could part them.
+#[test]
+fn mnist_cnn_adam_in_bf16() {
+    equivalent_with("mnist-cnn", "adam", "precision = \"bf16\"", "", &[]);
+}

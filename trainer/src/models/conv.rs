@@ -8,7 +8,7 @@
 use candle_core::{CpuStorage, Shape, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::cpu_tensor::{cpu_tensor, storage_f32, with_f32};
+use super::cpu_tensor::{autocast, cpu_tensor, gemm_input, storage_f32, with_gemm_f32};
 use super::kernels::conv as kernel;
 use super::kernels::conv_shape::ConvShape;
 use super::kernels::tasks::threads;
@@ -110,10 +110,11 @@ impl WeightOp for ConvOp {
             Some((b, bl)) => Some(storage_f32(b, bl, "conv2d bias")?),
             None => None,
         };
+        let r = autocast();
         let y = kernel::forward(
             &s,
-            storage_f32(x, xl, "conv2d input")?,
-            storage_f32(w, wl, "conv2d weight")?,
+            &gemm_input(x, xl, "conv2d input", r)?,
+            &gemm_input(w, wl, "conv2d weight", r)?,
             b,
             threads(),
         );
@@ -123,17 +124,24 @@ impl WeightOp for ConvOp {
     fn bwd(&self, x: &Tensor, w: &Tensor, grad: &Tensor, with_bias: bool) -> Grads {
         let s = self.shape(x.shape(), w.shape())?;
         let want_dx = x.track_op();
-        let (dx, dw, db) = with_f32(x, "conv2d input", |xv| {
-            with_f32(w, "conv2d weight", |wv| {
-                with_f32(grad, "conv2d output gradient", |g| {
-                    kernel::backward(&s, xv, wv, g, want_dx, with_bias, threads())
+        let r = autocast();
+        // The bias gradient is a sum, not a product: from the f32 gradient under any precision.
+        let kernel_db = with_bias && r.is_none();
+        let (dx, dw, db) = with_gemm_f32(x, "conv2d input", r, |xv| {
+            with_gemm_f32(w, "conv2d weight", r, |wv| {
+                with_gemm_f32(grad, "conv2d output gradient", r, |g| {
+                    kernel::backward(&s, xv, wv, g, want_dx, kernel_db, threads())
                 })
             })
         })???;
         Ok((
             dx.map(|d| cpu_tensor(d, x.shape())).transpose()?,
             cpu_tensor(dw, w.shape())?,
-            db.map(|d| cpu_tensor(d, s.o)).transpose()?,
+            match db {
+                Some(d) => Some(cpu_tensor(d, s.o)?),
+                None if with_bias => Some(grad.sum((0, 2, 3))?),
+                None => None,
+            },
         ))
     }
 }
@@ -187,6 +195,31 @@ mod tests {
                     &format!("k {k} padding {padding} stride {stride} bias {with_bias}"),
                 );
             }
+        }
+    }
+
+    /// Under bf16 it rounds its inputs as candle's conv2d does (`models::precision_tests`).
+    #[test]
+    fn the_convolution_rounds_as_candle_does() {
+        use crate::models::precision_tests::{rounds_like_candle, var};
+        let (x, w, b) = (var(&[2, 3, 9, 9], 6), var(&[8, 3, 3, 3], 7), var(&[8], 8));
+        for (padding, stride) in [(1, 1), (0, 2)] {
+            let conv = Conv2d {
+                weight: w.as_tensor().clone(),
+                bias: Some(b.as_tensor().clone()),
+                cfg: ConvConfig { padding, stride },
+            };
+            rounds_like_candle(
+                &format!("conv padding {padding} stride {stride}"),
+                &[&x, &w, &b],
+                || conv.forward(x.as_tensor()).unwrap(),
+                || {
+                    x.conv2d(w.as_tensor(), padding, stride, 1, 1)
+                        .unwrap()
+                        .broadcast_add(&b.reshape((1, 8, 1, 1)).unwrap())
+                        .unwrap()
+                },
+            );
         }
     }
 

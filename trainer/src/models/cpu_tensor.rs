@@ -1,6 +1,11 @@
-//! Borrowing the f32 values of CPU tensors and storages, for the layers' custom ops.
+//! Borrowing the f32 values of CPU tensors and storages, for the layers' custom ops; the
+//! inputs of their matrix products as mixed precision rounds them.
 
-use candle_core::{CpuStorage, Layout, Storage, Tensor};
+use std::borrow::Cow;
+
+use candle_core::{CpuStorage, DType, Layout, Storage, Tensor};
+
+use crate::models::kernels::Rounding;
 
 /// The values of a contiguous f32 CPU storage, or an error naming the op.
 pub fn storage_f32<'a>(
@@ -39,4 +44,41 @@ pub fn cpu_tensor(
 /// Whether a tensor is f32 on the CPU: what the layers' custom ops run on.
 pub fn is_cpu_f32(t: &Tensor) -> bool {
     t.device().is_cpu() && t.dtype() == candle_core::DType::F32
+}
+
+/// What this thread's autocast ([`candle_core::autocast`], set for `train.precision`) does to
+/// the inputs of a matrix product: `None` in f32.
+pub fn autocast() -> Option<Rounding> {
+    match candle_core::autocast::current() {
+        Some(DType::BF16) => Some(Rounding::Bf16),
+        Some(DType::F16) => Some(Rounding::F16),
+        _ => None,
+    }
+}
+
+/// [`storage_f32`] for a matrix product's input: rounded under `rounding`.
+pub fn gemm_input<'a>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    op: &str,
+    rounding: Option<Rounding>,
+) -> candle_core::Result<Cow<'a, [f32]>> {
+    let values = storage_f32(storage, layout, op)?;
+    Ok(match rounding {
+        None => Cow::Borrowed(values),
+        Some(r) => Cow::Owned(r.rounded(values)),
+    })
+}
+
+/// [`with_f32`] for a matrix product's input: `f` sees the values rounded under `rounding`.
+pub fn with_gemm_f32<R>(
+    t: &Tensor,
+    op: &str,
+    rounding: Option<Rounding>,
+    f: impl FnOnce(&[f32]) -> R,
+) -> candle_core::Result<R> {
+    with_f32(t, op, |values| match rounding {
+        None => f(values),
+        Some(r) => f(&r.rounded(values)),
+    })
 }

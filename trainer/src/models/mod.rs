@@ -13,7 +13,8 @@
 //! - `conv`: Conv2d as chunked im2col + GEMM, forward and backward in one custom op each.
 //! - `kernels`: the CPU kernels behind the custom ops (GEMM views, im2col, conv, BatchNorm),
 //!   plain functions over slices, public for the benchmarks (`ddp-bench --what gemm`);
-//!   `cpu_tensor` borrows tensors' values for them.
+//!   `cpu_tensor` borrows tensors' values for them, rounded where mixed precision asks
+//!   (`train.precision`, [`candle_core::autocast`]); `precision_tests` checks the ops under it.
 //! - `linear`: Linear with a contiguous weight gradient.
 //! - `init`: PyTorch's default initialisation, seeded (and seeded normals).
 //! - `pool`: max-pooling with PyTorch's gradient (first maximum of a window).
@@ -36,6 +37,8 @@ pub mod kernels;
 mod linear;
 mod params;
 mod pool;
+#[cfg(test)]
+mod precision_tests;
 mod resnet;
 mod small;
 mod weight_op;
@@ -51,10 +54,10 @@ pub use pool::{max_pool2d, relu_max_pool2d};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use candle_core::{Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarMap;
 
-use crate::spec::ModelName;
+use crate::spec::{ModelName, Precision};
 use crate::{Error, Result};
 
 /// A model ready to train: forward pass, named parameters and buffers.
@@ -66,6 +69,9 @@ pub struct Network {
     pub params: Vec<(String, Var)>,
     pub buffers: Arc<BufferStore>,
     pub device: Device,
+    /// The dtype matrix products and convolutions round their inputs to (`train.precision`):
+    /// set on the thread for each forward pass, and by the training loop for backward.
+    autocast: Option<DType>,
 }
 
 /// What a built-in model is built for: the data's input shape and outputs (classes, or values
@@ -213,6 +219,7 @@ impl Network {
             params,
             buffers,
             device: device.clone(),
+            autocast: None,
         })
     }
 
@@ -232,11 +239,24 @@ impl Network {
             params,
             buffers,
             device: device.clone(),
+            autocast: None,
         })
     }
 
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let _precision = self.autocast()?;
         Ok(self.forward.forward(x, train)?)
+    }
+
+    /// Trains and evaluates with `precision`'s matrix products (`train.precision`).
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.autocast = precision.autocast();
+    }
+
+    /// This model's precision set on the calling thread until the guard is dropped: a backward
+    /// pass runs in it (as its forward pass did, [`Network::forward`]).
+    pub fn autocast(&self) -> Result<candle_core::autocast::Scope> {
+        Ok(candle_core::autocast::scope(self.autocast)?)
     }
 
     /// Number of trainable scalars.

@@ -373,6 +373,47 @@ pub struct TrainSpec {
     /// `steps / 10` steps for a step budget, once per epoch otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_every: Option<u64>,
+    /// The dtype of the matrix products and convolutions (mixed precision, [`Precision`]).
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
+}
+
+/// `train.precision`: what the matrix products and convolutions take, as `torch.autocast`.
+/// Everything else (softmax, normalisation, losses, reductions, the optimizer, the master weights,
+/// checkpoints) stays f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    /// Inputs rounded to bfloat16, products summed in f32.
+    Bf16,
+    /// Inputs rounded to IEEE half, with dynamic loss scaling.
+    Fp16,
+}
+
+impl Precision {
+    pub fn is_f32(&self) -> bool {
+        *self == Precision::F32
+    }
+
+    /// As the spec writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+        }
+    }
+
+    /// The dtype candle's autocast rounds to ([`candle_core::autocast`]); `None` in f32.
+    pub fn autocast(&self) -> Option<candle_core::DType> {
+        match self {
+            Precision::F32 => None,
+            Precision::Bf16 => Some(candle_core::DType::BF16),
+            Precision::Fp16 => Some(candle_core::DType::F16),
+        }
+    }
 }
 
 impl Default for TrainSpec {
@@ -674,6 +715,22 @@ impl Spec {
                     format!("must be between 1 and 256, got {r} (4 is a good start)"),
                 );
             }
+        }
+        if self.train.precision == Precision::Fp16 {
+            return bad(
+                "train.precision",
+                "\"fp16\" needs dynamic loss scaling, which this build does not have yet: use                  \"bf16\" (the same products, f32's range) or \"f32\""
+                    .into(),
+            );
+        }
+        if !self.train.precision.is_f32() && matches!(self.ddp.devices, Devices::Cuda(_)) {
+            return bad(
+                "train.precision",
+                format!(
+                    "\"{}\" runs on CPU replicas; on GPUs this build's matrix products stay f32:                      set train.precision = \"f32\" or ddp.devices = \"cpu\"",
+                    self.train.precision.name()
+                ),
+            );
         }
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());

@@ -18,6 +18,16 @@
 //! - `engine`: which of the two a replica runs (`Engine`): accumulate, reduce and step.
 //! - `batch_parts`: a batch trained in parts side by side, one per thread.
 //! - `placement`: a replica's device, backend and collectives.
+//!
+//! Two levels, because there are two places the master copy of the parameters can live.
+//! [`engine::Engine`] says which: `Host`, one flat f32 buffer in name order (with its slots, its
+//! broadcast from a root rank, the control element, the gather of sharded optimizer state
+//! before a checkpoint), or `Device`, the parameters as tensors on the GPU with the optimizer as
+//! tensor ops. The host strategies ([`ddp::Ddp`]'s `sharded`, `shared`, `overlapped`) differ
+//! only in how that one flat buffer is reduced and stepped, so they sit under it; the device
+//! step shares none of that state and sits beside it. A new way of reducing the flat buffer
+//! (local steps with an outer optimizer, for one) is one more file in `ddp/`; a new place for
+//! the master copy is one more `Engine`.
 
 pub mod batch_parts;
 pub mod comm;

@@ -202,6 +202,13 @@ impl Training {
                 work.parts
             );
         }
+        if rank == 0 && !spec.train.precision.is_f32() {
+            println!(
+                "precision {p}: matrix products and convolutions take {p} inputs and sum in f32; \
+                 everything else, the master weights and the files stay f32",
+                p = spec.train.precision.name()
+            );
+        }
         let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
         let elastic_min = spec.ddp.elastic.map(|e| e.min_replicas);
         let joining = r.joining;

@@ -152,6 +152,20 @@ impl Replica {
                 spec.train.seed,
             )?,
         };
+        // Mixed precision rounds the CPU's matrix products; a GPU's would stay f32 unasked.
+        if !spec.train.precision.is_f32() && !device.is_cpu() {
+            return Err(spec.error(
+                "train.precision",
+                format!(
+                    "\"{}\" runs on CPU replicas; rank {rank} is on {device:?}, where this \
+                     build's matrix products stay f32: set train.precision = \"f32\" or \
+                     ddp.devices = \"cpu\"",
+                    spec.train.precision.name()
+                ),
+            ));
+        }
+        let mut net = net;
+        net.set_precision(spec.train.precision);
         // The data's record, once the model is known to fit it (nothing is written before).
         if let Data::Samples(Splits {
             record: Some(record),

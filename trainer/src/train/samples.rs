@@ -279,6 +279,8 @@ fn part_loss_and_grads(
     batch_len: usize,
     hook: Hook<'_, '_>,
 ) -> Result<(f32, GradStore)> {
+    // Backward in the forward pass's precision, on this part's thread.
+    let _precision = net.autocast()?;
     let (loss, ..) = batch_loss(net, part, true)?;
     if part.len == batch_len {
         let grads = hook.backward(&loss)?;

@@ -69,6 +69,8 @@ impl Tokens {
         // memory does not grow with the token file.
         self.data.train.release_pages();
         let data = t.elapsed();
+        // Backward in the forward pass's precision.
+        let _precision = net.autocast()?;
         let loss = lm::batch_loss(net, &self.batch, true)?;
         let hook = Hook {
             session,

@@ -49,6 +49,7 @@
 
 #[cfg(feature = "accelerate")]
 mod accelerate;
+pub mod autocast;
 pub mod backend;
 pub mod backprop;
 pub mod conv;
@@ -75,6 +76,7 @@ pub mod nditer;
 pub mod npy;
 pub mod op;
 pub mod pickle;
+#[cfg(feature = "quantized")]
 pub mod quantized;
 pub mod safetensors;
 pub mod scalar;

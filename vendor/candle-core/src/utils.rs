@@ -293,6 +293,7 @@ impl BarrierPool {
 
     // Uniform, short work units can avoid shared-cursor contention by assigning
     // one contiguous range per thread.
+    #[cfg(feature = "quantized")]
     pub(crate) fn execute_static<F: Fn(std::ops::Range<usize>) + Sync>(
         &self,
         n_items: usize,

@@ -9,6 +9,7 @@
 //! `dv = Pᵀ·dy`, `dP = dy·vᵀ`, `dS = P∘(dP − rowsum(P∘dP))/√d`, `dq = dS·k`, `dk = dSᵀ·q`.
 //! Parallel over sequences; each product is a small GEMM over strided views of `qkv`.
 
+use super::Rounding;
 use super::gemm::{Mat, gemm};
 use super::math::exp;
 use super::simd::widest_simd;
@@ -141,8 +142,16 @@ pub fn probabilities(qkv: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
     .0
 }
 
-/// The attention output `[B·T, E]` of `qkv` (`[B·T, 3E]`) with its [`probabilities`].
-pub fn forward(qkv: &[f32], probs: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
+/// The attention output `[B·T, E]` of `qkv` (`[B·T, 3E]`) with its [`probabilities`]. With
+/// `rounding` (mixed precision; `qkv` already rounded by the caller) the probabilities are
+/// rounded for the product with `v`, as `torch.autocast` casts softmax's output.
+pub fn forward(
+    qkv: &[f32],
+    probs: &[f32],
+    dims: Dims,
+    rounding: Option<Rounding>,
+    threads: usize,
+) -> Vec<f32> {
     check(qkv, dims);
     let (t, e, h) = (dims.seq, dims.embd(), dims.heads);
     assert_eq!(
@@ -152,10 +161,12 @@ pub fn forward(qkv: &[f32], probs: &[f32], dims: Dims, threads: usize) -> Vec<f3
     );
     let per = per_task(dims, threads);
     written_pieces(dims.batch * t * e, t * e, per, |first, out| {
+        let mut rounded = Scratch::take(if rounding.is_some() { t * t } else { 0 });
         for (i, y) in out.chunks_exact_mut(t * e).enumerate() {
             let b = first + i;
             for head in 0..h {
-                let p = Mat::row_major(&probs[(b * h + head) * t * t..], t, t);
+                let p = &probs[(b * h + head) * t * t..][..t * t];
+                let p = Mat::row_major(rounded_into(p, rounding, &mut rounded), t, t);
                 let v = dims.part(qkv, b, head, 2);
                 gemm(&mut y[head * dims.head_dim..], e, false, p, v, 1);
             }
@@ -164,9 +175,30 @@ pub fn forward(qkv: &[f32], probs: &[f32], dims: Dims, threads: usize) -> Vec<f3
     .0
 }
 
+/// `p` as it is, or rounded into `scratch` (`p.len()` long) under mixed precision.
+fn rounded_into<'a>(p: &'a [f32], rounding: Option<Rounding>, scratch: &'a mut [f32]) -> &'a [f32] {
+    match rounding {
+        None => p,
+        Some(r) => {
+            for (s, v) in scratch.iter_mut().zip(p) {
+                *s = r.round(*v);
+            }
+            scratch
+        }
+    }
+}
+
 /// The gradient `[B·T, 3E]` of `qkv` for the output gradient `dy` (`[B·T, E]`), given the
-/// forward pass's [`probabilities`].
-pub fn backward(qkv: &[f32], probs: &[f32], dy: &[f32], dims: Dims, threads: usize) -> Vec<f32> {
+/// forward pass's [`probabilities`]. With `rounding` (`qkv` and `dy` already rounded by the
+/// caller), the probabilities and `dS` are rounded for the products they enter.
+pub fn backward(
+    qkv: &[f32],
+    probs: &[f32],
+    dy: &[f32],
+    dims: Dims,
+    rounding: Option<Rounding>,
+    threads: usize,
+) -> Vec<f32> {
     check(qkv, dims);
     let (t, e, d, h) = (dims.seq, dims.embd(), dims.head_dim, dims.heads);
     assert_eq!(
@@ -178,6 +210,7 @@ pub fn backward(qkv: &[f32], probs: &[f32], dy: &[f32], dims: Dims, threads: usi
     let per = per_task(dims, threads);
     written_pieces(qkv.len(), t * 3 * e, per, |first, out| {
         let mut ds = Scratch::take(t * t);
+        let mut rounded = Scratch::take(if rounding.is_some() { t * t } else { 0 });
         for (i, dqkv) in out.chunks_exact_mut(t * 3 * e).enumerate() {
             let b = first + i;
             for head in 0..h {
@@ -188,10 +221,13 @@ pub fn backward(qkv: &[f32], probs: &[f32], dy: &[f32], dims: Dims, threads: usi
                     dims.part(qkv, b, head, 2),
                 );
                 let g = Mat::strided(&dy[b * t * e + head * d..], t, d, e, 1);
-                let pm = Mat::row_major(p, t, t);
+                let pm = Mat::row_major(rounded_into(p, rounding, &mut rounded), t, t);
                 gemm(&mut dqkv[2 * e + head * d..], 3 * e, false, pm.t(), g, 1);
                 gemm(&mut ds, t, false, g, v.t(), 1);
                 softmax_backward(p, &mut ds, t, dims.scale());
+                if let Some(r) = rounding {
+                    r.apply(&mut ds);
+                }
                 let dsm = Mat::row_major(&ds, t, t);
                 gemm(&mut dqkv[head * d..], 3 * e, false, dsm, k, 1);
                 gemm(&mut dqkv[e + head * d..], 3 * e, false, dsm.t(), q, 1);
@@ -290,8 +326,8 @@ mod tests {
             let (want_y, want_d) = naive(&qkv, &dy, dims);
             for threads in [1, 2] {
                 let p = probabilities(&qkv, dims, threads);
-                let y = forward(&qkv, &p, dims, threads);
-                let dq = backward(&qkv, &p, &dy, dims, threads);
+                let y = forward(&qkv, &p, dims, None, threads);
+                let dq = backward(&qkv, &p, &dy, dims, None, threads);
                 let diff = |a: &[f32], b: &[f64]| {
                     a.iter()
                         .zip(b)

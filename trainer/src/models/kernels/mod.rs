@@ -29,7 +29,8 @@
 //!   log-softmax.
 //! - `simd`: `widest_simd!`, a kernel's body compiled for AVX-512 and AVX2 too and picked at run
 //!   time (the winograd transforms, the batchnorm passes, ReLU and the GPT's kernels).
-//! - `mod.rs`: ReLU's value and gradient, one definition for every kernel that applies it.
+//! - `mod.rs`: ReLU's value and gradient, one definition for every kernel that applies it, and
+//!   [`Rounding`], what mixed precision does to a matrix product's inputs.
 
 pub mod attention;
 pub mod batchnorm;
@@ -64,4 +65,43 @@ pub fn relu_value(v: f32) -> f32 {
 #[inline(always)]
 pub fn relu_grad_value(y: f32, g: f32) -> f32 {
     if y > 0.0 { g } else { 0.0 }
+}
+
+/// What mixed precision does to a matrix product's inputs (`train.precision`, as
+/// `torch.autocast`): each value rounded to bf16 or to IEEE half (to nearest, ties to even) and
+/// then multiplied and summed in f32, which is exact for the products of two such values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    Bf16,
+    F16,
+}
+
+impl Rounding {
+    /// `x` rounded, as an f32.
+    #[inline(always)]
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            Rounding::Bf16 => gemm_bf16::round_to_bf16_f32(x),
+            Rounding::F16 => half::f16::from_f32(x).to_f32(),
+        }
+    }
+
+    /// Every value of `xs` rounded in place.
+    pub fn apply(self, xs: &mut [f32]) {
+        match self {
+            Rounding::Bf16 => xs
+                .iter_mut()
+                .for_each(|x| *x = gemm_bf16::round_to_bf16_f32(*x)),
+            Rounding::F16 => xs
+                .iter_mut()
+                .for_each(|x| *x = half::f16::from_f32(*x).to_f32()),
+        }
+    }
+
+    /// A rounded copy of `xs`.
+    pub fn rounded(self, xs: &[f32]) -> Vec<f32> {
+        let mut out = xs.to_vec();
+        self.apply(&mut out);
+        out
+    }
 }

@@ -70,6 +70,7 @@ pub const KEYS: &[&str] = &[
     "train.max_steps",
     "train.log_every",
     "train.eval_every",
+    "train.precision",
     "ddp.replicas",
     "ddp.backend",
     "ddp.devices",

@@ -358,6 +358,7 @@ vocab_size = 10
 [train]
 steps = 10
 eval_every = 5
+precision = "bf16"
 [checkpoint]
 every_steps = 5
 "#;

@@ -1915,6 +1915,19 @@ impl CpuStorage {
     }
 }
 
+/// Under [`crate::autocast`] (a dtype set on this thread), two f32 inputs of a matrix product or
+/// convolution rounded to that dtype, still f32; `None` otherwise (compute as they are).
+fn autocast_inputs(a: &CpuStorage, b: &CpuStorage) -> Option<(CpuStorage, CpuStorage)> {
+    let dtype = crate::autocast::current()?;
+    match (a, b) {
+        (CpuStorage::F32(a), CpuStorage::F32(b)) => Some((
+            CpuStorage::F32(crate::autocast::rounded(dtype, a)),
+            CpuStorage::F32(crate::autocast::rounded(dtype, b)),
+        )),
+        _ => None,
+    }
+}
+
 impl BackendStorage for CpuStorage {
     type Device = CpuDevice;
 
@@ -2835,6 +2848,11 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConv1D,
     ) -> Result<Self> {
+        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+            // Rounded once: the inner products (im2col's matmul) compute as they are.
+            let _rounded = crate::autocast::scope(None)?;
+            return inp.conv1d(l, &kernel, kernel_l, params);
+        }
         if !USE_IM2COL_CONV1D {
             return Conv1D(params).map(self, l, kernel, kernel_l);
         }
@@ -2881,6 +2899,11 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConvTranspose1D,
     ) -> Result<Self> {
+        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+            // Rounded once: the inner products (im2col's matmul) compute as they are.
+            let _rounded = crate::autocast::scope(None)?;
+            return inp.conv_transpose1d(l, &kernel, kernel_l, params);
+        }
         let can_use_col2im = kernel_l.is_contiguous()
             && params.dilation == 1
             && params.padding == 0
@@ -2936,6 +2959,11 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConv2D,
     ) -> Result<Self> {
+        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+            // Rounded once: the inner products (im2col's matmul) compute as they are.
+            let _rounded = crate::autocast::scope(None)?;
+            return inp.conv2d(l, &kernel, kernel_l, params);
+        }
         Conv2D(params).map(self, l, kernel, kernel_l)
     }
 
@@ -2946,6 +2974,11 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConvTranspose2D,
     ) -> Result<Self> {
+        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+            // Rounded once: the inner products (im2col's matmul) compute as they are.
+            let _rounded = crate::autocast::scope(None)?;
+            return inp.conv_transpose2d(l, &kernel, kernel_l, params);
+        }
         ConvTranspose2D(params).map(self, l, kernel, kernel_l)
     }
 
@@ -3059,6 +3092,9 @@ impl BackendStorage for CpuStorage {
         lhs_l: &Layout,
         rhs_l: &Layout,
     ) -> Result<Self> {
+        if let Some((lhs, rhs)) = autocast_inputs(self, rhs) {
+            return MatMul(bmnk).map(&lhs, lhs_l, &rhs, rhs_l);
+        }
         // no bf16 gemm kernel yet: widen to f32, multiply, narrow back
         if let (Self::BF16(lhs_v), Self::BF16(rhs_v)) = (self, rhs) {
             let lhs32 = Self::F32(lhs_v.to_f32_vec());

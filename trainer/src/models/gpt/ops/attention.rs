@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use candle_core::{CpuStorage, D, Device, Layout, Shape, Tensor};
 
-use crate::models::cpu_tensor::{cpu_tensor, is_cpu_f32, storage_f32, with_f32};
+use crate::models::cpu_tensor::{autocast, cpu_tensor, gemm_input, is_cpu_f32, with_gemm_f32};
 use crate::models::kernels::attention::{self as kernel, Dims};
 use crate::models::kernels::tasks::threads;
 
@@ -92,9 +92,10 @@ impl candle_core::CustomOp1 for AttentionOp {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let d = dims(l.shape(), self.batch, self.heads)?;
-        let qkv = storage_f32(s, l, "attention q|k|v")?;
-        let probs = kernel::probabilities(qkv, d, threads());
-        let y = kernel::forward(qkv, &probs, d, threads());
+        let r = autocast();
+        let qkv = gemm_input(s, l, "attention q|k|v", r)?;
+        let probs = kernel::probabilities(&qkv, d, threads());
+        let y = kernel::forward(&qkv, &probs, d, r, threads());
         // A second forward pass of the same op (none is made) would keep the first's.
         let _ = self.probs.set(probs);
         Ok((CpuStorage::F32(y), Shape::from((d.batch * d.seq, d.embd()))))
@@ -107,12 +108,13 @@ impl candle_core::CustomOp1 for AttentionOp {
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
         let d = dims(qkv.shape(), self.batch, self.heads)?;
-        let dqkv = with_f32(qkv, "attention q|k|v", |q| {
-            with_f32(grad, "attention output gradient", |g| {
+        let r = autocast();
+        let dqkv = with_gemm_f32(qkv, "attention q|k|v", r, |q| {
+            with_gemm_f32(grad, "attention output gradient", r, |g| {
                 let probs = self
                     .probs
                     .get_or_init(|| kernel::probabilities(q, d, threads()));
-                kernel::backward(q, probs, g, d, threads())
+                kernel::backward(q, probs, g, d, r, threads())
             })
         })??;
         Ok(Some(cpu_tensor(dqkv, qkv.shape())?))

@@ -4,7 +4,9 @@
 
 use candle_core::{CpuStorage, Shape, Tensor};
 
-use crate::models::cpu_tensor::{cpu_tensor, is_cpu_f32, storage_f32, with_f32};
+use crate::models::cpu_tensor::{
+    autocast, cpu_tensor, gemm_input, is_cpu_f32, storage_f32, with_gemm_f32,
+};
 use crate::models::kernels::linear::{self as kernel, Dims};
 use crate::models::kernels::tasks::threads;
 use crate::models::weight_op::{self, Arg, Grads, Output, WeightOp};
@@ -54,18 +56,21 @@ impl WeightOp for LinearOp {
             }
             None => None,
         };
-        let x = storage_f32(x, xl, "linear input")?;
-        let w = storage_f32(w, wl, "linear weight")?;
-        let y = kernel::forward(x, w, bias, d, threads());
+        let r = autocast();
+        let x = gemm_input(x, xl, "linear input", r)?;
+        let w = gemm_input(w, wl, "linear weight", r)?;
+        let y = kernel::forward(&x, &w, bias, d, threads());
         Ok((CpuStorage::F32(y), Shape::from((d.rows, d.outputs))))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, grad: &Tensor, bias: bool) -> Grads {
         let d = dims(x.shape(), w.shape())?;
-        let want = (x.track_op(), bias);
-        let (dx, dw, db) = with_f32(x, "linear input", |xv| {
-            with_f32(w, "linear weight", |wv| {
-                with_f32(grad, "linear output gradient", |g| {
+        let r = autocast();
+        // The bias gradient is a sum, not a product: from the f32 gradient under any precision.
+        let want = (x.track_op(), bias && r.is_none());
+        let (dx, dw, db) = with_gemm_f32(x, "linear input", r, |xv| {
+            with_gemm_f32(w, "linear weight", r, |wv| {
+                with_gemm_f32(grad, "linear output gradient", r, |g| {
                     kernel::backward(xv, wv, g, d, want, threads())
                 })
             })
@@ -73,7 +78,11 @@ impl WeightOp for LinearOp {
         Ok((
             dx.map(|v| cpu_tensor(v, (d.rows, d.inputs))).transpose()?,
             cpu_tensor(dw, (d.outputs, d.inputs))?,
-            db.map(|v| cpu_tensor(v, d.outputs)).transpose()?,
+            match db {
+                Some(v) => Some(cpu_tensor(v, d.outputs)?),
+                None if bias => Some(grad.sum(0)?),
+                None => None,
+            },
         ))
     }
 }

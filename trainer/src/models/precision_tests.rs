@@ -1,0 +1,115 @@
+//! Mixed precision (`train.precision`): candle's own matrix products and the engine's custom
+//! ops (the GPT's linear and attention here, the convolution in `conv`) round the same inputs under
+//! [`candle_core::autocast`], so each op still equals its candle composition, value and
+//! gradients, and differs from its f32 result by bf16's rounding, not by nothing.
+
+use candle_core::{D, DType, Device, Tensor, Var};
+
+use super::gpt::ops::{causal_attention, causal_mask, linear};
+use super::testing::assert_same_with_grads;
+use crate::test_util::tensor_diff;
+
+pub(crate) fn var(shape: &[usize], seed: u64) -> Var {
+    let n = shape.iter().product();
+    let values = crate::test_util::uniform_values(n, seed, -1.0, 1.0);
+    Var::from_tensor(&Tensor::from_vec(values, shape, &Device::Cpu).unwrap()).unwrap()
+}
+
+fn rounded(t: &Tensor, dtype: DType) -> Tensor {
+    t.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap()
+}
+
+#[test]
+fn candle_matmul_multiplies_the_rounded_inputs_while_the_scope_lives() {
+    let (a, b) = (var(&[9, 33], 1), var(&[33, 7], 2));
+    let f32_product = a.matmul(&b).unwrap();
+    for dtype in [DType::BF16, DType::F16] {
+        let of_rounded = rounded(&a, dtype).matmul(&rounded(&b, dtype)).unwrap();
+        let product = {
+            let _scope = candle_core::autocast::scope(Some(dtype)).unwrap();
+            a.matmul(&b).unwrap()
+        };
+        assert_eq!(tensor_diff(&product, &of_rounded), 0.0, "{dtype:?}");
+        let gap = tensor_diff(&product, &f32_product);
+        let bound = if dtype == DType::BF16 { 0.2 } else { 0.02 };
+        assert!(gap > 0.0 && gap < bound, "{dtype:?}: {gap}");
+        // The scope is gone: f32 again.
+        assert_eq!(tensor_diff(&a.matmul(&b).unwrap(), &f32_product), 0.0);
+    }
+    assert!(candle_core::autocast::scope(Some(DType::F64)).is_err());
+}
+
+/// Each op under bf16 against candle's composition under bf16 (the same rounded inputs), and
+/// against itself in f32: bf16's rounding shows (more than 1e-3), and no more than it should.
+pub(crate) fn rounds_like_candle(
+    what: &str,
+    inputs: &[&Var],
+    ours: impl Fn() -> Tensor,
+    reference: impl Fn() -> Tensor,
+) {
+    let f32_out = ours();
+    let _bf16 = candle_core::autocast::scope(Some(DType::BF16)).unwrap();
+    let out = ours();
+    let tensors: Vec<&Tensor> = inputs.iter().map(|v| v.as_tensor()).collect();
+    assert_same_with_grads(&out, &reference(), &tensors, 1e-4, what);
+    let gap = tensor_diff(&out, &f32_out);
+    assert!(
+        gap > 1e-3 && gap < 0.1,
+        "{what}: bf16 moved the output by {gap}"
+    );
+}
+
+#[test]
+fn the_gpt_linear_rounds_as_candle_does() {
+    let (x, w, b) = (var(&[12, 40], 3), var(&[24, 40], 4), var(&[24], 5));
+    rounds_like_candle(
+        "linear",
+        &[&x, &w, &b],
+        || linear(&x, &w, Some(&b)).unwrap(),
+        || {
+            x.matmul(&w.t().unwrap())
+                .unwrap()
+                .broadcast_add(&b)
+                .unwrap()
+        },
+    );
+}
+
+#[test]
+fn attention_rounds_its_products_as_candle_does() {
+    let (batch, t, heads, hd) = (2, 6, 2, 8);
+    let qkv = var(&[batch * t, 3 * heads * hd], 9);
+    let composed = || {
+        let parts = qkv.reshape((batch, t, 3, heads, hd)).unwrap();
+        let part = |i: usize| {
+            parts
+                .narrow(2, i, 1)
+                .unwrap()
+                .squeeze(2)
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+        };
+        let (q, k, v) = (part(0), part(1), part(2));
+        let mask = causal_mask(t, t, &Device::Cpu).unwrap();
+        let att = (q.matmul(&k.t().unwrap()).unwrap() * (1.0 / (hd as f64).sqrt()))
+            .unwrap()
+            .broadcast_add(&mask)
+            .unwrap();
+        let att = candle_nn::ops::softmax(&att, D::Minus1).unwrap();
+        att.matmul(&v)
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .reshape((batch * t, heads * hd))
+            .unwrap()
+    };
+    rounds_like_candle(
+        "attention",
+        &[&qkv],
+        || causal_attention(&qkv, batch, heads).unwrap(),
+        composed,
+    );
+}
