@@ -6,7 +6,8 @@ built-in model of the run's spec, sized from the data as ddp sizes it) with
 ddp reads it) and integer classes `y`.
 
 Usage: python3 load_classifier.py RUN_DIR --data test.safetensors [--spec SPEC] [--x x] [--y y]
-(SPEC: the run's spec, RUN_DIR/spec.toml for a workspace run.)
+(SPEC: the run's spec, RUN_DIR/spec.toml for a workspace run.) The spec's `train.precision`
+(`bf16`, `fp16`) evaluates under `torch.autocast` in that dtype, as the run evaluated.
 Prints one line: `test loss 1.234567 accuracy 0.912500 (N samples)`. Needs torch and safetensors
 (torchvision for resnet18).
 """
@@ -52,8 +53,9 @@ def main():
     net = build(model["name"], c, h, w, classes, model.get("hidden"))
     net.load_state_dict(state, strict=True)
     net.eval()
-    with torch.no_grad():
-        out = net(x)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.get("train", {}).get("precision"))
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        out = net(x).float()
         loss = F.cross_entropy(out, y).item()
         acc = (out.argmax(1) == y).float().mean().item()
     print(f"test loss {loss:.6f} accuracy {acc:.6f} ({len(y)} samples)")

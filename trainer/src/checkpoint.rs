@@ -21,6 +21,7 @@ use crate::fsutil::write_atomic;
 use crate::models::Network;
 use crate::optim::Optimizer;
 use crate::report::WindowState;
+use crate::scaler::LossScaler;
 use crate::{Error, Result};
 
 /// Where training stands at a checkpoint: after a completed epoch, after a step inside an epoch
@@ -55,6 +56,8 @@ pub struct Loaded {
     pub state: TrainState,
     pub optimizer_steps: u64,
     pub slots: Vec<Vec<f32>>,
+    /// fp16's loss scaler as the checkpoint left it (`None`: no loss scaling).
+    pub scaler: Option<LossScaler>,
 }
 
 pub fn checkpoint_dir(out: &Path) -> PathBuf {
@@ -201,6 +204,10 @@ pub fn save(
         ),
         ("optimizer_steps".into(), opt.steps.to_string()),
         ("optimizer_slots".into(), opt.config.slot_names().join(",")),
+        (
+            "loss_scaler".into(),
+            opt.scaler.map_or(String::new(), |s| s.encode()),
+        ),
         // All randomness is counter-based on (seed, epoch, step, rank), and an epoch's order is
         // the sampler's for (seed, epoch): no RNG or data-order state to save.
         ("rng".into(), "counter-based:seed,epoch,step,rank".into()),
@@ -400,6 +407,15 @@ fn load(out: &Path, at: Mark) -> Result<Loaded> {
         state,
         optimizer_steps: num("optimizer_steps")?,
         slots,
+        scaler: match optional("loss_scaler") {
+            "" => None,
+            text => Some(LossScaler::decode(text).ok_or_else(|| Error::Checkpoint {
+                path: state_file.clone(),
+                msg: format!(
+                    "metadata `loss_scaler` is not `scale:finite_run:skipped:growth_every`: {text:?}"
+                ),
+            })?),
+        },
     })
 }
 

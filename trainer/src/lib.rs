@@ -38,7 +38,8 @@
 //!   `device` (the same step kept on a GPU: NCCL or host all-reduce, tensor-op optimizer),
 //!   `engine` (which of the two a replica runs), `batch_parts` (a batch trained in parts side by
 //!   side, one per thread), `placement` (a replica's device, backend and collectives).
-//! - `optim`, `schedule`: SGD/Adam/AdamW and learning-rate schedules.
+//! - `optim`, `schedule`, `scaler`: SGD/Adam/AdamW, learning-rate schedules, and fp16's dynamic
+//!   loss scale (`GradScaler`'s policy; the DDP steps decide a step's finiteness across ranks).
 //! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
@@ -78,6 +79,7 @@ pub mod objective;
 pub mod optim;
 pub mod preflight;
 pub mod report;
+pub mod scaler;
 pub mod schedule;
 pub mod spec;
 pub mod step;

@@ -88,6 +88,23 @@ pub struct MetricRecord {
     /// (evaluation records, a window of no step timed by this process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<StepBreakdown>,
+    /// A train record of a mixed-precision run (`train.precision` other than f32); omitted in
+    /// f32 and on evaluation records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionFigures>,
+}
+
+/// A mixed-precision run's train record: the precision and, with fp16, its loss scaler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionFigures {
+    /// `bf16` or `fp16`, as `train.precision` says.
+    pub name: String,
+    /// fp16: the loss scale after the record's last step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// fp16: the steps skipped so far in the run (gradients not finite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_steps: Option<u64>,
 }
 
 /// Where a training step's time goes, per step on average over a train record's window (this

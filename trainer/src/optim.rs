@@ -12,7 +12,8 @@
 
 use std::ops::Range;
 
-use crate::spec::{OptimizerName, Spec};
+use crate::scaler::{self, LossScaler};
+use crate::spec::{OptimizerName, Precision, Spec};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,6 +84,9 @@ pub struct Optimizer {
     /// The global L2 norm that the DDP step clips the averaged gradients to before each update
     /// (`train.grad_clip`); `None`: no clipping.
     pub grad_clip: Option<f64>,
+    /// fp16's dynamic loss scale (`train.precision = "fp16"`): the DDP steps divide the averaged
+    /// gradients by it and skip the steps whose gradients are not finite; `None`: no scaling.
+    pub scaler: Option<LossScaler>,
     /// AdamW: the elements its decoupled weight decay applies to, sorted, disjoint and not
     /// adjacent; `None`: all of them.
     decay_only: Option<Vec<Range<usize>>>,
@@ -97,19 +101,28 @@ impl Optimizer {
             steps: 0,
             slots,
             grad_clip: None,
+            scaler: None,
             decay_only: None,
         }
     }
 
     /// The optimizer `spec` asks for, over parameters of `shapes` (in the flat buffers' order):
     /// AdamW decays the tensors of rank ≥ 2 only unless `train.decay_all`; gradients are clipped
-    /// to `train.grad_clip`.
+    /// to `train.grad_clip`; fp16 (`train.precision`) scales the loss dynamically.
     pub fn from_spec<'a>(spec: &Spec, shapes: impl IntoIterator<Item = &'a [usize]>) -> Optimizer {
         let config = OptimizerConfig::from_spec(spec);
         let shapes: Vec<&[usize]> = shapes.into_iter().collect();
         let len = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
         let mut opt = Optimizer::new(config, len);
         opt.grad_clip = spec.train.grad_clip;
+        if spec.train.precision == Precision::Fp16 {
+            opt.scaler = Some(LossScaler::new(
+                spec.train.loss_scale.unwrap_or(scaler::INIT_SCALE),
+                spec.train
+                    .loss_scale_growth_every
+                    .unwrap_or(scaler::GROWTH_EVERY),
+            ));
+        }
         if matches!(config, OptimizerConfig::AdamW { .. }) && !spec.train.decay_all {
             opt = opt.decaying_only(matrix_ranges(shapes));
         }

@@ -6,7 +6,11 @@ use std::time::Instant;
 
 use crate::Result;
 use crate::data::text::{TokenizerKind, bits_per_token, perplexity};
-use crate::metrics::{MetricKind, MetricRecord, MetricsWriter, StepBreakdown, unix_time};
+use crate::metrics::{
+    MetricKind, MetricRecord, MetricsWriter, PrecisionFigures, StepBreakdown, unix_time,
+};
+use crate::scaler::LossScaler;
+use crate::spec::Precision;
 use crate::tensorboard::EventWriter;
 
 /// The result of evaluating a split, all-reduced over the ranks.
@@ -31,6 +35,8 @@ pub struct Reporter {
     tokens: Option<TokenCounting>,
     /// The last validation, on every rank: (loss, a language model's perplexity).
     last_val: Option<(f64, Option<f64>)>,
+    /// `train.precision` where it is not f32 (train records say it).
+    precision: Option<&'static str>,
 }
 
 /// How a language model's figures are counted: tokens per window (a record's samples are its
@@ -101,6 +107,7 @@ impl Reporter {
             tb,
             tokens: None,
             last_val: None,
+            precision: None,
         })
     }
 
@@ -137,6 +144,13 @@ impl Reporter {
         self
     }
 
+    /// This reporter for a run in `precision`: its train records say so (with fp16, the loss
+    /// scale and the steps skipped).
+    pub fn in_precision(mut self, precision: Precision) -> Reporter {
+        self.precision = (!precision.is_f32()).then(|| precision.name());
+        self
+    }
+
     /// The last validation's (loss, perplexity of a language model), on every rank.
     pub fn last_val(&self) -> Option<(f64, Option<f64>)> {
         self.last_val
@@ -144,7 +158,8 @@ impl Reporter {
 
     /// A training window: mean loss over it, this rank's samples/s, samples it covered (a
     /// language model's windows: its tokens are counted from them).
-    /// `epoch` is 1-based; `step_in_epoch` counts optimizer steps from 1.
+    /// `epoch` is 1-based; `step_in_epoch` counts optimizer steps from 1; `scaler` is fp16's
+    /// loss scaler after the window's last step.
     #[allow(clippy::too_many_arguments)]
     pub fn train(
         &mut self,
@@ -156,6 +171,7 @@ impl Reporter {
         sps: f64,
         samples: usize,
         breakdown: Option<StepBreakdown>,
+        scaler: Option<LossScaler>,
     ) -> Result<()> {
         let tokens = self.tokens.map(|t| t.block);
         let rec = MetricRecord {
@@ -163,6 +179,11 @@ impl Reporter {
             samples: Some(samples as u64),
             tokens_per_sec: tokens.map(|block| sps * block as f64),
             tokens: tokens.map(|block| (samples * block) as u64),
+            precision: self.precision.map(|name| PrecisionFigures {
+                name: name.to_string(),
+                loss_scale: scaler.map(|s| s.scale as f64),
+                skipped_steps: scaler.map(|s| s.skipped),
+            }),
             ..self.record(MetricKind::Train, epoch, global_step, loss, lr, sps)
         };
         self.metrics.write(&rec)?;
@@ -172,6 +193,10 @@ impl Reporter {
         let step = global_step as i64;
         tb.add_scalar("train/loss", loss as f32, step, rec.time)?;
         tb.add_scalar("train/lr", lr as f32, step, rec.time)?;
+        if let Some(s) = scaler {
+            tb.add_scalar("train/loss_scale", s.scale, step, rec.time)?;
+            tb.add_scalar("train/skipped_steps", s.skipped as f32, step, rec.time)?;
+        }
         if let Some(b) = &breakdown {
             for (name, v) in [
                 ("step_s", b.step_s),
@@ -326,6 +351,7 @@ impl Reporter {
             world_size: self.world,
             metrics: Default::default(),
             breakdown: None,
+            precision: None,
         }
     }
 }

@@ -129,6 +129,7 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
         world_size: 2,
         metrics: Default::default(),
         breakdown: None,
+        precision: None,
     }
 }
 

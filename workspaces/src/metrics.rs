@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-pub use ddp_trainer::metrics::{MetricKind, MetricRecord, StepBreakdown, metrics_path, unix_time};
+pub use ddp_trainer::metrics::{
+    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, metrics_path, unix_time,
+};
 
 use crate::Result;
 

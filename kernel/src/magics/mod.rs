@@ -302,8 +302,8 @@ mod tests {
         assert!(options("run").contains(&"--wait".to_string()));
         assert!(
             all.contains(
-                "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
-                 [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+                "%%ddp train SPEC [--set KEY=VALUE]... [--replicas N] [--precision P] \
+                 [--trainer PATH] [--name NAME] [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
                  [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
                  [--master URL] [--tasks N] [--gpus-per-task G] [--spark-conf KEY=VALUE]... \
                  [--wait] [--features FEATURES]..."

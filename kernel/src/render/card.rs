@@ -294,6 +294,10 @@ impl Card {
         if let Some(b) = &timed {
             lines.push(("step time", format::breakdown(b)));
         }
+        let precision = self.digest.precision.as_ref().map(format::precision);
+        if let Some(p) = &precision {
+            lines.push(("precision", p.clone()));
+        }
         let outcome = self.outcome();
         if let Some((key, text)) = &outcome {
             lines.push((*key, text.clone()));
@@ -378,6 +382,9 @@ impl Card {
                     (share(b.optimizer_s), "#10b981", "optimizer"),
                 ])
             );
+        }
+        if let Some(p) = &precision {
+            let _ = writeln!(h, "<div>precision {}</div>", html_escape(p));
         }
         if let Some((key, text)) = &outcome {
             let body = match r.status {

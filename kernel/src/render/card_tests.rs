@@ -434,6 +434,29 @@ fn the_step_time_breakdown_shows_as_a_line_and_a_stacked_bar() {
 }
 
 #[test]
+fn a_mixed_precision_run_shows_its_loss_scale() {
+    let mut card = half_done();
+    assert!(!card.render().plain.contains("precision"));
+    let p = ddp_workspaces::metrics::PrecisionFigures {
+        name: "fp16".into(),
+        loss_scale: Some(32768.0),
+        skipped_steps: Some(2),
+    };
+    let m = metric(MetricKind::Train, 1, 30, 120.0).precision(Some(p));
+    assert!(card.apply(&RunEvent::Metric(m)));
+    let o = card.render();
+    assert_eq!(
+        line(&o.plain, "precision"),
+        "precision   fp16, loss scale 32768, 2 steps skipped"
+    );
+    let html = o.html.unwrap();
+    assert!(
+        html.contains("<div>precision fp16, loss scale 32768, 2 steps skipped</div>"),
+        "{html}"
+    );
+}
+
+#[test]
 fn a_run_on_spark_names_its_application_and_links_its_web_ui() {
     let mut rec = record(ID, RunStatus::Queued);
     rec.spark = Some(ddp_workspaces::runs::run::SparkApp {

@@ -376,6 +376,12 @@ pub struct TrainSpec {
     /// The dtype of the matrix products and convolutions (mixed precision, [`Precision`]).
     #[serde(default, skip_serializing_if = "Precision::is_f32")]
     pub precision: Precision,
+    /// fp16: the loss scale to start from (default 65536, `torch.amp.GradScaler`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// fp16: the loss scale doubles after this many finite steps in a row (default 2000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale_growth_every: Option<u64>,
 }
 
 /// `train.precision`: what the matrix products and convolutions take, as `torch.autocast`.
@@ -716,12 +722,38 @@ impl Spec {
                 );
             }
         }
-        if self.train.precision == Precision::Fp16 {
-            return bad(
-                "train.precision",
-                "\"fp16\" needs dynamic loss scaling, which this build does not have yet: use                  \"bf16\" (the same products, f32's range) or \"f32\""
-                    .into(),
-            );
+        let fp16 = self.train.precision == Precision::Fp16;
+        if let Some(v) = self.train.loss_scale {
+            if !fp16 {
+                return bad(
+                    "train.loss_scale",
+                    "is fp16's loss scale: set train.precision = \"fp16\" with it, or leave it out"
+                        .into(),
+                );
+            }
+            if !(v.is_finite() && v > 0.0 && v <= f32::MAX as f64) {
+                return bad(
+                    "train.loss_scale",
+                    format!(
+                        "must be a positive number within f32's range, got {v} (65536 is PyTorch's)"
+                    ),
+                );
+            }
+        }
+        if let Some(n) = self.train.loss_scale_growth_every {
+            if !fp16 {
+                return bad(
+                    "train.loss_scale_growth_every",
+                    "counts fp16's finite steps: set train.precision = \"fp16\" with it, or leave it out"
+                        .into(),
+                );
+            }
+            if n == 0 {
+                return bad(
+                    "train.loss_scale_growth_every",
+                    "must be at least 1 (2000 is PyTorch's)".into(),
+                );
+            }
         }
         if !self.train.precision.is_f32() && matches!(self.ddp.devices, Devices::Cuda(_)) {
             return bad(

@@ -168,6 +168,7 @@ impl MetricRecord {
             world_size: 2,
             metrics: Default::default(),
             breakdown: None,
+            precision: None,
         }
     }
 
@@ -182,6 +183,7 @@ impl MetricRecord {
         bits_per_byte: Option<f64>, lr: f64, samples_per_sec: f64, samples: Option<u64>,
         tokens_per_sec: Option<f64>, tokens: Option<u64>, world_size: usize,
         breakdown: Option<crate::metrics::StepBreakdown>,
+        precision: Option<crate::metrics::PrecisionFigures>,
     }
 }
 
@@ -241,6 +243,7 @@ mod tests {
                 world_size: 8,
                 metrics: Default::default(),
                 breakdown: Some(crate::metrics::StepBreakdown::default()),
+                precision: None,
             }
         );
     }

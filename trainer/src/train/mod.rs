@@ -172,6 +172,7 @@ impl Training {
             (Task::Tokens(_), s) => (1, s.unwrap_or(1)),
         };
         let report = Reporter::create(&r.out, rank, r.world, epochs, r.steps_per_epoch)?;
+        let report = report.in_precision(spec.train.precision);
         let report = match &r.task {
             Task::Samples { .. } => report,
             Task::Tokens(t) => report.counting_tokens(t.counting()),
@@ -207,6 +208,13 @@ impl Training {
                 "precision {p}: matrix products and convolutions take {p} inputs and sum in f32; \
                  everything else, the master weights and the files stay f32",
                 p = spec.train.precision.name()
+            );
+        }
+        if let (0, Some(s)) = (rank, r.opt.scaler) {
+            println!(
+                "loss scaled dynamically from {}: x2 after {} finite steps in a row, x0.5 and \
+                 the step skipped where a gradient is infinite or NaN on any replica",
+                s.scale, s.growth_every
             );
         }
         let max_steps = spec.train.max_steps.unwrap_or(u64::MAX);
@@ -380,6 +388,7 @@ impl Training {
             w.samples_per_sec,
             w.samples,
             breakdown,
+            self.r.opt.scaler,
         )
     }
 
@@ -421,16 +430,21 @@ impl Training {
                 ddp,
                 opt,
             };
-            let agreed = stepper.step(lr, control, accum as usize, |net, k, session| {
-                let (loss, grads, rows, data) =
-                    tokens.micro_batch(net, step * accum + k as u64, session)?;
-                Ok(MicroBatch {
-                    loss,
-                    grads: vec![grads],
-                    rows,
-                    data,
-                })
-            })?;
+            let agreed = stepper.step(
+                lr,
+                control,
+                accum as usize,
+                |net, k, session, loss_scale| {
+                    let (loss, grads, rows, data) =
+                        tokens.micro_batch(net, step * accum + k as u64, session, loss_scale)?;
+                    Ok(MicroBatch {
+                        loss,
+                        grads: vec![grads],
+                        rows,
+                        data,
+                    })
+                },
+            )?;
             self.progress.stopped = agreed.stop;
             self.elastic.regroup_due = agreed.regroup;
             self.progress.global_step += 1;
@@ -576,19 +590,20 @@ impl Training {
                 ddp,
                 opt,
             };
-            let agreed = stepper.step(lr, control, micro_batches, |net, k, session| {
-                let micro_step = global_step * train.grad_accum as u64 + k as u64;
-                let t0 = Instant::now();
-                let rows = work.next_batch(&mut loader, epoch, micro_step)?;
-                let data = t0.elapsed();
-                let (loss, grads) = work.forward_backward(net, session)?;
-                Ok(MicroBatch {
-                    loss,
-                    grads,
-                    rows,
-                    data,
-                })
-            })?;
+            let agreed =
+                stepper.step(lr, control, micro_batches, |net, k, session, loss_scale| {
+                    let micro_step = global_step * train.grad_accum as u64 + k as u64;
+                    let t0 = Instant::now();
+                    let rows = work.next_batch(&mut loader, epoch, micro_step)?;
+                    let data = t0.elapsed();
+                    let (loss, grads) = work.forward_backward(net, session, loss_scale)?;
+                    Ok(MicroBatch {
+                        loss,
+                        grads,
+                        rows,
+                        data,
+                    })
+                })?;
             self.progress.stopped = agreed.stop;
             self.elastic.regroup_due = agreed.regroup;
             self.progress.global_step += 1;

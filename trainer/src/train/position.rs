@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::checkpoint::{TrainState, decode_windows, encode_windows};
 use crate::report::WindowState;
+use crate::scaler::LossScaler;
 use crate::step::comm::{SharedCollective, with_comm};
 use crate::{Error, Result};
 
@@ -28,9 +29,13 @@ pub(super) struct Position {
 /// The header rank 0 sends every rank on resume: `epoch global_step optimizer_steps
 /// step_in_epoch val_due windows epoch_position`, the windows in the checkpoint's form (one
 /// per rank), the position `-` when there is none.
-pub(super) fn header(state: &TrainState, optimizer_steps: u64) -> String {
+pub(super) fn header(
+    state: &TrainState,
+    optimizer_steps: u64,
+    scaler: Option<LossScaler>,
+) -> String {
     format!(
-        "{} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {}",
         state.epoch,
         state.global_step,
         optimizer_steps,
@@ -39,16 +44,30 @@ pub(super) fn header(state: &TrainState, optimizer_steps: u64) -> String {
         encode_windows(&state.windows),
         state
             .epoch_position
-            .map_or("-".to_string(), |p| p.to_string())
+            .map_or("-".to_string(), |p| p.to_string()),
+        scaler.map_or("-".to_string(), |s| s.encode())
     )
 }
 
-/// Rank `rank`'s position and the optimizer's step count from a [`header`]; `None` when the
-/// header is malformed. A rank with no window in it (the checkpoint was written by fewer
-/// replicas) starts an empty one.
-pub(super) fn parse_header(header: &str, rank: usize) -> Option<(Position, u64)> {
+/// Rank `rank`'s position, the optimizer's step count and fp16's loss scaler from a [`header`];
+/// `None` when the header is malformed. A rank with no window in it (the checkpoint was written
+/// by fewer replicas) starts an empty one.
+pub(super) fn parse_header(
+    header: &str,
+    rank: usize,
+) -> Option<(Position, u64, Option<LossScaler>)> {
     let f: Vec<&str> = header.split(' ').collect();
-    let [epoch, step, opt_steps, in_epoch, val_due, windows, pos] = f[..] else {
+    let [
+        epoch,
+        step,
+        opt_steps,
+        in_epoch,
+        val_due,
+        windows,
+        pos,
+        scaler,
+    ] = f[..]
+    else {
         return None;
     };
     let windows = decode_windows(windows)?;
@@ -63,7 +82,11 @@ pub(super) fn parse_header(header: &str, rank: usize) -> Option<(Position, u64)>
             p => Some(p.parse().ok()?),
         },
     };
-    Some((position, opt_steps.parse().ok()?))
+    let scaler = match scaler {
+        "-" => None,
+        s => Some(LossScaler::decode(s)?),
+    };
+    Some((position, opt_steps.parse().ok()?, scaler))
 }
 
 /// How a resume names the position it continues from: `epoch 2 done, step 30`, and for a
@@ -151,9 +174,12 @@ mod tests {
             windows: vec![window(0.1 + 0.2), window(2.5)],
             ..TrainState::default()
         };
-        let h = header(&state, 40);
-        let (p, opt_steps) = parse_header(&h, 1).unwrap();
-        assert_eq!(opt_steps, 40);
+        let h = header(&state, 40, None);
+        let (p, opt_steps, scaler) = parse_header(&h, 1).unwrap();
+        assert_eq!((opt_steps, scaler), (40, None));
+        let fp16 = LossScaler::new(1024.0, 5);
+        let with_scaler = header(&state, 40, Some(fp16));
+        assert_eq!(parse_header(&with_scaler, 1).unwrap().2, Some(fp16));
         assert_eq!(
             p,
             Position {
@@ -169,7 +195,7 @@ mod tests {
             epoch_position: Some(224),
             ..state.clone()
         };
-        let (p, _) = parse_header(&header(&elastic, 40), 0).unwrap();
+        let (p, ..) = parse_header(&header(&elastic, 40, None), 0).unwrap();
         assert_eq!(p.epoch_position, Some(224));
         assert!(check_world(&elastic, Path::new("c"), 5).is_ok());
         assert!(check_world(&state, Path::new("c"), 5).is_err());
@@ -191,7 +217,7 @@ mod tests {
         };
         assert_eq!(describe(&end), "epoch 1 done, step 15");
         // An epoch checkpoint of format 1 carries no windows.
-        let (p, _) = parse_header(&header(&end, 15), 1).unwrap();
+        let (p, ..) = parse_header(&header(&end, 15, None), 1).unwrap();
         assert_eq!((p.epoch, p.global_step, p.step_in_epoch), (1, 15, 0));
     }
 }

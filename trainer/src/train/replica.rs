@@ -246,7 +246,7 @@ impl Replica {
                         .load_state(&l.tensors, &l.path.display().to_string())?;
                     self.ddp.read_params(&self.net)?;
                     self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
-                    header = position::header(&l.state, l.optimizer_steps);
+                    header = position::header(&l.state, l.optimizer_steps, l.scaler);
                     println!(
                         "resuming from {} ({})",
                         l.path.display(),
@@ -264,7 +264,7 @@ impl Replica {
         if header.is_empty() {
             return Ok(Position::default());
         }
-        let Some((start, opt_steps)) = position::parse_header(&header, self.rank) else {
+        let Some((start, opt_steps, scaler)) = position::parse_header(&header, self.rank) else {
             return Err(Error::Model(format!(
                 "resume header from rank 0 is malformed: {header:?}"
             )));
@@ -277,6 +277,9 @@ impl Replica {
             Ok(())
         })?;
         self.opt.steps = opt_steps;
+        if scaler.is_some() {
+            self.opt.scaler = scaler;
+        }
         self.ddp.write_params(&self.net)?;
         self.ddp.broadcast_buffers(&self.net)?;
         Ok(start)

@@ -216,11 +216,14 @@ impl Loop {
     /// Forward + backward of the micro-batch in [`Loop::batch`]; returns its loss and the
     /// gradients of its parts, each already scaled by its share of the batch (their sum is the
     /// batch's gradient).
-    /// With `session`, each gradient goes to it as soon as backward has it final.
+    /// With `session`, each gradient goes to it as soon as backward has it final; backward
+    /// starts from the loss times `loss_scale` (fp16's, [`crate::scaler`]; the loss returned is
+    /// not scaled).
     pub(super) fn forward_backward(
         &self,
         net: &Network,
         session: Option<&Session>,
+        loss_scale: f32,
     ) -> Result<(f32, Vec<GradStore>)> {
         let len = self.batch.len;
         let ranges = batch_parts::part_ranges(len, self.parts);
@@ -230,6 +233,7 @@ impl Loop {
                 session,
                 part: 0,
                 parts,
+                loss_scale,
             };
             let (loss, grads) = part_loss_and_grads(net, self.batch.rows(all.clone()), len, hook)?;
             return Ok((loss, vec![grads]));
@@ -245,6 +249,7 @@ impl Loop {
                     session,
                     part,
                     parts,
+                    loss_scale,
                 };
                 serially(|| part_loss_and_grads(net, batch.rows(rows), len, hook))
             })

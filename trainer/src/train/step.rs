@@ -39,16 +39,17 @@ pub(super) struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
-    /// Trains `micro_batches` micro-batches, each by `micro(net, k, session)` (the `k`-th, from
-    /// 0; `session` is the overlapped backward's of the last one, where there is one), their
-    /// gradients averaged, then syncs with the control element `control` and steps the
-    /// optimizer at `lr`. Returns what the replicas agreed on (a stop, a regroup).
+    /// Trains `micro_batches` micro-batches, each by `micro(net, k, session, loss_scale)` (the
+    /// `k`-th, from 0; `session` is the overlapped backward's of the last one, where there is
+    /// one; backward starts from the loss times `loss_scale`, fp16's, else 1), their gradients
+    /// averaged, then syncs with the control element `control` and steps the optimizer at
+    /// `lr`. Returns what the replicas agreed on (a stop, a regroup).
     pub(super) fn step(
         self,
         lr: f64,
         control: Control,
         micro_batches: usize,
-        mut micro: impl FnMut(&Network, usize, Option<&Session>) -> Result<MicroBatch>,
+        mut micro: impl FnMut(&Network, usize, Option<&Session>, f32) -> Result<MicroBatch>,
     ) -> Result<Control> {
         let Stepper {
             engine,
@@ -60,10 +61,11 @@ impl Stepper<'_> {
         } = self;
         let step_start = Instant::now();
         let scale = 1.0 / micro_batches as f32;
+        let loss_scale = opt.scaler.map_or(1.0, |s| s.scale);
         for k in 0..micro_batches {
             let t0 = Instant::now();
             let session = engine.session(ddp, k + 1 == micro_batches, scale);
-            let m = micro(net, k, session.as_ref())?;
+            let m = micro(net, k, session.as_ref(), loss_scale)?;
             // Counted before its collectives: a step that a lost peer leaves applied by the
             // others was trained on this batch too (see `elastic::regroup`).
             window.add(m.loss as f64, m.rows);
@@ -80,6 +82,17 @@ impl Stepper<'_> {
         let t = Instant::now();
         let (agreed, cost) = engine.sync_and_step(ddp, opt, net, lr, control)?;
         clock.step(t.elapsed(), &cost, step_start.elapsed());
+        if let Some(s) = opt.scaler
+            && s.finite_run == 0
+            && s.scale < loss_scale
+            && ddp.rank() == 0
+        {
+            println!(
+                "step skipped: a gradient was infinite or NaN at loss scale {loss_scale}; now {} \
+                 ({} skipped so far)",
+                s.scale, s.skipped
+            );
+        }
         Ok(agreed)
     }
 }

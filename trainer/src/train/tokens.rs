@@ -56,12 +56,14 @@ impl Tokens {
     }
 
     /// Forward and backward of micro-batch `micro` (`step · grad_accum + k`): its mean loss, its
-    /// gradients, its windows, and the time it took to read them.
+    /// gradients, its windows, and the time it took to read them. Backward starts from the
+    /// loss times `loss_scale` (fp16's; the loss returned is not scaled).
     pub(super) fn micro_batch(
         &mut self,
         net: &Network,
         micro: u64,
         session: Option<&Session>,
+        loss_scale: f32,
     ) -> Result<(f32, GradStore, usize, Duration)> {
         let t = Instant::now();
         self.windows.fill(&self.data.train, micro, &mut self.batch);
@@ -76,6 +78,7 @@ impl Tokens {
             session,
             part: 0,
             parts: 1,
+            loss_scale,
         };
         let grads = hook.backward(&loss)?;
         Ok((loss.to_scalar::<f32>()?, grads, self.batch.rows, data))

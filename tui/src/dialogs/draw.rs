@@ -312,7 +312,7 @@ mod tests {
         assert_has(&s, "┌ New run ─");
         assert_has(
             &s,
-            "│ ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name",
+            "│ ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--precision P]           │",
         );
         assert_has(&s, "│ Tab completes paths   Enter starts   Esc cancels");
         keys(&mut app, "examples/m");

@@ -374,8 +374,8 @@ mod tests {
         );
         assert_eq!(
             new_run_usage(),
-            "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] \
-             [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+            "ddp run SPEC [--set KEY=VALUE]... [--replicas N] [--precision P] [--trainer PATH] \
+             [--name NAME] [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
              [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
              [--master URL] [--tasks N] [--gpus-per-task G] [--spark-conf KEY=VALUE]...   \
              (or: sweep SPEC --param ... --trials N --scheduler asha ...)"

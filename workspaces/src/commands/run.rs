@@ -15,10 +15,25 @@ pub struct SpecOptions {
     /// Number of replicas (ddp.replicas).
     #[arg(long, value_name = "N")]
     pub replicas: Option<usize>,
+    /// Mixed precision (train.precision): f32, bf16, or fp16 with dynamic loss scaling.
+    #[arg(long, value_name = "P", value_parser = ["f32", "bf16", "fp16"])]
+    pub precision: Option<String>,
     /// Run this executable as the replicas instead of the built-in trainer (a program made with
     /// `main_with` of the trainer library, for `[model] name = "custom"`).
     #[arg(long, value_name = "PATH")]
     pub trainer: Option<PathBuf>,
+}
+
+impl SpecOptions {
+    /// The spec overrides these options make: `--precision`'s, then every `--set` (so that a
+    /// `--set train.precision=...` has the last word).
+    pub fn all_overrides(&self) -> Vec<String> {
+        let precision = self
+            .precision
+            .iter()
+            .map(|p| format!("train.precision={p}"));
+        precision.chain(self.overrides.iter().cloned()).collect()
+    }
 }
 
 /// Where a run goes: here, or to Slurm with the job's options (each also a `[slurm]` spec
@@ -158,7 +173,7 @@ impl RunOptions {
         let on = self.place.on.unwrap_or_default();
         let (slurm, given) = self.place.overrides();
         let (spark, spark_given) = self.place.spark_overrides();
-        let mut overrides = self.spec.overrides;
+        let mut overrides = self.spec.all_overrides();
         overrides.extend(slurm);
         overrides.extend(spark);
         let mut replicas = self.spec.replicas;
@@ -296,7 +311,7 @@ impl SweepArgs {
             file: self.file.clone(),
             scheduler: self.scheduler.request(),
             grid: self.grid.clone(),
-            overrides: self.options.overrides.clone(),
+            overrides: self.options.all_overrides(),
             replicas: self.options.replicas,
             max_parallel: self.max_parallel,
             trainer: self.options.trainer.clone(),
@@ -365,6 +380,15 @@ mod tests {
         assert_eq!(req.trainer, Some(PathBuf::from("bin/t")));
         assert_eq!(req.command, ["ddp"]);
         assert_eq!(req.on, RunOn::Local);
+    }
+
+    #[test]
+    fn precision_is_an_option_and_set_has_the_last_word() {
+        let r = run("a.toml --precision bf16 --set train.lr=0.1").unwrap();
+        let req = r.new_run(vec![]);
+        assert_eq!(req.overrides, ["train.precision=bf16", "train.lr=0.1"]);
+        let e = run("a.toml --precision f16").unwrap_err();
+        assert!(e.contains("possible values: f32, bf16, fp16"), "{e}");
     }
 
     #[test]

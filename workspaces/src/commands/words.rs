@@ -98,8 +98,8 @@ mod tests {
         use super::super::run::RunArgs;
         assert_eq!(
             synopsis::<RunArgs>(),
-            "SPEC [--set KEY=VALUE]... [--replicas N] [--trainer PATH] [--name NAME] [--on WHERE] \
-             [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
+            "SPEC [--set KEY=VALUE]... [--replicas N] [--precision P] [--trainer PATH] \
+             [--name NAME] [--on WHERE] [--nodes N] [--gpus-per-node G] [--partition PARTITION] [--time LIMIT] \
              [--account ACCOUNT] [--qos QOS] [--constraint CONSTRAINT] [--sbatch-arg ARG]... \
              [--master URL] [--tasks N] [--gpus-per-task G] [--spark-conf KEY=VALUE]..."
         );

@@ -7,7 +7,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::files::tail::{LineTailer, TailFrom};
-use crate::metrics::{MetricKind, MetricRecord, StepBreakdown, is_language_model, metrics_path};
+use crate::metrics::{
+    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, is_language_model, metrics_path,
+};
 use crate::runs::run::Run;
 
 /// How many recent train losses a [`MetricDigest`] keeps (for a sparkline).
@@ -31,6 +33,9 @@ pub struct MetricDigest {
     pub last_lr: Option<f64>,
     /// Where the steps of the last train record's window went (rank 0's).
     pub step_breakdown: Option<StepBreakdown>,
+    /// A mixed-precision run's precision, with fp16's loss scale and skipped steps, at the
+    /// last train record.
+    pub precision: Option<PrecisionFigures>,
     pub best_val_accuracy: Option<f64>,
     pub last_val_loss: Option<f64>,
     pub last_val_accuracy: Option<f64>,
@@ -84,6 +89,9 @@ impl MetricDigest {
                 self.tokens_per_sec = m.tokens_per_sec.map(|t| t * world);
                 self.last_lr = Some(m.lr);
                 self.step_breakdown = m.breakdown.or(self.step_breakdown);
+                if m.precision.is_some() {
+                    self.precision.clone_from(&m.precision);
+                }
             }
             MetricKind::Val => {
                 self.epochs_done = self.epochs_done.max(m.epoch);

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::index::entry::MetricDigest;
-use crate::metrics::{MetricRecord, StepBreakdown};
+use crate::metrics::{MetricRecord, PrecisionFigures, StepBreakdown};
 use crate::runs::plan::Plan;
 use crate::runs::run::{Run, RunRecord, now};
 
@@ -49,6 +49,10 @@ pub struct Summary {
     /// communication, data wait, optimizer; bytes sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_breakdown: Option<StepBreakdown>,
+    /// A mixed-precision run's precision (and fp16's loss scale and skipped steps) at the last
+    /// train record; absent in f32.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionFigures>,
 }
 
 impl Summary {
@@ -88,6 +92,7 @@ pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
         final_val_bits_per_char: d.last_val_bits_per_char,
         final_val_bits_per_byte: d.last_val_bits_per_byte,
         step_breakdown: d.step_breakdown,
+        precision: d.precision,
     }
 }
 

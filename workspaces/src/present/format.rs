@@ -2,7 +2,7 @@
 //! model's perplexity and bits, throughputs, a step's time breakdown and byte counts. Every
 //! function is pure and renders a missing or meaningless value as `-`.
 
-use crate::metrics::StepBreakdown;
+use crate::metrics::{PrecisionFigures, StepBreakdown};
 
 /// Seconds as `1h02m`, `3m05s` or `12.3s`; `-` when negative or not finite.
 pub fn duration(seconds: f64) -> String {
@@ -106,6 +106,21 @@ pub fn breakdown(b: &StepBreakdown) -> String {
     )
 }
 
+/// A mixed-precision run's precision in one line: `bf16`, or `fp16, loss scale 32768, 3 steps
+/// skipped`.
+pub fn precision(p: &PrecisionFigures) -> String {
+    let mut s = p.name.clone();
+    if let Some(scale) = p.loss_scale {
+        s += &format!(", loss scale {scale}");
+    }
+    match p.skipped_steps {
+        Some(1) => s += ", 1 step skipped",
+        Some(n) => s += &format!(", {n} steps skipped"),
+        None => {}
+    }
+    s
+}
+
 /// A byte count in decimal units: `512 B`, `44.7 MB`, `1.2 GB`.
 pub fn bytes(n: f64) -> String {
     match n {
@@ -119,6 +134,24 @@ pub fn bytes(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_precision_in_one_line() {
+        let p = |name: &str, loss_scale, skipped_steps| PrecisionFigures {
+            name: name.into(),
+            loss_scale,
+            skipped_steps,
+        };
+        assert_eq!(precision(&p("bf16", None, None)), "bf16");
+        assert_eq!(
+            precision(&p("fp16", Some(32768.0), Some(3))),
+            "fp16, loss scale 32768, 3 steps skipped"
+        );
+        assert_eq!(
+            precision(&p("fp16", Some(65536.0), Some(1))),
+            "fp16, loss scale 65536, 1 step skipped"
+        );
+    }
 
     #[test]
     fn a_breakdown_in_one_line() {

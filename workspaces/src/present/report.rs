@@ -216,6 +216,9 @@ pub fn run_details(run: &Run) -> RunDetails {
     if let Some(b) = &summary.step_breakdown {
         fields.push(("step time", format::breakdown(b)));
     }
+    if let Some(p) = &summary.precision {
+        fields.push(("precision", format::precision(p)));
+    }
     if let Some(d) = crate::runs::run::DataSummary::read(&run.dir) {
         fields.push(("data", d.text()));
     }

@@ -71,6 +71,8 @@ pub const KEYS: &[&str] = &[
     "train.log_every",
     "train.eval_every",
     "train.precision",
+    "train.loss_scale",
+    "train.loss_scale_growth_every",
     "ddp.replicas",
     "ddp.backend",
     "ddp.devices",

@@ -358,7 +358,9 @@ vocab_size = 10
 [train]
 steps = 10
 eval_every = 5
-precision = "bf16"
+precision = "fp16"
+loss_scale = 1024.0
+loss_scale_growth_every = 100
 [checkpoint]
 every_steps = 5
 "#;

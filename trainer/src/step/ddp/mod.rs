@@ -42,7 +42,8 @@ use candle_core::{CpuStorage, Layout, Tensor, Var};
 use crate::dist::capability;
 use crate::dist::{Collective, ReduceOp};
 use crate::models::Network;
-use crate::optim::Optimizer;
+use crate::optim::{self, Optimizer};
+use crate::scaler::Verdict;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::hook::CommHooks;
 use crate::step::host::read_tensor;
@@ -457,6 +458,54 @@ impl Ddp {
             .find(|s| s.range.contains(&i))
             .map(|s| s.name.as_str())
     }
+}
+
+/// What the averaged gradients went through before the optimizer ([`prepare`]).
+struct Prepared {
+    /// Their global L2 norm before clipping (clipping steps only).
+    norm: Option<f64>,
+    /// Whether the optimizer steps: not where fp16's loss scaler skips the step.
+    step: bool,
+}
+
+/// This rank's averaged gradients, before the optimizer: divided by fp16's loss scale
+/// ([`Optimizer::scaler`]), then clipped to the global norm ([`Optimizer::grad_clip`]).
+/// `each(f)` applies `f` to every part of them this rank updates; `global` turns this rank's sum
+/// of their squares into the global norm (an all-reduce, or the norm itself where every rank
+/// holds every gradient). With a loss scale, a step whose global norm is not finite (a gradient
+/// infinite or NaN on any rank, or their squares beyond f32's range) is skipped, on every rank
+/// alike since every rank gets the same norm, and the scaler learns of it.
+fn prepare(
+    opt: &mut Optimizer,
+    mut each: impl FnMut(&mut dyn FnMut(&mut [f32])),
+    global: impl FnOnce(f64) -> Result<f64>,
+) -> Result<Prepared> {
+    if opt.grad_clip.is_none() && opt.scaler.is_none() {
+        return Ok(Prepared {
+            norm: None,
+            step: true,
+        });
+    }
+    if let Some(s) = &opt.scaler {
+        let inverse = s.inverse();
+        each(&mut |g| optim::scale(g, inverse));
+    }
+    let mut mine = 0.0;
+    each(&mut |g| mine += optim::sum_of_squares(g));
+    let norm = global(mine)?;
+    let step = match &mut opt.scaler {
+        Some(s) => s.update(norm.is_finite()) == Verdict::Stepped,
+        None => true,
+    };
+    if let (true, Some(max)) = (step, opt.grad_clip)
+        && let Some(coef) = optim::clip_coef(norm, max)
+    {
+        each(&mut |g| optim::scale(g, coef));
+    }
+    Ok(Prepared {
+        norm: opt.grad_clip.map(|_| norm),
+        step,
+    })
 }
 
 /// The global L2 norm from each rank's sum of squares `mine` (one scalar all-reduce; in f32,

@@ -1,12 +1,12 @@
 //! The overlapped step: the gradients averaged bucket by bucket while backward runs
-//! ([`Overlap`]), clipped to the global norm (every rank has every gradient), then the whole
-//! optimizer on every rank over private parameters.
+//! ([`Overlap`]), unscaled (fp16) and clipped to the global norm (every rank has every
+//! gradient), then the whole optimizer on every rank over private parameters.
 
 use std::time::Instant;
 
-use super::{Slot, Stepped};
+use super::{Slot, Stepped, prepare};
 use crate::Result;
-use crate::optim::{self, Optimizer};
+use crate::optim::Optimizer;
 use crate::step::overlap::Overlap;
 use crate::step::{Control, StepCost};
 
@@ -33,22 +33,18 @@ impl Overlapped {
             o.reduce_all(control)?;
         }
         let t = Instant::now();
-        let norm = match opt.grad_clip {
-            Some(max) => {
-                let squares: f64 = o.grads_mut().map(|g| optim::sum_of_squares(g)).sum();
-                // In f32, as the sharded step's all-reduced sum and PyTorch's norm.
-                let norm = ((squares as f32) as f64).sqrt();
-                if let Some(coef) = optim::clip_coef(norm, max) {
-                    o.grads_mut().for_each(|g| optim::scale(g, coef));
-                }
-                Some(norm)
+        // In f32, as the sharded step's all-reduced sum and PyTorch's norm.
+        let prepared = prepare(
+            opt,
+            |f| o.grads_mut().for_each(f),
+            |squares| Ok(((squares as f32) as f64).sqrt()),
+        )?;
+        if prepared.step {
+            opt.begin_step();
+            for (p, slot) in slots.iter().enumerate() {
+                let at = slot.range.clone();
+                opt.update(&mut self.params[at.clone()], o.grad(p), at, lr);
             }
-            None => None,
-        };
-        opt.begin_step();
-        for (p, slot) in slots.iter().enumerate() {
-            let at = slot.range.clone();
-            opt.update(&mut self.params[at.clone()], o.grad(p), at, lr);
         }
         let agreed = o.control();
         let figures = o.figures();
@@ -58,6 +54,6 @@ impl Overlapped {
             bytes_sent: Some(figures.bytes_sent),
         };
         o.end_step();
-        Ok((agreed, cost, norm))
+        Ok((agreed, cost, prepared.norm))
     }
 }

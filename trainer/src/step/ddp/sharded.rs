@@ -1,16 +1,15 @@
 //! The sharded step over private buffers: the flat gradients reduce-scattered bucket by bucket,
 //! the optimizer on this rank's shard of every bucket, the parameters all-gathered.
 
-use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use candle_core::backprop::GradStore;
 
-use super::{Shards, Slot, Stepped, global_norm};
+use super::{Shards, Slot, Stepped, global_norm, prepare};
 use crate::Result;
 use crate::dist::{Collective, ReduceOp};
 use crate::models::Network;
-use crate::optim::{self, Optimizer};
+use crate::optim::Optimizer;
 use crate::step::host::read_tensor;
 use crate::step::{Control, StepCost};
 
@@ -85,14 +84,17 @@ impl Sharded {
             c.label_bucket(i, buckets.len());
             c.reduce_scatter(&mut grads[b.clone()], ReduceOp::Avg)?;
         }
-        let norm = match opt.grad_clip {
-            Some(max) => Some(clip(c, grads, own, max)?),
-            None => None,
-        };
+        let prepared = prepare(
+            opt,
+            |f| own.iter().for_each(|r| f(&mut grads[r.clone()])),
+            |mine| global_norm(c, mine),
+        )?;
         // The optimizer on this rank's shards; the control element travels with the
         // parameters, from the rank that reduced it.
         let t = Instant::now();
-        opt.step_parts(&mut params[..n], &grads[..n], own, lr);
+        if prepared.step {
+            opt.step_parts(&mut params[..n], &grads[..n], own, lr);
+        }
         optimizer += t.elapsed();
         if shards.owns_control {
             params[n] = grads[n];
@@ -107,21 +109,6 @@ impl Sharded {
             comm_busy: None,
             bytes_sent,
         };
-        Ok((Control::read(params[n]), cost, norm))
+        Ok((Control::read(params[n]), cost, prepared.norm))
     }
-}
-
-/// Clips this rank's shards `own` of the averaged gradients `grads` to the global norm `max`;
-/// returns the norm before.
-fn clip(c: &mut dyn Collective, grads: &mut [f32], own: &[Range<usize>], max: f64) -> Result<f64> {
-    let mine = own
-        .iter()
-        .map(|r| optim::sum_of_squares(&grads[r.clone()]))
-        .sum();
-    let norm = global_norm(c, mine)?;
-    if let Some(coef) = optim::clip_coef(norm, max) {
-        own.iter()
-            .for_each(|r| optim::scale(&mut grads[r.clone()], coef));
-    }
-    Ok(norm)
 }

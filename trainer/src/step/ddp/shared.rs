@@ -5,8 +5,8 @@
 //! gradients is not even copied into its buffer (nobody else reads it): the reduce-scatter reads
 //! it from the gradient tensors.
 //!
-//! With gradient clipping the reduced blocks are kept aside until the global norm is known,
-//! instead of going straight to the optimizer.
+//! With gradient clipping or fp16's loss scale the reduced blocks are kept aside until the
+//! global norm is known, instead of going straight to the optimizer.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, Storage, Tensor};
 
-use super::{Slot, Stepped, global_norm};
+use super::{Prepared, Slot, Stepped, global_norm, prepare};
 use crate::dist::capability;
 use crate::dist::shm::{HeldGrads, StepBuffers};
 use crate::dist::{Collective, ReduceOp};
 use crate::models::Network;
-use crate::optim::{self, Optimizer};
+use crate::optim::Optimizer;
 use crate::step::host::{host_f32, read_tensor};
 use crate::step::{Control, StepCost};
 use crate::{Error, Result};
@@ -33,7 +33,7 @@ pub(super) struct SharedStep {
     /// This rank's shard of the first micro-batch's gradients, left in the model's gradient
     /// tensors until the step reads them ([`HeldGrads`]).
     held: Vec<HeldTensor>,
-    /// With clipping, this rank's shard of the reduced gradients.
+    /// With clipping or a loss scale, this rank's shard of the reduced gradients.
     clip_scratch: Vec<f32>,
     micro_batches: usize,
 }
@@ -182,24 +182,30 @@ impl SharedStep {
                 _ => Err(held_not_host_f32(h)),
             })
             .collect::<Result<Vec<_>>>()?;
-        opt.begin_step();
-        let norm = match opt.grad_clip {
-            Some(max) => Some(reduce_and_clip(c, step, &pieces, scratch, max)?),
-            None => None,
+        // Where the optimizer waits for the global norm (clipping, fp16's loss scale), the
+        // reduced blocks are kept aside first.
+        let prepared = if opt.grad_clip.is_some() || opt.scaler.is_some() {
+            Some(reduce_and_prepare(c, step, &pieces, scratch, opt)?)
+        } else {
+            None
         };
-        // The shard's reduced gradients: kept aside where clipping waits for the norm, else
-        // straight from the reduce-scatter.
+        if prepared.as_ref().is_none_or(|p| p.step) {
+            opt.begin_step();
+        }
+        let skip = prepared.as_ref().is_some_and(|p| !p.step);
         let shard = step.shard();
         let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
             let t = Instant::now();
             let k = n.clamp(at.start, at.end) - at.start;
-            opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
+            if !skip {
+                opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
+            }
             if k < at.len() {
                 params[k] = grads[k];
             }
             *optimizer += t.elapsed();
         };
-        if norm.is_some() {
+        if prepared.is_some() {
             // This rank's shard of its own parameters: between the reduce-scatter and the
             // all-gather nobody else reads it, as in the fused update.
             update(shard.clone(), scratch, &mut step.params_mut()[shard]);
@@ -224,20 +230,24 @@ impl SharedStep {
         self.micro_batches = 0;
         let mut control = [0.0];
         self.read_params(n..n + 1, &mut control);
-        Ok((Control::read(control[0]), cost, norm))
+        Ok((
+            Control::read(control[0]),
+            cost,
+            prepared.and_then(|p| p.norm),
+        ))
     }
 }
 
 /// The reduce-scatter of the step's gradients into `scratch` (this rank's shard, control element
-/// included), clipped there to the global norm `max`; returns the norm before. The parameters
-/// are not touched: the optimizer runs after.
-fn reduce_and_clip(
+/// included), prepared there for `opt` ([`prepare`]: unscaled, clipped). The parameters are not
+/// touched: the optimizer runs after.
+fn reduce_and_prepare(
     c: &mut dyn Collective,
     step: &mut StepBuffers,
     held: &[HeldGrads<'_>],
     scratch: &mut Vec<f32>,
-    max: f64,
-) -> Result<f64> {
+    opt: &mut Optimizer,
+) -> Result<Prepared> {
     let shard = step.shard();
     scratch.resize(shard.len(), 0.0);
     let mut keep = |at: Range<usize>, grads: &[f32], _: &mut [f32]| {
@@ -251,11 +261,7 @@ fn reduce_and_clip(
     )?;
     // The control element, last in the buffers, is no gradient.
     let k = (step.len() - 1).clamp(shard.start, shard.end) - shard.start;
-    let norm = global_norm(c, optim::sum_of_squares(&scratch[..k]))?;
-    if let Some(coef) = optim::clip_coef(norm, max) {
-        optim::scale(&mut scratch[..k], coef);
-    }
-    Ok(norm)
+    prepare(opt, |f| f(&mut scratch[..k]), |mine| global_norm(c, mine))
 }
 
 fn held_not_host_f32(h: &HeldTensor) -> Error {

@@ -356,3 +356,91 @@ fn clipped_replicas_equal_one_replica_in_shared_buffers() {
         assert!(results[0] == results[1]);
     }
 }
+
+/// Which of the host step's strategies a test runs.
+#[derive(Clone, Copy, Debug)]
+enum Run {
+    Sharded,
+    Shared,
+    Overlapped,
+}
+
+/// fp16's loss scaling on rank `rank` of 2 over `comm` in the strategy `run`: each step's
+/// gradients come scaled by the loss scale, as backward gives them, and rank 1's second step
+/// brings an infinity (its gradients times inf: inf and NaN). Every step is checked against an
+/// all-reduce of the unscaled gradients and a whole optimizer step (bit for bit: a world of 2
+/// adds two values, and scaling by a power of 2 is exact); the skipped step leaves parameters,
+/// the optimizer's state and its step count as they were. Returns what each rank ends with.
+fn loss_scaled_step(
+    rank: usize,
+    comm: SharedCollective,
+    run: Run,
+) -> (Vec<f32>, u64, crate::scaler::LossScaler) {
+    use crate::scaler::LossScaler;
+    use crate::step::comm::Route;
+    use crate::step::hook::Wire;
+    let net = linear();
+    let mut ddp = Ddp::new(&net, comm.clone(), 12, true).unwrap();
+    if let Run::Overlapped = run {
+        assert!(
+            ddp.overlap_buckets(&net, Route::new(), 12, Wire::F32)
+                .unwrap()
+        );
+    }
+    assert_eq!(ddp.private_because().is_none(), matches!(run, Run::Shared));
+    let mut opt = Optimizer::new(ADAM, 11);
+    opt.scaler = Some(LossScaler::new(1024.0, 2));
+    let mut whole = Optimizer::new(ADAM, 11);
+    let mut expected = ddp.params().to_vec();
+    for step in 0..4 {
+        let scale = opt.scaler.unwrap().scale;
+        let g = grads_at(&net, 0.37 * (rank + 1) as f32 + step as f32);
+        let poisoned = rank == 1 && step == 1;
+        let factor = if poisoned { f32::INFINITY } else { scale };
+        ddp.accumulate(&net, &g, factor).unwrap();
+        let mut avg = [0.0; 11];
+        for (slot, (_, var)) in ddp.slots.iter().zip(&net.params) {
+            let grad = g.get(var.as_tensor()).unwrap();
+            read_tensor(grad, &mut avg[slot.range.clone()], false).unwrap();
+        }
+        with_comm(&comm, |c| c.all_reduce(&mut avg, ReduceOp::Avg)).unwrap();
+        let slots_before = whole.slots.clone();
+        if step != 1 {
+            whole.step(&mut expected, &avg, 0.01);
+        }
+        ddp.sync_and_step(&mut opt, 0.01, false).unwrap();
+        ddp.write_params(&net).unwrap();
+        assert!(ddp.params() == expected, "{run:?} rank {rank} step {step}");
+        let s = opt.scaler.unwrap();
+        match step {
+            1 => {
+                assert_eq!((s.scale, s.skipped), (512.0, 1), "{run:?} rank {rank}");
+                assert_eq!(whole.slots, slots_before);
+            }
+            // Two finite steps after the skip: the scale doubles back.
+            3 => assert_eq!((s.scale, s.finite_run), (1024.0, 0)),
+            _ => assert_eq!(s.skipped, u64::from(step > 1)),
+        }
+    }
+    ddp.gather_optimizer_state(&mut opt).unwrap();
+    assert!(
+        opt.slots == whole.slots,
+        "{run:?} rank {rank}: optimizer state"
+    );
+    assert_eq!(
+        (opt.steps, whole.steps),
+        (3, 3),
+        "the skipped step is not counted"
+    );
+    (ddp.params().to_vec(), opt.steps, opt.scaler.unwrap())
+}
+
+#[test]
+fn an_infinity_on_one_rank_skips_the_step_on_every_rank_in_every_strategy() {
+    for run in [Run::Sharded, Run::Overlapped] {
+        let results = on_ring(2, |rank, comm| loss_scaled_step(rank, comm, run));
+        assert!(results[0] == results[1], "{run:?}");
+    }
+    let results = in_shared_memory(2, |rank, comm| loss_scaled_step(rank, comm, Run::Shared));
+    assert!(results[0] == results[1]);
+}

@@ -395,11 +395,22 @@ pub struct Hook<'s, 'a> {
     /// This part, of `parts`.
     pub part: usize,
     pub parts: usize,
+    /// What the loss is multiplied by before backward: fp16's loss scale
+    /// ([`crate::scaler`]), 1 otherwise.
+    pub loss_scale: f32,
 }
 
 impl Hook<'_, '_> {
-    /// `loss.backward()`, each parameter's gradient handed to the session once final.
+    /// `loss.backward()` (of the loss times [`Hook::loss_scale`]), each parameter's gradient
+    /// handed to the session once final.
     pub fn backward(&self, loss: &Tensor) -> Result<GradStore> {
+        let scaled;
+        let loss = if self.loss_scale == 1.0 {
+            loss
+        } else {
+            scaled = (loss * self.loss_scale as f64)?;
+            &scaled
+        };
         let Some(session) = self.session else {
             return Ok(loss.backward()?);
         };

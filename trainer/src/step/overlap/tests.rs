@@ -106,6 +106,7 @@ fn train_with(
                                     session,
                                     part,
                                     parts: run.parts,
+                                    loss_scale: 1.0,
                                 };
                                 hook.backward(&loss).unwrap()
                             })

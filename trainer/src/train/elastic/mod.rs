@@ -13,6 +13,7 @@ mod regroup;
 pub use regroup::LEAVE_REQUESTED;
 
 use crate::dist::elastic::NextGeneration;
+use crate::scaler::LossScaler;
 
 /// Where the current world's share of an epoch began: the epoch's first step and position
 /// (0, 0), or the step and the position in the epoch's permutation where the world changed.
@@ -40,7 +41,7 @@ impl Share {
 
 /// Where the run stands, as the most advanced replica sends it to the others once the group
 /// re-formed (a step some replicas completed and others lost is the one the run goes on from).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Resync {
     pub epoch: usize,
     pub global_step: u64,
@@ -56,12 +57,14 @@ pub(super) struct Resync {
     /// counts them for a world of one).
     pub epochs: usize,
     pub log_every: u64,
+    /// fp16's loss scaler: every member goes on with the same scale.
+    pub scaler: Option<LossScaler>,
 }
 
 impl Resync {
     pub fn encode(&self) -> String {
         format!(
-            "resync {} {} {} {} {} {} {} {}",
+            "resync {} {} {} {} {} {} {} {} {}",
             self.epoch,
             self.global_step,
             self.in_epoch,
@@ -69,14 +72,15 @@ impl Resync {
             self.opt_steps,
             self.epoch_end_due as u8,
             self.epochs,
-            self.log_every
+            self.log_every,
+            self.scaler.map_or("-".to_string(), |s| s.encode())
         )
     }
 
     pub fn parse(s: &str) -> Option<Resync> {
         let mut it = s.strip_prefix("resync ")?.split(' ');
         let mut next = || it.next()?.parse::<u64>().ok();
-        let r = Resync {
+        let mut r = Resync {
             epoch: next()? as usize,
             global_step: next()?,
             in_epoch: next()?,
@@ -85,6 +89,11 @@ impl Resync {
             epoch_end_due: next()? == 1,
             epochs: next()? as usize,
             log_every: next()?,
+            scaler: None,
+        };
+        r.scaler = match it.next()? {
+            "-" => None,
+            text => Some(LossScaler::decode(text)?),
         };
         it.next().is_none().then_some(r)
     }
@@ -220,10 +229,16 @@ mod tests {
             epoch_end_due: true,
             epochs: 3,
             log_every: 5,
+            scaler: None,
         };
         assert_eq!(Resync::parse(&r.encode()), Some(r));
+        let fp16 = Resync {
+            scaler: Some(LossScaler::new(2048.0, 9)),
+            ..r
+        };
+        assert_eq!(Resync::parse(&fp16.encode()), Some(fp16));
         assert_eq!(Resync::parse("resync 1 2 3"), None);
-        assert_eq!(Resync::parse("resync 1 2 3 4 5 0 3 5 9"), None);
+        assert_eq!(Resync::parse("resync 1 2 3 4 5 0 3 5 - 9"), None);
     }
 
     #[test]

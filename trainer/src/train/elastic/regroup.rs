@@ -120,6 +120,7 @@ impl Training {
             epoch_end_due: self.progress.epoch_end_due,
             epochs: self.limits.epochs,
             log_every: self.reporting.log_every,
+            scaler: self.r.opt.scaler,
         };
         self.r.rank = rank;
         self.r.world = world;
@@ -166,6 +167,7 @@ impl Training {
             Ok(())
         })?;
         opt.steps = at.opt_steps;
+        opt.scaler = at.scaler;
         self.progress.epoch = at.epoch;
         self.progress.global_step = at.global_step;
         self.progress.in_epoch = at.in_epoch;

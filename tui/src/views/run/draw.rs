@@ -167,15 +167,18 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
         label("spec"),
         Span::raw(r.spec_hash.chars().take(12).collect::<String>()),
     ]));
-    let timed = v.metrics.get(&0).and_then(|records| {
-        records
-            .iter()
-            .rev()
-            .find(|m| m.kind == MetricKind::Train)
-            .and_then(|m| m.breakdown)
-    });
-    if let Some(b) = timed {
+    let last_train = v
+        .metrics
+        .get(&0)
+        .and_then(|records| records.iter().rev().find(|m| m.kind == MetricKind::Train));
+    if let Some(b) = last_train.and_then(|m| m.breakdown) {
         lines.push(step_line(t, &b));
+    }
+    if let Some(p) = last_train.and_then(|m| m.precision.as_ref()) {
+        lines.push(Line::from(vec![
+            label("precision"),
+            Span::raw(format::precision(p)),
+        ]));
     }
     if let Some(e) = &r.error {
         lines.push(Line::from(Span::styled(format!("error: {e}"), t.error())));
@@ -467,6 +470,24 @@ mod tests {
                 "▓".repeat(6),
                 "░".repeat(6)
             )
+        );
+    }
+
+    #[test]
+    fn the_header_shows_a_mixed_precision_runs_loss_scale() {
+        let mut app = run_app(120, 30);
+        let p = ddp_workspaces::metrics::PrecisionFigures {
+            name: "fp16".into(),
+            loss_scale: Some(1024.0),
+            skipped_steps: Some(7),
+        };
+        let m = metric(MetricKind::Train, 1, 5, 1.0, None).precision(Some(p));
+        run_event(&mut app, RunEvent::Metric(m));
+        let s = screen(&app, 120, 30);
+        assert!(
+            s.iter()
+                .any(|l| l.starts_with("precision fp16, loss scale 1024, 7 steps skipped")),
+            "{s:#?}"
         );
     }
 
