@@ -110,7 +110,8 @@ def worker(rank, a, results):
     for step in range(a.iters):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, a)
-        loss = ddp(*random_batch(train, a.batch, a.block, gen))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            loss = ddp(*random_batch(train, a.batch, a.block, gen))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -150,6 +151,7 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--port", type=int, default=29533, help="rendezvous port on 127.0.0.1")
     p.add_argument("--save", default="", help="write the trained state dict here (torch.save)")
+    p.add_argument("--autocast", choices=["bf16"], help="forward and loss under torch.autocast(\"cpu\", bfloat16)")
     a = p.parse_args()
     if a.threads <= 0:
         a.threads = default_threads(a.world)
@@ -168,7 +170,8 @@ def main():
                       "params": first["params"], "vocab": first["vocab"], "train_s": round(train_s, 2),
                       "tokens_per_s": round(tokens / train_s, 1), "train_loss": round(first["losses"]["train"], 4),
                       "val_loss": round(first["losses"]["val"], 4),
-                      "peak_rss_mb": round(max(r["rss_mb"] for r in ranks), 1), "torch": torch.__version__}),
+                      "peak_rss_mb": round(max(r["rss_mb"] for r in ranks), 1), "torch": torch.__version__,
+                      "autocast": a.autocast}),
           flush=True)
 
 

@@ -152,7 +152,8 @@ def worker(rank, a):
         seen = 0
         for xb, yb in loader:
             opt.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
+            with autocast(a):
+                loss = F.cross_entropy(model(xb), yb)
             loss.backward()
             opt.step()
             if seen == 0 and epoch == 1 and rank == 0:
@@ -164,7 +165,7 @@ def worker(rank, a):
         sched.step()
 
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast(a):
             correct = (model(x_shard).argmax(1) == y_shard).sum()
         # [correct, tested, trained] summed over the ranks.
         counts = torch.tensor([float(correct), float(len(y_shard)), float(seen)])
@@ -176,10 +177,16 @@ def worker(rank, a):
                     "test_acc": round(test_acc, 4), "loss": round(loss.item(), 4)})
     if rank == 0:
         say(a, {"summary": True, "engine": "pytorch-" + torch.__version__, "world": a.world,
+                "autocast": a.autocast,
                 "model": a.model, "threads": torch.get_num_threads(), "train_s": round(total_s, 3),
                 "samples_per_s": round(len(train_set) * a.epochs / total_s, 1),
                 "test_acc": round(test_acc, 4)})
     dist.destroy_process_group()
+
+
+def autocast(a):
+    """torch.autocast on the CPU in bfloat16 with --autocast bf16; off otherwise."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16")
 
 
 def parse_args():
@@ -195,6 +202,7 @@ def parse_args():
     p.add_argument("--synthetic", type=int, default=1024, help="resnet18: synthetic training images")
     p.add_argument("--sync-bn", action="store_true", help="resnet18: SyncBatchNorm")
     p.add_argument("--out", help="rank 0 also appends its output lines to this file")
+    p.add_argument("--autocast", choices=["bf16"], help="forward and loss under torch.autocast(\"cpu\", bfloat16)")
     a = p.parse_args()
     # One rank of a world torchrun started (TorchDistributor): its size is torchrun's.
     a.torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ

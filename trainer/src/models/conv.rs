@@ -8,9 +8,10 @@
 use candle_core::{CpuStorage, Shape, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::cpu_tensor::{autocast, cpu_tensor, gemm_input, storage_f32, with_gemm_f32};
+use super::cpu_tensor::{autocast, cpu_tensor, gemm_input, storage_f32, with_f32, with_gemm_f32};
 use super::kernels::conv as kernel;
 use super::kernels::conv_shape::ConvShape;
+use super::kernels::conv_shape::add_bias_grads;
 use super::kernels::tasks::threads;
 use super::kernels::unfold::Unfold;
 use super::weight_op::{self, Arg, Grads, Output, WeightOp};
@@ -139,7 +140,13 @@ impl WeightOp for ConvOp {
             cpu_tensor(dw, w.shape())?,
             match db {
                 Some(d) => Some(cpu_tensor(d, s.o)?),
-                None if with_bias => Some(grad.sum((0, 2, 3))?),
+                None if with_bias => {
+                    let mut db = vec![0f32; s.o];
+                    with_f32(grad, "conv2d output gradient", |g| {
+                        add_bias_grads(&mut db, g, s.oh * s.ow)
+                    })?;
+                    Some(cpu_tensor(db, s.o)?)
+                }
                 None => None,
             },
         ))

@@ -113,3 +113,48 @@ fn attention_rounds_its_products_as_candle_does() {
         composed,
     );
 }
+
+/// The vectorised roundings give half's bits for every kind of value: ties, subnormals,
+/// infinities, NaNs, and (fp16) values beyond half's range, which become infinite.
+#[test]
+fn the_fast_roundings_equal_halfs_conversions() {
+    use super::kernels::Rounding;
+    let mut values = crate::test_util::uniform_values(5000, 9, -3.0, 3.0);
+    for (i, v) in values.iter_mut().enumerate().step_by(7) {
+        *v *= [1e-40, 1e-8, 7e4, 1e38, 1.0][i % 5];
+    }
+    // Ties (bf16: the halfway bit set, the rest clear) and the special values.
+    values.extend([
+        f32::from_bits(0x3f80_8000),
+        f32::from_bits(0x3f81_8000),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -0.0,
+        65504.0,
+        65520.0,
+        f32::MAX,
+    ]);
+    let same = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    };
+    let bf16: Vec<f32> = values
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_f32())
+        .collect();
+    let f16: Vec<f32> = values
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect();
+    assert!(same(&Rounding::Bf16.rounded(&values), &bf16));
+    assert!(same(&Rounding::F16.rounded(&values), &f16));
+    let mut in_place = values.clone();
+    Rounding::Bf16.apply(&mut in_place);
+    assert!(same(&in_place, &bf16));
+    assert!(
+        f16.contains(&f32::INFINITY),
+        "65520 rounds to half's infinity"
+    );
+}

@@ -72,6 +72,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
+use ddp_trainer::spec::Precision;
 
 use allreduce::{
     AR_ENGINES, AR_WORLD, ArFigure, SIZES, allreduce_worker, bench_allreduce, memcpy_figures,
@@ -150,6 +151,10 @@ struct Args {
     /// (torch_ref.py --synthetic).
     #[arg(long, value_name = "N", default_value_t = 512)]
     synthetic: usize,
+    /// Our runs' train.precision (f32, bf16, fp16); with --compare-torch, PyTorch's runs take
+    /// torch.autocast in bf16 where it is bf16.
+    #[arg(long, value_name = "P", default_value = "f32", value_parser = ["f32", "bf16", "fp16"])]
+    precision: String,
     /// CPU threads per replica of the world-1 "all cores" configuration (also PyTorch's)
     /// [default: the number of cores].
     #[arg(long, value_name = "T")]
@@ -274,6 +279,13 @@ fn check_args(args: &Args) -> Result<(), String> {
     }
     if args.torch_ref.is_some() && args.compare_torch.is_none() {
         return Err("--torch-ref is the script of --compare-torch PYTHON: pass both".into());
+    }
+    if args.precision == "fp16" && args.compare_torch.is_some() {
+        return Err(
+            "--precision fp16 has no PyTorch side here (its CPU references take bf16 autocast): \
+             use --precision bf16 with --compare-torch"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -439,6 +451,11 @@ fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setu
                 0
             },
             batch: args.batch.unwrap_or(model.default_batch()),
+            precision: match args.precision.as_str() {
+                "bf16" => Precision::Bf16,
+                "fp16" => Precision::Fp16,
+                _ => Precision::F32,
+            },
             data: match (&mnist, &text) {
                 (Some(dir), _) if model.uses_mnist() => Data::Mnist(dir.clone()),
                 (_, Some(path)) if model == Model::Gpt => Data::Text(path.clone()),

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::allreduce::{AR_WORLD, ArFigure, folder_suffix, read_figures, round_suffix};
 use crate::procs::{clean_env, free_port, kib_to_mb, spawn, tail, wait_deadline};
 use crate::train::{Config, Data, Workload, gpt_warmup, json_num};
+use ddp_trainer::spec::Precision;
 
 /// The configurations PyTorch runs, in the order they alternate with ours: world 1 × all
 /// cores, then world 2 × 1 thread per process.
@@ -286,6 +287,7 @@ ddp-bench: running it once more"
                 .arg(config.threads.to_string())
                 .arg("--port")
                 .arg(port.to_string());
+            autocast(&mut cmd, w);
             return Ok(cmd);
         }
         cmd.arg(&self.script);
@@ -308,7 +310,15 @@ ddp-bench: running it once more"
             .arg(w.batch.to_string())
             .arg("--port")
             .arg(port.to_string());
+        autocast(&mut cmd, w);
         Ok(cmd)
+    }
+}
+
+/// `--autocast bf16` where our side trains in bf16 (`train.precision`).
+fn autocast(cmd: &mut Command, w: &Workload) {
+    if w.precision == Precision::Bf16 {
+        cmd.arg("--autocast").arg("bf16");
     }
 }
 

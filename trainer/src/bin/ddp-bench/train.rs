@@ -8,6 +8,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use ddp_trainer::metrics::{MetricKind, MetricRecord, read_metrics};
+use ddp_trainer::spec::Precision;
 
 use crate::procs::{self, clean_env, kib_to_mb, spawn, tail, wait_deadline};
 
@@ -119,6 +120,8 @@ pub struct Workload {
     /// Batch size per replica.
     pub batch: usize,
     pub data: Data,
+    /// `train.precision` of our runs; PyTorch's run under bf16 autocast where it is bf16.
+    pub precision: Precision,
 }
 
 impl Workload {
@@ -133,6 +136,10 @@ impl Workload {
                 "{}, block 64",
                 path.file_name().unwrap_or_default().to_string_lossy()
             ),
+        };
+        let data = match self.precision {
+            Precision::F32 => data,
+            p => format!("{data}, {}", p.name()),
         };
         if self.model == Model::Gpt {
             return format!("{data}, {} steps", self.steps);
@@ -425,7 +432,7 @@ pub fn spec_text(w: &Workload, world: usize, threads: usize) -> String {
         "name = \"bench-{short}-w{world}{suffix}\"\n\n\
          [model]\n{model}\n\
          [data]\n{data}\n\
-         [train]\n{length}batch_size = {batch}\n{keys}seed = 1\n\n\
+         [train]\n{length}batch_size = {batch}\n{keys}{precision}seed = 1\n\n\
          [ddp]\nreplicas = {world}\nthreads = {threads}\ntimeout_s = 300\n\n\
          [checkpoint]\n{checkpoint}",
         short = w.model.short(),
@@ -434,6 +441,10 @@ pub fn spec_text(w: &Workload, world: usize, threads: usize) -> String {
         length = w.length_keys(),
         batch = w.batch,
         keys = w.model.train_keys(),
+        precision = match w.precision {
+            Precision::F32 => String::new(),
+            p => format!("precision = \"{}\"\n", p.name()),
+        },
     )
 }
 

@@ -56,7 +56,7 @@ impl ConvShape {
 
 /// Adds to each channel's bias gradient in `db` the sums of its `plane` values in every sample
 /// of `dys` (`[g, O, plane]`, O = `db.len()`), samples in order.
-pub(super) fn add_bias_grads(db: &mut [f32], dys: &[f32], plane: usize) {
+pub(crate) fn add_bias_grads(db: &mut [f32], dys: &[f32], plane: usize) {
     let o = db.len();
     for (oc, d) in db.iter_mut().enumerate() {
         for sample in dys.chunks_exact(o * plane) {

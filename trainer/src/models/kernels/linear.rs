@@ -59,6 +59,15 @@ widest_simd! {
     }
 }
 
+/// The bias gradient of [`forward`] for the output gradient `dy` (`rows × outputs`): its column
+/// sums, as [`backward`] adds them. Mixed precision takes it from the f32 gradient while the
+/// products take the rounded one.
+pub fn bias_grad(dy: &[f32], outputs: usize) -> Vec<f32> {
+    let mut db = vec![0f32; outputs];
+    column_sums(dy, &mut db);
+    db
+}
+
 /// The gradients of [`forward`] for the output gradient `dy`: `dx` (if `want_dx`), `dW`, and
 /// `db` (if `want_db`).
 pub fn backward(

@@ -89,19 +89,56 @@ impl Rounding {
     /// Every value of `xs` rounded in place.
     pub fn apply(self, xs: &mut [f32]) {
         match self {
-            Rounding::Bf16 => xs
-                .iter_mut()
-                .for_each(|x| *x = gemm_bf16::round_to_bf16_f32(*x)),
-            Rounding::F16 => xs
-                .iter_mut()
-                .for_each(|x| *x = half::f16::from_f32(*x).to_f32()),
+            Rounding::Bf16 => bf16_in_place(xs),
+            Rounding::F16 => {
+                // Through half's slice conversions: F16C where the CPU has it.
+                use half::slice::HalfFloatSliceExt;
+                let mut halves = vec![half::f16::ZERO; CHUNK];
+                for part in xs.chunks_mut(CHUNK) {
+                    let h = &mut halves[..part.len()];
+                    h.convert_from_f32_slice(part);
+                    h.convert_to_f32_slice(part);
+                }
+            }
         }
     }
 
-    /// A rounded copy of `xs`.
+    /// A rounded copy of `xs`, written in one pass.
     pub fn rounded(self, xs: &[f32]) -> Vec<f32> {
-        let mut out = xs.to_vec();
-        self.apply(&mut out);
-        out
+        match self {
+            Rounding::Bf16 => {
+                let mut out = Vec::with_capacity(xs.len());
+                bf16_into(xs, &mut out.spare_capacity_mut()[..xs.len()]);
+                // SAFETY: `bf16_into` wrote every one of the first `xs.len()` values.
+                unsafe { out.set_len(xs.len()) };
+                out
+            }
+            Rounding::F16 => {
+                let mut out = xs.to_vec();
+                self.apply(&mut out);
+                out
+            }
+        }
+    }
+}
+
+/// Values converted to half at a time (a buffer that stays in L1).
+const CHUNK: usize = 1024;
+
+simd::widest_simd! {
+    /// `xs` rounded to bf16 in place ([`gemm_bf16::round_to_bf16_f32`], vectorised).
+    fn bf16_in_place(xs: &mut [f32]) {
+        for x in xs.iter_mut() {
+            *x = gemm_bf16::round_to_bf16_f32(*x);
+        }
+    }
+}
+
+simd::widest_simd! {
+    /// `dst[i]` = `src[i]` rounded to bf16, for every `i` of `src` (`dst` as long).
+    fn bf16_into(src: &[f32], dst: &mut [std::mem::MaybeUninit<f32>]) {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            d.write(gemm_bf16::round_to_bf16_f32(x));
+        }
     }
 }

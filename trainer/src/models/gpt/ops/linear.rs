@@ -5,7 +5,7 @@
 use candle_core::{CpuStorage, Shape, Tensor};
 
 use crate::models::cpu_tensor::{
-    autocast, cpu_tensor, gemm_input, is_cpu_f32, storage_f32, with_gemm_f32,
+    autocast, cpu_tensor, gemm_input, is_cpu_f32, storage_f32, with_f32, with_gemm_f32,
 };
 use crate::models::kernels::linear::{self as kernel, Dims};
 use crate::models::kernels::tasks::threads;
@@ -80,7 +80,12 @@ impl WeightOp for LinearOp {
             cpu_tensor(dw, (d.outputs, d.inputs))?,
             match db {
                 Some(v) => Some(cpu_tensor(v, d.outputs)?),
-                None if bias => Some(grad.sum(0)?),
+                None if bias => {
+                    let db = with_f32(grad, "linear output gradient", |g| {
+                        kernel::bias_grad(g, d.outputs)
+                    })?;
+                    Some(cpu_tensor(db, d.outputs)?)
+                }
                 None => None,
             },
         ))
