@@ -5,6 +5,7 @@ Shakespeare (examples/gpt-shakespeare.toml) trained with PyTorch DDP (gloo, CPU)
     torch_gpt.py TEXT_FILE [--world 2] [--iters 2000] [--batch 12] [--block 64] [--layers 4]
                  [--heads 4] [--embd 128] [--lr 1e-3] [--min-lr 1e-4] [--warmup 100]
                  [--eval-iters 20] [--threads T] [--seed 1337] [--port 29533] [--save PATH]
+                 [--autocast bf16]
 
 Data: the file decoded as UTF-8; the vocabulary is its sorted distinct characters; the first 90 %
 of the characters train, the last 10 % validate. At every step each rank draws --batch random

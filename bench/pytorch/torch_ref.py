@@ -4,7 +4,7 @@ classifiers ddp-bench trains, with the same data, batch, optimiser and schedule.
 
     torch_ref.py DATA_DIR [--world 2] [--model cnn|mlp|resnet18] [--epochs 2] [--batch 32]
                  [--lr 0.01] [--threads T] [--port 29517] [--synthetic 1024] [--sync-bn]
-                 [--out FILE]
+                 [--autocast bf16] [--out FILE]
 
 Started by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: Spark's TorchDistributor
 runs it so, scripts/bench-spark.sh), it is one rank of that world and --world/--port are not
