@@ -39,6 +39,30 @@ fn candle_matmul_multiplies_the_rounded_inputs_while_the_scope_lives() {
     assert!(candle_core::autocast::scope(Some(DType::F64)).is_err());
 }
 
+/// Views (a narrowed row block, a narrowed transposed matrix, a column slice) multiply as the
+/// same views of the rounded tensors do: the autocast rounds what each layout reaches and keeps
+/// its strides (so the GEMM sums in the same order).
+#[test]
+fn candle_matmul_of_views_rounds_what_they_view() {
+    let (big, wide, cols) = (var(&[40, 33], 3), var(&[7, 40], 4), var(&[33, 50], 5));
+    let views = |big: &Tensor, wide: &Tensor, cols: &Tensor| {
+        (
+            big.narrow(0, 17, 9).unwrap(),
+            wide.t().unwrap().narrow(0, 3, 33).unwrap(),
+            cols.narrow(1, 11, 7).unwrap(),
+        )
+    };
+    let (a, b, c) = views(&big, &wide, &cols);
+    let r = |t: &Var| rounded(t, DType::BF16);
+    let (ra, rb, rc) = views(&r(&big), &r(&wide), &r(&cols));
+    for ((x, y), (rx, ry)) in [((&a, &b), (&ra, &rb)), ((&a, &c), (&ra, &rc))] {
+        let of_rounded = rx.matmul(ry).unwrap();
+        let _scope = candle_core::autocast::scope(Some(DType::BF16)).unwrap();
+        let product = x.matmul(y).unwrap();
+        assert_eq!(tensor_diff(&product, &of_rounded), 0.0);
+    }
+}
+
 /// Each op under bf16 against candle's composition under bf16 (the same rounded inputs), and
 /// against itself in f32: bf16's rounding shows (more than 1e-3), and no more than it should.
 pub(crate) fn rounds_like_candle(
@@ -149,6 +173,15 @@ fn the_fast_roundings_equal_halfs_conversions() {
         .map(|&v| half::f16::from_f32(v).to_f32())
         .collect();
     assert!(same(&Rounding::Bf16.rounded(&values), &bf16));
+    // candle's autocast (users' candle models) rounds to the same bits.
+    assert!(same(
+        &candle_core::autocast::rounded(DType::BF16, &values),
+        &bf16
+    ));
+    assert!(same(
+        &candle_core::autocast::rounded(DType::F16, &values),
+        &f16
+    ));
     assert!(same(&Rounding::F16.rounded(&values), &f16));
     let mut in_place = values.clone();
     Rounding::Bf16.apply(&mut in_place);

@@ -132,7 +132,7 @@ impl Replica {
         let (rank, world) = (group.rank(), group.world_size());
         let (comm, reducer) = collectives(backend, &device, group, timeout)?;
         let route = Route::new();
-        let net = match &data {
+        let mut net = match &data {
             Data::Samples(splits) => build_network(&spec, &splits.train, &device, &comm, &route)?,
             Data::Tokens(d) if spec.model.name == ModelName::Custom => {
                 let net = Network::new(
@@ -164,7 +164,6 @@ impl Replica {
                 ),
             ));
         }
-        let mut net = net;
         net.set_precision(spec.train.precision);
         // The data's record, once the model is known to fit it (nothing is written before).
         if let Data::Samples(Splits {

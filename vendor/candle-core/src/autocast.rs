@@ -45,10 +45,22 @@ pub fn scope(dtype: Option<DType>) -> Result<Scope> {
 }
 
 /// `x` rounded to `dtype` (bf16 or f16, to nearest even) and back to f32; other dtypes leave it.
+/// bf16 gives `half::bf16::from_f32`'s bits without a branch, so that [`rounded`] vectorises.
 #[inline]
 pub fn round(dtype: DType, x: f32) -> f32 {
     match dtype {
-        DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        DType::BF16 => {
+            let bits = x.to_bits();
+            // Ties to even: the carry out of the low 16 bits rounds the upper ones.
+            let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+            // A NaN stays a NaN, made quiet, its sign and upper payload kept.
+            let nan = (bits | 0x0040_0000) & 0xffff_0000;
+            f32::from_bits(if bits & 0x7fff_ffff > 0x7f80_0000 {
+                nan
+            } else {
+                rounded
+            })
+        }
         DType::F16 => half::f16::from_f32(x).to_f32(),
         _ => x,
     }

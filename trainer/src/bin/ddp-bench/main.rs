@@ -80,7 +80,9 @@ use allreduce::{
 use procs::kib_to_mb;
 use rounds::{Comparison, Setup, TrainResults, bench_training, median, median_and_range};
 use torch::Torch;
-use train::{Data, Model, TrainFigure, Trainer, Workload, find_data_dir, find_text, find_trainer};
+use train::{
+    Data, GptShape, Model, TrainFigure, Trainer, Workload, find_data_dir, find_text, find_trainer,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum What {
@@ -151,6 +153,10 @@ struct Args {
     /// (torch_ref.py --synthetic).
     #[arg(long, value_name = "N", default_value_t = 512)]
     synthetic: usize,
+    /// gpt: the GPT's layers, heads, width and context, L,H,E,B (both sides) [default: the baby
+    /// GPT, 4,4,128,64]; the larger one is 6,6,384,256.
+    #[arg(long, value_name = "L,H,E,B", value_parser = GptShape::parse)]
+    gpt_shape: Option<GptShape>,
     /// Our runs' train.precision (f32, bf16, fp16); with --compare-torch, PyTorch's runs take
     /// torch.autocast in bf16 where it is bf16.
     #[arg(long, value_name = "P", default_value = "f32", value_parser = ["f32", "bf16", "fp16"])]
@@ -279,6 +285,9 @@ fn check_args(args: &Args) -> Result<(), String> {
     }
     if args.torch_ref.is_some() && args.compare_torch.is_none() {
         return Err("--torch-ref is the script of --compare-torch PYTHON: pass both".into());
+    }
+    if args.what == What::Quality && args.gpt_shape.is_some_and(|g| g != GptShape::BABY) {
+        return Err("--what quality is the baby GPT's full recipe: leave out --gpt-shape".into());
     }
     if args.precision == "fp16" && args.compare_torch.is_some() {
         return Err(
@@ -456,6 +465,7 @@ fn prepare_training<'a>(args: &Args, tmp: &'a Path, cores: usize) -> Result<Setu
                 "fp16" => Precision::Fp16,
                 _ => Precision::F32,
             },
+            gpt: args.gpt_shape.unwrap_or(GptShape::BABY),
             data: match (&mnist, &text) {
                 (Some(dir), _) if model.uses_mnist() => Data::Mnist(dir.clone()),
                 (_, Some(path)) if model == Model::Gpt => Data::Text(path.clone()),

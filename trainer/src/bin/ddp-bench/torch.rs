@@ -286,7 +286,15 @@ ddp-bench: running it once more"
                 .arg("--threads")
                 .arg(config.threads.to_string())
                 .arg("--port")
-                .arg(port.to_string());
+                .arg(port.to_string())
+                .arg("--layers")
+                .arg(w.gpt.layers.to_string())
+                .arg("--heads")
+                .arg(w.gpt.heads.to_string())
+                .arg("--embd")
+                .arg(w.gpt.embd.to_string())
+                .arg("--block")
+                .arg(w.gpt.block.to_string());
             autocast(&mut cmd, w);
             return Ok(cmd);
         }

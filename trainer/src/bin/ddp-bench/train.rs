@@ -122,6 +122,54 @@ pub struct Workload {
     pub data: Data,
     /// `train.precision` of our runs; PyTorch's run under bf16 autocast where it is bf16.
     pub precision: Precision,
+    /// The GPT's shape (`--gpt-shape`; the baby GPT's by default).
+    pub gpt: GptShape,
+}
+
+/// A GPT's layers, heads, width and context, as `torch_gpt.py --layers --heads --embd --block`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GptShape {
+    pub layers: usize,
+    pub heads: usize,
+    pub embd: usize,
+    pub block: usize,
+}
+
+impl GptShape {
+    /// The baby GPT of `examples/gpt-shakespeare.toml` and `torch_gpt.py`'s defaults.
+    pub const BABY: GptShape = GptShape {
+        layers: 4,
+        heads: 4,
+        embd: 128,
+        block: 64,
+    };
+
+    /// `L,H,E,B` (layers, heads, width, context), as `--gpt-shape` takes it.
+    pub fn parse(text: &str) -> Result<GptShape, String> {
+        let v: Vec<usize> = text
+            .split(',')
+            .map(|p| p.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                format!("--gpt-shape {text:?}: four whole numbers, L,H,E,B (e.g. 6,6,384,256)")
+            })?;
+        let [layers, heads, embd, block] = v[..] else {
+            return Err(format!(
+                "--gpt-shape {text:?}: four numbers, L,H,E,B (e.g. 6,6,384,256)"
+            ));
+        };
+        if layers == 0 || heads == 0 || block == 0 || embd % heads != 0 {
+            return Err(format!(
+                "--gpt-shape {text:?}: layers, heads and block at least 1, the width a multiple of the heads"
+            ));
+        }
+        Ok(GptShape {
+            layers,
+            heads,
+            embd,
+            block,
+        })
+    }
 }
 
 impl Workload {
@@ -133,8 +181,13 @@ impl Workload {
                 format!("{train} synthetic 3x32x32 images ({} test)", train / 4)
             }
             Data::Text(path) => format!(
-                "{}, block 64",
-                path.file_name().unwrap_or_default().to_string_lossy()
+                "{}, {}block {}",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                match self.gpt {
+                    GptShape::BABY => String::new(),
+                    g => format!("{} layers x {} wide, ", g.layers, g.embd),
+                },
+                self.gpt.block
             ),
         };
         let data = match self.precision {
@@ -148,11 +201,17 @@ impl Workload {
         format!("{data}, {} epoch{plural}", self.epochs)
     }
 
-    /// The `[model]` keys of the spec (the GPT's shape is `torch_gpt.py`'s defaults).
+    /// The `[model]` keys of the spec (the GPT's shape: `--gpt-shape`).
     fn model_keys(&self) -> String {
         let name = format!("name = \"{}\"\n", self.model.spec_name());
         match self.model {
-            Model::Gpt => name + "layers = 4\nheads = 4\nembd = 128\nblock = 64\n",
+            Model::Gpt => {
+                let g = self.gpt;
+                name + &format!(
+                    "layers = {}\nheads = {}\nembd = {}\nblock = {}\n",
+                    g.layers, g.heads, g.embd, g.block
+                )
+            }
             _ => name,
         }
     }

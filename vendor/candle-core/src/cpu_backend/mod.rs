@@ -1915,17 +1915,43 @@ impl CpuStorage {
     }
 }
 
-/// Under [`crate::autocast`] (a dtype set on this thread), two f32 inputs of a matrix product or
-/// convolution rounded to that dtype, still f32; `None` otherwise (compute as they are).
-fn autocast_inputs(a: &CpuStorage, b: &CpuStorage) -> Option<(CpuStorage, CpuStorage)> {
+/// Under [`crate::autocast`] (a dtype set on this thread), the two f32 inputs of a matrix product
+/// or convolution rounded to that dtype (still f32), each with the layout that views it in its
+/// new storage; `None` otherwise (compute as they are). Only the span of the storage a view
+/// reaches is rounded and copied, not the whole storage of a narrow view.
+fn autocast_inputs(
+    a: &CpuStorage,
+    a_l: &Layout,
+    b: &CpuStorage,
+    b_l: &Layout,
+) -> Option<((CpuStorage, Layout), (CpuStorage, Layout))> {
     let dtype = crate::autocast::current()?;
     match (a, b) {
-        (CpuStorage::F32(a), CpuStorage::F32(b)) => Some((
-            CpuStorage::F32(crate::autocast::rounded(dtype, a)),
-            CpuStorage::F32(crate::autocast::rounded(dtype, b)),
-        )),
+        (CpuStorage::F32(a), CpuStorage::F32(b)) => {
+            Some((autocast_input(dtype, a, a_l), autocast_input(dtype, b, b_l)))
+        }
         _ => None,
     }
+}
+
+/// The values of `v` that `l` views, rounded to `dtype`, and `l` moved to offset 0.
+fn autocast_input(dtype: DType, v: &[f32], l: &Layout) -> (CpuStorage, Layout) {
+    let extent = if l.shape().elem_count() == 0 {
+        0
+    } else {
+        1 + l
+            .dims()
+            .iter()
+            .zip(l.stride())
+            .map(|(&d, &s)| (d - 1) * s)
+            .sum::<usize>()
+    };
+    let start = l.start_offset();
+    let span = &v[start..start + extent];
+    (
+        CpuStorage::F32(crate::autocast::rounded(dtype, span)),
+        Layout::new(l.shape().clone(), l.stride().to_vec(), 0),
+    )
 }
 
 impl BackendStorage for CpuStorage {
@@ -2848,10 +2874,10 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConv1D,
     ) -> Result<Self> {
-        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+        if let Some(((inp, l), (kernel, kernel_l))) = autocast_inputs(self, l, kernel, kernel_l) {
             // Rounded once: the inner products (im2col's matmul) compute as they are.
             let _rounded = crate::autocast::scope(None)?;
-            return inp.conv1d(l, &kernel, kernel_l, params);
+            return inp.conv1d(&l, &kernel, &kernel_l, params);
         }
         if !USE_IM2COL_CONV1D {
             return Conv1D(params).map(self, l, kernel, kernel_l);
@@ -2899,10 +2925,10 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConvTranspose1D,
     ) -> Result<Self> {
-        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+        if let Some(((inp, l), (kernel, kernel_l))) = autocast_inputs(self, l, kernel, kernel_l) {
             // Rounded once: the inner products (im2col's matmul) compute as they are.
             let _rounded = crate::autocast::scope(None)?;
-            return inp.conv_transpose1d(l, &kernel, kernel_l, params);
+            return inp.conv_transpose1d(&l, &kernel, &kernel_l, params);
         }
         let can_use_col2im = kernel_l.is_contiguous()
             && params.dilation == 1
@@ -2959,10 +2985,10 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConv2D,
     ) -> Result<Self> {
-        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+        if let Some(((inp, l), (kernel, kernel_l))) = autocast_inputs(self, l, kernel, kernel_l) {
             // Rounded once: the inner products (im2col's matmul) compute as they are.
             let _rounded = crate::autocast::scope(None)?;
-            return inp.conv2d(l, &kernel, kernel_l, params);
+            return inp.conv2d(&l, &kernel, &kernel_l, params);
         }
         Conv2D(params).map(self, l, kernel, kernel_l)
     }
@@ -2974,10 +3000,10 @@ impl BackendStorage for CpuStorage {
         kernel_l: &Layout,
         params: &crate::conv::ParamsConvTranspose2D,
     ) -> Result<Self> {
-        if let Some((inp, kernel)) = autocast_inputs(self, kernel) {
+        if let Some(((inp, l), (kernel, kernel_l))) = autocast_inputs(self, l, kernel, kernel_l) {
             // Rounded once: the inner products (im2col's matmul) compute as they are.
             let _rounded = crate::autocast::scope(None)?;
-            return inp.conv_transpose2d(l, &kernel, kernel_l, params);
+            return inp.conv_transpose2d(&l, &kernel, &kernel_l, params);
         }
         ConvTranspose2D(params).map(self, l, kernel, kernel_l)
     }
@@ -3092,8 +3118,8 @@ impl BackendStorage for CpuStorage {
         lhs_l: &Layout,
         rhs_l: &Layout,
     ) -> Result<Self> {
-        if let Some((lhs, rhs)) = autocast_inputs(self, rhs) {
-            return MatMul(bmnk).map(&lhs, lhs_l, &rhs, rhs_l);
+        if let Some(((lhs, lhs_l), (rhs, rhs_l))) = autocast_inputs(self, lhs_l, rhs, rhs_l) {
+            return MatMul(bmnk).map(&lhs, &lhs_l, &rhs, &rhs_l);
         }
         // no bf16 gemm kernel yet: widen to f32, multiply, narrow back
         if let (Self::BF16(lhs_v), Self::BF16(rhs_v)) = (self, rhs) {
