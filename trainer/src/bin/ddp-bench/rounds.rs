@@ -5,7 +5,7 @@
 use crate::procs::kib_to_mb;
 use crate::sampling::{SampleFigure, time_sampling};
 use crate::torch::{Torch, TorchFigure, torch_configs};
-use crate::train::{Config, Model, TrainFigure, Trainer, Workload, threads_text};
+use crate::train::{Config, GptShape, Model, TrainFigure, Trainer, Workload, threads_text};
 
 /// What the training benchmark runs, found and checked before anything runs.
 pub struct Setup<'a> {
@@ -149,7 +149,9 @@ fn run_round(setup: &Setup, w: &Workload, round: u32) -> Result<Round, String> {
         }
     }
     set_relative_figures(&mut r.ours);
+    // Sampling times the baby GPT (`sampling.rs` loads that shape).
     if w.model == Model::Gpt
+        && w.gpt == GptShape::BABY
         && let Some(f) = r.ours_at(Config::ddp(2, 1))
     {
         eprintln!("ddp-bench: sampling from the world-2 model ...");
