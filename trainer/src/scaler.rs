@@ -75,9 +75,7 @@ impl LossScaler {
         }
         Verdict::Stepped
     }
-}
 
-impl LossScaler {
     /// As a checkpoint's metadata and the resume header write it:
     /// `scale:finite_run:skipped:growth_every` (the scale exactly, as Rust prints an f32).
     pub fn encode(&self) -> String {

@@ -62,6 +62,7 @@ impl Stepper<'_> {
         let step_start = Instant::now();
         let scale = 1.0 / micro_batches as f32;
         let loss_scale = opt.scaler.map_or(1.0, |s| s.scale);
+        let skipped_before = opt.scaler.map(|s| s.skipped);
         for k in 0..micro_batches {
             let t0 = Instant::now();
             let session = engine.session(ddp, k + 1 == micro_batches, scale);
@@ -83,8 +84,7 @@ impl Stepper<'_> {
         let (agreed, cost) = engine.sync_and_step(ddp, opt, net, lr, control)?;
         clock.step(t.elapsed(), &cost, step_start.elapsed());
         if let Some(s) = opt.scaler
-            && s.finite_run == 0
-            && s.scale < loss_scale
+            && Some(s.skipped) != skipped_before
             && ddp.rank() == 0
         {
             println!(

@@ -189,15 +189,15 @@ impl SharedStep {
         } else {
             None
         };
-        if prepared.as_ref().is_none_or(|p| p.step) {
+        let steps = prepared.as_ref().is_none_or(|p| p.step);
+        if steps {
             opt.begin_step();
         }
-        let skip = prepared.as_ref().is_some_and(|p| !p.step);
         let shard = step.shard();
         let mut update = |at: Range<usize>, grads: &[f32], params: &mut [f32]| {
             let t = Instant::now();
             let k = n.clamp(at.start, at.end) - at.start;
-            if !skip {
+            if steps {
                 opt.update(&mut params[..k], &grads[..k], at.start..at.start + k, lr);
             }
             if k < at.len() {
