@@ -5,6 +5,8 @@
 //! - `ddp`: the `[ddp]` table (backend, devices, buckets, compression) and its values' types.
 //! - `slurm`: the `[slurm]` table (`ddp run --on slurm`) and its rules.
 //! - `spark`: the `[spark]` table (`ddp run --on spark`) and its rules.
+//! - `precision`: `train.precision` (mixed precision) and the fp16 loss scaler's keys, and their
+//!   rules.
 //! - `load`: reading a file ([`Spec::load`], [`Spec::parse`]), `--set key=value` overrides,
 //!   unknown keys rejected with the line and a suggestion, type errors with the line and the
 //!   expected type.
@@ -15,12 +17,14 @@ mod ddp;
 mod language_model;
 mod load;
 mod own_data;
+mod precision;
 mod slurm;
 mod spark;
 mod text_keys;
 
 pub use ddp::{Backend, BucketMb, Compression, DdpSpec, DeviceKeyword, Devices, Elastic};
 pub use load::{KEYS, edit_distance, parse_override};
+pub use precision::Precision;
 pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
 pub use spark::SparkSpec;
 pub use text_keys::{TokenDtype, TokenizerKind};
@@ -384,44 +388,6 @@ pub struct TrainSpec {
     pub loss_scale_growth_every: Option<u64>,
 }
 
-/// `train.precision`: what the matrix products and convolutions take, as `torch.autocast`.
-/// Everything else (softmax, normalisation, losses, reductions, the optimizer, the master weights,
-/// checkpoints) stays f32.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    #[default]
-    F32,
-    /// Inputs rounded to bfloat16, products summed in f32.
-    Bf16,
-    /// Inputs rounded to IEEE half, with dynamic loss scaling.
-    Fp16,
-}
-
-impl Precision {
-    pub fn is_f32(&self) -> bool {
-        *self == Precision::F32
-    }
-
-    /// As the spec writes it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::Fp16 => "fp16",
-        }
-    }
-
-    /// The dtype candle's autocast rounds to ([`candle_core::autocast`]); `None` in f32.
-    pub fn autocast(&self) -> Option<candle_core::DType> {
-        match self {
-            Precision::F32 => None,
-            Precision::Bf16 => Some(candle_core::DType::BF16),
-            Precision::Fp16 => Some(candle_core::DType::F16),
-        }
-    }
-}
-
 impl Default for TrainSpec {
     fn default() -> Self {
         toml::from_str("").expect("train defaults")
@@ -722,48 +688,7 @@ impl Spec {
                 );
             }
         }
-        let fp16 = self.train.precision == Precision::Fp16;
-        if let Some(v) = self.train.loss_scale {
-            if !fp16 {
-                return bad(
-                    "train.loss_scale",
-                    "is fp16's loss scale: set train.precision = \"fp16\" with it, or leave it out"
-                        .into(),
-                );
-            }
-            if !(v.is_finite() && v > 0.0 && v <= f32::MAX as f64) {
-                return bad(
-                    "train.loss_scale",
-                    format!(
-                        "must be a positive number within f32's range, got {v} (65536 is PyTorch's)"
-                    ),
-                );
-            }
-        }
-        if let Some(n) = self.train.loss_scale_growth_every {
-            if !fp16 {
-                return bad(
-                    "train.loss_scale_growth_every",
-                    "counts fp16's finite steps: set train.precision = \"fp16\" with it, or leave it out"
-                        .into(),
-                );
-            }
-            if n == 0 {
-                return bad(
-                    "train.loss_scale_growth_every",
-                    "must be at least 1 (2000 is PyTorch's)".into(),
-                );
-            }
-        }
-        if !self.train.precision.is_f32() && matches!(self.ddp.devices, Devices::Cuda(_)) {
-            return bad(
-                "train.precision",
-                format!(
-                    "\"{}\" runs on CPU replicas; on GPUs this build's matrix products stay f32:                      set train.precision = \"f32\" or ddp.devices = \"cpu\"",
-                    self.train.precision.name()
-                ),
-            );
-        }
+        self.check_precision()?;
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());
         }
