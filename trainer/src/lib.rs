@@ -17,7 +17,7 @@
 //!   link), `ring` (the `tcp` backend: `connect`, `head`, `pump`), `shm` (the all-reduces and
 //!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
 //!   buffer is cut between the ranks), `codec` (16-bit floats on the wire), `powersgd` (low-rank
-//!   compressed averages), `ledger` (each rank's collectives, and the message naming the rank
+//!   compressed averages), `quant` (block-scaled 8- and 4-bit integers), `ledger` (each rank's collectives, and the message naming the rank
 //!   behind), `probe` (the link timed at start, `ddp.bucket_mb = "auto"`), `elastic` (an
 //!   elastic group's next generation, decided by the store), `nccl` (behind the `cuda`
 //!   feature), `bench` (the all-reduce benchmark).

@@ -18,6 +18,7 @@
 //! - `codec`: 16-bit floats on the wire for the compressed all-reduce ([`codec::Codec`]).
 //! - `powersgd`: the average of a buffer of gradients as low-rank factors with error feedback
 //!   ([`powersgd::PowerSgd`]).
+//! - `quant`: block-scaled 8- and 4-bit integers, how local steps' syncs may travel.
 //! - `probe`: the link measured at start, and the bucket size `ddp.bucket_mb = "auto"` picks.
 //! - `segment`: the W segments a buffer is cut into, one per rank.
 //! - `ring`: the `tcp` backend, a ring of sockets (reduce-scatter + all-gather all-reduce).
@@ -37,6 +38,7 @@ pub mod ledger;
 pub mod nccl;
 pub mod powersgd;
 pub mod probe;
+pub mod quant;
 pub mod ring;
 pub(crate) mod segment;
 pub mod shm;

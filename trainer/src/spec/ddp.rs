@@ -1,9 +1,9 @@
 //! The `[ddp]` table: how the replicas run and talk (backend, devices, gradient buckets,
-//! overlap, compression, timeouts, elastic membership).
+//! overlap, compression, timeouts, the sync of local steps, elastic membership).
 
 use serde::{Deserialize, Serialize};
 
-use super::{Spec, defaults};
+use super::{Spec, SyncSpec, defaults};
 use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -151,6 +151,10 @@ pub struct DdpSpec {
     /// PowerSGD's rank (`compression = "powersgd"`; default 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub powersgd_rank: Option<usize>,
+    /// How often the replicas agree, and on what: every step (DDP), or local steps with a sync
+    /// every N (`[ddp.sync]`).
+    #[serde(default, skip_serializing_if = "SyncSpec::is_every_step")]
+    pub sync: SyncSpec,
     /// Keep training when replicas are lost, down to `min_replicas` (`{ min_replicas = N }`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elastic: Option<Elastic>,

@@ -5,6 +5,8 @@
 //! - `ddp`: the `[ddp]` table (backend, devices, buckets, compression) and its values' types.
 //! - `slurm`: the `[slurm]` table (`ddp run --on slurm`) and its rules.
 //! - `spark`: the `[spark]` table (`ddp run --on spark`) and its rules.
+//! - `sync`: `[ddp.sync]` (every step, or local steps with a sync every N: model averaging,
+//!   DiLoCo, Streaming DiLoCo; the syncs' encoding) and its rules.
 //! - `precision`: `train.precision` (mixed precision) and the fp16 loss scaler's keys, and their
 //!   rules.
 //! - `load`: reading a file ([`Spec::load`], [`Spec::parse`]), `--set key=value` overrides,
@@ -20,6 +22,7 @@ mod own_data;
 mod precision;
 mod slurm;
 mod spark;
+mod sync;
 mod text_keys;
 
 pub use ddp::{Backend, BucketMb, Compression, DdpSpec, DeviceKeyword, Devices, Elastic};
@@ -27,6 +30,7 @@ pub use load::{KEYS, edit_distance, parse_override};
 pub use precision::Precision;
 pub use slurm::{DEFAULT_WARN_S, SlurmSpec, slurm_time};
 pub use spark::SparkSpec;
+pub use sync::{LocalSync, SyncEncoding, SyncMethod, SyncSpec};
 pub use text_keys::{TokenDtype, TokenizerKind};
 
 use serde::{Deserialize, Serialize};
@@ -689,6 +693,7 @@ impl Spec {
             }
         }
         self.check_precision()?;
+        self.check_sync()?;
         if self.ddp.threads == Some(0) {
             return bad("ddp.threads", "must be at least 1".into());
         }

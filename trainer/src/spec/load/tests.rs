@@ -441,6 +441,25 @@ y_key = "labels"
         .parse()
         .unwrap();
     flatten(&rendered, "", &mut seen);
+    let streaming = [
+        "ddp.sync.method=\"streaming\"",
+        "ddp.sync.every=8",
+        "ddp.sync.warmup_steps=2",
+        "ddp.sync.outer_lr=0.7",
+        "ddp.sync.outer_momentum=0.9",
+        "ddp.sync.fragments=2",
+        "ddp.sync.delay=1",
+        "ddp.sync.mixing=0.5",
+        "ddp.sync.encoding=\"int4\"",
+        "ddp.sync.error_feedback=true",
+    ]
+    .map(String::from);
+    let rendered: Table = parse(tensors, Path::new("s.toml"), &streaming)
+        .unwrap()
+        .to_toml()
+        .parse()
+        .unwrap();
+    flatten(&rendered, "", &mut seen);
     let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
     keys.sort();
     seen.sort();

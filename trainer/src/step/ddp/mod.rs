@@ -29,6 +29,7 @@
 //! the sharded step over private buffers; `shared`, the sharded step in shared buffers;
 //! `overlapped`, the overlapped step's optimizer over private buffers.
 
+pub(crate) mod local;
 mod overlapped;
 mod sharded;
 mod shared;
@@ -44,12 +45,14 @@ use crate::dist::{Collective, ReduceOp};
 use crate::models::Network;
 use crate::optim::{self, Optimizer};
 use crate::scaler::Verdict;
+use crate::spec::LocalSync;
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::hook::CommHooks;
 use crate::step::host::read_tensor;
 use crate::step::overlap::{CommFigures, Overlap, Session};
 use crate::step::{Control, StepCost};
 use crate::{Error, Result};
+use local::{Local, LocalState};
 use overlapped::Overlapped;
 use sharded::Sharded;
 use shared::SharedStep;
@@ -80,6 +83,8 @@ enum Strategy {
     Shared(SharedStep),
     /// The gradients averaged bucket by bucket while backward runs.
     Overlapped(Box<Overlapped>),
+    /// Local steps, the replicas synced every few steps.
+    Local(Box<Local>),
 }
 
 impl Strategy {
@@ -89,6 +94,7 @@ impl Strategy {
             Strategy::Sharded(s) => s.params.len(),
             Strategy::Shared(s) => s.len(),
             Strategy::Overlapped(s) => s.params.len(),
+            Strategy::Local(s) => s.buffers.params.len(),
         }
     }
 
@@ -98,6 +104,7 @@ impl Strategy {
             Strategy::Sharded(s) => &mut s.params,
             Strategy::Shared(s) => s.params_mut(),
             Strategy::Overlapped(s) => &mut s.params,
+            Strategy::Local(s) => &mut s.buffers.params,
         }
     }
 
@@ -107,6 +114,7 @@ impl Strategy {
             Strategy::Sharded(s) => dst.copy_from_slice(&s.params[at]),
             Strategy::Shared(s) => s.read_params(at, dst),
             Strategy::Overlapped(s) => dst.copy_from_slice(&s.params[at]),
+            Strategy::Local(s) => dst.copy_from_slice(&s.buffers.params[at]),
         }
     }
 }
@@ -245,6 +253,7 @@ impl Ddp {
         match &self.strategy {
             Strategy::Sharded(s) => s.why.as_deref(),
             Strategy::Overlapped(s) => s.why.as_deref(),
+            Strategy::Local(s) => s.buffers.why.as_deref(),
             Strategy::Shared(_) => None,
         }
     }
@@ -283,6 +292,74 @@ impl Ddp {
             Strategy::Overlapped(s) => Some(s.overlap.buckets()),
             _ => None,
         }
+    }
+
+    /// From now on, takes local steps synced as `sync` says ([`local`]), where the step is
+    /// private; says whether it does. Call it before the first step.
+    pub fn local_steps(&mut self, sync: LocalSync) -> Result<bool> {
+        let Strategy::Sharded(s) = &mut self.strategy else {
+            return Ok(false);
+        };
+        let buffers = std::mem::replace(s, Sharded::new(0, None));
+        let local = Local::new(buffers, &self.slots, sync, self.comm.clone())?;
+        self.strategy = Strategy::Local(Box::new(local));
+        Ok(true)
+    }
+
+    /// The local steps, where the replicas take them ([`Ddp::local_steps`]).
+    pub(crate) fn local(&self) -> Option<&Local> {
+        match &self.strategy {
+            Strategy::Local(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The start of a step (before its micro-batches): local steps send a slice of a sync in
+    /// flight while it computes.
+    pub fn begin_step(&mut self) -> Result<()> {
+        match &mut self.strategy {
+            Strategy::Local(s) => s.begin_step(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `f` with the last synced (global) weights in the model's variables and rank 0's
+    /// buffers everywhere, then puts this replica's own weights back, where the replicas take
+    /// local steps; else just `f`. Every rank calls it together. Evaluations and saved models
+    /// see the weights the replicas agreed on.
+    pub fn with_global<T>(&mut self, net: &Network, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let Strategy::Local(s) = &self.strategy else {
+            return f();
+        };
+        for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
+            write_var(var, &|dst| {
+                dst.copy_from_slice(&s.global()[slot.range.clone()])
+            })?;
+        }
+        self.broadcast_buffers(net)?;
+        let out = f();
+        self.write_params(net)?;
+        out
+    }
+
+    /// What a checkpoint keeps of the local steps (every rank, at the same step).
+    pub fn export_local(&mut self) -> Result<Option<LocalState>> {
+        match &mut self.strategy {
+            Strategy::Local(s) => s.export().map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Goes on from a checkpoint's local steps (this rank's own state), then writes them into
+    /// the model.
+    pub fn import_local(&mut self, net: &Network, state: LocalState) -> Result<()> {
+        let Strategy::Local(s) = &mut self.strategy else {
+            return Err(Error::Model(
+                "a checkpoint of local steps resumed by a run that syncs every step".into(),
+            ));
+        };
+        s.import(state)?;
+        self.write_params(net)
     }
 
     /// What the last step's overlapped communication cost (`None` when it does not overlap).
@@ -326,6 +403,7 @@ impl Ddp {
         match &mut self.strategy {
             Strategy::Overlapped(s) => s.overlap.accumulate(net, grads, scale),
             Strategy::Sharded(s) => s.accumulate(&self.slots, net, grads, scale),
+            Strategy::Local(s) => s.buffers.accumulate(&self.slots, net, grads, scale),
             Strategy::Shared(s) => {
                 let own = self.shards.own.first().cloned();
                 s.accumulate(&self.slots, own, net, grads, scale)
@@ -353,6 +431,7 @@ impl Ddp {
             Strategy::Overlapped(s) => s.step(slots, opt, lr, control)?,
             Strategy::Sharded(s) => with_comm(&self.comm, |c| s.step(c, shards, opt, lr, control))?,
             Strategy::Shared(s) => with_comm(&self.comm, |c| s.step(c, opt, lr, control))?,
+            Strategy::Local(s) => s.step(opt, lr, control)?,
         };
         self.grad_norm = norm;
         self.cost = cost;
@@ -373,8 +452,8 @@ impl Ddp {
     /// Brings every rank's optimizer state up to date: each rank updates its own shards only
     /// (see [`Ddp::sync_and_step`]), so before a checkpoint all ranks call this together.
     pub fn gather_optimizer_state(&mut self, opt: &mut Optimizer) -> Result<()> {
-        if let Strategy::Overlapped(_) = self.strategy {
-            // Every rank ran the whole optimizer: its state is current everywhere.
+        if let Strategy::Overlapped(_) | Strategy::Local(_) = self.strategy {
+            // Every rank ran the whole optimizer: its state is current everywhere (its own).
             return Ok(());
         }
         let n = self.num_params();

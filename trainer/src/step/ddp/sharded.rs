@@ -61,6 +61,11 @@ impl Sharded {
         Ok(())
     }
 
+    /// The step is over: the next micro-batch starts the gradients afresh.
+    pub(super) fn end_step(&mut self) {
+        self.micro_batches = 0;
+    }
+
     /// Per bucket of `shards`, a reduce-scatter (average), `opt` at `lr` on this rank's shard,
     /// an all-gather of the parameters; `control` travels in the last element.
     pub(super) fn step(
@@ -103,12 +108,13 @@ impl Sharded {
             c.label_bucket(i, buckets.len());
             c.all_gather_shards(&mut params[b.clone()])?;
         }
-        self.micro_batches = 0;
+        let agreed = Control::read(params[n]);
+        self.end_step();
         let cost = StepCost {
             optimizer,
             comm_busy: None,
             bytes_sent,
         };
-        Ok((Control::read(params[n]), cost, prepared.norm))
+        Ok((agreed, cost, prepared.norm))
     }
 }

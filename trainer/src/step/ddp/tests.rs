@@ -41,7 +41,7 @@ fn flat_params_round_trip_and_buckets_cover_everything() {
 }
 
 /// Plain SGD over the 11 parameters of [`linear`].
-fn sgd() -> Optimizer {
+pub(crate) fn sgd() -> Optimizer {
     Optimizer::new(
         crate::optim::OptimizerConfig::Sgd {
             momentum: 0.0,
@@ -52,7 +52,7 @@ fn sgd() -> Optimizer {
     )
 }
 
-fn linear() -> Network {
+pub(crate) fn linear() -> Network {
     Network::new(
         ModelName::Linear,
         [1, 1, 10],
@@ -256,7 +256,7 @@ fn the_clipped_step_in_shared_buffers_equals_a_clipped_whole_step_bit_for_bit() 
 
 /// The mean squared error of the linear model on `rows` of a batch of 4 (row `i` of step `k`:
 /// inputs and target from a fixed pattern), and its gradients.
-fn mse_grads(net: &Network, k: usize, rows: Range<usize>) -> GradStore {
+pub(crate) fn mse_grads(net: &Network, k: usize, rows: Range<usize>) -> GradStore {
     let n = rows.len();
     let x: Vec<f32> = rows
         .clone()
