@@ -17,10 +17,10 @@
 //!   link), `ring` (the `tcp` backend: `connect`, `head`, `pump`), `shm` (the all-reduces and
 //!   the DDP step's buffers in shared memory when all ranks share a host), `segment` (how a
 //!   buffer is cut between the ranks), `codec` (16-bit floats on the wire), `powersgd` (low-rank
-//!   compressed averages), `quant` (block-scaled 8- and 4-bit integers), `ledger` (each rank's collectives, and the message naming the rank
-//!   behind), `probe` (the link timed at start, `ddp.bucket_mb = "auto"`), `elastic` (an
-//!   elastic group's next generation, decided by the store), `nccl` (behind the `cuda`
-//!   feature), `bench` (the all-reduce benchmark).
+//!   compressed averages), `quant` (block-scaled 8- and 4-bit integers), `ledger` (each rank's
+//!   collectives, and the message naming the rank behind), `probe` (the link timed at start,
+//!   `ddp.bucket_mb = "auto"`), `elastic` (an elastic group's next generation, decided by the
+//!   store), `nccl` (behind the `cuda` feature), `bench` (the all-reduce benchmark).
 //! - `data`: the [`data::Dataset`] trait the engine trains on and the loader that fills batches
 //!   ahead; MNIST/Fashion-MNIST IDX, CIFAR-10, synthetic data, users' own files (`images`:
 //!   image folders, `table`: CSV and Parquet, `tensors`: safetensors/npz/npy, `custom`: a data
@@ -34,13 +34,15 @@
 //! - `step`: one DDP step of a replica: `ddp` (the flat parameters and their broadcast, and the
 //!   host step's strategies: `sharded`, flat gradient buckets reduce-scattered, the optimizer on
 //!   this rank's shard, parameters all-gathered; `shared`, the same in shared memory;
-//!   `overlapped`, after `overlap`'s buckets all-reduced while backward runs, each by its `hook`),
+//!   `overlapped`, after `overlap`'s buckets all-reduced while backward runs, each by its `hook`;
+//!   `local`, local steps synced every few: model averaging, DiLoCo, Streaming DiLoCo),
 //!   `device` (the same step kept on a GPU: NCCL or host all-reduce, tensor-op optimizer),
 //!   `engine` (which of the two a replica runs), `batch_parts` (a batch trained in parts side by
 //!   side, one per thread), `placement` (a replica's device, backend and collectives).
 //! - `optim`, `schedule`, `scaler`: SGD/Adam/AdamW, learning-rate schedules, and fp16's dynamic
 //!   loss scale (`GradScaler`'s policy; the DDP steps decide a step's finiteness across ranks).
-//! - `checkpoint`: atomic checkpoints, resume, retention; `fsutil`: [`fsutil::write_atomic`],
+//! - `checkpoint`: atomic checkpoints, resume, retention (`replica`: each replica's own part
+//!   under local steps); `fsutil`: [`fsutil::write_atomic`],
 //!   the one atomic file write (also the workspaces').
 //! - `metrics`, `tensorboard`: JSONL metrics and TensorBoard event files; `report` writes both.
 //! - `generate`: text from a trained GPT (KV cache, temperature, top-k, seeded).

@@ -92,6 +92,28 @@ pub struct MetricRecord {
     /// f32 and on evaluation records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<PrecisionFigures>,
+    /// A train record of a run taking local steps (`[ddp.sync]` other than every step);
+    /// omitted otherwise and on evaluation records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncFigures>,
+}
+
+/// A train record of local steps: how they sync, and where the syncs stand after the record's
+/// last step. (The bytes each step sent are the breakdown's.)
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SyncFigures {
+    /// `average`, `diloco` or `streaming`, as `ddp.sync.method` says.
+    pub method: String,
+    /// Steps between two syncs of the whole model (each fragment's, streaming).
+    pub every: u64,
+    /// `f32`, `bf16`, `int8` or `int4`, as `ddp.sync.encoding` says.
+    pub encoding: String,
+    /// The step at which the last sync landed (0: none yet).
+    pub last_sync: u64,
+    /// Each replica's distance (L2 norm) from the global weights when the last sync began, of
+    /// the fragment it synced, by rank; empty before the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<f64>,
 }
 
 /// A mixed-precision run's train record: the precision and, with fp16, its loss scaler.

@@ -7,7 +7,8 @@ use std::time::Instant;
 use crate::Result;
 use crate::data::text::{TokenizerKind, bits_per_token, perplexity};
 use crate::metrics::{
-    MetricKind, MetricRecord, MetricsWriter, PrecisionFigures, StepBreakdown, unix_time,
+    MetricKind, MetricRecord, MetricsWriter, PrecisionFigures, StepBreakdown, SyncFigures,
+    unix_time,
 };
 use crate::scaler::LossScaler;
 use crate::spec::Precision;
@@ -159,7 +160,7 @@ impl Reporter {
     /// A training window: mean loss over it, this rank's samples/s, samples it covered (a
     /// language model's windows: its tokens are counted from them).
     /// `epoch` is 1-based; `step_in_epoch` counts optimizer steps from 1; `scaler` is fp16's
-    /// loss scaler after the window's last step.
+    /// loss scaler after the window's last step; `sync`, where the local steps' syncs stand.
     #[allow(clippy::too_many_arguments)]
     pub fn train(
         &mut self,
@@ -172,6 +173,7 @@ impl Reporter {
         samples: usize,
         breakdown: Option<StepBreakdown>,
         scaler: Option<LossScaler>,
+        sync: Option<SyncFigures>,
     ) -> Result<()> {
         let tokens = self.tokens.map(|t| t.block);
         let rec = MetricRecord {
@@ -184,6 +186,7 @@ impl Reporter {
                 loss_scale: scaler.map(|s| s.scale as f64),
                 skipped_steps: scaler.map(|s| s.skipped),
             }),
+            sync,
             ..self.record(MetricKind::Train, epoch, global_step, loss, lr, sps)
         };
         self.metrics.write(&rec)?;
@@ -196,6 +199,12 @@ impl Reporter {
         if let Some(s) = scaler {
             tb.add_scalar("train/loss_scale", s.scale, step, rec.time)?;
             tb.add_scalar("train/skipped_steps", s.skipped as f32, step, rec.time)?;
+        }
+        if let Some(s) = &rec.sync {
+            tb.add_scalar("sync/last_sync", s.last_sync as f32, step, rec.time)?;
+            for (rank, d) in s.drift.iter().enumerate() {
+                tb.add_scalar(&format!("sync/drift/{rank}"), *d as f32, step, rec.time)?;
+            }
         }
         if let Some(b) = &breakdown {
             for (name, v) in [
@@ -352,6 +361,7 @@ impl Reporter {
             metrics: Default::default(),
             breakdown: None,
             precision: None,
+            sync: None,
         }
     }
 }

@@ -130,6 +130,7 @@ fn metric(kind: MetricKind, epoch: usize, step: u64, loss: f64, acc: Option<f64>
         metrics: Default::default(),
         breakdown: None,
         precision: None,
+        sync: None,
     }
 }
 

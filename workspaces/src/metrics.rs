@@ -8,7 +8,7 @@
 use std::path::Path;
 
 pub use ddp_trainer::metrics::{
-    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, metrics_path, unix_time,
+    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, SyncFigures, metrics_path, unix_time,
 };
 
 use crate::Result;

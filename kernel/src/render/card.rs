@@ -298,6 +298,14 @@ impl Card {
         if let Some(p) = &precision {
             lines.push(("precision", p.clone()));
         }
+        let sync = self
+            .digest
+            .sync
+            .as_ref()
+            .map(|s| format::sync(s, self.digest.steps));
+        if let Some(s) = &sync {
+            lines.push(("sync", s.clone()));
+        }
         let outcome = self.outcome();
         if let Some((key, text)) = &outcome {
             lines.push((*key, text.clone()));
@@ -385,6 +393,9 @@ impl Card {
         }
         if let Some(p) = &precision {
             let _ = writeln!(h, "<div>precision {}</div>", html_escape(p));
+        }
+        if let Some(s) = &sync {
+            let _ = writeln!(h, "<div>sync {}</div>", html_escape(s));
         }
         if let Some((key, text)) = &outcome {
             let body = match r.status {

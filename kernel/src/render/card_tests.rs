@@ -457,6 +457,26 @@ fn a_mixed_precision_run_shows_its_loss_scale() {
 }
 
 #[test]
+fn a_run_taking_local_steps_shows_its_last_sync_and_drift() {
+    let mut card = half_done();
+    assert!(!card.render().plain.contains("sync"));
+    let s = ddp_workspaces::metrics::SyncFigures {
+        method: "streaming".into(),
+        every: 40,
+        encoding: "int8".into(),
+        last_sync: 20,
+        drift: vec![0.1, 0.2],
+    };
+    let m = metric(MetricKind::Train, 1, 30, 120.0).sync(Some(s));
+    assert!(card.apply(&RunEvent::Metric(m)));
+    let o = card.render();
+    let want =
+        "streaming every 40 steps (int8), last sync at step 20, 10 steps ago, drift 0.100 0.200";
+    assert_eq!(line(&o.plain, "sync"), format!("sync        {want}"));
+    assert!(o.html.unwrap().contains(&format!("<div>sync {want}</div>")));
+}
+
+#[test]
 fn a_run_on_spark_names_its_application_and_links_its_web_ui() {
     let mut rec = record(ID, RunStatus::Queued);
     rec.spark = Some(ddp_workspaces::runs::run::SparkApp {

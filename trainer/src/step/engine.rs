@@ -33,6 +33,14 @@ impl Engine {
         }
     }
 
+    /// The start of a step, before its micro-batches ([`Ddp::begin_step`]).
+    pub(crate) fn begin(&mut self, ddp: &mut Ddp) -> Result<()> {
+        match self {
+            Engine::Host => ddp.begin_step(),
+            Engine::Device(_) => Ok(()),
+        }
+    }
+
     /// The backward pass of the step's `last` micro-batch where the host step overlaps its
     /// all-reduce with it ([`Ddp::session`]); `None` otherwise (then [`Engine::accumulate`]).
     pub(crate) fn session<'a>(

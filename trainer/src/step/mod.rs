@@ -4,7 +4,8 @@
 //! - `ddp`: the host step ([`ddp::Ddp`]: the flat parameters, their broadcast, and the step's
 //!   strategy, one file each: `sharded`, flat gradient buckets reduce-scattered, the optimizer
 //!   on this rank's shard, parameters all-gathered; `shared`, the same in memory the ranks
-//!   share; `overlapped`, the whole optimizer after the `overlap` buckets).
+//!   share; `overlapped`, the whole optimizer after the `overlap` buckets; `local`, local steps
+//!   synced every few steps: model averaging, DiLoCo, Streaming DiLoCo).
 //! - `device`: the same step kept on a GPU (NCCL or host all-reduce, tensor-op optimizer).
 //! - `overlap`: the host step's gradients all-reduced bucket by bucket while backward runs
 //!   (private buffers, ranks on several hosts), the whole optimizer on every rank.
@@ -26,8 +27,8 @@
 //! tensor ops. The host strategies ([`ddp::Ddp`]'s `sharded`, `shared`, `overlapped`) differ
 //! only in how that one flat buffer is reduced and stepped, so they sit under it; the device
 //! step shares none of that state and sits beside it. A new way of reducing the flat buffer
-//! (local steps with an outer optimizer, for one) is one more file in `ddp/`; a new place for
-//! the master copy is one more `Engine`.
+//! (as `ddp/local`, local steps with an outer optimizer) is one more strategy in `ddp/`; a new
+//! place for the master copy is one more `Engine`.
 
 pub mod batch_parts;
 pub mod comm;

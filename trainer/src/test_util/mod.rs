@@ -169,6 +169,7 @@ impl MetricRecord {
             metrics: Default::default(),
             breakdown: None,
             precision: None,
+            sync: None,
         }
     }
 
@@ -184,6 +185,7 @@ impl MetricRecord {
         tokens_per_sec: Option<f64>, tokens: Option<u64>, world_size: usize,
         breakdown: Option<crate::metrics::StepBreakdown>,
         precision: Option<crate::metrics::PrecisionFigures>,
+        sync: Option<crate::metrics::SyncFigures>,
     }
 }
 
@@ -244,6 +246,7 @@ mod tests {
                 metrics: Default::default(),
                 breakdown: Some(crate::metrics::StepBreakdown::default()),
                 precision: None,
+                sync: None,
             }
         );
     }

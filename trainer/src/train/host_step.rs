@@ -1,14 +1,14 @@
 //! The host DDP step as the spec sets it up: the bucket size (`ddp.bucket_mb`, `"auto"` timed
 //! on the link), overlap and compression (`ddp.overlap`, `ddp.compression`, or the
-//! communication hook the executable registered, [`crate::Trainer::comm_hook`]), and the lines
-//! rank 0's log says of them.
+//! communication hook the executable registered, [`crate::Trainer::comm_hook`]), or local steps
+//! (`[ddp.sync]`), and the lines rank 0's log says of them.
 
 use std::sync::Arc;
 
 use crate::dist::codec::Codec;
 use crate::dist::probe;
 use crate::models::Network;
-use crate::spec::{BucketMb, Compression, DdpSpec, Spec};
+use crate::spec::{BucketMb, Compression, DdpSpec, LocalSync, Spec, SyncEncoding, SyncMethod};
 use crate::step::comm::{Route, SharedCollective, with_comm};
 use crate::step::ddp::Ddp;
 use crate::step::hook::{self, CommHooks, Wire};
@@ -60,6 +60,19 @@ pub(super) fn ddp_step(
         }
         BucketMb::Auto => probe::AUTO_MAX,
     };
+    if let Some(sync) = spec.ddp.sync.local() {
+        return local_steps(
+            spec,
+            net,
+            comm,
+            host_step,
+            rank,
+            world,
+            root,
+            bucket_bytes,
+            sync,
+        );
+    }
     let mut ddp = match spec.ddp.elastic {
         // Any replica may be lost: each keeps the whole optimizer state, not a shard of it.
         Some(_) if host_step => Ddp::new_private(
@@ -127,4 +140,100 @@ pub(super) fn ddp_step(
         }
     }
     Ok(ddp)
+}
+
+/// The host step taking local steps synced as `sync` says (private buffers, whatever the
+/// placement: each replica's own weights and whole optimizer), and what rank 0's log says of it.
+#[allow(clippy::too_many_arguments)]
+fn local_steps(
+    spec: &Spec,
+    net: &Network,
+    comm: &SharedCollective,
+    host_step: bool,
+    rank: usize,
+    world: usize,
+    root: usize,
+    bucket_bytes: usize,
+    sync: LocalSync,
+) -> Result<Ddp> {
+    let method = spec.ddp.sync.method;
+    if !host_step {
+        return Err(spec.error(
+            "ddp.sync.method",
+            format!(
+                "\"{}\" runs the host step (CPU replicas) in this build, and these replicas are \
+                 on GPUs: set ddp.devices = \"cpu\" or ddp.sync.method = \"every_step\"",
+                method.name()
+            ),
+        ));
+    }
+    if sync.fragments > net.params.len() {
+        return Err(spec.error(
+            "ddp.sync.fragments",
+            format!(
+                "is {} but the model has {} parameters, and a fragment is one or more whole \
+                 parameters: set it to at most {}",
+                sync.fragments,
+                net.params.len(),
+                net.params.len()
+            ),
+        ));
+    }
+    let mut ddp = Ddp::new_private(
+        net,
+        comm.clone(),
+        bucket_bytes,
+        "each replica takes local steps on its own weights",
+        root,
+    )?;
+    ddp.local_steps(sync)?;
+    if rank == 0 {
+        println!("{}", describe(&sync, world));
+    }
+    Ok(ddp)
+}
+
+/// What rank 0's log says of the local steps.
+fn describe(s: &LocalSync, world: usize) -> String {
+    let every = s.every;
+    let what = match s.method {
+        SyncMethod::Average => format!("weights averaged every {every} steps (local SGD)"),
+        SyncMethod::Streaming => format!(
+            "DiLoCo in {} fragments, each synced every {every} steps in turn, sent during the \
+             {} steps after and mixed {} own : {} synced; outer SGD lr {} Nesterov momentum {}",
+            s.fragments,
+            s.delay,
+            s.mixing,
+            1.0 - s.mixing,
+            s.outer_lr,
+            s.outer_momentum
+        ),
+        _ => format!(
+            "DiLoCo: the averaged change of the weights every {every} steps is the gradient of an \
+             outer SGD, lr {} Nesterov momentum {}",
+            s.outer_lr, s.outer_momentum
+        ),
+    };
+    let warmup = match s.warmup_steps {
+        0 => String::new(),
+        n => format!(" after {n} synchronous steps"),
+    };
+    let encoding = match s.encoding {
+        SyncEncoding::F32 => "f32".to_string(),
+        SyncEncoding::Bf16 => "bf16 (16 bits a value)".to_string(),
+        e => format!(
+            "{} with an f32 scale per block of {} values",
+            e.name(),
+            crate::dist::quant::BLOCK
+        ),
+    };
+    let feedback = if s.error_feedback {
+        ", with error feedback"
+    } else {
+        ""
+    };
+    format!(
+        "local steps: {what}{warmup}; syncs sent as {encoding}{feedback}; {world} replicas, each \
+         with its own weights and whole optimizer between syncs"
+    )
 }

@@ -365,7 +365,7 @@ impl Training {
     /// its last step), when there is a validation part.
     fn validate(&mut self, epoch: usize, global_step: u64) -> Result<()> {
         let lr = self.r.schedule.lr(epoch, global_step.saturating_sub(1));
-        if let Some(e) = self.r.evaluate_val()? {
+        if let Some(e) = self.r.on_global(|r| r.evaluate_val())? {
             self.reporting
                 .report
                 .eval(MetricKind::Val, epoch + 1, global_step, lr, &e)?;
@@ -389,6 +389,7 @@ impl Training {
             w.samples,
             breakdown,
             self.r.opt.scaler,
+            self.r.ddp.local().map(|l| l.figures().clone()),
         )
     }
 
@@ -510,21 +511,28 @@ impl Training {
             }
             _ => None,
         };
-        if r.rank == 0 {
-            let state = TrainState {
-                epoch: self.progress.epoch,
-                global_step: self.progress.global_step,
-                step_in_epoch,
-                val_due,
-                windows,
-                spec_hash: r.spec.hash(),
-                world_size: r.world,
-                epoch_position,
-            };
-            let p = checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            println!("checkpoint {} ({ms:.0} ms)", p.display());
-        }
+        let state = TrainState {
+            epoch: self.progress.epoch,
+            global_step: self.progress.global_step,
+            step_in_epoch,
+            val_due,
+            windows,
+            spec_hash: r.spec.hash(),
+            world_size: r.world,
+            epoch_position,
+        };
+        // Local steps: every rank's own part first (the gather above ordered nothing yet).
+        r.save_local(&state)?;
+        with_comm(&r.comm, |c| c.barrier())?;
+        r.on_global(|r| {
+            if r.rank == 0 {
+                let p =
+                    checkpoint::save(&r.out, &r.net, &r.opt, &state, r.spec.checkpoint.keep_last)?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                println!("checkpoint {} ({ms:.0} ms)", p.display());
+            }
+            Ok(())
+        })?;
         self.reporting.report.sync()
     }
 
@@ -576,7 +584,8 @@ impl Training {
                 ..
             } = &mut self.r;
             let lr = schedule.lr(epoch, self.progress.global_step);
-            if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 {
+            let every_step = ddp.local().is_none();
+            if spec.ddp.broadcast_buffers && !spec.ddp.sync_batchnorm && *world > 1 && every_step {
                 ddp.broadcast_buffers(net)?;
             }
             let micro_batches = group.len().div_ceil(train.batch_size);
@@ -717,6 +726,10 @@ impl Training {
             // Every member ends with the same weights, joiners included: each says which.
             let digest = elastic::digest(self.r.ddp.params());
             println!("replica {}: final weights {digest:016x}", self.r.id);
+        }
+        if !(self.progress.stopped || self.progress.paused) {
+            // The result is the weights the replicas agreed on (local steps: the global ones).
+            self.r.ddp.show_global(&self.r.net)?;
         }
         let r = &self.r;
         // A stopped or paused run is not finished: no test figures, no final model; `--resume`

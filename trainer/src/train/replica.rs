@@ -228,6 +228,7 @@ impl Replica {
     /// optimizer state and position.
     pub(super) fn restore(&mut self) -> Result<Position> {
         let mut header = String::new();
+        let mut model_file = String::new();
         if self.rank == 0 {
             match checkpoint::latest_complete(&self.out, |w| eprintln!("{w}"))? {
                 Some(l) if l.state.spec_hash != self.spec.hash() => {
@@ -246,6 +247,7 @@ impl Replica {
                     self.ddp.read_params(&self.net)?;
                     self.opt.restore(l.optimizer_steps, l.slots, &l.path)?;
                     header = position::header(&l.state, l.optimizer_steps, l.scaler);
+                    model_file = l.path.display().to_string();
                     println!(
                         "resuming from {} ({})",
                         l.path.display(),
@@ -281,7 +283,44 @@ impl Replica {
         }
         self.ddp.write_params(&self.net)?;
         self.ddp.broadcast_buffers(&self.net)?;
+        if self.ddp.local().is_some() {
+            let all = with_comm(&self.comm, |c| c.all_gather_bytes(model_file.as_bytes()))?;
+            self.restore_local(&String::from_utf8_lossy(&all[0]))?;
+        }
         Ok(start)
+    }
+
+    /// `f` of this replica with the weights the replicas last agreed on in its model (local
+    /// steps: the global weights, then its own put back; every step: its weights, the same).
+    /// Every rank calls it together.
+    pub(super) fn on_global<T>(&mut self, f: impl FnOnce(&Replica) -> Result<T>) -> Result<T> {
+        if self.ddp.local().is_none() {
+            return f(self);
+        }
+        self.ddp.show_global(&self.net)?;
+        let out = f(self);
+        self.ddp.write_params(&self.net)?;
+        out
+    }
+
+    /// Local steps: this rank's own part of the checkpoint of `state` (every rank, before rank 0
+    /// writes the model and state files).
+    pub(super) fn save_local(&mut self, state: &checkpoint::TrainState) -> Result<()> {
+        if let Some(local) = self.ddp.export_local()? {
+            checkpoint::save_replica(&self.out, state, self.rank, &local, &self.opt)?;
+        }
+        Ok(())
+    }
+
+    /// Local steps: every rank goes on from its own part of the checkpoint whose model file
+    /// rank 0 names in `model_file` (the same on every rank).
+    fn restore_local(&mut self, model_file: &str) -> Result<()> {
+        let path = std::path::Path::new(model_file);
+        let (local, slots, steps) =
+            checkpoint::load_replica(path, self.rank, self.opt.config.slot_names())?;
+        self.opt
+            .restore(steps, slots, &checkpoint::replica_path(path, self.rank))?;
+        self.ddp.import_local(&self.net, local)
     }
 
     /// The loss (and accuracy) of the model on `ds`, over all ranks (see [`evaluate`]).

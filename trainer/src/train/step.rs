@@ -63,6 +63,7 @@ impl Stepper<'_> {
         let scale = 1.0 / micro_batches as f32;
         let loss_scale = opt.scaler.map_or(1.0, |s| s.scale);
         let skipped_before = opt.scaler.map(|s| s.skipped);
+        engine.begin(ddp)?;
         for k in 0..micro_batches {
             let t0 = Instant::now();
             let session = engine.session(ddp, k + 1 == micro_batches, scale);

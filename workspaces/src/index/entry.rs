@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::tail::{LineTailer, TailFrom};
 use crate::metrics::{
-    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, is_language_model, metrics_path,
+    MetricKind, MetricRecord, PrecisionFigures, StepBreakdown, SyncFigures, is_language_model,
+    metrics_path,
 };
 use crate::runs::run::Run;
 
@@ -36,6 +37,8 @@ pub struct MetricDigest {
     /// A mixed-precision run's precision, with fp16's loss scale and skipped steps, at the
     /// last train record.
     pub precision: Option<PrecisionFigures>,
+    /// Local steps' syncs (`[ddp.sync]`) at the last train record.
+    pub sync: Option<SyncFigures>,
     pub best_val_accuracy: Option<f64>,
     pub last_val_loss: Option<f64>,
     pub last_val_accuracy: Option<f64>,
@@ -91,6 +94,9 @@ impl MetricDigest {
                 self.step_breakdown = m.breakdown.or(self.step_breakdown);
                 if m.precision.is_some() {
                     self.precision.clone_from(&m.precision);
+                }
+                if m.sync.is_some() {
+                    self.sync.clone_from(&m.sync);
                 }
             }
             MetricKind::Val => {

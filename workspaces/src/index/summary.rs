@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::index::entry::MetricDigest;
-use crate::metrics::{MetricRecord, PrecisionFigures, StepBreakdown};
+use crate::metrics::{MetricRecord, PrecisionFigures, StepBreakdown, SyncFigures};
 use crate::runs::plan::Plan;
 use crate::runs::run::{Run, RunRecord, now};
 
@@ -53,6 +53,10 @@ pub struct Summary {
     /// train record; absent in f32.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precision: Option<PrecisionFigures>,
+    /// Local steps' syncs (method, encoding, the last sync, the replicas' drift) at the last
+    /// train record; absent for every-step DDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncFigures>,
 }
 
 impl Summary {
@@ -93,6 +97,7 @@ pub fn summarize(run: &Run, metrics: &[MetricRecord]) -> Summary {
         final_val_bits_per_byte: d.last_val_bits_per_byte,
         step_breakdown: d.step_breakdown,
         precision: d.precision,
+        sync: d.sync,
     }
 }
 

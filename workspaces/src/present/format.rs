@@ -2,7 +2,7 @@
 //! model's perplexity and bits, throughputs, a step's time breakdown and byte counts. Every
 //! function is pure and renders a missing or meaningless value as `-`.
 
-use crate::metrics::{PrecisionFigures, StepBreakdown};
+use crate::metrics::{PrecisionFigures, StepBreakdown, SyncFigures};
 
 /// Seconds as `1h02m`, `3m05s` or `12.3s`; `-` when negative or not finite.
 pub fn duration(seconds: f64) -> String {
@@ -121,6 +121,28 @@ pub fn precision(p: &PrecisionFigures) -> String {
     s
 }
 
+/// Local steps' syncs in one line, after `step` steps: `diloco every 50 steps (int4), last
+/// sync at step 100, 7 steps ago, drift 0.12 0.15`.
+pub fn sync(s: &SyncFigures, step: u64) -> String {
+    let mut line = format!("{} every {} steps ({})", s.method, s.every, s.encoding);
+    match s.last_sync {
+        0 => line += ", no sync yet",
+        at => {
+            line += &format!(", last sync at step {at}");
+            match step.saturating_sub(at) {
+                0 => {}
+                1 => line += ", 1 step ago",
+                n => line += &format!(", {n} steps ago"),
+            }
+        }
+    }
+    if !s.drift.is_empty() {
+        let drifts: Vec<String> = s.drift.iter().map(|d| format!("{d:.3}")).collect();
+        line += &format!(", drift {}", drifts.join(" "));
+    }
+    line
+}
+
 /// A byte count in decimal units: `512 B`, `44.7 MB`, `1.2 GB`.
 pub fn bytes(n: f64) -> String {
     match n {
@@ -150,6 +172,28 @@ mod tests {
         assert_eq!(
             precision(&p("fp16", Some(65536.0), Some(1))),
             "fp16, loss scale 65536, 1 step skipped"
+        );
+    }
+
+    #[test]
+    fn local_steps_syncs_in_one_line() {
+        let mut s = SyncFigures {
+            method: "diloco".into(),
+            every: 50,
+            encoding: "int4".into(),
+            last_sync: 0,
+            drift: vec![],
+        };
+        assert_eq!(sync(&s, 10), "diloco every 50 steps (int4), no sync yet");
+        s.last_sync = 100;
+        s.drift = vec![0.1234, 0.15];
+        assert_eq!(
+            sync(&s, 107),
+            "diloco every 50 steps (int4), last sync at step 100, 7 steps ago, drift 0.123 0.150"
+        );
+        assert_eq!(
+            sync(&s, 100),
+            "diloco every 50 steps (int4), last sync at step 100, drift 0.123 0.150"
         );
     }
 

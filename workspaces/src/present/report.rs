@@ -219,6 +219,9 @@ pub fn run_details(run: &Run) -> RunDetails {
     if let Some(p) = &summary.precision {
         fields.push(("precision", format::precision(p)));
     }
+    if let Some(s) = &summary.sync {
+        fields.push(("sync", format::sync(s, summary.steps)));
+    }
     if let Some(d) = crate::runs::run::DataSummary::read(&run.dir) {
         fields.push(("data", d.text()));
     }

@@ -25,9 +25,13 @@
 //! after the reduce-scatter each rank sums the squares of its shard, one scalar all-reduce adds
 //! them up, and every rank scales its shard by the same factor before updating it.
 //!
+//! The local steps (`local`, [`Ddp::local_steps`]) run the whole optimizer on each replica's own
+//! gradients and sync the weights every few steps (`[ddp.sync]`).
+//!
 //! Layout: this file, [`Ddp`] (the parameters, their broadcast, the strategy it runs); `sharded`,
 //! the sharded step over private buffers; `shared`, the sharded step in shared buffers;
-//! `overlapped`, the overlapped step's optimizer over private buffers.
+//! `overlapped`, the overlapped step's optimizer over private buffers; `local`, local steps with
+//! their syncs (`plan`: when; `exchange`: the encodings on the wire).
 
 pub(crate) mod local;
 mod overlapped;
@@ -323,23 +327,20 @@ impl Ddp {
         }
     }
 
-    /// Runs `f` with the last synced (global) weights in the model's variables and rank 0's
-    /// buffers everywhere, then puts this replica's own weights back, where the replicas take
-    /// local steps; else just `f`. Every rank calls it together. Evaluations and saved models
-    /// see the weights the replicas agreed on.
-    pub fn with_global<T>(&mut self, net: &Network, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// Puts the last synced (global) weights in the model's variables and rank 0's buffers
+    /// everywhere, where the replicas take local steps (then [`Ddp::write_params`] puts this
+    /// replica's own weights back); does nothing else. Every rank calls it together:
+    /// evaluations and saved models see the weights the replicas agreed on.
+    pub fn show_global(&mut self, net: &Network) -> Result<()> {
         let Strategy::Local(s) = &self.strategy else {
-            return f();
+            return Ok(());
         };
         for (slot, (_, var)) in self.slots.iter().zip(&net.params) {
             write_var(var, &|dst| {
                 dst.copy_from_slice(&s.global()[slot.range.clone()])
             })?;
         }
-        self.broadcast_buffers(net)?;
-        let out = f();
-        self.write_params(net)?;
-        out
+        self.broadcast_buffers(net)
     }
 
     /// What a checkpoint keeps of the local steps (every rank, at the same step).

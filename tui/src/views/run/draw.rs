@@ -180,6 +180,12 @@ fn header(t: Theme, v: &RunView, listed: Option<&RunEntry>, now: f64) -> Vec<Lin
             Span::raw(format::precision(p)),
         ]));
     }
+    if let Some((m, s)) = last_train.and_then(|m| m.sync.as_ref().map(|s| (m, s))) {
+        lines.push(Line::from(vec![
+            label("sync"),
+            Span::raw(format::sync(s, m.step)),
+        ]));
+    }
     if let Some(e) = &r.error {
         lines.push(Line::from(Span::styled(format!("error: {e}"), t.error())));
     }
@@ -487,6 +493,27 @@ mod tests {
         assert!(
             s.iter()
                 .any(|l| l.starts_with("precision fp16, loss scale 1024, 7 steps skipped")),
+            "{s:#?}"
+        );
+    }
+
+    #[test]
+    fn the_header_shows_where_local_steps_syncs_stand() {
+        let mut app = run_app(120, 30);
+        let s = ddp_workspaces::metrics::SyncFigures {
+            method: "diloco".into(),
+            every: 50,
+            encoding: "int4".into(),
+            last_sync: 100,
+            drift: vec![0.5, 0.25],
+        };
+        let m = metric(MetricKind::Train, 1, 104, 1.0, None).sync(Some(s));
+        run_event(&mut app, RunEvent::Metric(m));
+        let s = screen(&app, 120, 30);
+        assert!(
+            s.iter().any(|l| l.starts_with(
+                "sync diloco every 50 steps (int4), last sync at step 100, 4 steps ago, drift 0.500 0.250"
+            )),
             "{s:#?}"
         );
     }

@@ -27,6 +27,7 @@ use std::time::Instant;
 use super::sharded::Sharded;
 use super::{Slot, Stepped, prepare};
 use crate::dist::ReduceOp;
+use crate::metrics::SyncFigures;
 use crate::optim::{self, Optimizer};
 use crate::spec::LocalSync;
 use crate::step::comm::{SharedCollective, with_comm};
@@ -34,16 +35,6 @@ use crate::step::{Control, StepCost};
 use crate::{Error, Result};
 use exchange::Payload;
 use plan::Plan;
-
-/// Where the syncs stand, for the metrics and the views.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SyncFigures {
-    /// The step at which the last sync landed (0: none yet).
-    pub last_sync: u64,
-    /// Each replica's distance (L2) from the global weights of the fragment the last sync
-    /// began with, by rank.
-    pub drift: Vec<f64>,
-}
 
 /// What a checkpoint keeps of a replica's local steps: its own weights, and (the same on every
 /// rank) the global weights, the outer momentum and a sync in flight's average.
@@ -58,6 +49,9 @@ pub struct LocalState {
     pub landing: Option<(usize, u64, Vec<f32>)>,
     pub last_sync: u64,
 }
+
+/// A slice's average and the bytes this rank sent for it.
+type Averaged = (Vec<f32>, u64);
 
 /// A fragment's sync under way.
 struct Flight {
@@ -82,7 +76,7 @@ pub(crate) struct Local {
     momentum: Vec<f32>,
     residual: Vec<f32>,
     flight: Option<Flight>,
-    sending: Option<JoinHandle<Result<(Vec<f32>, u64)>>>,
+    sending: Option<JoinHandle<Result<Averaged>>>,
     figures: SyncFigures,
     comm: SharedCollective,
     rank: usize,
@@ -133,15 +127,16 @@ impl Local {
             done: 0,
             flight: None,
             sending: None,
-            figures: SyncFigures::default(),
+            figures: SyncFigures {
+                method: sync.method.name().into(),
+                every: sync.every,
+                encoding: sync.encoding.name().into(),
+                ..SyncFigures::default()
+            },
             comm,
             rank,
             world,
         })
-    }
-
-    pub(crate) fn sync(&self) -> &LocalSync {
-        &self.sync
     }
 
     pub(crate) fn figures(&self) -> &SyncFigures {
@@ -151,11 +146,6 @@ impl Local {
     /// The last synced weights (the model evaluations and the saved files use).
     pub(crate) fn global(&self) -> &[f32] {
         &self.global
-    }
-
-    /// Local steps since the last sync began, after the steps taken.
-    pub(crate) fn steps_since_sync(&self) -> u64 {
-        self.plan.steps_since_sync(self.done)
     }
 
     /// The start of a step: the slice of a sync in flight that travels during it goes to the

@@ -58,16 +58,6 @@ impl Plan {
             begins: self.begin_at(t),
         }
     }
-
-    /// How many local steps since the last sync (of any fragment) began, after step `t`.
-    pub(crate) fn steps_since_sync(&self, t: u64) -> u64 {
-        if t <= self.warmup {
-            return 0;
-        }
-        (0..=self.every.min(t - self.warmup))
-            .find(|back| self.begin_at(t - back).is_some())
-            .unwrap_or(t - self.warmup)
-    }
 }
 
 /// The flat parameters `slots` (each a parameter's range, in order, together covering
@@ -122,10 +112,6 @@ mod tests {
         assert!(p.at(1).synchronous && p.at(2).synchronous && !p.at(3).synchronous);
         // No delay: a sync lands where it begins and nothing travels between steps.
         assert!((1..=14).all(|t| p.at(t).lands == p.at(t).begins && p.at(t).sends.is_none()));
-        assert_eq!(p.steps_since_sync(2), 0);
-        assert_eq!(p.steps_since_sync(5), 3);
-        assert_eq!(p.steps_since_sync(6), 0);
-        assert_eq!(p.steps_since_sync(9), 3);
     }
 
     #[test]
@@ -173,7 +159,8 @@ mod tests {
     #[test]
     fn fragments_are_cut_at_parameter_boundaries_evenly() {
         let slots = [0..10, 10..20, 20..21, 21..40, 40..41];
-        assert_eq!(fragments(&slots, 1), Some(vec![0..41]));
+        let whole: Range<usize> = 0..41;
+        assert_eq!(fragments(&slots, 1), Some(vec![whole]));
         assert_eq!(fragments(&slots, 2), Some(vec![0..20, 20..41]));
         assert_eq!(
             fragments(&slots, 5),

@@ -6,6 +6,11 @@
 //! optimizer steps rather than epochs (a language model's `train.steps`) names them
 //! `step-GGGGGGGG`.
 //!
+//! A run taking local steps (`[ddp.sync]`) also writes, for every rank R, `STEM.replica-R.safetensors`:
+//! the replica's own weights and optimizer state and the syncs' state ([`save_replica`]); the
+//! model file holds the last synced (global) weights. Every rank writes its own before rank 0
+//! writes the state and model files.
+//!
 //! Every file is written atomically ([`write_atomic`]: temp file + fsync + rename + fsync of the
 //! folder); the state file is written first and the model file last, so a checkpoint counts as
 //! complete only when both load. `--resume` takes the newest complete one and skips (with a
@@ -23,6 +28,10 @@ use crate::optim::Optimizer;
 use crate::report::WindowState;
 use crate::scaler::LossScaler;
 use crate::{Error, Result};
+
+mod replica;
+
+pub use replica::{load_replica, replica_path, save_replica};
 
 /// Where training stands at a checkpoint: after a completed epoch, after a step inside an epoch
 /// (`step_in_epoch` > 0), or (`epoch` 0, a run counted in steps) after `global_step` steps.
@@ -233,7 +242,11 @@ pub fn save(
     write_safetensors(&model_file, net.state(), None)?;
     let marks = list_marks(out)?;
     for old in superseded(&marks, keep_last) {
-        for p in [model_path(out, old), state_path(out, old)] {
+        let replicas = replica_files(out, old)?;
+        for p in [model_path(out, old), state_path(out, old)]
+            .into_iter()
+            .chain(replicas)
+        {
             if let Err(e) = std::fs::remove_file(&p)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
@@ -242,6 +255,18 @@ pub fn save(
         }
     }
     Ok(model_file)
+}
+
+/// Every rank's own files of the checkpoint at `at`.
+fn replica_files(out: &Path, at: Mark) -> Result<Vec<PathBuf>> {
+    let dir = checkpoint_dir(out);
+    let prefix = format!("{}.replica-", at.stem());
+    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect())
 }
 
 /// Writes the final model to `DIR/model.safetensors`.
