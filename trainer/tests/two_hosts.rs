@@ -2,7 +2,8 @@
 //! name (scripts/two-hosts.sh: a veth pair shaped to 1 Gbit/s each way), placed by torchrun's
 //! variables, end with the weights of one replica training the combined batch locally. The ring
 //! carries the gradients (no shared memory between "hosts"), bucket by bucket while backward
-//! runs. Needs root (network namespaces, tc), as CI has; elsewhere it says so and passes
+//! runs. DiLoCo's local steps (int4 syncs, all-gathered over the ring) end with the weights of
+//! the same two replicas on one host (through shared memory). Needs root (network namespaces, tc), as CI has; elsewhere it says so and passes
 //! (`scripts/test.sh` sets `DDP_TWO_HOSTS_REQUIRED=1` where namespaces can be made: then a
 //! failure to make them fails the test).
 
@@ -138,4 +139,31 @@ fn two_hosts_over_a_shaped_link_equal_one_replica() {
         diff < 1e-5,
         "two hosts and one replica differ by {diff} (in {at})"
     );
+
+    // DiLoCo every 2 steps in int4: the ring between the hosts and shared memory on one host
+    // carry the same bytes, every rank adds them in the same order.
+    let diloco = [
+        "train.batch_size=8",
+        "ddp.threads=1",
+        "ddp.sync.method=diloco",
+        "ddp.sync.every=2",
+        "ddp.sync.encoding=int4",
+    ];
+    let (two, local) = (
+        dir.path().join("two-diloco"),
+        dir.path().join("local-diloco"),
+    );
+    let ranks: Vec<_> = (0..2)
+        .map(|h| hosts.rank(h, &spec, &two.join(format!("host{h}")), &diloco))
+        .collect();
+    for c in ranks {
+        assert_success(&wait_output(c, Duration::from_secs(120)));
+    }
+    let log = text(&train_standalone(&spec, 2, &local, &diloco));
+    assert!(log.contains("local steps: DiLoCo"), "{log}");
+    let (diff, at) = worst_tensor(
+        &load_model(&two.join("host0/model.safetensors")),
+        &load_model(&local.join("model.safetensors")),
+    );
+    assert_eq!(diff, 0.0, "DiLoCo on two hosts and on one differ in {at}");
 }
