@@ -183,7 +183,7 @@ impl LocalSync {
 impl Spec {
     /// The rules of `[ddp.sync]`: each key only with a method it applies to and within range,
     /// and none of what needs every step's collectives (fp16's agreed skips, SyncBatchNorm,
-    /// gradient compression, elastic groups, the GPU step).
+    /// gradient compression) or this build runs every step only (the GPU step).
     pub(super) fn check_sync(&self) -> Result<()> {
         let s = &self.ddp.sync;
         let m = s.method;
@@ -324,12 +324,6 @@ impl Spec {
                     "is how every step's gradients travel; with {method} the syncs' values \
                      travel as ddp.sync.encoding says: set ddp.compression = \"none\""
                 ),
-            );
-        }
-        if self.ddp.elastic.is_some() {
-            return bad(
-                "ddp.elastic",
-                format!("is not run with {method} in this build: leave one of them out"),
             );
         }
         if self.ddp.backend == Backend::Nccl || matches!(self.ddp.devices, Devices::Cuda(_)) {

@@ -724,7 +724,7 @@ impl Training {
     fn finish(mut self) -> Result<RunSummary> {
         if self.elastic.min.is_some() {
             // Every member ends with the same weights, joiners included: each says which.
-            let digest = elastic::digest(self.r.ddp.params());
+            let digest = elastic::digest(self.r.ddp.agreed_params());
             println!("replica {}: final weights {digest:016x}", self.r.id);
         }
         if !(self.progress.stopped || self.progress.paused) {

@@ -525,3 +525,39 @@ fn a_restarted_kubeflow_pod_joins_the_group_under_way() {
     assert!(weights.values().all(|w| *w == weights[&0]), "{weights:?}");
     assert!(!all.contains("resuming from"), "{all}");
 }
+
+/// DiLoCo's local steps (a sync every 4 steps) in an elastic run: a replica killed between two
+/// syncs is left behind, the steps it took since the last sync going with it (said in the
+/// membership event); restarted, it joins with the global weights; every member ends with the
+/// same global weights and the run learns.
+#[test]
+fn diloco_survives_a_replica_lost_between_syncs_and_takes_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let spec = spec(2)
+        .set("ddp.sync.method", "diloco")
+        .set("ddp.sync.every", 4)
+        .set("restart.max_restarts", 1)
+        .set("restart.backoff_s", 0.5);
+    let output = run_spec(out, &spec, &[(2, 6, libc::SIGKILL)]);
+    assert_success(&output);
+    let all = text(&output);
+    let events = membership(out);
+    let left = events
+        .iter()
+        .find(|e| ids(e, "left") == [2])
+        .unwrap_or_else(|| panic!("no leave in {events:?}\n{all}"));
+    let dropped = left["local_steps_dropped"]
+        .as_u64()
+        .expect("the local steps dropped");
+    assert!(dropped < 4, "{left}");
+    assert!(union(&events, "joined").contains(&2), "{events:?}\n{all}");
+    let weights = final_weights(out);
+    assert_eq!(weights.len(), REPLICAS, "{weights:?}\n{all}");
+    assert!(
+        weights.values().all(|w| *w == weights[&0]),
+        "members end apart: {weights:?}"
+    );
+    let acc = test_accuracy(out);
+    assert!(acc > 0.7, "accuracy {acc}\n{all}");
+}

@@ -351,6 +351,14 @@ impl Ddp {
         }
     }
 
+    /// What this replica holds of the local steps, without communicating ([`Local::kept`]).
+    pub fn kept_local(&self) -> Option<LocalState> {
+        match &self.strategy {
+            Strategy::Local(s) => Some(s.kept()),
+            _ => None,
+        }
+    }
+
     /// Goes on from a checkpoint's local steps (this rank's own state), then writes them into
     /// the model.
     pub fn import_local(&mut self, net: &Network, state: LocalState) -> Result<()> {
@@ -386,6 +394,18 @@ impl Ddp {
     pub fn params(&mut self) -> &[f32] {
         let n = self.num_params();
         &self.strategy.params_mut()[..n]
+    }
+
+    /// The weights the replicas agreed on: the global ones under local steps, else
+    /// [`Ddp::params`].
+    pub fn agreed_params(&mut self) -> &[f32] {
+        if self.local().is_none() {
+            return self.params();
+        }
+        match &self.strategy {
+            Strategy::Local(s) => s.global(),
+            _ => unreachable!("local steps checked above"),
+        }
     }
 
     /// The flat parameters, to change (then [`Ddp::write_params`]). Every rank must write the

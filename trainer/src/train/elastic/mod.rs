@@ -153,14 +153,16 @@ pub(super) fn change_line(d: &NextGeneration, world_before: usize, seconds_lost:
     )
 }
 
-/// The `events.jsonl` line of a membership change (the workspace's `membership` event).
+/// The `events.jsonl` line of a membership change (the workspace's `membership` event); with
+/// local steps, `dropped` says how many steps since the last sync left with the lost replicas.
 pub(super) fn event_line(
     time: f64,
     d: &NextGeneration,
     world_before: usize,
     seconds_lost: f64,
+    dropped: Option<u64>,
 ) -> String {
-    serde_json::json!({
+    let mut line = serde_json::json!({
         "time": time,
         "event": "membership",
         "step": d.most_advanced().0,
@@ -171,8 +173,11 @@ pub(super) fn event_line(
         "world_before": world_before,
         "world_after": d.generation.members.len(),
         "seconds_lost": (seconds_lost * 1000.0).round() / 1000.0,
-    })
-    .to_string()
+    });
+    if let Some(n) = dropped {
+        line["local_steps_dropped"] = n.into();
+    }
+    line.to_string()
 }
 
 /// The error when fewer than `min` replicas remain.
@@ -249,7 +254,8 @@ mod tests {
             "membership: replica 1 left after step 38; 3 replicas go on instead of 4 \
              (generation 1, replicas 0, 2 and 3), 1.3 s lost"
         );
-        let e: serde_json::Value = serde_json::from_str(&event_line(10.0, &d, 4, 1.25)).unwrap();
+        let e: serde_json::Value =
+            serde_json::from_str(&event_line(10.0, &d, 4, 1.25, None)).unwrap();
         assert_eq!(e["event"], "membership");
         assert_eq!(e["left"], serde_json::json!([1]));
         assert_eq!(

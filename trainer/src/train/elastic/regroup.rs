@@ -14,6 +14,7 @@ use crate::report::Window;
 use crate::schedule::Schedule;
 use crate::step::Control;
 use crate::step::comm::with_comm;
+use crate::step::ddp::local::LocalState;
 use crate::train::replica::{Replica, Task};
 use crate::train::{STOP_REQUESTED, Training, host_step};
 use crate::{Error, Result, fsutil};
@@ -122,6 +123,9 @@ impl Training {
             log_every: self.reporting.log_every,
             scaler: self.r.opt.scaler,
         };
+        // Local steps: each member keeps its own weights and inner optimizer state.
+        let kept = self.r.ddp.kept_local();
+        let own_slots = self.r.opt.slots.clone();
         self.r.rank = rank;
         self.r.world = world;
         self.work.rank = rank;
@@ -168,6 +172,10 @@ impl Training {
         })?;
         opt.steps = at.opt_steps;
         opt.scaler = at.scaler;
+        let dropped = match kept {
+            Some(mine) => Some(self.regroup_local(mine, own_slots, src)?),
+            None => None,
+        };
         self.progress.epoch = at.epoch;
         self.progress.global_step = at.global_step;
         self.progress.in_epoch = at.in_epoch;
@@ -212,12 +220,80 @@ impl Training {
             if let Some(t) = with_comm(&self.r.comm, |c| Ok(c.transport_line()))? {
                 println!("all-reduce through {t}");
             }
-            let line = super::event_line(crate::metrics::unix_time(), &d, before, lost_s);
+            if let (Some(n), false) = (dropped, d.left.is_empty()) {
+                println!(
+                    "local steps: the {n} steps since the last sync of the replicas who left are \
+                     dropped; the others keep theirs"
+                );
+            }
+            let line = super::event_line(
+                crate::metrics::unix_time(),
+                &d,
+                before,
+                lost_s,
+                dropped.filter(|_| !d.left.is_empty()),
+            );
             fsutil::append_line(&self.r.out.join("events.jsonl"), &line)?;
         }
         self.elastic.joining = false;
         self.elastic.regroup_due = false;
         self.elastic.last_step_end = Instant::now();
         Ok(())
+    }
+
+    /// The re-formed group's local steps: the global weights, the outer momentum and the step
+    /// count from the most advanced member `src` (the same on every member that was there at the
+    /// last sync); each member goes on from its own weights, inner optimizer state (`own_slots`)
+    /// and error feedback, a joiner from the global weights and `src`'s optimizer state. A sync
+    /// in flight is dropped. Returns the local steps since the last sync (what left with a lost
+    /// replica).
+    fn regroup_local(
+        &mut self,
+        mine: LocalState,
+        own_slots: Vec<Vec<f32>>,
+        src: usize,
+    ) -> Result<u64> {
+        let Replica {
+            comm,
+            ddp,
+            net,
+            opt,
+            ..
+        } = &mut self.r;
+        let (mut global, mut momentum) = (mine.global.clone(), mine.momentum.clone());
+        let counts = format!("{}:{}", mine.done, mine.last_sync);
+        let all = with_comm(comm, |c| {
+            c.broadcast(&mut global, src)?;
+            c.broadcast(&mut momentum, src)?;
+            c.all_gather_bytes(counts.as_bytes())
+        })?;
+        let theirs = String::from_utf8_lossy(&all[src]).into_owned();
+        let (done, last_sync) = theirs
+            .split_once(':')
+            .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+            .ok_or_else(|| {
+                Error::Elastic(format!(
+                    "rank {src}'s local steps are malformed: {theirs:?}"
+                ))
+            })?;
+        let joining = self.elastic.joining;
+        if !joining {
+            opt.slots = own_slots;
+        }
+        let state = LocalState {
+            done,
+            local: if joining { global.clone() } else { mine.local },
+            global,
+            momentum,
+            residual: if joining {
+                vec![0.0; mine.residual.len()]
+            } else {
+                mine.residual
+            },
+            landing: None,
+            last_sync,
+        };
+        ddp.import_local(net, state)?;
+        Ok(done.saturating_sub(last_sync))
     }
 }

@@ -283,6 +283,10 @@ pub enum SupervisorEvent {
         world_before: usize,
         world_after: usize,
         seconds_lost: f64,
+        /// Local steps (`[ddp.sync]`): the steps since the last sync that the replicas who left
+        /// took and that went with them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        local_steps_dropped: Option<u64>,
     },
 }
 
@@ -308,6 +312,7 @@ impl SupervisorEvent {
             world_before,
             world_after,
             seconds_lost,
+            local_steps_dropped,
             ..
         } = self
         else {
@@ -326,8 +331,14 @@ impl SupervisorEvent {
         if !joined.is_empty() {
             what.push(format!("replica {} joined", list(joined)));
         }
+        let dropped = match local_steps_dropped {
+            Some(n) if !left.is_empty() => {
+                format!("; the {n} local steps since the last sync of those who left dropped")
+            }
+            _ => String::new(),
+        };
         Some(format!(
-            "{} at step {step}: {world_before} -> {world_after} replicas ({seconds_lost:.1} s lost)",
+            "{} at step {step}: {world_before} -> {world_after} replicas ({seconds_lost:.1} s lost){dropped}",
             what.join(", ")
         ))
     }
@@ -546,6 +557,23 @@ pub fn locked(run: &std::sync::Arc<std::sync::Mutex<Run>>) -> std::sync::MutexGu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_membership_change_in_words_names_the_local_steps_dropped() {
+        let line = r#"{"time":1.0,"event":"membership","step":6,"generation":1,"left":[2],"joined":[],"world_before":4,"world_after":3,"seconds_lost":1.04,"local_steps_dropped":2}"#;
+        let e: SupervisorEvent = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            e.membership_text().unwrap(),
+            "replica 2 left at step 6: 4 -> 3 replicas (1.0 s lost); the 2 local steps since the \
+             last sync of those who left dropped"
+        );
+        let plain = line.replace(r#","local_steps_dropped":2"#, "");
+        let e: SupervisorEvent = serde_json::from_str(&plain).unwrap();
+        assert_eq!(
+            e.membership_text().unwrap(),
+            "replica 2 left at step 6: 4 -> 3 replicas (1.0 s lost)"
+        );
+    }
 
     #[test]
     fn workspace_of_a_run_folder() {

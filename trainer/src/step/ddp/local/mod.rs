@@ -367,6 +367,21 @@ impl Local {
         })
     }
 
+    /// What this replica holds of the local steps, without a word to the others (an elastic
+    /// group re-forming: the old group may be gone); a sync in flight is dropped with it.
+    pub(super) fn kept(&self) -> LocalState {
+        let n = self.buffers.params.len() - 1;
+        LocalState {
+            done: self.done,
+            local: self.buffers.params[..n].to_vec(),
+            global: self.global.clone(),
+            momentum: self.momentum.clone(),
+            residual: self.residual.clone(),
+            landing: None,
+            last_sync: self.figures.last_sync,
+        }
+    }
+
     /// Goes on from a checkpoint's state (of this rank, written by [`Local::export`]).
     pub(super) fn import(&mut self, s: LocalState) -> Result<()> {
         let n = self.buffers.params.len() - 1;
