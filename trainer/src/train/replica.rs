@@ -314,12 +314,26 @@ impl Replica {
 
     /// Local steps: every rank goes on from its own part of the checkpoint whose model file
     /// rank 0 names in `model_file` (the same on every rank).
+    /// An elastic run resumed by more replicas than wrote the checkpoint: a rank without a file
+    /// of its own starts from the global weights, with rank 0's syncs and optimizer state (as a
+    /// joiner does).
     fn restore_local(&mut self, model_file: &str) -> Result<()> {
         let path = std::path::Path::new(model_file);
-        let (local, slots, steps) =
-            checkpoint::load_replica(path, self.rank, self.opt.config.slot_names())?;
-        self.opt
-            .restore(steps, slots, &checkpoint::replica_path(path, self.rank))?;
+        let names = self.opt.config.slot_names();
+        let own = checkpoint::replica_path(path, self.rank);
+        if self.spec.ddp.elastic.is_some() && !own.exists() {
+            let (mut first, _, _) = checkpoint::load_replica(path, 0, names)?;
+            println!(
+                "replica {}: no local steps of its own in {}: it starts from the global weights",
+                self.id,
+                path.display()
+            );
+            first.local = first.global.clone();
+            first.residual.iter_mut().for_each(|e| *e = 0.0);
+            return self.ddp.import_local(&self.net, first);
+        }
+        let (local, slots, steps) = checkpoint::load_replica(path, self.rank, names)?;
+        self.opt.restore(steps, slots, &own)?;
         self.ddp.import_local(&self.net, local)
     }
 
