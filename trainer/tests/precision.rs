@@ -182,16 +182,7 @@ fn what_cannot_run_is_refused_before_anything_is_made() {
         ),
     ] {
         let out = dir.path().join("out");
-        let mut c = trainer();
-        c.arg(&spec)
-            .args(["--standalone", "--nproc", "1", "--out"])
-            .arg(&out);
-        for s in &set {
-            c.arg("--set").arg(s);
-        }
-        let o = run_with_timeout(c, Duration::from_secs(60));
-        assert_eq!(o.status.code(), Some(2), "{set:?}: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = refused_standalone(&spec, &out, &set);
         assert!(err.contains(says), "{set:?}: {err}");
         assert!(!out.exists(), "{set:?} made {}", out.display());
     }

@@ -521,9 +521,8 @@ impl Training {
             world_size: r.world,
             epoch_position,
         };
-        // Local steps: every rank's own part first (the gather above ordered nothing yet).
+        // Local steps: every rank's own part first.
         r.save_local(&state)?;
-        with_comm(&r.comm, |c| c.barrier())?;
         r.on_global(|r| {
             if r.rank == 0 {
                 let p =

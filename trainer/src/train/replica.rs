@@ -303,11 +303,12 @@ impl Replica {
         out
     }
 
-    /// Local steps: this rank's own part of the checkpoint of `state` (every rank, before rank 0
-    /// writes the model and state files).
+    /// Local steps: this rank's own part of the checkpoint of `state` (every rank), written on
+    /// every rank before any goes on (rank 0 then writes the model and state files).
     pub(super) fn save_local(&mut self, state: &checkpoint::TrainState) -> Result<()> {
         if let Some(local) = self.ddp.export_local()? {
             checkpoint::save_replica(&self.out, state, self.rank, &local, &self.opt)?;
+            with_comm(&self.comm, |c| c.barrier())?;
         }
         Ok(())
     }

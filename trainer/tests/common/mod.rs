@@ -135,6 +135,21 @@ pub fn train_standalone_env(
     o
 }
 
+/// `ddp-trainer SPEC --standalone --nproc 1 --out OUT [--set ...]`, asserted refused as bad
+/// input (exit 2); its stderr.
+pub fn refused_standalone(spec: &Path, out: &Path, sets: &[&str]) -> String {
+    let mut c = trainer();
+    c.arg(spec)
+        .args(["--standalone", "--nproc", "1", "--out"])
+        .arg(out);
+    for s in sets {
+        c.arg("--set").arg(s);
+    }
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(2), "{sets:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 pub fn load_model(path: &Path) -> HashMap<String, Tensor> {
     candle_core::safetensors::load(path, &Device::Cpu)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))

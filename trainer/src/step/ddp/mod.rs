@@ -399,12 +399,10 @@ impl Ddp {
     /// The weights the replicas agreed on: the global ones under local steps, else
     /// [`Ddp::params`].
     pub fn agreed_params(&mut self) -> &[f32] {
-        if self.local().is_none() {
-            return self.params();
-        }
-        match &self.strategy {
+        let n = self.num_params();
+        match &mut self.strategy {
             Strategy::Local(s) => s.global(),
-            _ => unreachable!("local steps checked above"),
+            other => &other.params_mut()[..n],
         }
     }
 
@@ -606,6 +604,12 @@ fn prepare(
         norm: opt.grad_clip.map(|_| norm),
         step,
     })
+}
+
+/// The L2 norm from the sum of squares of every gradient, where this rank holds them all (in
+/// f32, as the all-reduced sum of [`global_norm`] and PyTorch's norm).
+fn whole_norm(squares: f64) -> Result<f64> {
+    Ok(((squares as f32) as f64).sqrt())
 }
 
 /// The global L2 norm from each rank's sum of squares `mine` (one scalar all-reduce; in f32,

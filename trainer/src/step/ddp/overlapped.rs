@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Slot, Stepped, prepare};
+use super::{Slot, Stepped, prepare, whole_norm};
 use crate::Result;
 use crate::optim::Optimizer;
 use crate::step::overlap::Overlap;
@@ -33,12 +33,7 @@ impl Overlapped {
             o.reduce_all(control)?;
         }
         let t = Instant::now();
-        // In f32, as the sharded step's all-reduced sum and PyTorch's norm.
-        let prepared = prepare(
-            opt,
-            |f| o.grads_mut().for_each(f),
-            |squares| Ok(((squares as f32) as f64).sqrt()),
-        )?;
+        let prepared = prepare(opt, |f| o.grads_mut().for_each(f), whole_norm)?;
         if prepared.step {
             opt.begin_step();
             for (p, slot) in slots.iter().enumerate() {

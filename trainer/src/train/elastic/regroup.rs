@@ -124,8 +124,11 @@ impl Training {
             scaler: self.r.opt.scaler,
         };
         // Local steps: each member keeps its own weights and inner optimizer state.
-        let kept = self.r.ddp.kept_local();
-        let own_slots = self.r.opt.slots.clone();
+        let kept = self
+            .r
+            .ddp
+            .kept_local()
+            .map(|mine| (mine, self.r.opt.slots.clone()));
         self.r.rank = rank;
         self.r.world = world;
         self.work.rank = rank;
@@ -173,7 +176,7 @@ impl Training {
         opt.steps = at.opt_steps;
         opt.scaler = at.scaler;
         let dropped = match kept {
-            Some(mine) => Some(self.regroup_local(mine, own_slots, src)?),
+            Some((mine, own_slots)) => Some(self.regroup_local(mine, own_slots, src)?),
             None => None,
         };
         self.progress.epoch = at.epoch;
@@ -260,8 +263,16 @@ impl Training {
             opt,
             ..
         } = &mut self.r;
-        let (mut global, mut momentum) = (mine.global.clone(), mine.momentum.clone());
-        let counts = format!("{}:{}", mine.done, mine.last_sync);
+        let LocalState {
+            done,
+            local,
+            mut global,
+            mut momentum,
+            residual,
+            last_sync,
+            ..
+        } = mine;
+        let counts = format!("{done}:{last_sync}");
         let all = with_comm(comm, |c| {
             c.broadcast(&mut global, src)?;
             c.broadcast(&mut momentum, src)?;
@@ -282,13 +293,13 @@ impl Training {
         }
         let state = LocalState {
             done,
-            local: if joining { global.clone() } else { mine.local },
+            local: if joining { global.clone() } else { local },
             global,
             momentum,
             residual: if joining {
-                vec![0.0; mine.residual.len()]
+                vec![0.0; residual.len()]
             } else {
-                mine.residual
+                residual
             },
             landing: None,
             last_sync,

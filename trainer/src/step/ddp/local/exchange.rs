@@ -69,17 +69,16 @@ pub(super) fn payload(values: &[f32], encoding: SyncEncoding, lost: Option<&mut 
 
 /// The average over the ranks of every rank's `payload`, and the bytes this rank sent for it.
 pub(super) fn exchange(c: &mut dyn Collective, payload: Payload) -> Result<(Vec<f32>, u64)> {
-    let w = c.world_size() as u64;
-    let ring = |n: usize, width: u64| n as u64 * width * 2 * (w - 1) / w;
+    let w = c.world_size();
     match payload {
         Payload::F32(mut v) => {
             c.all_reduce(&mut v, ReduceOp::Avg)?;
-            let sent = ring(v.len(), 4);
+            let sent = ring_bytes(v.len() * 4, w);
             Ok((v, sent))
         }
         Payload::Bf16(mut v) => {
             c.all_reduce_coded(&mut v, ReduceOp::Avg, Codec::Bf16)?;
-            let sent = ring(v.len(), 2);
+            let sent = ring_bytes(v.len() * 2, w);
             Ok((v, sent))
         }
         Payload::Blocks { bits, bytes, n } => {
@@ -91,7 +90,14 @@ pub(super) fn exchange(c: &mut dyn Collective, payload: Payload) -> Result<(Vec<
                     Error::Model(format!("rank {rank}'s sync does not decode: {e}"))
                 })?;
             }
-            Ok((avg, (w - 1) * bytes.len() as u64))
+            Ok((avg, (w as u64 - 1) * bytes.len() as u64))
         }
     }
+}
+
+/// Bytes each of `w` ranks sends in a ring all-reduce of a buffer of `bytes` (a reduce-scatter
+/// and an all-gather, each `(w - 1) / w` of it).
+pub(super) fn ring_bytes(bytes: usize, w: usize) -> u64 {
+    let w = w as u64;
+    bytes as u64 * 2 * (w - 1) / w
 }

@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::sharded::Sharded;
-use super::{Slot, Stepped, prepare};
+use super::{Slot, Stepped, prepare, whole_norm};
 use crate::dist::ReduceOp;
 use crate::metrics::SyncFigures;
 use crate::optim::{self, Optimizer};
@@ -190,33 +190,16 @@ impl Local {
             let grads = &mut self.buffers.grads;
             grads[n] = control.value(w);
             with_comm(&self.comm, |c| c.all_reduce(grads, ReduceOp::Avg))?;
-            bytes += ring_bytes(n + 1, w);
+            bytes += exchange::ring_bytes((n + 1) * 4, w);
             let clock = Instant::now();
-            let prepared = prepare(
-                opt,
-                |f| f(&mut grads[..n]),
-                |squares| Ok(((squares as f32) as f64).sqrt()),
-            )?;
-            if prepared.step {
-                opt.step(&mut self.buffers.params[..n], &grads[..n], lr);
-            }
+            norm = self.optimizer_step(opt, lr)?;
             self.global.copy_from_slice(&self.buffers.params[..n]);
             optimizer = clock.elapsed();
-            norm = prepared.norm;
-            agreed = Control::read(grads[n]);
+            agreed = Control::read(self.buffers.grads[n]);
         } else {
             let clock = Instant::now();
-            let grads = &mut self.buffers.grads;
             // The inner step clips to this replica's own norm, as each replica alone would.
-            let prepared = prepare(
-                opt,
-                |f| f(&mut grads[..n]),
-                |squares| Ok(((squares as f32) as f64).sqrt()),
-            )?;
-            if prepared.step {
-                opt.step(&mut self.buffers.params[..n], &grads[..n], lr);
-            }
-            norm = prepared.norm;
+            norm = self.optimizer_step(opt, lr)?;
             let mut spent = clock.elapsed();
             if let Some(h) = self.sending.take() {
                 let (avg, sent) = h
@@ -246,7 +229,7 @@ impl Local {
                 message[1 + rank] = d as f32;
             }
             with_comm(&self.comm, |c| c.all_reduce(&mut message, ReduceOp::Sum))?;
-            bytes += ring_bytes(message.len(), w);
+            bytes += exchange::ring_bytes(message.len() * 4, w);
             if drift.is_some() {
                 self.figures.drift = message[1..].iter().map(|d| (*d as f64).sqrt()).collect();
             }
@@ -261,6 +244,18 @@ impl Local {
             bytes_sent: Some(bytes),
         };
         Ok((agreed, cost, norm))
+    }
+
+    /// The optimizer on the gradients in the buffer (unscaled and clipped with the norm of them
+    /// all, which this rank holds); their norm before clipping, where it clips.
+    fn optimizer_step(&mut self, opt: &mut Optimizer, lr: f64) -> Result<Option<f64>> {
+        let n = self.buffers.params.len() - 1;
+        let grads = &mut self.buffers.grads;
+        let prepared = prepare(opt, |f| f(&mut grads[..n]), whole_norm)?;
+        if prepared.step {
+            opt.step(&mut self.buffers.params[..n], &grads[..n], lr);
+        }
+        Ok(prepared.norm)
     }
 
     /// Fragment `p`'s sync begins after step `t`: this replica's pseudo-gradient (plus what the
@@ -423,12 +418,6 @@ impl Local {
         };
         Ok(())
     }
-}
-
-/// Bytes a ring all-reduce of `n` floats sends from each of `w` ranks.
-fn ring_bytes(n: usize, w: usize) -> u64 {
-    let w = w as u64;
-    n as u64 * 4 * 2 * (w - 1) / w
 }
 
 /// The outer optimizer: SGD on `global` with the averaged pseudo-gradient `grad`, learning rate
